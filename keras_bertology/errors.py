@@ -1,0 +1,22 @@
+"""User-facing errors.
+
+Anything a user can cause (bad corpus, bad flag, wrong vocab, mismatched
+checkpoint) raises a `BertologyError`; the CLI prints its message on one line
+and exits non-zero instead of showing a traceback.
+"""
+
+
+class BertologyError(Exception):
+    """An error caused by the user's input, with a message that says how to fix it."""
+
+
+class CorpusError(BertologyError):
+    """The training corpus is missing, empty or unreadable."""
+
+
+class ConfigError(BertologyError):
+    """A preset, flag or configuration value is invalid."""
+
+
+class CheckpointError(BertologyError):
+    """A checkpoint or run folder cannot be loaded into the requested model."""

@@ -1,0 +1,16 @@
+"""Reusable, model-agnostic Keras layers."""
+
+from keras_bertology.layers.attention import MultiHeadSelfAttention, merge_attention_masks
+from keras_bertology.layers.embeddings import TokenPositionSegmentEmbedding
+from keras_bertology.layers.heads import MaskedLMHead, PooledClassificationHead, gather_positions
+from keras_bertology.layers.transformer_block import TransformerEncoderBlock
+
+__all__ = [
+    "MaskedLMHead",
+    "MultiHeadSelfAttention",
+    "PooledClassificationHead",
+    "TokenPositionSegmentEmbedding",
+    "TransformerEncoderBlock",
+    "gather_positions",
+    "merge_attention_masks",
+]

@@ -1,0 +1,114 @@
+"""Multi-head scaled dot-product self-attention with padding and arbitrary masks."""
+
+import math
+
+import keras
+from keras import ops
+
+
+def merge_attention_masks(padding_mask, attention_mask=None):
+    """Combine a [B, L] padding mask and an optional [B, Lq, Lk] mask into [B, Lq, Lk].
+
+    Both use 1/True for "may attend". Keys that are padding are hidden from
+    every query; the extra mask restricts further (causal, two-stream, ...).
+    """
+    mask = None
+    if padding_mask is not None:
+        mask = ops.expand_dims(ops.cast(padding_mask, "bool"), axis=1)
+    if attention_mask is not None:
+        extra = ops.cast(attention_mask, "bool")
+        mask = extra if mask is None else ops.logical_and(mask, extra)
+    return mask
+
+
+# Score given to hidden keys; the softmax runs in float32, where exp() of it is 0.
+_MASKED_SCORE = -1e9
+
+
+@keras.saving.register_keras_serializable(package="keras_bertology")
+class MultiHeadSelfAttention(keras.layers.Layer):
+    """Multi-head self-attention: separate query/key/value projections, softmax in float32.
+
+    Scores are computed in the compute dtype (bf16 under mixed precision) but
+    the masked softmax runs in float32, which keeps masked keys at exactly zero
+    weight and matches the float32 reference to rounding.
+
+    Args:
+        num_heads: int, number of attention heads.
+        head_dim: int, width of each head; defaults to hidden / num_heads.
+        dropout: float, dropout on the attention probabilities.
+        initializer_range: float, stddev of the truncated-normal initializer.
+
+    Call args:
+        x: [B, L, H] inputs.
+        attention_mask: optional [B, L, L] 0/1 mask (see `merge_attention_masks`).
+
+    Example:
+        >>> mha = MultiHeadSelfAttention(num_heads=2)
+        >>> mha(ops.ones((1, 4, 8))).shape
+        (1, 4, 8)
+    """
+
+    def __init__(self, num_heads, head_dim=None, dropout=0.0, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.head_dim = head_dim
+        self.dropout = dropout
+        self.initializer_range = initializer_range
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+
+    def _dense(self, units, name):
+        return keras.layers.Dense(
+            units,
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range),
+            dtype=self.dtype_policy,
+            name=name,
+        )
+
+    def build(self, input_shape):
+        hidden = input_shape[-1]
+        if self.head_dim is None and hidden % self.num_heads:
+            raise ValueError(f"hidden size {hidden} is not divisible by {self.num_heads} heads")
+        self._head_dim = self.head_dim or hidden // self.num_heads
+        inner = self.num_heads * self._head_dim
+        self.query_dense = self._dense(inner, "query")
+        self.key_dense = self._dense(inner, "key")
+        self.value_dense = self._dense(inner, "value")
+        self.output_dense = self._dense(hidden, "output")
+        for layer in (self.query_dense, self.key_dense, self.value_dense):
+            layer.build(input_shape)
+        self.output_dense.build(tuple(input_shape[:-1]) + (inner,))
+        self.built = True
+
+    def _split_heads(self, x):
+        batch, length = ops.shape(x)[0], ops.shape(x)[1]
+        return ops.reshape(x, (batch, length, self.num_heads, self._head_dim))
+
+    def call(self, x, attention_mask=None, training=None):
+        query = self._split_heads(self.query_dense(x))
+        key = self._split_heads(self.key_dense(x))
+        value = self._split_heads(self.value_dense(x))
+        query = query * ops.cast(1.0 / math.sqrt(self._head_dim), query.dtype)
+        scores = ops.cast(ops.einsum("bqnd,bknd->bnqk", query, key), "float32")
+        if attention_mask is not None:
+            keep = ops.expand_dims(ops.cast(attention_mask, "bool"), axis=1)
+            scores = ops.where(keep, scores, _MASKED_SCORE)
+        probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
+        probs = self.dropout_layer(probs, training=training)
+        context = ops.einsum("bnqk,bknd->bqnd", probs, value)
+        batch, length = ops.shape(context)[0], ops.shape(context)[1]
+        context = ops.reshape(context, (batch, length, self.num_heads * self._head_dim))
+        return self.output_dense(context)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_heads=self.num_heads,
+            head_dim=self.head_dim,
+            dropout=self.dropout,
+            initializer_range=self.initializer_range,
+        )
+        return config

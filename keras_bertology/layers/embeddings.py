@@ -1,0 +1,107 @@
+"""Input embeddings: token + absolute position + optional segment, then LayerNorm."""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_bertology")
+class TokenPositionSegmentEmbedding(keras.layers.Layer):
+    """Sum of token, learned absolute position and segment embeddings.
+
+    The token table is a `keras.layers.ReversibleEmbedding` exposed as
+    `token_embedding`, so an output head can reuse it as a tied decoder.
+    `num_segments=0` drops the segment table (RoBERTa has none worth keeping).
+
+    Args:
+        vocab_size: int, number of token ids.
+        embedding_dim: int, width of every table.
+        max_positions: int, longest sequence the position table covers.
+        num_segments: int, number of segment (token type) ids; 0 for none.
+        dropout: float, dropout after the LayerNorm.
+        layer_norm_epsilon: float, or `None` to skip the LayerNorm (pre-LN stacks).
+        initializer_range: float, stddev of the truncated-normal initializer.
+
+    Example:
+        >>> layer = TokenPositionSegmentEmbedding(100, 16, max_positions=32)
+        >>> layer(ops.ones((2, 8), "int32"), ops.zeros((2, 8), "int32")).shape
+        (2, 8, 16)
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        embedding_dim,
+        max_positions=512,
+        num_segments=2,
+        dropout=0.1,
+        layer_norm_epsilon=1e-12,
+        initializer_range=0.02,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.embedding_dim = embedding_dim
+        self.max_positions = max_positions
+        self.num_segments = num_segments
+        self.dropout = dropout
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.initializer_range = initializer_range
+        init = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        self.token_embedding = keras.layers.ReversibleEmbedding(
+            vocab_size, embedding_dim, embeddings_initializer=init,
+            dtype=self.dtype_policy, name="token_embedding",
+        )
+        self.position_embedding = keras.layers.Embedding(
+            max_positions, embedding_dim, embeddings_initializer=init,
+            dtype=self.dtype_policy, name="position_embedding",
+        )
+        self.segment_embedding = None
+        if num_segments:
+            self.segment_embedding = keras.layers.Embedding(
+                num_segments, embedding_dim, embeddings_initializer=init,
+                dtype=self.dtype_policy, name="segment_embedding",
+            )
+        self.layer_norm = None
+        if layer_norm_epsilon is not None:
+            self.layer_norm = keras.layers.LayerNormalization(
+                epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm"
+            )
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+
+    def build(self, token_ids_shape, segment_ids_shape=None):
+        self.token_embedding.build(token_ids_shape)
+        self.position_embedding.build((None,))
+        if self.segment_embedding is not None:
+            self.segment_embedding.build(token_ids_shape)
+        if self.layer_norm is not None:
+            self.layer_norm.build(tuple(token_ids_shape) + (self.embedding_dim,))
+        self.built = True
+
+    def call(self, token_ids, segment_ids=None, training=None):
+        seq_len = ops.shape(token_ids)[1]
+        embeddings = self.token_embedding(token_ids)
+        positions = self.position_embedding(ops.arange(seq_len, dtype="int32"))
+        embeddings = embeddings + ops.expand_dims(positions, 0)
+        if self.segment_embedding is not None:
+            if segment_ids is None:
+                segment_ids = ops.zeros_like(token_ids)
+            embeddings = embeddings + self.segment_embedding(segment_ids)
+        if self.layer_norm is not None:
+            embeddings = self.layer_norm(embeddings)
+        return self.dropout_layer(embeddings, training=training)
+
+    def compute_output_shape(self, token_ids_shape, segment_ids_shape=None):
+        return tuple(token_ids_shape) + (self.embedding_dim,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            vocab_size=self.vocab_size,
+            embedding_dim=self.embedding_dim,
+            max_positions=self.max_positions,
+            num_segments=self.num_segments,
+            dropout=self.dropout,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            initializer_range=self.initializer_range,
+        )
+        return config

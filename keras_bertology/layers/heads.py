@@ -1,0 +1,158 @@
+"""Pretraining output heads: masked-LM and pooled sequence(-pair) classification."""
+
+import keras
+from keras import ops
+
+
+def gather_positions(sequence, positions):
+    """Pick rows `positions` [B, P] out of `sequence` [B, L, H] -> [B, P, H]."""
+    index = ops.expand_dims(ops.cast(positions, "int32"), axis=-1)
+    return ops.take_along_axis(sequence, index, axis=1)
+
+
+@keras.saving.register_keras_serializable(package="keras_bertology")
+class MaskedLMHead(keras.layers.Layer):
+    """BERT's MLM head: dense + activation + LayerNorm, tied decoder, output bias.
+
+    Given `mask_positions` the head gathers those rows first and computes
+    logits only there ([B, P, V] instead of [B, L, V]): with P = 20 of L = 128
+    this saves most of the vocabulary matmul, the single biggest cost of MLM
+    pretraining on small models. Logits are returned in float32 so the loss is
+    stable under mixed precision.
+
+    Args:
+        vocab_size: int, output vocabulary.
+        token_embedding: optional `keras.layers.ReversibleEmbedding` to tie
+            the decoder to; it is not serialized, the owning model passes it
+            again on reload. Without it the head has its own decoder kernel.
+        activation: str, transform activation.
+        layer_norm_epsilon: float.
+        initializer_range: float.
+
+    Example:
+        >>> head = MaskedLMHead(vocab_size=50)
+        >>> hidden = ops.ones((2, 8, 16))
+        >>> head(hidden, ops.zeros((2, 3), "int32")).shape
+        (2, 3, 50)
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        token_embedding=None,
+        activation="gelu",
+        layer_norm_epsilon=1e-12,
+        initializer_range=0.02,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.token_embedding = token_embedding
+        self.activation = activation
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.initializer_range = initializer_range
+        if token_embedding is not None and token_embedding.input_dim != vocab_size:
+            raise ValueError(
+                f"tied embedding has {token_embedding.input_dim} rows, head expects {vocab_size}"
+            )
+
+    def build(self, hidden_shape, mask_positions_shape=None):
+        init = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
+        width = self.token_embedding.output_dim if self.token_embedding else hidden_shape[-1]
+        self.transform = keras.layers.Dense(
+            width, activation=self.activation, kernel_initializer=init,
+            dtype=self.dtype_policy, name="transform",
+        )
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm"
+        )
+        self.transform.build(hidden_shape)
+        self.layer_norm.build(tuple(hidden_shape[:-1]) + (width,))
+        if self.token_embedding is None:
+            self.decoder_kernel = self.add_weight(
+                name="decoder_kernel", shape=(width, self.vocab_size), initializer=init
+            )
+        self.output_bias = self.add_weight(
+            name="output_bias", shape=(self.vocab_size,), initializer="zeros"
+        )
+        self.built = True
+
+    def call(self, hidden, mask_positions=None):
+        if mask_positions is not None:
+            hidden = gather_positions(hidden, mask_positions)
+        x = self.layer_norm(self.transform(hidden))
+        if self.token_embedding is not None:
+            logits = self.token_embedding(x, reverse=True)
+        else:
+            logits = ops.matmul(x, ops.cast(self.decoder_kernel, x.dtype))
+        return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
+
+    def compute_output_shape(self, hidden_shape, mask_positions_shape=None):
+        rows = mask_positions_shape[1] if mask_positions_shape is not None else hidden_shape[1]
+        return (hidden_shape[0], rows, self.vocab_size)
+
+    def compute_output_spec(self, hidden, mask_positions=None):
+        shape = self.compute_output_shape(
+            hidden.shape, None if mask_positions is None else mask_positions.shape
+        )
+        return keras.KerasTensor(shape, dtype="float32")
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            vocab_size=self.vocab_size,
+            activation=self.activation,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            initializer_range=self.initializer_range,
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_bertology")
+class PooledClassificationHead(keras.layers.Layer):
+    """Linear classifier on a pooled [B, H] vector: NSP, SOP or any sentence-pair label.
+
+    Args:
+        num_classes: int, 2 for next-sentence / sentence-order prediction.
+        dropout: float, dropout on the pooled input (0 in BERT pretraining).
+        initializer_range: float.
+
+    Example:
+        >>> PooledClassificationHead(2)(ops.ones((4, 16))).shape
+        (4, 2)
+    """
+
+    def __init__(self, num_classes=2, dropout=0.0, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.num_classes = num_classes
+        self.dropout = dropout
+        self.initializer_range = initializer_range
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.classifier = keras.layers.Dense(
+            num_classes,
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
+            dtype=self.dtype_policy,
+            name="classifier",
+        )
+
+    def build(self, pooled_shape):
+        self.classifier.build(pooled_shape)
+        self.built = True
+
+    def call(self, pooled, training=None):
+        return ops.cast(self.classifier(self.dropout_layer(pooled, training=training)), "float32")
+
+    def compute_output_shape(self, pooled_shape):
+        return (pooled_shape[0], self.num_classes)
+
+    def compute_output_spec(self, pooled, training=None):
+        return keras.KerasTensor(self.compute_output_shape(pooled.shape), dtype="float32")
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_classes=self.num_classes,
+            dropout=self.dropout,
+            initializer_range=self.initializer_range,
+        )
+        return config

@@ -1,0 +1,112 @@
+"""A Transformer encoder block: self-attention + feed-forward, post-LN or pre-LN."""
+
+import keras
+
+from keras_bertology.layers.attention import MultiHeadSelfAttention
+
+
+@keras.saving.register_keras_serializable(package="keras_bertology")
+class TransformerEncoderBlock(keras.layers.Layer):
+    """One encoder layer.
+
+    Post-LN (`norm_first=False`, BERT/RoBERTa): x = LN(x + Attn(x)); x = LN(x + FFN(x)).
+    Pre-LN (`norm_first=True`): x = x + Attn(LN(x)); x = x + FFN(LN(x)); the
+    stack owner applies a final LayerNorm.
+
+    Args:
+        num_heads: int, attention heads.
+        intermediate_size: int, width of the feed-forward hidden layer.
+        activation: str, feed-forward activation (Keras "gelu" is the exact erf GELU, as in BERT).
+        dropout: float, dropout on both residual branches.
+        attention_dropout: float, dropout on attention probabilities.
+        layer_norm_epsilon: float.
+        norm_first: bool, pre-LN instead of post-LN.
+        initializer_range: float, stddev of the truncated-normal initializer.
+
+    Example:
+        >>> block = TransformerEncoderBlock(num_heads=2, intermediate_size=32)
+        >>> block(keras.ops.ones((1, 4, 8))).shape
+        (1, 4, 8)
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        intermediate_size,
+        activation="gelu",
+        dropout=0.1,
+        attention_dropout=0.1,
+        layer_norm_epsilon=1e-12,
+        norm_first=False,
+        initializer_range=0.02,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.intermediate_size = intermediate_size
+        self.activation = activation
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.norm_first = norm_first
+        self.initializer_range = initializer_range
+
+    def build(self, input_shape):
+        hidden = input_shape[-1]
+        policy = self.dtype_policy
+        init = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
+        self.attention = MultiHeadSelfAttention(
+            self.num_heads, dropout=self.attention_dropout,
+            initializer_range=self.initializer_range, dtype=policy, name="attention",
+        )
+        self.attention_norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=policy, name="attention_norm"
+        )
+        self.intermediate_dense = keras.layers.Dense(
+            self.intermediate_size, activation=self.activation,
+            kernel_initializer=init, dtype=policy, name="intermediate",
+        )
+        self.output_dense = keras.layers.Dense(
+            hidden, kernel_initializer=init, dtype=policy, name="output"
+        )
+        self.output_norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=policy, name="output_norm"
+        )
+        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=policy)
+        self.attention.build(input_shape)
+        self.attention_norm.build(input_shape)
+        self.intermediate_dense.build(input_shape)
+        self.output_dense.build(tuple(input_shape[:-1]) + (self.intermediate_size,))
+        self.output_norm.build(input_shape)
+        self.built = True
+
+    def _attention_branch(self, x, attention_mask, training):
+        return self.dropout_layer(self.attention(x, attention_mask, training=training), training=training)
+
+    def _feed_forward_branch(self, x, training):
+        return self.dropout_layer(self.output_dense(self.intermediate_dense(x)), training=training)
+
+    def call(self, x, attention_mask=None, training=None):
+        if self.norm_first:
+            x = x + self._attention_branch(self.attention_norm(x), attention_mask, training)
+            return x + self._feed_forward_branch(self.output_norm(x), training)
+        x = self.attention_norm(x + self._attention_branch(x, attention_mask, training))
+        return self.output_norm(x + self._feed_forward_branch(x, training))
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_heads=self.num_heads,
+            intermediate_size=self.intermediate_size,
+            activation=self.activation,
+            dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            norm_first=self.norm_first,
+            initializer_range=self.initializer_range,
+        )
+        return config
+

@@ -1,0 +1,159 @@
+"""The BERT encoder (backbone), also used by RoBERTa with other settings."""
+
+import keras
+from keras import ops
+
+from keras_bertology.errors import ConfigError
+from keras_bertology.layers import (
+    TokenPositionSegmentEmbedding,
+    TransformerEncoderBlock,
+    merge_attention_masks,
+)
+
+
+@keras.saving.register_keras_serializable(package="keras_bertology")
+class BertBackbone(keras.Model):
+    """A stack of Transformer encoder blocks over token/position/segment embeddings.
+
+    A functional Keras model built from plain arguments, so `get_config` and
+    `.keras` save/load just work. Inputs are a dict: `token_ids` and
+    `padding_mask` [B, L] int32, plus `segment_ids` when `num_segments > 0`.
+    Outputs are a dict: `sequence_output` [B, L, H] and, with `use_pooler`,
+    `pooled_output` [B, H] (dense + tanh over the first token).
+
+    Args:
+        vocab_size: int.
+        num_layers: int.
+        num_heads: int.
+        hidden_size: int.
+        intermediate_size: int, feed-forward width.
+        max_positions: int, size of the absolute position table.
+        num_segments: int, segment vocabulary (2 for BERT, 0 for RoBERTa).
+        use_pooler: bool, add the tanh pooler over the first token.
+        dropout: float, hidden dropout.
+        attention_dropout: float, attention-probability dropout.
+        layer_norm_epsilon: float, 1e-12 for BERT, 1e-5 for RoBERTa.
+        norm_first: bool, pre-LN blocks plus a final LayerNorm.
+        initializer_range: float.
+        dtype: optional dtype policy, e.g. "mixed_bfloat16".
+
+    Example:
+        >>> backbone = BertBackbone(vocab_size=100, num_layers=2, num_heads=2,
+        ...                         hidden_size=16, intermediate_size=32)
+        >>> out = backbone({"token_ids": ops.ones((1, 8), "int32"),
+        ...                 "segment_ids": ops.zeros((1, 8), "int32"),
+        ...                 "padding_mask": ops.ones((1, 8), "int32")})
+        >>> out["sequence_output"].shape, out["pooled_output"].shape
+        ((1, 8, 16), (1, 16))
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        num_layers,
+        num_heads,
+        hidden_size,
+        intermediate_size,
+        max_positions=512,
+        num_segments=2,
+        use_pooler=True,
+        dropout=0.1,
+        attention_dropout=0.1,
+        layer_norm_epsilon=1e-12,
+        norm_first=False,
+        initializer_range=0.02,
+        dtype=None,
+        **kwargs,
+    ):
+        if hidden_size % num_heads:
+            raise ConfigError(f"hidden_size {hidden_size} is not divisible by num_heads {num_heads}")
+        embedding = TokenPositionSegmentEmbedding(
+            vocab_size,
+            hidden_size,
+            max_positions=max_positions,
+            num_segments=num_segments,
+            dropout=dropout,
+            layer_norm_epsilon=None if norm_first else layer_norm_epsilon,
+            initializer_range=initializer_range,
+            dtype=dtype,
+            name="embeddings",
+        )
+        inputs = {
+            "token_ids": keras.Input((None,), dtype="int32", name="token_ids"),
+            "padding_mask": keras.Input((None,), dtype="int32", name="padding_mask"),
+        }
+        if num_segments:
+            inputs["segment_ids"] = keras.Input((None,), dtype="int32", name="segment_ids")
+        x = embedding(inputs["token_ids"], inputs.get("segment_ids"))
+        attention_mask = merge_attention_masks(inputs["padding_mask"])
+        for index in range(num_layers):
+            x = TransformerEncoderBlock(
+                num_heads,
+                intermediate_size,
+                dropout=dropout,
+                attention_dropout=attention_dropout,
+                layer_norm_epsilon=layer_norm_epsilon,
+                norm_first=norm_first,
+                initializer_range=initializer_range,
+                dtype=dtype,
+                name=f"encoder_block_{index}",
+            )(x, attention_mask=attention_mask)
+        if norm_first:
+            x = keras.layers.LayerNormalization(
+                epsilon=layer_norm_epsilon, dtype=dtype, name="final_norm"
+            )(x)
+        outputs = {"sequence_output": x}
+        if use_pooler:
+            outputs["pooled_output"] = keras.layers.Dense(
+                hidden_size,
+                activation="tanh",
+                kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
+                dtype=dtype,
+                name="pooler",
+            )(x[:, 0, :])
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+        self.vocab_size = vocab_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.hidden_size = hidden_size
+        self.intermediate_size = intermediate_size
+        self.max_positions = max_positions
+        self.num_segments = num_segments
+        self.use_pooler = use_pooler
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.norm_first = norm_first
+        self.initializer_range = initializer_range
+
+    @property
+    def token_embedding(self):
+        """The token table, for heads that tie their decoder to it."""
+        return self.get_layer("embeddings").token_embedding
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            "vocab_size": self.vocab_size,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "max_positions": self.max_positions,
+            "num_segments": self.num_segments,
+            "use_pooler": self.use_pooler,
+            "dropout": self.dropout,
+            "attention_dropout": self.attention_dropout,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "norm_first": self.norm_first,
+            "initializer_range": self.initializer_range,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(**config)

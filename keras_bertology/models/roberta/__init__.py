@@ -1,0 +1,23 @@
+"""RoBERTa: the BERT backbone without segments or pooler, pretrained by MLM only.
+
+RoBERTa's original byte-level BPE has no in-graph TensorFlow implementation;
+here it pretrains with SentencePiece BPE with byte fallback, which is also
+byte-complete (no unknown tokens) and runs inside the SavedModel graph.
+"""
+
+from keras_bertology.models.bert.backbone import BertBackbone
+from keras_bertology.models.family import ModelFamily
+from keras_bertology.models.roberta.presets import ROBERTA_PRESETS
+from keras_bertology.models.roberta.pretrainer import RobertaPretrainer
+
+ROBERTA = ModelFamily(
+    name="roberta",
+    presets=ROBERTA_PRESETS,
+    backbone_cls=BertBackbone,
+    pretrainer_cls=RobertaPretrainer,
+    tokenizer="sentencepiece",
+    instances="full_sentences",
+    masking="dynamic",
+)
+
+__all__ = ["ROBERTA", "ROBERTA_PRESETS", "RobertaPretrainer"]
