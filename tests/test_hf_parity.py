@@ -1,0 +1,125 @@
+"""Our encoder and MLM head against randomly initialised Hugging Face models (fp32)."""
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+from hf_reference import run_hf, save_hf_model
+from keras_bertology.convert.hf_checkpoint import (
+    backbone_kwargs_from_hf,
+    load_hf_heads_into_pretrainer,
+    load_hf_weights_into_backbone,
+    read_hf_checkpoint,
+)
+from keras_bertology.errors import CheckpointError
+from keras_bertology.models import BertBackbone, BertPretrainer, RobertaPretrainer
+
+TOLERANCE = 1e-5
+SMALL = dict(vocab_size=211, hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
+             intermediate_size=96, max_position_embeddings=64)
+
+
+def _random_batch(vocab_size, batch=3, length=24, seed=0, first_id=5):
+    rng = np.random.default_rng(seed)
+    token_ids = rng.integers(first_id, vocab_size, size=(batch, length)).astype("int32")
+    lengths = np.array([length, length - 7, length - 15])[:batch]
+    padding_mask = (np.arange(length)[None, :] < lengths[:, None]).astype("int32")
+    return token_ids, padding_mask, lengths
+
+
+def _import(tmp_path, hf_model):
+    save_hf_model(hf_model, tmp_path)
+    config, weights = read_hf_checkpoint(tmp_path)
+    _, kwargs = backbone_kwargs_from_hf(config)
+    backbone = BertBackbone(**kwargs)
+    load_hf_weights_into_backbone(backbone, weights, config)
+    return backbone, config, weights
+
+
+def _hf_model(cls, config_cls, **overrides):
+    torch.manual_seed(0)
+    config = config_cls(**dict(SMALL, **overrides))
+    config._attn_implementation = "eager"
+    model = cls(config).eval()
+    # Random init leaves LayerNorm at (1, 0) and biases at 0; perturb them so
+    # a mapping mistake on any tensor shows up in the outputs.
+    with torch.no_grad():
+        for name, tensor in model.named_parameters():
+            if "LayerNorm" in name or "layer_norm" in name or name.endswith("bias"):
+                tensor.add_(0.1 * torch.randn_like(tensor))
+    return model
+
+
+def test_bert_hidden_states_and_pooler_match(tmp_path):
+    hf = _hf_model(transformers.BertModel, transformers.BertConfig)
+    backbone, _, _ = _import(tmp_path, hf)
+    token_ids, padding_mask, lengths = _random_batch(SMALL["vocab_size"])
+    segment_ids = (np.arange(token_ids.shape[1])[None, :] >= 10).astype("int32").repeat(3, 0)
+    expected_seq, expected_pooled = run_hf(hf, token_ids, padding_mask, segment_ids)
+    ours = backbone.predict(
+        {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}, verbose=0
+    )
+    for row, length in enumerate(lengths):
+        diff = np.abs(ours["sequence_output"][row, :length] - expected_seq[row, :length]).max()
+        assert diff <= TOLERANCE, f"row {row}: max abs diff {diff}"
+    assert np.abs(ours["pooled_output"] - expected_pooled).max() <= TOLERANCE
+
+
+def test_roberta_hidden_states_match(tmp_path):
+    hf = _hf_model(transformers.RobertaModel, transformers.RobertaConfig,
+                   max_position_embeddings=66, type_vocab_size=1, layer_norm_eps=1e-5,
+                   pad_token_id=1, add_pooling_layer=False)
+    backbone, _, _ = _import(tmp_path, hf)
+    assert backbone.max_positions == 64 and backbone.num_segments == 0
+    token_ids, padding_mask, lengths = _random_batch(SMALL["vocab_size"], seed=1)
+    token_ids = np.where(padding_mask == 1, token_ids, 1)  # RoBERTa's <pad> id
+    expected, _ = run_hf(hf, token_ids, padding_mask)
+    ours = backbone.predict({"token_ids": token_ids, "padding_mask": padding_mask}, verbose=0)
+    for row, length in enumerate(lengths):
+        diff = np.abs(ours["sequence_output"][row, :length] - expected[row, :length]).max()
+        assert diff <= TOLERANCE, f"row {row}: max abs diff {diff}"
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_mlm_logits_match_at_masked_positions(tmp_path, family):
+    if family == "bert":
+        hf = _hf_model(transformers.BertForPreTraining, transformers.BertConfig)
+        pretrainer_cls = BertPretrainer
+    else:
+        hf = _hf_model(transformers.RobertaForMaskedLM, transformers.RobertaConfig,
+                       max_position_embeddings=66, type_vocab_size=1, layer_norm_eps=1e-5)
+        pretrainer_cls = RobertaPretrainer
+    backbone, _, weights = _import(tmp_path, hf)
+    pretrainer = pretrainer_cls(backbone)
+    load_hf_heads_into_pretrainer(pretrainer, weights)
+    token_ids, _, _ = _random_batch(SMALL["vocab_size"], seed=2)
+    padding_mask = np.ones_like(token_ids)
+    positions = np.array([[1, 5, 9], [0, 2, 23], [7, 7, 12]], dtype="int32")
+    inputs = {"token_ids": token_ids, "padding_mask": padding_mask, "mask_positions": positions}
+    if family == "bert":
+        inputs["segment_ids"] = np.zeros_like(token_ids)
+    ours = pretrainer.predict(inputs, verbose=0)
+    with torch.no_grad():
+        output = hf(input_ids=torch.tensor(token_ids, dtype=torch.long),
+                    attention_mask=torch.tensor(padding_mask, dtype=torch.long))
+    logits = (output.prediction_logits if family == "bert" else output.logits).numpy()
+    expected = np.take_along_axis(logits, positions[..., None], axis=1)
+    assert np.abs(ours["mlm"] - expected).max() <= TOLERANCE
+    if family == "bert":
+        assert np.abs(ours["nsp"] - output.seq_relationship_logits.numpy()).max() <= TOLERANCE
+
+
+def test_mismatched_checkpoint_shape_is_a_clear_error(tmp_path):
+    hf = _hf_model(transformers.BertModel, transformers.BertConfig)
+    save_hf_model(hf, tmp_path)
+    config, weights = read_hf_checkpoint(tmp_path)
+    _, kwargs = backbone_kwargs_from_hf(config)
+    backbone = BertBackbone(**dict(kwargs, intermediate_size=kwargs["intermediate_size"] + 1))
+    with pytest.raises(CheckpointError, match="shape mismatch for encoder.layer.0.intermediate.dense.weight"):
+        load_hf_weights_into_backbone(backbone, weights, config)
+
+
+def test_missing_checkpoint_files_are_a_clear_error(tmp_path):
+    with pytest.raises(CheckpointError, match="config.json"):
+        read_hf_checkpoint(tmp_path)
