@@ -18,7 +18,7 @@ setup(
     description="BERT-family pretraining, checkpoint import and SavedModel export in Keras 3",
     long_description=(HERE / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
-    python_requires=">=3.11,<3.12",
+    python_requires=">=3.10",
     packages=find_packages(include=["keras_bertology", "keras_bertology.*"]),
     install_requires=_requirements("base.txt"),
     extras_require={"test": _requirements("test.txt")},

@@ -191,3 +191,42 @@ def load_hf_heads_into_pretrainer(pretrainer, weights):
     if pretrainer.next_sentence_prediction and source.has("cls.seq_relationship.weight"):
         _load_dense(pretrainer.get_layer("nsp_head").classifier, source, "cls.seq_relationship")
     return source.used
+
+
+def convert_hf_checkpoint(hf_dir, seq_len=128):
+    """A `runs.RunModel` from a Hugging Face folder: encoder, heads if present, WordPiece vocab if present."""
+    from keras_bertology.data.tokenizers import WordPieceTokenizer
+    from keras_bertology.models import get_family
+    from keras_bertology.runs import RunModel
+
+    config, weights = read_hf_checkpoint(hf_dir)
+    model_type, kwargs = backbone_kwargs_from_hf(config)
+    if seq_len > kwargs["max_positions"]:
+        raise CheckpointError(f"--seq-len {seq_len} is above the checkpoint's {kwargs['max_positions']} positions")
+    family = get_family(model_type)
+    backbone = family.backbone_cls(**kwargs)
+    load_hf_weights_into_backbone(backbone, weights, config)
+    pretrainer = None
+    if has_mlm_head(weights):
+        pretrainer = family.pretrainer_cls(backbone)
+        load_hf_heads_into_pretrainer(pretrainer, weights)
+    tokenizer = None
+    vocab_path = Path(hf_dir) / "vocab.txt"
+    if vocab_path.is_file():
+        tokenizer = WordPieceTokenizer(vocab_path, lower_case=_lower_case(Path(hf_dir)))
+        if tokenizer.vocab_size != backbone.vocab_size:
+            raise CheckpointError(
+                f"{vocab_path} has {tokenizer.vocab_size} tokens but the model expects {backbone.vocab_size}"
+            )
+    return RunModel(model_type, backbone, tokenizer, seq_len, pretrainer=pretrainer)
+
+
+def _lower_case(hf_dir):
+    """`do_lower_case` from tokenizer_config.json; uncased (True) when absent, as HF defaults."""
+    path = hf_dir / "tokenizer_config.json"
+    if not path.is_file():
+        return True
+    try:
+        return bool(json.loads(path.read_text(encoding="utf-8")).get("do_lower_case", True))
+    except ValueError:
+        raise CheckpointError(f"{path} is not valid JSON") from None

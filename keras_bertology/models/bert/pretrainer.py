@@ -102,7 +102,7 @@ class BertPretrainer(keras.Model):
         Padding prediction slots have `mask_weights` 0, so they count neither
         in the MLM loss nor in its accuracy.
         """
-        x = {name: features[name] for name in self.input}
+        x = {name: keras.ops.cast(features[name], "int32") for name in self.input}
         y = {"mlm": features["mask_ids"]}
         sample_weight = {"mlm": features["mask_weights"]}
         if self.next_sentence_prediction:

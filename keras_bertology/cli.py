@@ -1,0 +1,148 @@
+"""`bertology`: one command line for every model family.
+
+    bertology pretrain --model FAMILY --preset NAME [--corpus PATH ...] [--steps N]
+                       [--batch-size B] [--seq-len L] [--out RUN_DIR] [--export DIR]
+    bertology export RUN_DIR [--out DIR]
+    bertology convert --from-hf HF_DIR --out RUN_DIR [--seq-len L]
+    bertology presets
+
+Errors caused by input (bad corpus, flags, checkpoints) print one line,
+"bertology: error: ...", and exit with status 2.
+"""
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+EXIT_USAGE = 2
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def _positive_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} must be positive")
+    return value
+
+
+def build_parser():
+    from keras_bertology.models import FAMILIES
+    from keras_bertology.training.pretrain import MASKINGS, PRECISIONS, PretrainOptions
+    from keras_bertology.training.strategy import STRATEGIES
+
+    defaults = PretrainOptions()
+    parser = argparse.ArgumentParser(prog="bertology", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    pretrain = commands.add_parser("pretrain", help="pretrain a model on a corpus and export it")
+    pretrain.add_argument("--model", choices=sorted(FAMILIES), default=defaults.model)
+    pretrain.add_argument("--preset", default=defaults.preset, help="see `bertology presets`")
+    pretrain.add_argument("--corpus", nargs="+", metavar="PATH",
+                          help="text files or folders (default: the bundled Shakespeare plays)")
+    pretrain.add_argument("--steps", type=_positive_int, default=defaults.steps)
+    pretrain.add_argument("--batch-size", type=_positive_int, default=defaults.batch_size)
+    pretrain.add_argument("--seq-len", type=_positive_int, default=defaults.seq_len)
+    pretrain.add_argument("--out", metavar="RUN_DIR", help="run folder (default: runs/<run name>)")
+    pretrain.add_argument("--export", metavar="DIR", help="SavedModel folder (default: savedmodels/<run name>)")
+    pretrain.add_argument("--vocab-size", type=_positive_int, default=defaults.vocab_size)
+    pretrain.add_argument("--masking", choices=MASKINGS,
+                          help="static (BERT default, written once) or dynamic (RoBERTa default)")
+    pretrain.add_argument("--whole-word", action="store_true", help="whole-word masking")
+    pretrain.add_argument("--dupe-factor", type=_positive_int, default=defaults.dupe_factor,
+                          help="masked copies per instance with static masking")
+    pretrain.add_argument("--max-predictions", type=_positive_int, default=defaults.max_predictions)
+    pretrain.add_argument("--learning-rate", type=_positive_float, default=defaults.learning_rate)
+    pretrain.add_argument("--log-every", type=_positive_int, default=defaults.log_every,
+                          help="steps per logged window; --steps is rounded up to a multiple")
+    pretrain.add_argument("--precision", choices=PRECISIONS, default=defaults.precision)
+    pretrain.add_argument("--strategy", choices=STRATEGIES, default=defaults.strategy)
+    pretrain.add_argument("--seed", type=int, default=defaults.seed)
+
+    export = commands.add_parser("export", help="export a run folder to a SavedModel")
+    export.add_argument("run_dir", metavar="RUN_DIR")
+    export.add_argument("--out", metavar="DIR", help="default: savedmodels/<run folder name>")
+
+    convert = commands.add_parser("convert", help="import a Hugging Face checkpoint into a run folder")
+    convert.add_argument("--from-hf", required=True, metavar="HF_DIR",
+                         help="folder with config.json and model.safetensors (vocab.txt optional)")
+    convert.add_argument("--out", required=True, metavar="RUN_DIR")
+    convert.add_argument("--seq-len", type=_positive_int, default=128,
+                         help="sequence length the exported model packs inputs to")
+
+    commands.add_parser("presets", help="list every preset with its parameter count")
+    return parser
+
+
+def _run_pretrain(args):
+    from keras_bertology.training.pretrain import PretrainOptions, pretrain
+
+    fields = {name: value for name, value in vars(args).items() if name != "command"}
+    pretrain(PretrainOptions(**fields))
+
+
+def _run_export(args):
+    from keras_bertology.export import export_saved_model
+    from keras_bertology.runs import load_run_model
+
+    run_dir = Path(args.run_dir)
+    out = Path(args.out) if args.out else Path("savedmodels") / run_dir.resolve().name
+    export_saved_model(load_run_model(run_dir), out)
+    print(f"SavedModel written to {out}")
+
+
+def _run_convert(args):
+    from keras_bertology.convert import convert_hf_checkpoint
+    from keras_bertology.runs import save_run_model
+
+    run = convert_hf_checkpoint(args.from_hf, seq_len=args.seq_len)
+    save_run_model(args.out, run)
+    heads = "with MLM head" if run.pretrainer is not None else "encoder only"
+    tokenizer = "WordPiece vocabulary" if run.tokenizer is not None else "no in-graph tokenizer"
+    print(f"{run.family} checkpoint ({heads}, {tokenizer}) written to {args.out}")
+
+
+def _run_presets(_args):
+    from keras_bertology.models import FAMILIES
+
+    print(f"{'family':<9} {'preset':<15} {'parameters':>13}  description")
+    for family in FAMILIES.values():
+        for name, preset in family.presets.items():
+            print(f"{family.name:<9} {name:<15} {preset['params']:>13,}  {preset['description']}")
+
+
+COMMANDS = {"pretrain": _run_pretrain, "export": _run_export, "convert": _run_convert,
+            "presets": _run_presets}
+
+
+def main(argv=None):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    args = build_parser().parse_args(argv)
+    from keras_bertology.errors import BertologyError
+
+    try:
+        COMMANDS[args.command](args)
+    except BertologyError as error:
+        print(f"bertology: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("bertology: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""In-graph packing of raw text into fixed-length encoder inputs.
+
+Used wherever strings go in and model inputs come out (serving signatures,
+fine-tuning preprocessors): tokenize, trim the longest segment first (BERT's
+`truncate_seq_pair`), add [CLS] ... [SEP] (... [SEP]), pad to `seq_len`.
+"""
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+
+def pack_text(tokenizer, seq_len, first, second=None):
+    """Pack string tensors `first` (and `second`) [B] into a dict of [B, seq_len] int32.
+
+    Returns `token_ids`, `segment_ids` (0 for the first segment, 1 for the
+    second) and `padding_mask` (1 for real tokens).
+    """
+    segments = [tokenizer.tokenize(first)]
+    if second is not None:
+        segments.append(tokenizer.tokenize(second))
+    specials = len(segments) + 1
+    # With one segment there is nothing to balance (and ShrinkLongestTrimmer's
+    # loop fails on a single segment), so plain truncation does the same job.
+    trimmer = tf_text.ShrinkLongestTrimmer if second is not None else tf_text.WaterfallTrimmer
+    segments = trimmer(seq_len - specials).trim(segments)
+    token_ids, segment_ids = tf_text.combine_segments(
+        segments, start_of_sequence_id=tokenizer.cls_id, end_of_segment_id=tokenizer.sep_id
+    )
+    token_ids, padding_mask = tf_text.pad_model_inputs(
+        token_ids, max_seq_length=seq_len, pad_value=tokenizer.pad_id
+    )
+    segment_ids, _ = tf_text.pad_model_inputs(segment_ids, max_seq_length=seq_len, pad_value=0)
+    return {
+        "token_ids": tf.cast(token_ids, tf.int32),
+        "segment_ids": tf.cast(segment_ids, tf.int32),
+        "padding_mask": tf.cast(padding_mask, tf.int32),
+    }

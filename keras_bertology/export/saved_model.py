@@ -1,0 +1,77 @@
+"""SavedModel export with the tokenizer inside the graph.
+
+The exported signatures take raw strings, so a server needs nothing but
+TensorFlow and tensorflow-text (imported before loading, which registers the
+tokenizer ops):
+
+    import tensorflow as tf, tensorflow_text  # noqa: F401
+    model = tf.saved_model.load("savedmodels/NAME")
+    model.serve(tf.constant(["a sentence"]))                  # encoder outputs
+    model.serve_pairs(tf.constant(["first"]), tf.constant(["second"]))
+    model.mlm(tf.constant(["a sentence"]))                     # MLM logits, every position
+
+`serving_default` is `serve`. Every input is packed to the run's sequence
+length (longer texts are truncated, longest segment first).
+"""
+
+import json
+
+import keras
+import tensorflow as tf
+
+from keras_bertology.atomic import atomic_directory
+from keras_bertology.data.packing import pack_text
+from keras_bertology.errors import CheckpointError
+
+_STRINGS = tf.TensorSpec([None], tf.string)
+
+
+def export_saved_model(run, export_dir):
+    """Write `run` (a `runs.RunModel`) as a SavedModel at `export_dir`, atomically."""
+    if run.tokenizer is None:
+        raise CheckpointError(
+            "this run has no in-graph tokenizer, so its SavedModel could not take raw strings "
+            "(a converted RoBERTa checkpoint's byte-level BPE has no TensorFlow op); "
+            "pretrain with keras-bertology or convert a checkpoint that ships vocab.txt"
+        )
+    backbone, tokenizer, seq_len = run.backbone, run.tokenizer, run.seq_len
+    input_names = list(backbone.input)
+
+    def encode(first, second=None):
+        packed = pack_text(tokenizer, seq_len, first, second)
+        outputs = backbone({name: packed[name] for name in input_names}, training=False)
+        outputs = {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
+        return dict(outputs, **packed)
+
+    archive = keras.export.ExportArchive()
+    archive.track(run.pretrainer if run.pretrainer is not None else backbone)
+    archive.track(tokenizer)
+    archive.add_endpoint("serve", lambda text: encode(text), input_signature=[_STRINGS])
+    if "segment_ids" in input_names:
+        archive.add_endpoint("serve_pairs", encode, input_signature=[_STRINGS, _STRINGS])
+    if run.pretrainer is not None:
+        archive.add_endpoint("mlm", _mlm_endpoint(run), input_signature=[_STRINGS])
+    with atomic_directory(export_dir) as staging:
+        archive.write_out(str(staging), verbose=False)
+        (staging / "assets").mkdir(exist_ok=True)
+        (staging / "assets" / "bertology.json").write_text(
+            json.dumps({"family": run.family, "preset": run.preset, "seq_len": seq_len,
+                        "vocab_size": tokenizer.vocab_size}, indent=2)
+        )
+    return export_dir
+
+
+def _mlm_endpoint(run):
+    """Raw strings -> MLM logits at every position [B, seq_len, V]."""
+    pretrainer, tokenizer, seq_len = run.pretrainer, run.tokenizer, run.seq_len
+    input_names = [name for name in pretrainer.input if name != "mask_positions"]
+
+    def mlm(text):
+        packed = pack_text(tokenizer, seq_len, text)
+        inputs = {name: packed[name] for name in input_names}
+        batch = tf.shape(packed["token_ids"])[0]
+        inputs["mask_positions"] = tf.tile(tf.range(seq_len)[None, :], [batch, 1])
+        logits = pretrainer(inputs, training=False)["mlm"]
+        return dict(logits=logits, **packed)
+
+    return mlm

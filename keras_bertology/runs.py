@@ -1,0 +1,84 @@
+"""The run folder: what pretraining and `convert` write, and `export`/fine-tuning read.
+
+    RUN_DIR/
+      model/              written atomically at the end of a run
+        run.json          family, preset, sequence length, backbone config
+        pretrainer.keras  backbone + objective heads (absent after a headless convert)
+        backbone.keras    the encoder alone
+        tokenizer/        vocabulary / SentencePiece model
+      checkpoints/        periodic weights during training
+      logs/               TensorBoard
+      metrics.json, loss_curve.png
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import keras
+
+from keras_bertology.atomic import atomic_directory
+from keras_bertology.errors import CheckpointError
+
+MODEL_DIR = "model"
+RUN_FILE = "run.json"
+
+
+@dataclass
+class RunModel:
+    """A trained or converted model with everything needed to serve it."""
+
+    family: str
+    backbone: keras.Model
+    tokenizer: object
+    seq_len: int
+    pretrainer: keras.Model | None = None
+    preset: str | None = None
+
+
+def save_run_model(run_dir, run):
+    """Write `run` to RUN_DIR/model/ atomically: readers see the old model or the new one."""
+    with atomic_directory(Path(run_dir) / MODEL_DIR) as staging:
+        if run.pretrainer is not None:
+            run.pretrainer.save(staging / "pretrainer.keras")
+        run.backbone.save(staging / "backbone.keras")
+        if run.tokenizer is not None:
+            run.tokenizer.save(staging / "tokenizer")
+        description = {
+            "family": run.family,
+            "preset": run.preset,
+            "seq_len": run.seq_len,
+            "backbone": run.backbone.get_config(),
+            "has_pretraining_heads": run.pretrainer is not None,
+            "has_tokenizer": run.tokenizer is not None,
+        }
+        (staging / RUN_FILE).write_text(json.dumps(description, indent=2))
+
+
+def load_run_model(run_dir):
+    """Read RUN_DIR/model/ back; raises CheckpointError when it is missing or broken."""
+    from keras_bertology.data.tokenizers import load_tokenizer
+
+    model_dir = Path(run_dir) / MODEL_DIR
+    run_file = model_dir / RUN_FILE
+    if not run_file.is_file():
+        raise CheckpointError(
+            f"{run_dir} is not a finished run folder (no {MODEL_DIR}/{RUN_FILE}); "
+            "pass a folder written by `bertology pretrain` or `bertology convert`"
+        )
+    description = json.loads(run_file.read_text())
+    pretrainer = None
+    if description["has_pretraining_heads"]:
+        pretrainer = keras.saving.load_model(model_dir / "pretrainer.keras", compile=False)
+        backbone = pretrainer.backbone
+    else:
+        backbone = keras.saving.load_model(model_dir / "backbone.keras", compile=False)
+    tokenizer = load_tokenizer(model_dir / "tokenizer") if description["has_tokenizer"] else None
+    return RunModel(
+        family=description["family"],
+        backbone=backbone,
+        tokenizer=tokenizer,
+        seq_len=description["seq_len"],
+        pretrainer=pretrainer,
+        preset=description.get("preset"),
+    )

@@ -1,0 +1,56 @@
+"""Preset sizes: published parameter counts, cross-checked against keras-hub's backbones."""
+
+import keras
+import keras_hub
+import pytest
+
+from keras_bertology.models import FAMILIES
+
+# Published/keras-hub counts (embeddings + encoder, pooler for BERT; no MLM head).
+PUBLISHED = {
+    "bert-base": 109_482_240,
+    "bert-large": 335_141_888,
+    "roberta-base": 124_052_736,
+    "roberta-large": 354_307_072,
+}
+SMALL = ["bert-tiny", "bert-mini", "bert-small", "bert-medium", "roberta-tiny", "roberta-mini"]
+PRESETS = [(family, name) for family in FAMILIES.values() for name in family.presets]
+
+
+def _ours(family, name):
+    return family.backbone_cls(**family.backbone_config(name))
+
+
+def _keras_hub(family, name):
+    config = family.presets[name]["config"]
+    common = dict(
+        vocabulary_size=config["vocab_size"], num_layers=config["num_layers"],
+        num_heads=config["num_heads"], hidden_dim=config["hidden_size"],
+        intermediate_dim=config["intermediate_size"], max_sequence_length=config["max_positions"],
+    )
+    if family.name == "bert":
+        return keras_hub.models.BertBackbone(num_segments=config["num_segments"], **common)
+    return keras_hub.models.RobertaBackbone(**common)
+
+
+@pytest.mark.parametrize("name,expected", sorted(PUBLISHED.items()))
+@pytest.mark.slow
+def test_big_presets_match_published_counts(name, expected):
+    family = FAMILIES[name.split("-")[0]]
+    model = _ours(family, name)
+    assert model.count_params() == expected
+    assert family.presets[name]["params"] == expected
+    del model
+    keras.backend.clear_session()
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_small_presets_match_keras_hub(name):
+    family = FAMILIES[name.split("-")[0]]
+    ours = _ours(family, name).count_params()
+    assert ours == _keras_hub(family, name).count_params()
+    assert ours == family.presets[name]["params"]
+
+
+def test_every_preset_is_covered():
+    assert {name for _, name in PRESETS} == set(PUBLISHED) | set(SMALL)
