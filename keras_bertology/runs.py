@@ -57,6 +57,7 @@ def save_run_model(run_dir, run):
 
 def load_run_model(run_dir):
     """Read RUN_DIR/model/ back; raises CheckpointError when it is missing or broken."""
+    from keras_bertology import models  # noqa: F401  registers the classes load_model looks up
     from keras_bertology.data.tokenizers import load_tokenizer
 
     model_dir = Path(run_dir) / MODEL_DIR

@@ -124,6 +124,7 @@ def pretrain(options):
             AtomicCheckpoint(run_dir / "checkpoints", steps_per_window),
             keras.callbacks.TensorBoard(str(run_dir / "logs"), update_freq="epoch"),
         ],
+        shuffle=False,  # the input pipeline shuffles
         verbose=options.verbose,
     )
     train_seconds = time.perf_counter() - started

