@@ -40,7 +40,7 @@ def _positive_float(text):
 
 def build_parser():
     from keras_bertology.models import FAMILIES
-    from keras_bertology.training.pretrain import MASKINGS, PRECISIONS, PretrainOptions
+    from keras_bertology.training.pretrain import MASKINGS, PACKINGS, PRECISIONS, PretrainOptions
     from keras_bertology.training.strategy import STRATEGIES
 
     defaults = PretrainOptions()
@@ -60,6 +60,9 @@ def build_parser():
     pretrain.add_argument("--vocab-size", type=_positive_int, default=defaults.vocab_size)
     pretrain.add_argument("--masking", choices=MASKINGS,
                           help="static (BERT default, written once) or dynamic (RoBERTa default)")
+    pretrain.add_argument("--packing", choices=PACKINGS,
+                          help="MLM-only families: FULL-SENTENCES (default, may cross documents) "
+                               "or DOC-SENTENCES")
     pretrain.add_argument("--whole-word", action="store_true", help="whole-word masking")
     pretrain.add_argument("--dupe-factor", type=_positive_int, default=defaults.dupe_factor,
                           help="masked copies per instance with static masking")

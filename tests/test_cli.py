@@ -42,8 +42,8 @@ import json, sys
 import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  registers the tokenizer ops
-assert "keras_bertology" not in sys.modules and "keras" not in sys.modules or True
 model = tf.saved_model.load(sys.argv[1])
+assert "keras_bertology" not in sys.modules, "serving must not need the library"
 texts = tf.constant(["Now is the winter of our discontent.", "To be, or not to be?"])
 out = {name: value.numpy().tolist() for name, value in model.serve(texts).items()}
 if hasattr(model, "mlm"):
@@ -79,9 +79,12 @@ def _keras_outputs(run_dir):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model,preset", [("bert", "bert-tiny"), ("roberta", "roberta-tiny")])
-def test_pretrain_writes_run_and_export_that_serves_the_same_numbers(tmp_path, model, preset):
-    run_dir, export_dir, result = _quick_pretrain(model, preset, tmp_path)
+@pytest.mark.parametrize(
+    "model,preset,extra",
+    [("bert", "bert-tiny", []), ("roberta", "roberta-tiny", ["--packing", "doc-sentences", "--whole-word"])],
+)
+def test_pretrain_writes_run_and_export_that_serves_the_same_numbers(tmp_path, model, preset, extra):
+    run_dir, export_dir, result = _quick_pretrain(model, preset, tmp_path, *extra)
     assert "MLM accuracy" in result.stdout
 
     metrics = json.loads((run_dir / "metrics.json").read_text())
@@ -92,6 +95,8 @@ def test_pretrain_writes_run_and_export_that_serves_the_same_numbers(tmp_path, m
         assert summary["first"]["step"] == 3 and summary["last"]["step"] == 6
         assert 0.0 <= summary["last"]["accuracy"] <= 1.0 and summary["last"]["loss"] > 0
     assert metrics["masking"] == ("static" if model == "bert" else "dynamic")
+    assert metrics["whole_word"] == ("--whole-word" in extra)
+    assert metrics["instances"] == ("sentence_pairs" if model == "bert" else "doc_sentences")
     assert (run_dir / "loss_curve.png").read_bytes()[:4] == b"\x89PNG"
     assert list((run_dir / "checkpoints").glob("step-*.weights.h5"))
     assert list((run_dir / "logs").rglob("*tfevents*"))
@@ -158,6 +163,7 @@ def _error_of(argv, capsys):
         (["pretrain", "--batch-size", "0"], "0 must be at least 1"),
         (["pretrain", "--model", "gpt"], "invalid choice: 'gpt'"),
         (["pretrain", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+        (["pretrain", "--packing", "doc-sentences"], "--packing applies to MLM-only families"),
         (["export", "/no/such/run"], "not a finished run folder"),
         (["convert", "--from-hf", "/no/such/hf", "--out", "x"], "config.json"),
     ],

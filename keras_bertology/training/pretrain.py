@@ -32,6 +32,7 @@ from keras_bertology.training.strategy import make_strategy
 
 PRECISIONS = ("float32", "mixed_bfloat16")
 MASKINGS = ("static", "dynamic")
+PACKINGS = ("full-sentences", "doc-sentences")
 
 
 @dataclasses.dataclass
@@ -48,6 +49,7 @@ class PretrainOptions:
     export: str | None = None
     vocab_size: int = 8000
     masking: str | None = None
+    packing: str | None = None
     whole_word: bool = False
     dupe_factor: int = 10
     max_predictions: int = 20
@@ -76,6 +78,13 @@ class PretrainOptions:
             raise ConfigError(f"--seq-len {self.seq_len} is too short; use at least 8")
         if self.masking not in (None, *MASKINGS):
             raise ConfigError(f"--masking must be one of {', '.join(MASKINGS)}")
+        if self.packing is not None:
+            if self.packing not in PACKINGS:
+                raise ConfigError(f"--packing must be one of {', '.join(PACKINGS)}")
+            if family.instances == "sentence_pairs":
+                raise ConfigError(
+                    f"--packing applies to MLM-only families; {family.name} builds sentence pairs for NSP"
+                )
         if self.precision not in PRECISIONS:
             raise ConfigError(f"--precision must be one of {', '.join(PRECISIONS)}")
         if self.learning_rate <= 0:
@@ -132,7 +141,8 @@ def pretrain(options):
     run = RunModel(options.model, backbone, tokenizer, options.seq_len, pretrainer, options.preset)
     save_run_model(run_dir, run)
     export_saved_model(run, export_dir)
-    metrics = _metrics(options, pretrainer, history.records, masking, total_steps, train_seconds, export_dir)
+    metrics = _metrics(options, pretrainer, history.records, total_steps, train_seconds, export_dir)
+    metrics.update(masking=masking, instances=_instance_kind(family, options))
     write_metrics(run_dir / "metrics.json", metrics)
     plot_training_curves(history.records, pretrainer.objectives, run_dir / "loss_curve.png",
                          f"{options.model} {options.preset} on {_corpus_label(options)}")
@@ -181,8 +191,13 @@ def _build_instances(family, documents, tokenizer, options):
     if family.instances == "sentence_pairs":
         rng = np.random.default_rng(options.seed)
         return build_nsp_instances(tokenized, options.seq_len, rng=rng, **specials)
-    cross = family.instances == "full_sentences"
+    cross = _instance_kind(family, options) == "full_sentences"
     return pack_sentences(tokenized, options.seq_len, cross_documents=cross, **specials)
+
+
+def _instance_kind(family, options):
+    """The family's instance builder, or the --packing the user chose instead."""
+    return options.packing.replace("-", "_") if options.packing else family.instances
 
 
 def _masked_dataset(instances, tokenizer, masking, run_dir, options):
@@ -202,12 +217,11 @@ def _masked_dataset(instances, tokenizer, masking, run_dir, options):
     return make_dataset(None, options.batch_size, static_path=str(path), seed=options.seed)
 
 
-def _metrics(options, pretrainer, records, masking, total_steps, train_seconds, export_dir):
+def _metrics(options, pretrainer, records, total_steps, train_seconds, export_dir):
     steady = [record["samples_per_second"] for record in records[1:]] or [records[0]["samples_per_second"]]
     return {
         "model": options.model,
         "preset": options.preset,
-        "masking": masking,
         "whole_word": options.whole_word,
         "steps": total_steps,
         "batch_size": options.batch_size,
