@@ -24,8 +24,10 @@ $(TESTING): $(RUNTIME) requirements/test.txt requirements/test-assets.txt
 
 # Pretrain BERT-Tiny on the bundled Shakespeare corpus, then export a SavedModel
 # to savedmodels/bert-tiny-shakespeare/ (run folder: runs/bert-tiny-shakespeare/).
+# --resume: an interrupted run continues from its newest checkpoint; a finished one
+# is only re-exported.
 run: $(RUNTIME)
-	$(BIN)/bertology pretrain --model bert --preset bert-tiny --out runs/bert-tiny-shakespeare
+	$(BIN)/bertology pretrain --model bert --preset bert-tiny --out runs/bert-tiny-shakespeare --resume
 
 test: $(TESTING)
 	$(BIN)/python -m pytest -q

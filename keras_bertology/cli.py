@@ -73,6 +73,8 @@ def build_parser():
     pretrain.add_argument("--precision", choices=PRECISIONS, default=defaults.precision)
     pretrain.add_argument("--strategy", choices=STRATEGIES, default=defaults.strategy)
     pretrain.add_argument("--seed", type=int, default=defaults.seed)
+    pretrain.add_argument("--resume", action="store_true",
+                          help="continue the run in --out from its newest checkpoint")
 
     export = commands.add_parser("export", help="export a run folder to a SavedModel")
     export.add_argument("run_dir", metavar="RUN_DIR")

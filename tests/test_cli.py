@@ -98,7 +98,8 @@ def test_pretrain_writes_run_and_export_that_serves_the_same_numbers(tmp_path, m
     assert metrics["whole_word"] == ("--whole-word" in extra)
     assert metrics["instances"] == ("sentence_pairs" if model == "bert" else "doc_sentences")
     assert (run_dir / "loss_curve.png").read_bytes()[:4] == b"\x89PNG"
-    assert list((run_dir / "checkpoints").glob("step-*.weights.h5"))
+    checkpoints = sorted(p.name for p in (run_dir / "checkpoints").glob("step-*.keras"))
+    assert checkpoints == ["step-0000003.keras", "step-0000006.keras"]
     assert list((run_dir / "logs").rglob("*tfevents*"))
 
     served = _serve_in_fresh_process(export_dir)

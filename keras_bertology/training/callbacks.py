@@ -1,25 +1,23 @@
-"""Callbacks for pretraining runs: metric history, throughput, atomic checkpoints."""
+"""Callbacks for pretraining runs: metric history, throughput, resumable checkpoints."""
 
 import time
-from pathlib import Path
 
 import keras
-
-from keras_bertology.atomic import atomic_file
 
 
 class MetricHistory(keras.callbacks.Callback):
     """Records every logged window: the step it ended at, its metrics, and samples/s.
 
     Each Keras epoch here is one logging window of `steps_per_window` steps; the
-    first window includes graph tracing, so throughput is reported for later ones.
+    first window includes graph tracing, so throughput is reported for later
+    ones. `records` carries the windows of an earlier, resumed part of the run.
     """
 
-    def __init__(self, steps_per_window, batch_size):
+    def __init__(self, steps_per_window, batch_size, records=None):
         super().__init__()
         self.steps_per_window = steps_per_window
         self.batch_size = batch_size
-        self.records = []
+        self.records = list(records or [])
         self._started = None
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -33,22 +31,14 @@ class MetricHistory(keras.callbacks.Callback):
         self.records.append(record)
 
 
-class AtomicCheckpoint(keras.callbacks.Callback):
-    """Saves the model's weights every window as step-NNNNNNN.weights.h5, keeping the newest `keep`.
+class CheckpointEveryWindow(keras.callbacks.Callback):
+    """After each window, saves model + optimizer state and the history so far (atomically)."""
 
-    Each file is written under a temporary name and renamed when complete, so a
-    checkpoint on disk is never half-written.
-    """
-
-    def __init__(self, directory, steps_per_window, keep=2):
+    def __init__(self, checkpoints, history):
         super().__init__()
-        self.directory = Path(directory)
-        self.steps_per_window = steps_per_window
-        self.keep = keep
+        self.checkpoints = checkpoints
+        self.history = history
 
     def on_epoch_end(self, epoch, logs=None):
-        step = (epoch + 1) * self.steps_per_window
-        with atomic_file(self.directory / f"step-{step:07d}.weights.h5") as staging:
-            self.model.save_weights(staging)
-        for old in sorted(self.directory.glob("step-*.weights.h5"))[: -self.keep]:
-            old.unlink()
+        step = (epoch + 1) * self.history.steps_per_window
+        self.checkpoints.save(self.model, step, self.history.records)

@@ -15,17 +15,19 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bertology.atomic import atomic_directory
 from keras_bertology.data.corpus import read_corpus
 from keras_bertology.data.instances import build_nsp_instances, pack_sentences
 from keras_bertology.data.masking import DynamicMasker, MaskingConfig
 from keras_bertology.data.pipeline import make_dataset
 from keras_bertology.data.static_masking import write_static_tfrecords
-from keras_bertology.data.tokenizers import train_sentencepiece, train_wordpiece
+from keras_bertology.data.tokenizers import load_tokenizer, train_sentencepiece, train_wordpiece
 from keras_bertology.errors import ConfigError
 from keras_bertology.export import export_saved_model
 from keras_bertology.models import check_preset, get_family
 from keras_bertology.runs import RunModel, save_run_model
-from keras_bertology.training.callbacks import AtomicCheckpoint, MetricHistory
+from keras_bertology.training.callbacks import CheckpointEveryWindow, MetricHistory
+from keras_bertology.training.checkpoints import RunCheckpoints
 from keras_bertology.training.optimization import bert_adamw
 from keras_bertology.training.report import objective_summary, plot_training_curves, write_metrics
 from keras_bertology.training.strategy import make_strategy
@@ -58,6 +60,7 @@ class PretrainOptions:
     precision: str = "float32"
     strategy: str = "default"
     seed: int = 0
+    resume: bool = False
     verbose: int = 1
 
     def validate(self):
@@ -100,37 +103,38 @@ def pretrain(options):
     run_name = Path(options.out).name if options.out else _default_run_name(options)
     run_dir = Path(options.out or Path("runs") / run_name)
     export_dir = Path(options.export or Path("savedmodels") / run_name)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    checkpoints = RunCheckpoints(run_dir)
+    checkpoints.start(options)
     _say(options, f"run folder: {run_dir}")
 
     documents = read_corpus(options.corpus)
     _say(options, f"corpus: {len(documents)} documents, {sum(map(len, documents))} sentences")
-    tokenizer = _train_tokenizer(family, documents, options)
+    tokenizer = _tokenizer_for_run(family, documents, checkpoints, options)
     instances = _build_instances(family, documents, tokenizer, options)
     _say(options, f"instances: {len(instances['token_ids'])} sequences of {options.seq_len} tokens")
     masking = options.masking or family.masking
     dataset = _masked_dataset(instances, tokenizer, masking, run_dir, options)
 
+    windows = math.ceil(options.steps / options.log_every)
+    steps_per_window = min(options.log_every, options.steps)
+    total_steps = windows * steps_per_window
     with strategy.scope():
-        backbone = family.backbone_cls(**family.backbone_config(
-            options.preset, vocab_size=tokenizer.vocab_size, dtype=options.precision))
-        pretrainer = family.pretrainer_cls(backbone)
-        windows = math.ceil(options.steps / options.log_every)
-        steps_per_window = min(options.log_every, options.steps)
-        total_steps = windows * steps_per_window
-        pretrainer.compile(optimizer=bert_adamw(options.learning_rate, total_steps))
+        pretrainer, done_steps = _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options)
+    backbone = pretrainer.backbone
     _say(options, f"model: {options.model} {options.preset}, {backbone.count_params():,} encoder parameters, "
-                  f"{masking} masking, {total_steps} steps of batch {options.batch_size}")
+                  f"{masking} masking, {total_steps} steps of batch {options.batch_size}"
+                  + (f", resuming after step {done_steps}" if done_steps else ""))
 
-    history = MetricHistory(steps_per_window, options.batch_size)
+    history = MetricHistory(steps_per_window, options.batch_size, checkpoints.load_history())
     started = time.perf_counter()
     pretrainer.fit(
         dataset.map(pretrainer.split_features),
         epochs=windows,
+        initial_epoch=done_steps // steps_per_window,
         steps_per_epoch=steps_per_window,
         callbacks=[
             history,
-            AtomicCheckpoint(run_dir / "checkpoints", steps_per_window),
+            CheckpointEveryWindow(checkpoints, history),
             keras.callbacks.TensorBoard(str(run_dir / "logs"), update_freq="epoch"),
         ],
         shuffle=False,  # the input pipeline shuffles
@@ -148,6 +152,27 @@ def pretrain(options):
                          f"{options.model} {options.preset} on {_corpus_label(options)}")
     _print_summary(options, metrics, run_dir)
     return metrics
+
+
+def _tokenizer_for_run(family, documents, checkpoints, options):
+    """The run's own vocabulary when resuming, else one trained now and kept in the run folder."""
+    if options.resume and (checkpoints.tokenizer_dir / "tokenizer.json").is_file():
+        return load_tokenizer(checkpoints.tokenizer_dir)
+    tokenizer = _train_tokenizer(family, documents, options)
+    with atomic_directory(checkpoints.tokenizer_dir) as staging:
+        tokenizer.save(staging)
+    return tokenizer
+
+
+def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options):
+    """(compiled pretrainer, steps already done): from the newest checkpoint, or new."""
+    if checkpoints.latest() is not None:
+        return checkpoints.load_model()
+    backbone = family.backbone_cls(**family.backbone_config(
+        options.preset, vocab_size=tokenizer.vocab_size, dtype=options.precision))
+    pretrainer = family.pretrainer_cls(backbone)
+    pretrainer.compile(optimizer=bert_adamw(options.learning_rate, total_steps))
+    return pretrainer, 0
 
 
 def _default_run_name(options):
@@ -212,8 +237,11 @@ def _masked_dataset(instances, tokenizer, masking, run_dir, options):
     if masking == "dynamic":
         return make_dataset(instances, options.batch_size, masker=masker, seed=options.seed)
     path = run_dir / "data" / f"static_masked_x{options.dupe_factor}.tfrecord"
-    _say(options, f"static masking: writing {options.dupe_factor} masked copies to {path}")
-    write_static_tfrecords(instances, masker, options.dupe_factor, str(path))
+    if options.resume and path.is_file():
+        _say(options, f"static masking: reusing {path}")
+    else:
+        _say(options, f"static masking: writing {options.dupe_factor} masked copies to {path}")
+        write_static_tfrecords(instances, masker, options.dupe_factor, str(path))
     return make_dataset(None, options.batch_size, static_path=str(path), seed=options.seed)
 
 

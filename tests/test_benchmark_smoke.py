@@ -1,0 +1,79 @@
+"""The MLM throughput benchmark runs end to end (--smoke) and writes a complete report.
+
+Only the report's structure is checked: timings on a shared 2-core machine are
+far too noisy to assert which system is faster.
+"""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+SYSTEM_KEYS = {
+    "samples_per_sec", "ms_per_step", "peak_mib", "cpu_busy", "cpu_ms_per_step", "num_params",
+    "num_trainable_variables", "rounds",
+}
+ROUND_KEYS = {
+    "system", "samples_per_sec", "ms_per_step", "median_step_ms", "peak_mib", "cpu_busy", "cpu_ms_per_step",
+    "timed_steps", "warmup_steps", "warmup_s", "build_s", "timed_s", "num_params",
+    "num_trainable_variables", "final_loss", "process_s", "loadavg_start", "loadavg_end",
+}
+SHAPE_KEYS = {
+    "num_layers", "hidden_size", "num_heads", "intermediate_size", "seq_len", "batch_size",
+    "num_predictions", "dtype", "vocab_size",
+}
+MACHINE_KEYS = {"cpu_count", "tensorflow", "keras", "keras_hub", "date", "python"}
+
+
+@pytest.mark.slow
+def test_smoke_benchmark_writes_complete_report(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_mlm", "--smoke", "--out", str(tmp_path)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "round 1/1" in proc.stdout
+
+    json_path = tmp_path / "mlm_throughput_smoke.json"
+    md_path = tmp_path / "mlm_throughput_smoke.md"
+    assert json_path.is_file() and md_path.is_file()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")], "temp files left"
+    report = json.loads(json_path.read_text())
+
+    assert report["smoke"] is True
+    assert report["settings"]["rounds"] == 1
+    assert MACHINE_KEYS <= set(report["machine"])
+    assert report["machine"]["cpu_count"] >= 1
+    assert report["configs"], "no configuration measured"
+
+    for name, entry in report["configs"].items():
+        assert SHAPE_KEYS <= set(entry["shape"]), name
+        systems = entry["systems"]
+        assert set(systems) == {"ours", "keras_hub"}
+        for system, summary in systems.items():
+            assert SYSTEM_KEYS <= set(summary), (name, system)
+            for key in ("samples_per_sec", "ms_per_step", "peak_mib"):
+                assert summary[key] > 0 and math.isfinite(summary[key]), (name, system, key)
+            assert len(summary["rounds"]) == 1
+            for measured in summary["rounds"]:
+                assert ROUND_KEYS <= set(measured), (name, system)
+                assert measured["system"] == system
+                assert measured["samples_per_sec"] > 0 and measured["ms_per_step"] > 0
+                assert math.isfinite(measured["final_loss"])
+                # samples/s and ms/step describe the same timed interval
+                expected = entry["shape"]["batch_size"] * 1000.0 / measured["ms_per_step"]
+                assert measured["samples_per_sec"] == pytest.approx(expected, rel=1e-6)
+        # Same shape on both sides: identical parameter counts.
+        assert systems["ours"]["num_params"] == systems["keras_hub"]["num_params"]
+        ratio = systems["ours"]["samples_per_sec"] / systems["keras_hub"]["samples_per_sec"]
+        assert entry["ratio_vs_keras_hub"] == pytest.approx(ratio, rel=1e-9)
+        assert entry["ratio_vs_keras_hub"] > 0
+
+    table = md_path.read_text()
+    for name in report["configs"]:
+        assert f"| {name} |" in table
