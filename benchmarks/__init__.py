@@ -1,0 +1,1 @@
+"""Throughput benchmarks for keras-bertology (not part of the installed package)."""
