@@ -30,3 +30,13 @@ class ModelFamily:
     def backbone_config(self, preset, **overrides):
         """The backbone kwargs of `preset` with `overrides` applied."""
         return dict(self.presets[preset]["config"], **overrides)
+
+
+def sized_preset(base_config, num_layers, hidden_size, params, description):
+    """A preset in the BERT sizing rule: 64-wide heads and a 4x feed-forward."""
+    return {
+        "config": dict(base_config, num_layers=num_layers, hidden_size=hidden_size,
+                       num_heads=hidden_size // 64, intermediate_size=4 * hidden_size),
+        "params": params,
+        "description": description,
+    }

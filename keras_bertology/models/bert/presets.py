@@ -5,24 +5,16 @@ MLM and NSP heads, with the 30,522-token uncased vocabulary. Pretraining on
 a corpus with its own trained vocabulary replaces `vocab_size`.
 """
 
+from keras_bertology.models.family import sized_preset
+
 _BERT = dict(vocab_size=30522, max_positions=512, num_segments=2, use_pooler=True,
              layer_norm_epsilon=1e-12)
 
-
-def _bert(num_layers, hidden_size, params, description):
-    return {
-        "config": dict(_BERT, num_layers=num_layers, hidden_size=hidden_size,
-                       num_heads=hidden_size // 64, intermediate_size=4 * hidden_size),
-        "params": params,
-        "description": description,
-    }
-
-
 BERT_PRESETS = {
-    "bert-tiny": _bert(2, 128, 4_385_920, "BERT-Tiny: 2 layers, hidden 128, 2 heads"),
-    "bert-mini": _bert(4, 256, 11_170_560, "BERT-Mini: 4 layers, hidden 256, 4 heads"),
-    "bert-small": _bert(4, 512, 28_763_648, "BERT-Small: 4 layers, hidden 512, 8 heads"),
-    "bert-medium": _bert(8, 512, 41_373_184, "BERT-Medium: 8 layers, hidden 512, 8 heads"),
-    "bert-base": _bert(12, 768, 109_482_240, "BERT-Base uncased: 12 layers, hidden 768, 12 heads"),
-    "bert-large": _bert(24, 1024, 335_141_888, "BERT-Large uncased: 24 layers, hidden 1024, 16 heads"),
+    "bert-tiny": sized_preset(_BERT, 2, 128, 4_385_920, "BERT-Tiny: 2 layers, hidden 128, 2 heads"),
+    "bert-mini": sized_preset(_BERT, 4, 256, 11_170_560, "BERT-Mini: 4 layers, hidden 256, 4 heads"),
+    "bert-small": sized_preset(_BERT, 4, 512, 28_763_648, "BERT-Small: 4 layers, hidden 512, 8 heads"),
+    "bert-medium": sized_preset(_BERT, 8, 512, 41_373_184, "BERT-Medium: 8 layers, hidden 512, 8 heads"),
+    "bert-base": sized_preset(_BERT, 12, 768, 109_482_240, "BERT-Base uncased: 12 layers, hidden 768, 12 heads"),
+    "bert-large": sized_preset(_BERT, 24, 1024, 335_141_888, "BERT-Large uncased: 24 layers, hidden 1024, 16 heads"),
 }
