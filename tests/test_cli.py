@@ -48,6 +48,10 @@ texts = tf.constant(["Now is the winter of our discontent.", "To be, or not to b
 out = {name: value.numpy().tolist() for name, value in model.serve(texts).items()}
 if hasattr(model, "mlm"):
     out["mlm_logits"] = model.mlm(texts)["logits"].numpy().tolist()
+    meta = json.load(open(sys.argv[1] + "/assets/bertology.json"))
+    masked = model.mlm(tf.constant([f"Now is the {meta['mask_token']} of our discontent."]))
+    out["masked_ids"] = masked["token_ids"].numpy().tolist()
+    out["mask_id"] = meta["mask_id"]
 if hasattr(model, "serve_pairs"):
     pairs = model.serve_pairs(texts, tf.constant(["Made glorious summer.", "That is the question."]))
     out["pair_segment_ids"] = pairs["segment_ids"].numpy().tolist()
@@ -107,6 +111,7 @@ def test_pretrain_writes_run_and_export_that_serves_the_same_numbers(tmp_path, m
     np.testing.assert_array_equal(served["token_ids"], packed["token_ids"].numpy())
     np.testing.assert_allclose(served["sequence_output"], expected["sequence_output"], atol=1e-5)
     np.testing.assert_allclose(served["mlm_logits"], expected["mlm_logits"], atol=1e-4)
+    assert (served["masked_ids"] == served["mask_id"]).sum() == 1
     if model == "bert":
         np.testing.assert_allclose(served["pooled_output"], expected["pooled_output"], atol=1e-5)
         assert set(np.unique(served["pair_segment_ids"])) == {0, 1}

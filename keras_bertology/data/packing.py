@@ -3,10 +3,27 @@
 Used wherever strings go in and model inputs come out (serving signatures,
 fine-tuning preprocessors): tokenize, trim the longest segment first (BERT's
 `truncate_seq_pair`), add [CLS] ... [SEP] (... [SEP]), pad to `seq_len`.
+The mask token written literally in the text ("[MASK]", "<mask>") becomes the
+mask id, as with Hugging Face tokenizers, so fill-mask works from raw strings.
 """
 
 import tensorflow as tf
 import tensorflow_text as tf_text
+
+
+def tokenize_keeping_mask(tokenizer, strings):
+    """Tokenize [B] strings to ragged ids, mapping each literal mask token to `mask_id`.
+
+    Each string is split at the mask token, the pieces are tokenized, and the
+    mask id is put back between consecutive pieces.
+    """
+    mask_token = tokenizer.vocabulary[tokenizer.mask_id]
+    pieces = tf.strings.split(strings, sep=mask_token)
+    piece_ids = tokenizer.tokenize(pieces.flat_values)
+    mask_column = tf.fill([tf.shape(pieces.flat_values)[0], 1], tf.constant(tokenizer.mask_id, piece_ids.dtype))
+    followed_by_mask = tf.concat([piece_ids, mask_column], axis=1)
+    per_string = tf.RaggedTensor.from_row_lengths(followed_by_mask, pieces.row_lengths())
+    return per_string.merge_dims(1, 2)[:, :-1]
 
 
 def pack_text(tokenizer, seq_len, first, second=None):
@@ -15,9 +32,9 @@ def pack_text(tokenizer, seq_len, first, second=None):
     Returns `token_ids`, `segment_ids` (0 for the first segment, 1 for the
     second) and `padding_mask` (1 for real tokens).
     """
-    segments = [tokenizer.tokenize(first)]
+    segments = [tokenize_keeping_mask(tokenizer, first)]
     if second is not None:
-        segments.append(tokenizer.tokenize(second))
+        segments.append(tokenize_keeping_mask(tokenizer, second))
     specials = len(segments) + 1
     # With one segment there is nothing to balance (and ShrinkLongestTrimmer's
     # loop fails on a single segment), so plain truncation does the same job.

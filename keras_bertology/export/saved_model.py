@@ -8,10 +8,11 @@ tokenizer ops):
     model = tf.saved_model.load("savedmodels/NAME")
     model.serve(tf.constant(["a sentence"]))                  # encoder outputs
     model.serve_pairs(tf.constant(["first"]), tf.constant(["second"]))
-    model.mlm(tf.constant(["a sentence"]))                     # MLM logits, every position
+    model.mlm(tf.constant(["a [MASK] sentence"]))              # MLM logits, every position
 
 `serving_default` is `serve`. Every input is packed to the run's sequence
-length (longer texts are truncated, longest segment first).
+length (longer texts are truncated, longest segment first); the literal mask
+token ("[MASK]" or "<mask>", see assets/bertology.json) becomes the mask id.
 """
 
 import json
@@ -56,7 +57,8 @@ def export_saved_model(run, export_dir):
         (staging / "assets").mkdir(exist_ok=True)
         (staging / "assets" / "bertology.json").write_text(
             json.dumps({"family": run.family, "preset": run.preset, "seq_len": seq_len,
-                        "vocab_size": tokenizer.vocab_size}, indent=2)
+                        "vocab_size": tokenizer.vocab_size, "mask_id": tokenizer.mask_id,
+                        "mask_token": tokenizer.vocabulary[tokenizer.mask_id]}, indent=2)
         )
     return export_dir
 
