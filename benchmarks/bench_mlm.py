@@ -217,6 +217,18 @@ def _machine_cpu_seconds():
     return (total - idle) / ticks, total / ticks, steal / ticks
 
 
+def _current_rss_mib():
+    """Current resident set size of this process in MiB (Linux), else None."""
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def _load_average():
     return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
 
@@ -227,6 +239,14 @@ def measure(config, system, warmup_steps, steps, jit_compile=False):
 
     import keras
     import numpy as np
+
+    # Import the system's library first so its resident memory before the
+    # model exists can be reported apart from the model's own peak.
+    if system == "keras_hub":
+        import keras_hub  # noqa: F401
+    else:
+        import keras_bertology.models  # noqa: F401
+    baseline_mib = _current_rss_mib()
 
     started = time.perf_counter()
     keras.utils.set_random_seed(0)
@@ -288,6 +308,9 @@ def measure(config, system, warmup_steps, steps, jit_compile=False):
         "ms_per_step": 1000.0 * timed_s / steps,
         "median_step_ms": statistics.median(timer.step_ms),
         "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        # Resident memory after importing TF/Keras and the system's library,
+        # before building the model: peak_mib - baseline_mib is the training itself.
+        "baseline_mib": baseline_mib,
         "cpu_busy": own_cpu_s / (timed_s * cpu_count),
         # Process CPU time per step: less sensitive than wall time to other
         # processes competing for the cores (but it counts spin-waiting too).
@@ -378,12 +401,26 @@ def run_worker(config_name, system, warmup_steps, steps, jit_compile, out_dir):
     return result
 
 
+def _median_or_none(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def _memory_text(summary):
+    """Peak MiB, with the growth over the post-import baseline when known."""
+    text = f"{summary['peak_mib']:.0f}"
+    if summary.get("baseline_mib") is not None:
+        text += f" (+{summary['peak_mib'] - summary['baseline_mib']:.0f})"
+    return text
+
+
 def summarize(rounds):
     """Median over rounds of one system's measurements, plus all round values."""
     return {
         "samples_per_sec": statistics.median(r["samples_per_sec"] for r in rounds),
         "ms_per_step": statistics.median(r["ms_per_step"] for r in rounds),
         "peak_mib": statistics.median(r["peak_mib"] for r in rounds),
+        "baseline_mib": _median_or_none(r.get("baseline_mib") for r in rounds),
         "cpu_busy": statistics.median(r["cpu_busy"] for r in rounds),
         "cpu_ms_per_step": statistics.median(r["cpu_ms_per_step"] for r in rounds),
         "num_params": rounds[0]["num_params"],
@@ -455,12 +492,14 @@ def render_markdown(report):
             f"{shape['intermediate_size']}F | {shape['seq_len']} | {shape['batch_size']} "
             f"| {shape['dtype']} | {ours['samples_per_sec']:.2f} | {hub['samples_per_sec']:.2f} "
             f"| {entry['ratio_vs_keras_hub']:.3f} | {ours['ms_per_step']:.1f} | {hub['ms_per_step']:.1f} "
-            f"| {ours['peak_mib']:.0f} | {hub['peak_mib']:.0f} |"
+            f"| {_memory_text(ours)} | {_memory_text(hub)} |"
         )
     lines += [
         "",
         "ratio > 1: keras-bertology is faster. Expect +-20-30% noise between runs on a shared",
         "machine; compare ratios measured within one run, not absolute numbers across runs.",
+        "Peak MiB is the worker's max RSS; in brackets its growth over the RSS after importing",
+        "TensorFlow, Keras and the system's library (keras-hub also loads tensorflow-text).",
         "",
         "Per-round samples/s (process CPU ms per step; share of the machine's CPU used by other",
         "processes during the timed steps: more than a few % means the round was contended):",

@@ -15,13 +15,18 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 SYSTEM_KEYS = {
-    "samples_per_sec", "ms_per_step", "peak_mib", "cpu_busy", "cpu_ms_per_step", "num_params",
-    "num_trainable_variables", "rounds",
+    "samples_per_sec", "ms_per_step", "peak_mib", "baseline_mib", "cpu_busy", "cpu_ms_per_step",
+    "num_params", "num_trainable_variables", "rounds",
 }
 ROUND_KEYS = {
-    "system", "samples_per_sec", "ms_per_step", "median_step_ms", "peak_mib", "cpu_busy", "cpu_ms_per_step",
-    "timed_steps", "warmup_steps", "warmup_s", "build_s", "timed_s", "num_params",
-    "num_trainable_variables", "final_loss", "process_s", "loadavg_start", "loadavg_end",
+    "system", "samples_per_sec", "ms_per_step", "median_step_ms", "peak_mib", "baseline_mib",
+    "cpu_busy", "cpu_ms_per_step", "timed_steps", "warmup_steps", "warmup_s", "build_s", "timed_s",
+    "num_params", "num_trainable_variables", "final_loss", "process_s", "loadavg_start",
+    "loadavg_end", "others_cpu_busy", "steal", "contended",
+}
+ENTRY_KEYS = {
+    "shape", "warmup_steps", "steps", "systems", "ratio_vs_keras_hub", "round_ratios",
+    "discarded_contended_rounds", "contended_rounds_kept",
 }
 SHAPE_KEYS = {
     "num_layers", "hidden_size", "num_heads", "intermediate_size", "seq_len", "batch_size",
@@ -52,6 +57,7 @@ def test_smoke_benchmark_writes_complete_report(tmp_path):
     assert report["configs"], "no configuration measured"
 
     for name, entry in report["configs"].items():
+        assert ENTRY_KEYS <= set(entry), name
         assert SHAPE_KEYS <= set(entry["shape"]), name
         systems = entry["systems"]
         assert set(systems) == {"ours", "keras_hub"}
