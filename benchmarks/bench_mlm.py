@@ -373,6 +373,25 @@ def _worker_env():
     return env
 
 
+def wait_for_quiet(max_busy, max_wait_s, window_s=5.0, windows=3):
+    """Sleep until the machine was less than `max_busy` busy for `windows` windows in a row.
+
+    Nothing of ours runs meanwhile, so all measured CPU use is other processes'.
+    Gives up after `max_wait_s`; returns the seconds waited.
+    """
+    started = time.perf_counter()
+    quiet = 0
+    while quiet < windows and time.perf_counter() - started < max_wait_s:
+        before = _machine_cpu_seconds()
+        time.sleep(window_s)
+        after = _machine_cpu_seconds()
+        if before is None or after is None:
+            break
+        busy, total = after[0] - before[0], after[1] - before[1]
+        quiet = quiet + 1 if total > 0 and busy / total <= max_busy else 0
+    return time.perf_counter() - started
+
+
 def run_worker(config_name, system, warmup_steps, steps, jit_compile, out_dir):
     """One measurement in a fresh interpreter; returns the worker's result dict."""
     Path(out_dir).mkdir(parents=True, exist_ok=True)
@@ -562,6 +581,7 @@ def driver_main(args):
             "order": "per config: round r runs ours then keras-hub, each in a fresh subprocess",
             "max_others_busy": args.max_others_busy,
             "contention_retries": args.contention_retries,
+            "quiet_wait_s": args.quiet_wait,
         },
         "machine": machine_info(),
         "configs": {},
@@ -595,7 +615,10 @@ def driver_main(args):
                         break
                     discarded[system].append(result)
                     print(f"[{config_name}] other processes used {_percent(others)} of the CPU "
-                          f"(> {_percent(args.max_others_busy)}): measuring again", flush=True)
+                          f"(> {_percent(args.max_others_busy)}): waiting up to {args.quiet_wait:.0f} s "
+                          f"for a quiet machine, then measuring again", flush=True)
+                    waited = wait_for_quiet(args.max_others_busy, args.quiet_wait)
+                    print(f"[{config_name}] waited {waited:.0f} s", flush=True)
                 per_system[system].append(result)
         systems = {system: summarize(per_system[system]) for system in SYSTEMS}
         ratio = systems["ours"]["samples_per_sec"] / systems["keras_hub"]["samples_per_sec"]
@@ -638,6 +661,9 @@ def parse_args(argv=None):
                              "the machine's CPU time counts as contended (default 0.10)")
     parser.add_argument("--contention-retries", type=int,
                         help="how often a contended round is measured again (default 2, smoke 0)")
+    parser.add_argument("--quiet-wait", type=float, default=600.0,
+                        help="before measuring a contended round again, wait up to this many "
+                             "seconds for the machine to be quiet (default 600)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--system", choices=SYSTEMS, help=argparse.SUPPRESS)
     parser.add_argument("--result-file", help=argparse.SUPPRESS)

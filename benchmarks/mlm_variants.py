@@ -17,6 +17,10 @@ Variants (see `VARIANTS`):
     ours_softmax_compute masked softmax in the compute dtype instead of float32
     ours_additive_mask   mask added as a [B,1,1,L] bias instead of ops.where on [B,N,L,L]
     ours_fused_qkv       one Dense(3H) for query/key/value instead of three Dense(H)
+    ours_decoder_fp32    tied MLM decoder (reverse embedding) matmul in float32 under
+                         mixed precision (ReversibleEmbedding(reverse_dtype="float32"):
+                         the table is autocast to bf16 and cast back)
+    ours_decoder_fp32_raw the same, reading the float32 table without the bf16 round trip
     ours_all             gelu_tanh + softmax_compute + additive_mask
     *_xla                the same with jit_compile=True (e.g. ours_xla, keras_hub_xla)
 """
@@ -42,6 +46,8 @@ BASE_VARIANTS = {
     "ours_softmax_compute": ("softmax_compute",),
     "ours_additive_mask": ("additive_mask",),
     "ours_fused_qkv": ("fused_qkv",),
+    "ours_decoder_fp32": ("decoder_fp32",),
+    "ours_decoder_fp32_raw": ("decoder_fp32_raw",),
     "ours_all": ("gelu_tanh", "softmax_compute", "additive_mask"),
 }
 VARIANTS = {**BASE_VARIANTS, **{f"{name}_xla": patches for name, patches in BASE_VARIANTS.items()}}
@@ -118,7 +124,45 @@ def _patch_gelu_tanh():
     cls.build = build
 
 
+def _patch_decoder_fp32():
+    from keras_bertology.layers import embeddings
+
+    cls = embeddings.TokenPositionSegmentEmbedding
+    original_init = cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        self.token_embedding.reverse_dtype = "float32"
+
+    cls.__init__ = __init__
+
+
+def _patch_decoder_fp32_raw():
+    from keras import ops
+    from keras.src.backend.common.variables import AutocastScope
+
+    from keras_bertology.layers import heads
+
+    cls = heads.MaskedLMHead
+
+    def call(self, hidden, mask_positions=None):
+        if mask_positions is not None:
+            hidden = heads.gather_positions(hidden, mask_positions)
+        x = self.layer_norm(self.transform(hidden))
+        with AutocastScope(None):  # the float32 variable itself, not its bf16 autocast
+            table = self.token_embedding.embeddings.value
+            bias = self.output_bias.value
+        logits = ops.matmul(ops.cast(x, "float32"), ops.transpose(table))
+        return logits + bias
+
+    cls.call = call
+
+
 def apply_patches(patches):
+    if "decoder_fp32_raw" in patches:
+        _patch_decoder_fp32_raw()
+    if "decoder_fp32" in patches:
+        _patch_decoder_fp32()
     if "gelu_tanh" in patches:
         _patch_gelu_tanh()
     attention_flags = {p: True for p in patches if p in ("softmax_compute", "additive_mask", "fused_qkv")}
