@@ -6,11 +6,13 @@
     bertology convert --from-hf HF_DIR --out RUN_DIR [--seq-len L]
     bertology presets
 
-Errors caused by input (bad corpus, flags, checkpoints) print one line,
-"bertology: error: ...", and exit with status 2.
+Errors caused by input (bad corpus, flags, checkpoints, output paths) print
+one line, "bertology: error: ...", and exit with status 2. `--help` and
+`presets` answer without starting TensorFlow.
 """
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -33,19 +35,33 @@ def _positive_float(text):
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{value} must be positive")
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number above 0")
     return value
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one `bertology: error:` line, like every other refused input."""
+
+    def error(self, message):
+        self.exit(EXIT_USAGE, f"bertology: error: {message} (see `{self.prog} --help`)\n")
 
 
 def build_parser():
     from keras_bertology.models import FAMILIES
-    from keras_bertology.training.pretrain import MASKINGS, PACKINGS, PRECISIONS, PretrainOptions
-    from keras_bertology.training.strategy import STRATEGIES
+    from keras_bertology.training.options import (
+        MASKINGS,
+        MIN_WINDOWS,
+        PACKINGS,
+        PRECISIONS,
+        STRATEGIES,
+        PretrainOptions,
+    )
 
     defaults = PretrainOptions()
-    parser = argparse.ArgumentParser(prog="bertology", description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser = _Parser(prog="bertology", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                     parser_class=_Parser)
 
     pretrain = commands.add_parser("pretrain", help="pretrain a model on a corpus and export it")
     pretrain.add_argument("--model", choices=sorted(FAMILIES), default=defaults.model)
@@ -69,7 +85,8 @@ def build_parser():
     pretrain.add_argument("--max-predictions", type=_positive_int, default=defaults.max_predictions)
     pretrain.add_argument("--learning-rate", type=_positive_float, default=defaults.learning_rate)
     pretrain.add_argument("--log-every", type=_positive_int, default=defaults.log_every,
-                          help="steps per logged window; --steps is rounded up to a multiple")
+                          help=f"at most this many steps per logged window (fewer when needed for "
+                               f"{MIN_WINDOWS} windows); --steps is rounded up to whole windows")
     pretrain.add_argument("--precision", choices=PRECISIONS, default=defaults.precision)
     pretrain.add_argument("--strategy", choices=STRATEGIES, default=defaults.strategy)
     pretrain.add_argument("--seed", type=int, default=defaults.seed)
@@ -84,8 +101,9 @@ def build_parser():
     convert.add_argument("--from-hf", required=True, metavar="HF_DIR",
                          help="folder with config.json and model.safetensors (vocab.txt optional)")
     convert.add_argument("--out", required=True, metavar="RUN_DIR")
-    convert.add_argument("--seq-len", type=_positive_int, default=128,
-                         help="sequence length the exported model packs inputs to")
+    convert.add_argument("--seq-len", type=_positive_int,
+                         help="sequence length the exported model packs inputs to "
+                              "(default: 128, or the checkpoint's positions when fewer)")
 
     commands.add_parser("presets", help="list every preset with its parameter count")
     return parser
@@ -100,23 +118,31 @@ def _run_pretrain(args):
 
 def _run_export(args):
     from keras_bertology.export import export_saved_model
+    from keras_bertology.output_paths import check_output_folder
     from keras_bertology.runs import load_run_model
 
     run_dir = Path(args.run_dir)
     out = Path(args.out) if args.out else Path("savedmodels") / run_dir.resolve().name
+    check_output_folder(out, "--out", replaced=True)
     export_saved_model(load_run_model(run_dir), out)
     print(f"SavedModel written to {out}")
 
 
 def _run_convert(args):
     from keras_bertology.convert import convert_hf_checkpoint
+    from keras_bertology.output_paths import check_output_folder
     from keras_bertology.runs import save_run_model
 
-    run = convert_hf_checkpoint(args.from_hf, seq_len=args.seq_len)
+    check_output_folder(args.out, "--out")
+    run, report = convert_hf_checkpoint(args.from_hf, seq_len=args.seq_len)
     save_run_model(args.out, run)
-    heads = "with MLM head" if run.pretrainer is not None else "encoder only"
-    tokenizer = "WordPiece vocabulary" if run.tokenizer is not None else "no in-graph tokenizer"
-    print(f"{run.family} checkpoint ({heads}, {tokenizer}) written to {args.out}")
+    heads = ", ".join(report.heads) or "none"
+    tokenizer = type(run.tokenizer).__name__ if run.tokenizer is not None else "none that runs in-graph"
+    print(f"{report.architecture} ({run.family}) written to {args.out}: encoder + heads: {heads}; "
+          f"tokenizer: {tokenizer}; sequence length {run.seq_len}")
+    if report.skipped:
+        print(f"skipped {len(report.skipped)} tensors that keras-bertology does not use: "
+              + ", ".join(report.skipped))
 
 
 def _run_presets(_args):
@@ -137,16 +163,25 @@ def main(argv=None):
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     args = build_parser().parse_args(argv)
     from keras_bertology.errors import BertologyError
+    from keras_bertology.native_logs import quiet_native_logs
 
     try:
-        COMMANDS[args.command](args)
+        with quiet_native_logs():
+            COMMANDS[args.command](args)
     except BertologyError as error:
-        print(f"bertology: error: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail(error)
+    except OSError as error:  # an output that vanished or filled up while being written
+        where = f"{error.filename}: " if error.filename else ""
+        return _fail(f"{where}{error.strerror or error}")
     except KeyboardInterrupt:
         print("bertology: interrupted", file=sys.stderr)
         return 130
     return 0
+
+
+def _fail(message):
+    print(f"bertology: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from pathlib import Path
 import keras
 
 from keras_bertology.atomic import atomic_directory
-from keras_bertology.errors import CheckpointError
+from keras_bertology.errors import BertologyError, CheckpointError
 
 MODEL_DIR = "model"
 RUN_FILE = "run.json"
@@ -57,8 +57,8 @@ def save_run_model(run_dir, run):
 
 def load_run_model(run_dir):
     """Read RUN_DIR/model/ back; raises CheckpointError when it is missing or broken."""
-    from keras_bertology import models  # noqa: F401  registers the classes load_model looks up
     from keras_bertology.data.tokenizers import load_tokenizer
+    from keras_bertology.models import get_family
 
     model_dir = Path(run_dir) / MODEL_DIR
     run_file = model_dir / RUN_FILE
@@ -67,19 +67,32 @@ def load_run_model(run_dir):
             f"{run_dir} is not a finished run folder (no {MODEL_DIR}/{RUN_FILE}); "
             "pass a folder written by `bertology pretrain` or `bertology convert`"
         )
-    description = json.loads(run_file.read_text())
+    try:
+        description = json.loads(run_file.read_text(encoding="utf-8"))
+        family = get_family(description["family"])
+        family.backbone_cls, family.pretrainer_cls  # registers the classes load_model looks up
+        seq_len, has_tokenizer = int(description["seq_len"]), bool(description["has_tokenizer"])
+    except (ValueError, UnicodeDecodeError, KeyError, TypeError, BertologyError) as error:
+        raise CheckpointError(f"{run_file} is damaged: {error}") from None
     pretrainer = None
-    if description["has_pretraining_heads"]:
-        pretrainer = keras.saving.load_model(model_dir / "pretrainer.keras", compile=False)
+    if description.get("has_pretraining_heads"):
+        pretrainer = _load_keras(model_dir / "pretrainer.keras")
         backbone = pretrainer.backbone
     else:
-        backbone = keras.saving.load_model(model_dir / "backbone.keras", compile=False)
-    tokenizer = load_tokenizer(model_dir / "tokenizer") if description["has_tokenizer"] else None
+        backbone = _load_keras(model_dir / "backbone.keras")
+    tokenizer = load_tokenizer(model_dir / "tokenizer") if has_tokenizer else None
     return RunModel(
         family=description["family"],
         backbone=backbone,
         tokenizer=tokenizer,
-        seq_len=description["seq_len"],
+        seq_len=seq_len,
         pretrainer=pretrainer,
         preset=description.get("preset"),
     )
+
+
+def _load_keras(path):
+    try:
+        return keras.saving.load_model(path, compile=False)
+    except Exception as error:  # Keras raises many types for missing or damaged archives
+        raise CheckpointError(f"cannot load {path}: {error}") from None

@@ -25,3 +25,37 @@ def run_hf(model, token_ids, padding_mask, segment_ids=None):
         output = model(**kwargs)
     pooled = getattr(output, "pooler_output", None)
     return output.last_hidden_state.numpy(), None if pooled is None else pooled.numpy()
+
+
+def perturbed_hf_model(cls, config, **kwargs):
+    """A random-init transformers model in eval mode, with every parameter made to matter.
+
+    Random init leaves LayerNorm at (1, 0) and biases at 0: they are perturbed
+    so a mapping mistake on any tensor shows up. Use a config with a large
+    `initializer_range` (0.2 for hidden 64) so activations run nonlinear.
+    """
+    torch.manual_seed(0)
+    config._attn_implementation = "eager"
+    model = cls(config, **kwargs).eval()
+    with torch.no_grad():
+        for name, tensor in model.named_parameters():
+            if "LayerNorm" in name or "layer_norm" in name or name.endswith("bias"):
+                tensor.add_(0.1 * torch.randn_like(tensor))
+    return model
+
+
+def nonlinear_share(model, batch):
+    """Share of first-layer feed-forward pre-activations with |x| > 1 on real tokens.
+
+    GELU's exact and tanh forms, or GELU and ReLU, only differ visibly there:
+    a parity test whose activations stay near 0 cannot tell them apart.
+    """
+    captured = []
+    base = getattr(model, model.base_model_prefix, model)
+    dense = base.encoder.layer[0].intermediate.dense
+    handle = dense.register_forward_hook(lambda module, args, output: captured.append(output))
+    with torch.no_grad():
+        model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+    handle.remove()
+    real = batch["attention_mask"].bool()
+    return float((captured[0][real].abs() > 1).float().mean())

@@ -149,51 +149,6 @@ def test_convert_minilm_then_export_serves_real_embeddings(tmp_path):
     assert np.abs(served["sequence_output"][real] - expected[real]).max() <= 1e-4
 
 
-def _error_of(argv, capsys):
-    """Run the CLI in-process; return (exit status, stderr)."""
-    try:
-        status = main(argv)
-    except SystemExit as exit_:  # argparse's own usage errors
-        status = exit_.code
-    return status, capsys.readouterr().err
-
-
-@pytest.mark.parametrize(
-    "argv,message",
-    [
-        (["pretrain", "--corpus", "/no/such/file.txt"], "/no/such/file.txt"),
-        (["pretrain", "--preset", "bert-gigantic"], "unknown preset 'bert-gigantic'"),
-        (["pretrain", "--model", "roberta", "--preset", "bert-tiny"], "unknown preset 'bert-tiny'"),
-        (["pretrain", "--seq-len", "1024"], "--seq-len 1024 is above the 512 positions"),
-        (["pretrain", "--steps", "many"], "'many' is not an integer"),
-        (["pretrain", "--batch-size", "0"], "0 must be at least 1"),
-        (["pretrain", "--model", "gpt"], "invalid choice: 'gpt'"),
-        (["pretrain", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
-        (["pretrain", "--packing", "doc-sentences"], "--packing applies to MLM-only families"),
-        (["export", "/no/such/run"], "not a finished run folder"),
-        (["convert", "--from-hf", "/no/such/hf", "--out", "x"], "config.json"),
-    ],
-)
-def test_bad_input_gives_one_clear_error(argv, message, capsys):
-    status, err = _error_of(argv, capsys)
-    assert status == 2
-    assert message in err
-    assert "Traceback" not in err
-
-
-def test_empty_and_undecodable_corpus_are_clear_errors(tmp_path, capsys):
-    empty = tmp_path / "empty.txt"
-    empty.write_text("  \n\n ")
-    status, err = _error_of(["pretrain", "--corpus", str(empty), "--out", str(tmp_path / "r")], capsys)
-    assert status == 2 and "empty.txt" in err and err.count("\n") == 1
-
-    latin1 = tmp_path / "latin1.txt"
-    latin1.write_bytes("caf\xe9 au lait\n".encode("latin-1"))
-    status, err = _error_of(["pretrain", "--corpus", str(latin1), "--out", str(tmp_path / "r")], capsys)
-    assert status == 2 and "latin1.txt" in err and "UTF-8" in err
-    assert not (tmp_path / "r" / "model").exists()
-
-
 def test_cli_error_in_a_real_process_has_no_traceback():
     result = _bertology("pretrain", "--preset", "nope")
     assert result.returncode == 2

@@ -158,6 +158,8 @@ def _read_documents(file: Path) -> list[list[str]]:
 def _read_text(file: Path) -> str:
     """Strict UTF-8 text with a leading BOM dropped and newlines normalised to \\n."""
     data = file.read_bytes()
+    if b"\x00" in data:
+        raise CorpusError(f"Corpus file {file} looks binary (it contains NUL bytes); pass text files.")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:

@@ -31,9 +31,9 @@ def export_saved_model(run, export_dir):
     """Write `run` (a `runs.RunModel`) as a SavedModel at `export_dir`, atomically."""
     if run.tokenizer is None:
         raise CheckpointError(
-            "this run has no in-graph tokenizer, so its SavedModel could not take raw strings "
-            "(a converted RoBERTa checkpoint's byte-level BPE has no TensorFlow op); "
-            "pretrain with keras-bertology or convert a checkpoint that ships vocab.txt"
+            "this run has no in-graph tokenizer, so its SavedModel could not take raw strings; "
+            "convert a Hugging Face folder that ships its tokenizer (vocab.txt, vocab.json + "
+            "merges.txt, or tokenizer.json)"
         )
     backbone, tokenizer, seq_len = run.backbone, run.tokenizer, run.seq_len
     input_names = list(backbone.input)

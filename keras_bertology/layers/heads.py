@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_bertology.layers.activations import get_activation
+
 
 def gather_positions(sequence, positions):
     """Pick rows `positions` [B, P] out of `sequence` [B, L, H] -> [B, P, H]."""
@@ -25,7 +27,7 @@ class MaskedLMHead(keras.layers.Layer):
         token_embedding: optional `keras.layers.ReversibleEmbedding` to tie
             the decoder to; it is not serialized, the owning model passes it
             again on reload. Without it the head has its own decoder kernel.
-        activation: str, transform activation.
+        activation: str, transform activation (a name from `layers.activations`).
         layer_norm_epsilon: float.
         initializer_range: float.
 
@@ -60,7 +62,7 @@ class MaskedLMHead(keras.layers.Layer):
         init = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
         width = self.token_embedding.output_dim if self.token_embedding else hidden_shape[-1]
         self.transform = keras.layers.Dense(
-            width, activation=self.activation, kernel_initializer=init,
+            width, activation=get_activation(self.activation), kernel_initializer=init,
             dtype=self.dtype_policy, name="transform",
         )
         self.layer_norm = keras.layers.LayerNormalization(

@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_bertology.layers.activations import get_activation
 from keras_bertology.layers.attention import MultiHeadSelfAttention
 
 
@@ -16,7 +17,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
     Args:
         num_heads: int, attention heads.
         intermediate_size: int, width of the feed-forward hidden layer.
-        activation: str, feed-forward activation (Keras "gelu" is the exact erf GELU, as in BERT).
+        activation: str, feed-forward activation, a name from `layers.activations`
+            ("gelu" is the exact erf GELU of BERT, "gelu_approximate" the tanh form).
         dropout: float, dropout on both residual branches.
         attention_dropout: float, dropout on attention probabilities.
         layer_norm_epsilon: float.
@@ -63,7 +65,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
             epsilon=self.layer_norm_epsilon, dtype=policy, name="attention_norm"
         )
         self.intermediate_dense = keras.layers.Dense(
-            self.intermediate_size, activation=self.activation,
+            self.intermediate_size, activation=get_activation(self.activation),
             kernel_initializer=init, dtype=policy, name="intermediate",
         )
         self.output_dense = keras.layers.Dense(

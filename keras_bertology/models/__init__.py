@@ -1,8 +1,19 @@
-"""Model families: backbones, presets and pretrainers."""
+"""Model families: backbones, presets and pretrainers.
 
-from keras_bertology.models.bert import BERT, BertBackbone, BertPretrainer
+Family records and presets import without Keras; the model classes load on
+first use (`from keras_bertology.models import BertBackbone`).
+"""
+
+from keras_bertology.lazy_imports import lazy_attributes
+from keras_bertology.models.bert import BERT
 from keras_bertology.models.registry import FAMILIES, check_preset, get_family
-from keras_bertology.models.roberta import ROBERTA, RobertaPretrainer
+from keras_bertology.models.roberta import ROBERTA
+
+__getattr__ = lazy_attributes(__name__, {
+    "BertBackbone": "keras_bertology.models.bert.backbone",
+    "BertPretrainer": "keras_bertology.models.bert.pretrainer",
+    "RobertaPretrainer": "keras_bertology.models.roberta.pretrainer",
+})
 
 __all__ = [
     "BERT",

@@ -5,8 +5,7 @@ family goes through the same steps, the family only choosing its tokenizer,
 instance builder, masking and objectives (see `models.family.ModelFamily`).
 """
 
-import dataclasses
-import math
+import shutil
 import time
 from datetime import datetime
 from pathlib import Path
@@ -22,107 +21,74 @@ from keras_bertology.data.masking import DynamicMasker, MaskingConfig
 from keras_bertology.data.pipeline import make_dataset
 from keras_bertology.data.static_masking import write_static_tfrecords
 from keras_bertology.data.tokenizers import load_tokenizer, train_sentencepiece, train_wordpiece
-from keras_bertology.errors import ConfigError
 from keras_bertology.export import export_saved_model
-from keras_bertology.models import check_preset, get_family
+from keras_bertology.output_paths import check_output_folder
 from keras_bertology.runs import RunModel, save_run_model
 from keras_bertology.training.callbacks import CheckpointEveryWindow, MetricHistory
 from keras_bertology.training.checkpoints import RunCheckpoints
+from keras_bertology.training.fill_mask import fill_mask_examples, hold_out_sentences
 from keras_bertology.training.optimization import bert_adamw
-from keras_bertology.training.report import objective_summary, plot_training_curves, write_metrics
+from keras_bertology.training.options import PretrainOptions  # noqa: F401  re-exported
+from keras_bertology.training.report import (
+    chance_levels,
+    objective_summary,
+    plot_training_curves,
+    summary_text,
+    write_metrics,
+)
 from keras_bertology.training.strategy import make_strategy
-
-PRECISIONS = ("float32", "mixed_bfloat16")
-MASKINGS = ("static", "dynamic")
-PACKINGS = ("full-sentences", "doc-sentences")
-
-
-@dataclasses.dataclass
-class PretrainOptions:
-    """Everything `bertology pretrain` accepts; defaults give the quick CPU run."""
-
-    model: str = "bert"
-    preset: str = "bert-tiny"
-    corpus: list | None = None
-    steps: int = 600
-    batch_size: int = 32
-    seq_len: int = 128
-    out: str | None = None
-    export: str | None = None
-    vocab_size: int = 8000
-    masking: str | None = None
-    packing: str | None = None
-    whole_word: bool = False
-    dupe_factor: int = 10
-    max_predictions: int = 20
-    learning_rate: float = 1e-3
-    log_every: int = 50
-    precision: str = "float32"
-    strategy: str = "default"
-    seed: int = 0
-    resume: bool = False
-    verbose: int = 1
-
-    def validate(self):
-        """Raise ConfigError for values that cannot work, before any slow step runs."""
-        family = get_family(self.model)
-        check_preset(family, self.preset)
-        positive = ("steps", "batch_size", "seq_len", "vocab_size", "dupe_factor",
-                    "max_predictions", "log_every")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ConfigError(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(self, name)})")
-        max_positions = family.presets[self.preset]["config"]["max_positions"]
-        if self.seq_len > max_positions:
-            raise ConfigError(
-                f"--seq-len {self.seq_len} is above the {max_positions} positions of {self.preset}"
-            )
-        if self.seq_len < 8:
-            raise ConfigError(f"--seq-len {self.seq_len} is too short; use at least 8")
-        if self.masking not in (None, *MASKINGS):
-            raise ConfigError(f"--masking must be one of {', '.join(MASKINGS)}")
-        if self.packing is not None:
-            if self.packing not in PACKINGS:
-                raise ConfigError(f"--packing must be one of {', '.join(PACKINGS)}")
-            if family.instances == "sentence_pairs":
-                raise ConfigError(
-                    f"--packing applies to MLM-only families; {family.name} builds sentence pairs for NSP"
-                )
-        if self.precision not in PRECISIONS:
-            raise ConfigError(f"--precision must be one of {', '.join(PRECISIONS)}")
-        if self.learning_rate <= 0:
-            raise ConfigError("--learning-rate must be positive")
-        return family
 
 
 def pretrain(options):
-    """Run pretraining end to end; returns the metrics dict also written to metrics.json."""
+    """Run pretraining end to end; returns the metrics dict also written to metrics.json.
+
+    Bad input is refused before anything is written; a run that fails before
+    its first checkpoint removes the run folder it created.
+    """
     family = options.validate()
-    strategy = make_strategy(options.strategy)
-    keras.utils.set_random_seed(options.seed)
     run_name = Path(options.out).name if options.out else _default_run_name(options)
     run_dir = Path(options.out or Path("runs") / run_name)
     export_dir = Path(options.export or Path("savedmodels") / run_name)
-    checkpoints = RunCheckpoints(run_dir)
-    checkpoints.start(options)
-    _say(options, f"run folder: {run_dir}")
-
+    check_output_folder(run_dir, "--out")
+    check_output_folder(export_dir, "--export", replaced=True)
     documents = read_corpus(options.corpus)
-    _say(options, f"corpus: {len(documents)} documents, {sum(map(len, documents))} sentences")
+    created = not run_dir.exists()
+    checkpoints = RunCheckpoints(run_dir)
+    try:
+        return _pretrain(family, options, documents, run_dir, export_dir, checkpoints)
+    except BaseException:
+        if created and checkpoints.latest() is None:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+
+
+def _pretrain(family, options, documents, run_dir, export_dir, checkpoints):
+    checkpoints.start(options)
+    strategy = make_strategy(options.strategy)
+    keras.utils.set_random_seed(options.seed)
+    _say(options, f"run folder: {run_dir}")
+    documents, held_out = hold_out_sentences(documents, np.random.default_rng(options.seed))
+    _say(options, f"corpus: {len(documents)} documents, {sum(map(len, documents))} sentences "
+                  f"({len(held_out)} held out for the fill-in examples)")
     tokenizer = _tokenizer_for_run(family, documents, checkpoints, options)
-    instances = _build_instances(family, documents, tokenizer, options)
-    _say(options, f"instances: {len(instances['token_ids'])} sequences of {options.seq_len} tokens")
     masking = options.masking or family.masking
+    # Static masking follows create_pretraining_data: the instances themselves are
+    # built dupe_factor times (new pairs, split points and random-next draws),
+    # and each copy gets its own mask.
+    copies = options.dupe_factor if masking == "static" else 1
+    instances = _build_instances(family, documents, tokenizer, options, copies)
+    _say(options, f"instances: {len(instances['token_ids'])} sequences of {options.seq_len} tokens"
+                  + (f" ({copies} builds of the corpus)" if copies > 1 else ""))
     dataset = _masked_dataset(instances, tokenizer, masking, run_dir, options)
 
-    windows = math.ceil(options.steps / options.log_every)
-    steps_per_window = min(options.log_every, options.steps)
+    steps_per_window, windows = options.steps_per_window, options.windows
     total_steps = windows * steps_per_window
     with strategy.scope():
         pretrainer, done_steps = _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options)
     backbone = pretrainer.backbone
     _say(options, f"model: {options.model} {options.preset}, {backbone.count_params():,} encoder parameters, "
-                  f"{masking} masking, {total_steps} steps of batch {options.batch_size}"
+                  f"{masking} masking, {total_steps} steps of batch {options.batch_size} "
+                  f"in {windows} logged windows"
                   + (f", resuming after step {done_steps}" if done_steps else ""))
 
     history = MetricHistory(steps_per_window, options.batch_size, checkpoints.load_history())
@@ -146,11 +112,16 @@ def pretrain(options):
     save_run_model(run_dir, run)
     export_saved_model(run, export_dir)
     metrics = _metrics(options, pretrainer, history.records, total_steps, train_seconds, export_dir)
-    metrics.update(masking=masking, instances=_instance_kind(family, options))
+    chance = chance_levels(instances, tokenizer, pretrainer.objectives)
+    for name, levels in chance.items():
+        metrics["objectives"][name]["chance"] = levels
+    metrics.update(masking=masking, instances=_instance_kind(family, options),
+                   windows=len(history.records), steps_per_window=steps_per_window,
+                   fill_mask=fill_mask_examples(export_dir, tokenizer, held_out))
     write_metrics(run_dir / "metrics.json", metrics)
     plot_training_curves(history.records, pretrainer.objectives, run_dir / "loss_curve.png",
                          f"{options.model} {options.preset} on {_corpus_label(options)}")
-    _print_summary(options, metrics, run_dir)
+    _say(options, summary_text(metrics, run_dir))
     return metrics
 
 
@@ -210,14 +181,17 @@ def tokenize_documents(documents, tokenizer, batch_size=8192):
     return tokenized
 
 
-def _build_instances(family, documents, tokenizer, options):
+def _build_instances(family, documents, tokenizer, options, copies):
+    """The family's instances, built `copies` times over the corpus."""
     tokenized = tokenize_documents(documents, tokenizer)
     specials = dict(cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
     if family.instances == "sentence_pairs":
         rng = np.random.default_rng(options.seed)
-        return build_nsp_instances(tokenized, options.seq_len, rng=rng, **specials)
+        return build_nsp_instances(tokenized, options.seq_len, rng=rng, dupe_factor=copies, **specials)
     cross = _instance_kind(family, options) == "full_sentences"
-    return pack_sentences(tokenized, options.seq_len, cross_documents=cross, **specials)
+    packed = pack_sentences(tokenized, options.seq_len, cross_documents=cross, **specials)
+    # Packing is deterministic: every build gives the same sequences, masked differently.
+    return {key: np.concatenate([value] * copies) for key, value in packed.items()}
 
 
 def _instance_kind(family, options):
@@ -240,8 +214,8 @@ def _masked_dataset(instances, tokenizer, masking, run_dir, options):
     if options.resume and path.is_file():
         _say(options, f"static masking: reusing {path}")
     else:
-        _say(options, f"static masking: writing {options.dupe_factor} masked copies to {path}")
-        write_static_tfrecords(instances, masker, options.dupe_factor, str(path))
+        _say(options, f"static masking: writing {len(instances['token_ids'])} masked instances to {path}")
+        write_static_tfrecords(instances, masker, 1, str(path))
     return make_dataset(None, options.batch_size, static_path=str(path), seed=options.seed)
 
 
@@ -261,18 +235,3 @@ def _metrics(options, pretrainer, records, total_steps, train_seconds, export_di
         "export_dir": str(export_dir),
         "history": records,
     }
-
-
-def _print_summary(options, metrics, run_dir):
-    mlm = metrics["objectives"]["mlm"]
-    lines = [
-        f"done: {metrics['steps']} steps in {metrics['train_seconds']:.0f} s "
-        f"({metrics['samples_per_second']:.1f} samples/s)",
-        f"MLM loss {mlm['first']['loss']:.3f} -> {mlm['last']['loss']:.3f}, "
-        f"MLM accuracy {mlm['first']['accuracy']:.3f} -> {mlm['last']['accuracy']:.3f}",
-    ]
-    if "nsp" in metrics["objectives"]:
-        nsp = metrics["objectives"]["nsp"]
-        lines.append(f"NSP accuracy {nsp['first']['accuracy']:.3f} -> {nsp['last']['accuracy']:.3f}")
-    lines += [f"metrics and loss curve: {run_dir}", f"SavedModel: {metrics['export_dir']}"]
-    _say(options, "\n".join(lines))

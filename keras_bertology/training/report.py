@@ -1,6 +1,9 @@
-"""What a finished run reports: metrics.json and a loss-curve PNG."""
+"""What a finished run reports: metrics.json, a loss-curve PNG and a summary in words."""
 
 import json
+import math
+
+import numpy as np
 
 import matplotlib
 
@@ -24,6 +27,78 @@ def _window(record, objective):
         "loss": record.get(f"{objective}_loss"),
         "accuracy": record.get(f"{objective}_accuracy"),
     }
+
+
+def chance_levels(instances, tokenizer, objectives):
+    """What guessing scores, per objective, to read the learned numbers against.
+
+    MLM targets are the corpus' non-special tokens, so guessing the most
+    frequent one scores its share, and the unigram distribution scores its
+    entropy as loss. A label objective (`<name>_labels` among the instances)
+    scores its majority share and the labels' entropy.
+    """
+    levels = {}
+    for name in objectives:
+        labels = instances.get(f"{name}_labels")
+        if labels is not None:
+            shares = np.bincount(labels.ravel()) / labels.size
+            levels[name] = {"accuracy": float(shares.max()), "loss": _entropy(shares)}
+        elif name == "mlm":
+            counts = np.bincount(instances["token_ids"].ravel(), minlength=tokenizer.vocab_size)
+            counts[tokenizer.special_ids] = 0
+            shares = counts / counts.sum()
+            top = int(shares.argmax())
+            levels[name] = {
+                "accuracy": float(shares[top]),
+                "most_frequent_token": tokenizer.vocabulary[top],
+                "loss": _entropy(shares),
+                "uniform_accuracy": 1.0 / tokenizer.vocab_size,
+                "uniform_loss": math.log(tokenizer.vocab_size),
+            }
+    return levels
+
+
+def _entropy(shares):
+    shares = shares[shares > 0]
+    return float(-(shares * np.log(shares)).sum())
+
+
+def summary_text(metrics, run_dir):
+    """The end-of-run report: speed, each objective against chance, the fill-in examples, paths."""
+    lines = [
+        f"done: {metrics['steps']} steps in {metrics['train_seconds']:.0f} s "
+        f"({metrics['samples_per_second']:.1f} samples/s), {metrics['windows']} logged windows "
+        f"of {metrics['steps_per_window']} steps",
+        f"{'':<14}{'first window':>13} -> {'last window':<12} chance",
+    ]
+    for name, summary in metrics["objectives"].items():
+        chance = summary.get("chance", {})
+        first, last = summary["first"], summary["last"]
+        lines.append(f"{name + ' loss':<14}{first['loss']:>13.3f} -> {last['loss']:<12.3f} "
+                     + _chance_words(chance, "loss"))
+        lines.append(f"{name + ' accuracy':<14}{first['accuracy']:>13.3f} -> {last['accuracy']:<12.3f} "
+                     + _chance_words(chance, "accuracy"))
+    if metrics.get("fill_mask"):
+        lines.append(f"what the model learned: top-{len(metrics['fill_mask'][0]['top'])} fill-ins for one "
+                     "masked word in lines held out of training")
+        for example in metrics["fill_mask"]:
+            guesses = ", ".join(f"{g['token']} {g['probability']:.2f}" for g in example["top"])
+            lines.append(f"  {example['text']}")
+            lines.append(f"      answer '{example['answer']}' ranked {example['answer_rank']:,}; "
+                         f"model: {guesses}")
+    lines += [f"metrics and loss curve: {run_dir}", f"SavedModel: {metrics['export_dir']}"]
+    return "\n".join(lines)
+
+
+def _chance_words(chance, metric):
+    if metric not in chance:
+        return ""
+    if "most_frequent_token" not in chance:
+        return f"{chance[metric]:.3f}"
+    if metric == "loss":
+        return f"{chance['loss']:.3f} unigram, {chance['uniform_loss']:.3f} uniform"
+    return (f"{chance['accuracy']:.3f} always '{chance['most_frequent_token']}', "
+            f"{chance['uniform_accuracy']:.5f} uniform")
 
 
 def write_metrics(path, payload):

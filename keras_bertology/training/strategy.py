@@ -3,8 +3,7 @@
 import tensorflow as tf
 
 from keras_bertology.errors import ConfigError
-
-STRATEGIES = ("default", "mirrored", "tpu")
+from keras_bertology.training.options import STRATEGIES
 
 
 def make_strategy(name="default"):

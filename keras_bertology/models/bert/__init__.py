@@ -1,18 +1,22 @@
 """BERT: encoder backbone, presets, and the MLM + NSP pretrainer."""
 
-from keras_bertology.models.bert.backbone import BertBackbone
+from keras_bertology.lazy_imports import lazy_attributes
 from keras_bertology.models.bert.presets import BERT_PRESETS
-from keras_bertology.models.bert.pretrainer import BertPretrainer
 from keras_bertology.models.family import ModelFamily
 
 BERT = ModelFamily(
     name="bert",
     presets=BERT_PRESETS,
-    backbone_cls=BertBackbone,
-    pretrainer_cls=BertPretrainer,
+    backbone_path="keras_bertology.models.bert.backbone:BertBackbone",
+    pretrainer_path="keras_bertology.models.bert.pretrainer:BertPretrainer",
     tokenizer="wordpiece",
     instances="sentence_pairs",
     masking="static",
 )
+
+__getattr__ = lazy_attributes(__name__, {
+    "BertBackbone": "keras_bertology.models.bert.backbone",
+    "BertPretrainer": "keras_bertology.models.bert.pretrainer",
+})
 
 __all__ = ["BERT", "BERT_PRESETS", "BertBackbone", "BertPretrainer"]

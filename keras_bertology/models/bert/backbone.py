@@ -27,6 +27,8 @@ class BertBackbone(keras.Model):
         num_heads: int.
         hidden_size: int.
         intermediate_size: int, feed-forward width.
+        activation: str, feed-forward activation: "gelu" (exact, BERT/RoBERTa) or
+            another name from `layers.activations` (e.g. "gelu_approximate").
         max_positions: int, size of the absolute position table.
         num_segments: int, segment vocabulary (2 for BERT, 0 for RoBERTa).
         use_pooler: bool, add the tanh pooler over the first token.
@@ -54,6 +56,7 @@ class BertBackbone(keras.Model):
         num_heads,
         hidden_size,
         intermediate_size,
+        activation="gelu",
         max_positions=512,
         num_segments=2,
         use_pooler=True,
@@ -90,6 +93,7 @@ class BertBackbone(keras.Model):
             x = TransformerEncoderBlock(
                 num_heads,
                 intermediate_size,
+                activation=activation,
                 dropout=dropout,
                 attention_dropout=attention_dropout,
                 layer_norm_epsilon=layer_norm_epsilon,
@@ -117,6 +121,7 @@ class BertBackbone(keras.Model):
         self.num_heads = num_heads
         self.hidden_size = hidden_size
         self.intermediate_size = intermediate_size
+        self.activation = activation
         self.max_positions = max_positions
         self.num_segments = num_segments
         self.use_pooler = use_pooler
@@ -141,6 +146,7 @@ class BertBackbone(keras.Model):
             "num_heads": self.num_heads,
             "hidden_size": self.hidden_size,
             "intermediate_size": self.intermediate_size,
+            "activation": self.activation,
             "max_positions": self.max_positions,
             "num_segments": self.num_segments,
             "use_pooler": self.use_pooler,

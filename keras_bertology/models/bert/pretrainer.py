@@ -19,6 +19,8 @@ class BertPretrainer(keras.Model):
     Args:
         backbone: a `BertBackbone` (with pooler when NSP is on).
         next_sentence_prediction: bool, add the NSP objective.
+        mlm_activation: str, activation of the MLM head's transform; None takes
+            the backbone's, as BERT's head does.
 
     Example:
         >>> backbone = BertBackbone(vocab_size=100, num_layers=1, num_heads=2,
@@ -27,13 +29,15 @@ class BertPretrainer(keras.Model):
         >>> model.compile()
     """
 
-    def __init__(self, backbone, next_sentence_prediction=True, **kwargs):
+    def __init__(self, backbone, next_sentence_prediction=True, mlm_activation=None, **kwargs):
+        mlm_activation = mlm_activation or backbone.activation
         inputs = dict(backbone.input)
         inputs["mask_positions"] = keras.Input((None,), dtype="int32", name="mask_positions")
         encoded = backbone({k: v for k, v in inputs.items() if k in backbone.input})
         mlm_head = MaskedLMHead(
             backbone.vocab_size,
             token_embedding=backbone.token_embedding,
+            activation=mlm_activation,
             layer_norm_epsilon=backbone.layer_norm_epsilon,
             initializer_range=backbone.initializer_range,
             dtype=backbone.dtype_policy,
@@ -50,6 +54,7 @@ class BertPretrainer(keras.Model):
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.backbone = backbone
         self.next_sentence_prediction = next_sentence_prediction
+        self.mlm_activation = mlm_activation
 
     @property
     def objectives(self):
@@ -116,6 +121,7 @@ class BertPretrainer(keras.Model):
             "trainable": self.trainable,
             "backbone": keras.saving.serialize_keras_object(self.backbone),
             "next_sentence_prediction": self.next_sentence_prediction,
+            "mlm_activation": self.mlm_activation,
         }
 
     @classmethod

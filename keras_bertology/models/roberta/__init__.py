@@ -5,19 +5,22 @@ here it pretrains with SentencePiece BPE with byte fallback, which is also
 byte-complete (no unknown tokens) and runs inside the SavedModel graph.
 """
 
-from keras_bertology.models.bert.backbone import BertBackbone
+from keras_bertology.lazy_imports import lazy_attributes
 from keras_bertology.models.family import ModelFamily
 from keras_bertology.models.roberta.presets import ROBERTA_PRESETS
-from keras_bertology.models.roberta.pretrainer import RobertaPretrainer
 
 ROBERTA = ModelFamily(
     name="roberta",
     presets=ROBERTA_PRESETS,
-    backbone_cls=BertBackbone,
-    pretrainer_cls=RobertaPretrainer,
+    backbone_path="keras_bertology.models.bert.backbone:BertBackbone",
+    pretrainer_path="keras_bertology.models.roberta.pretrainer:RobertaPretrainer",
     tokenizer="sentencepiece",
     instances="full_sentences",
     masking="dynamic",
 )
+
+__getattr__ = lazy_attributes(__name__, {
+    "RobertaPretrainer": "keras_bertology.models.roberta.pretrainer",
+})
 
 __all__ = ["ROBERTA", "ROBERTA_PRESETS", "RobertaPretrainer"]

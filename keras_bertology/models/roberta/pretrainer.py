@@ -12,10 +12,14 @@ class RobertaPretrainer(BertPretrainer):
     Fed FULL-SENTENCES / DOC-SENTENCES packed inputs with dynamic masking.
     Reports `mlm_loss` and `mlm_accuracy`.
 
+    Its MLM head always uses the exact GELU, whatever the encoder's
+    activation, as fairseq's and Hugging Face's RoBERTa heads do.
+
     Args:
-        backbone: a `BertBackbone` configured as RoBERTa (no segments, no pooler).
+        backbone: a `BertBackbone` configured as RoBERTa (no segments).
     """
 
     def __init__(self, backbone, **kwargs):
         kwargs.pop("next_sentence_prediction", None)
-        super().__init__(backbone, next_sentence_prediction=False, **kwargs)
+        kwargs.pop("mlm_activation", None)
+        super().__init__(backbone, next_sentence_prediction=False, mlm_activation="gelu", **kwargs)

@@ -1,0 +1,55 @@
+"""Keep TensorFlow's native start-up notices out of the command line's output.
+
+TensorFlow's C++ runtime writes informational lines straight to file
+descriptor 2 at import and first use (oneDNN notices, "Could not find cuda
+drivers", "failed call to cuInit", CPU feature hints), whatever
+TF_CPP_MIN_LOG_LEVEL says. `quiet_native_logs` routes descriptor 2 through a
+pipe and drops exactly those lines; everything else (warnings, errors, our
+own messages) passes through in order.
+"""
+
+import contextlib
+import os
+import re
+import sys
+import threading
+
+_NOISE = re.compile(
+    r"^(?:"
+    r"WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
+    r"|I\d{4} [\d:.]+ +\d+ \S+:\d+\] .*"  # native INFO lines
+    r"|[EW]\d{4} [\d:.]+ +\d+ \S+:\d+\] .*(?:cuInit|CUDA|cuda|cuDNN|cuFFT|cuBLAS|TensorRT).*"
+    r"|To enable the following instructions: .*in other operations, rebuild TensorFlow.*"
+    r")$"
+)
+
+
+def is_noise(line):
+    """Whether `line` (without its newline) is a native notice with nothing for the user."""
+    return bool(_NOISE.match(line))
+
+
+@contextlib.contextmanager
+def quiet_native_logs():
+    """Filter descriptor 2 for the duration of the block."""
+    sys.stderr.flush()
+    real_stderr = os.dup(2)
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    forwarder = threading.Thread(target=_forward, args=(read_end, real_stderr), daemon=True)
+    forwarder.start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(real_stderr, 2)  # closes the pipe's last write end: the forwarder sees EOF
+        forwarder.join(timeout=5)
+        os.close(real_stderr)
+
+
+def _forward(read_end, destination):
+    with os.fdopen(read_end, "rb") as lines:
+        for line in lines:
+            if not is_noise(line.decode("utf-8", "replace").rstrip("\r\n")):
+                os.write(destination, line)

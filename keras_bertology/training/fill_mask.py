@@ -1,0 +1,102 @@
+"""What a pretrained model learned, in words: top-k fill-ins for one masked word per held-out line.
+
+A few sentences are kept out of training; after the export, one word of each
+is replaced by the mask token and the exported SavedModel (its `mlm`
+signature, so this also proves the export serves) ranks the vocabulary there.
+"""
+
+import re
+
+import numpy as np
+
+HELD_OUT = 5
+TOP_K = 5
+# Smaller corpora keep every sentence for training.
+_MIN_CORPUS_SENTENCES = 200
+_MIN_WORDS, _MAX_WORDS = 6, 30
+_MIN_ANSWER_CHARS = 3
+
+
+def hold_out_sentences(documents, rng, count=HELD_OUT):
+    """(documents without `count` random sentences, those sentences).
+
+    Candidates have 6-30 words and come from documents of three or more
+    sentences, so no document disappears and sentence pairs stay possible.
+    """
+    if sum(map(len, documents)) < _MIN_CORPUS_SENTENCES:
+        return documents, []
+    candidates = [
+        (d, s)
+        for d, document in enumerate(documents) if len(document) > 2
+        for s, sentence in enumerate(document) if _MIN_WORDS <= len(sentence.split()) <= _MAX_WORDS
+    ]
+    if not candidates:
+        return documents, []
+    chosen = {candidates[i] for i in rng.choice(len(candidates), min(count, len(candidates)), replace=False)}
+    kept = [[s for j, s in enumerate(document) if (d, j) not in chosen] for d, document in enumerate(documents)]
+    return kept, [documents[d][s] for d, s in sorted(chosen)]
+
+
+def fill_mask_examples(export_dir, tokenizer, sentences, top_k=TOP_K):
+    """Per sentence: the masked text, the hidden word, the top-k fill-ins and the word's rank.
+
+    The hidden word is the longest word of three or more letters that is a
+    single vocabulary token (so one mask stands for all of it). Returns [] when
+    the export has no `mlm` signature or no sentence has such a word.
+    """
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  registers the tokenizer ops of the SavedModel
+
+    queries = _masked_queries(tokenizer, sentences)
+    if not queries:
+        return []
+    model = tf.saved_model.load(str(export_dir))
+    if not hasattr(model, "mlm"):
+        return []
+    outputs = model.mlm(tf.constant([text for text, _, _ in queries]))
+    token_ids, logits = outputs["token_ids"].numpy(), outputs["logits"].numpy()
+    examples = []
+    for row, (text, word, answer_id) in enumerate(queries):
+        positions = np.flatnonzero(token_ids[row] == tokenizer.mask_id)
+        if not len(positions):  # the mask fell beyond the sequence length
+            continue
+        probabilities = _softmax(logits[row, positions[0]])
+        ranking = np.argsort(-probabilities)
+        examples.append({
+            "text": text,
+            "answer": word,
+            "answer_rank": int(np.flatnonzero(ranking == answer_id)[0]) + 1,
+            "top": [{"token": _display(tokenizer.vocabulary[i]), "probability": float(probabilities[i])}
+                    for i in ranking[:top_k]],
+        })
+    return examples
+
+
+def _masked_queries(tokenizer, sentences):
+    """(text with one word masked, the word, its token id) for each sentence that has a maskable word."""
+    import tensorflow as tf
+
+    words = sorted({w for s in sentences for w in re.findall(r"[^\W\d_]+", s) if len(w) >= _MIN_ANSWER_CHARS})
+    if not words:
+        return []
+    ids = tokenizer.tokenize(tf.constant(words)).to_list()
+    single = {word: row[0] for word, row in zip(words, ids) if len(row) == 1 and row[0] != tokenizer.unk_id}
+    mask_token = tokenizer.vocabulary[tokenizer.mask_id]
+    queries = []
+    for sentence in sentences:
+        candidates = [w for w in re.findall(r"[^\W\d_]+", sentence) if w in single]
+        if candidates:
+            word = max(candidates, key=len)
+            text = re.sub(rf"(?<!\w){re.escape(word)}(?!\w)", mask_token, sentence, count=1)
+            queries.append((text, word, single[word]))
+    return queries
+
+
+def _softmax(logits):
+    shifted = np.exp(logits - logits.max())
+    return shifted / shifted.sum()
+
+
+def _display(token):
+    """A vocabulary entry as a reader would write it (no SentencePiece / byte-BPE space marker)."""
+    return token.lstrip("\u2581\u0120") or token

@@ -1,0 +1,104 @@
+"""The options of a pretraining run and their validation, importable without TensorFlow.
+
+`bertology pretrain` builds a `PretrainOptions` from its flags; `validate()`
+refuses anything that cannot work before a slow step starts.
+"""
+
+import dataclasses
+import math
+
+from keras_bertology.errors import ConfigError
+from keras_bertology.models import check_preset, get_family
+
+PRECISIONS = ("float32", "mixed_bfloat16")
+MASKINGS = ("static", "dynamic")
+PACKINGS = ("full-sentences", "doc-sentences")
+STRATEGIES = ("default", "mirrored", "tpu")
+
+# A run logs at least this many windows when it has the steps for them, so
+# that its first and last window (and the loss curve) say something.
+MIN_WINDOWS = 10
+
+_POSITIVE_INTS = ("steps", "batch_size", "seq_len", "vocab_size", "dupe_factor",
+                  "max_predictions", "log_every")
+_SPECIAL_POSITIONS = 3  # [CLS] and up to two [SEP]s are never masked
+
+
+@dataclasses.dataclass
+class PretrainOptions:
+    """Everything `bertology pretrain` accepts; defaults give the quick CPU run."""
+
+    model: str = "bert"
+    preset: str = "bert-tiny"
+    corpus: list | None = None
+    steps: int = 600
+    batch_size: int = 32
+    seq_len: int = 128
+    out: str | None = None
+    export: str | None = None
+    vocab_size: int = 8000
+    masking: str | None = None
+    packing: str | None = None
+    whole_word: bool = False
+    dupe_factor: int = 10
+    max_predictions: int = 20
+    learning_rate: float = 1e-3
+    log_every: int = 50
+    precision: str = "float32"
+    strategy: str = "default"
+    seed: int = 0
+    resume: bool = False
+    verbose: int = 1
+
+    def validate(self):
+        """Raise ConfigError for values that cannot work; returns the model family."""
+        family = get_family(self.model)
+        check_preset(family, self.preset)
+        for name in _POSITIVE_INTS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{_flag(name)} must be a whole number of at least 1 (got {value!r})")
+        max_positions = family.presets[self.preset]["config"]["max_positions"]
+        if self.seq_len > max_positions:
+            raise ConfigError(
+                f"--seq-len {self.seq_len} is above the {max_positions} positions of {self.preset}"
+            )
+        if self.seq_len < 8:
+            raise ConfigError(f"--seq-len {self.seq_len} is too short; use at least 8")
+        if self.max_predictions > self.seq_len - _SPECIAL_POSITIONS:
+            raise ConfigError(
+                f"--max-predictions {self.max_predictions} is above the "
+                f"{self.seq_len - _SPECIAL_POSITIONS} maskable positions of --seq-len {self.seq_len}"
+            )
+        _check_choice("masking", self.masking, MASKINGS, optional=True)
+        _check_choice("packing", self.packing, PACKINGS, optional=True)
+        _check_choice("precision", self.precision, PRECISIONS)
+        _check_choice("strategy", self.strategy, STRATEGIES)
+        if self.packing is not None and family.instances == "sentence_pairs":
+            raise ConfigError(
+                f"--packing applies to MLM-only families; {family.name} builds sentence pairs for NSP"
+            )
+        if not isinstance(self.learning_rate, (int, float)) or not math.isfinite(self.learning_rate) \
+                or self.learning_rate <= 0:
+            raise ConfigError(f"--learning-rate must be a finite number above 0 (got {self.learning_rate!r})")
+        return family
+
+    @property
+    def steps_per_window(self):
+        """Steps per logged window: at most --log-every, small enough for MIN_WINDOWS windows."""
+        return max(1, min(self.log_every, self.steps // MIN_WINDOWS))
+
+    @property
+    def windows(self):
+        """Logged windows; --steps is rounded up to a whole number of them."""
+        return math.ceil(self.steps / self.steps_per_window)
+
+
+def _flag(name):
+    return "--" + name.replace("_", "-")
+
+
+def _check_choice(name, value, choices, optional=False):
+    if (value is None and optional) or value in choices:
+        return
+    raise ConfigError(f"{_flag(name)} must be one of {', '.join(choices)} (got {value!r})")

@@ -1,0 +1,193 @@
+"""Every refused input: one `bertology: error:` line, exit status 2, no traceback, nothing left behind.
+
+Each row is (name, argv, text the error must contain). Paths are built in a
+temporary folder; `{tmp}` in an argument is replaced by it, and `{hf}`,
+`{run}` by a valid Hugging Face checkpoint folder and a valid run folder, so
+that each row breaks exactly one thing.
+"""
+
+import json
+import shutil
+
+import pytest
+import transformers
+
+from keras_bertology.cli import main
+
+TEXT = "It was a dark night. The wind blew hard.\n\nA second document begins. It ends here.\n"
+
+
+def _write(tmp, name, data):
+    path = tmp / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
+    return path
+
+
+def _corpora(tmp):
+    """Bad corpora by name, plus a good one."""
+    _write(tmp, "good.txt", TEXT * 20)
+    _write(tmp, "empty.txt", b"")
+    _write(tmp, "blank.txt", "  \n\n\t \n")
+    _write(tmp, "binary.bin", bytes(range(256)) * 4)
+    _write(tmp, "nul.txt", "text\x00with a NUL byte.\n")
+    _write(tmp, "latin1.txt", "caf\xe9 au lait.\n".encode("latin-1"))
+    _write(tmp, "onedoc.txt", "One document. Two sentences here. And a third.\n" * 30)
+    _write(tmp, "onesentence.txt", "\n\n".join(f"Document number {i} has one sentence" for i in range(50)))
+    (tmp / "empty_folder").mkdir()
+    _write(tmp, "hidden_only/.secret.txt", TEXT)
+    _write(tmp, "a_file", "I am a file, not a folder.")
+
+
+def _hf_checkpoint(tmp):
+    """A tiny BertModel as transformers saves it, and broken copies of it."""
+    config = transformers.BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=24, max_position_embeddings=32)
+    transformers.BertModel(config).save_pretrained(str(tmp / "hf"))
+    weights = (tmp / "hf" / "model.safetensors").read_bytes()
+
+    def variant(name, config_text=None, weights_bytes=weights, extra=None):
+        folder = tmp / name
+        shutil.copytree(tmp / "hf", folder)
+        if config_text is not None:
+            (folder / "config.json").write_text(config_text)
+        if weights_bytes is None:
+            (folder / "model.safetensors").unlink()
+        else:
+            (folder / "model.safetensors").write_bytes(weights_bytes)
+        for file_name, content in (extra or {}).items():
+            (folder / file_name).write_text(content)
+
+    good = json.loads((tmp / "hf" / "config.json").read_text())
+    variant("hf_bad_json", "{not json")
+    variant("hf_list_json", "[1, 2]")
+    variant("hf_gpt2", json.dumps(dict(good, model_type="gpt2")))
+    variant("hf_no_hidden", json.dumps({k: v for k, v in good.items() if k != "hidden_size"}))
+    variant("hf_wider", json.dumps(dict(good, hidden_size=32)))
+    variant("hf_act", json.dumps(dict(good, hidden_act="mish")))
+    variant("hf_no_weights", weights_bytes=None)
+    variant("hf_garbage", weights_bytes=b"this is not a safetensors file at all")
+    variant("hf_truncated", weights_bytes=weights[: len(weights) // 2])
+    variant("hf_pickle", weights_bytes=None, extra={"pytorch_model.bin": "pickle"})
+    variant("hf_fewer_layers", json.dumps(dict(good, num_hidden_layers=2)))
+    variant("hf_big_vocab", extra={"vocab.txt": "\n".join(
+        ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"word{i}" for i in range(100)])})
+    (tmp / "hf_no_config").mkdir()
+
+
+def _run_folders(tmp):
+    """A converted run folder, and damaged copies of it."""
+    assert main(["convert", "--from-hf", str(tmp / "hf"), "--out", str(tmp / "run")]) == 0
+    (tmp / "run_empty").mkdir()
+    shutil.copytree(tmp / "run", tmp / "run_bad_json")
+    (tmp / "run_bad_json" / "model" / "run.json").write_text("{oops")
+    shutil.copytree(tmp / "run", tmp / "run_bad_keras")
+    (tmp / "run_bad_keras" / "model" / "backbone.keras").write_bytes(b"not a zip archive")
+
+
+@pytest.fixture(scope="module")
+def tmp(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("bad_input")
+    _corpora(folder)
+    _hf_checkpoint(folder)
+    _run_folders(folder)
+    return folder
+
+
+def _pretrain(*args, corpus="{tmp}/good.txt"):
+    return ["pretrain", "--corpus", corpus, "--out", "{tmp}/out", "--export", "{tmp}/export",
+            "--steps", "2", "--vocab-size", "200", "--seq-len", "32", *args]
+
+
+CASES = [
+    # pretrain: the corpus
+    ("missing corpus", _pretrain(corpus="{tmp}/no_such.txt"), "does not exist"),
+    ("empty corpus", _pretrain(corpus="{tmp}/empty.txt"), "no text"),
+    ("whitespace corpus", _pretrain(corpus="{tmp}/blank.txt"), "no text"),
+    ("binary corpus", _pretrain(corpus="{tmp}/binary.bin"), "binary"),
+    ("NUL byte", _pretrain(corpus="{tmp}/nul.txt"), "binary"),
+    ("non-UTF-8 corpus", _pretrain(corpus="{tmp}/latin1.txt"), "not valid UTF-8"),
+    ("empty folder", _pretrain(corpus="{tmp}/empty_folder"), "has no files"),
+    ("hidden files only", _pretrain(corpus="{tmp}/hidden_only"), "has no files"),
+    ("one document for NSP", _pretrain(corpus="{tmp}/onedoc.txt"), "at least two non-empty documents"),
+    ("one sentence per document", _pretrain(corpus="{tmp}/onesentence.txt"), "at least two sentences"),
+    # pretrain: model and flags
+    ("unknown model", _pretrain("--model", "gpt"), "invalid choice: 'gpt'"),
+    ("unknown preset", _pretrain("--preset", "bert-gigantic"), "unknown preset 'bert-gigantic'"),
+    ("other family's preset", _pretrain("--model", "roberta", "--preset", "bert-tiny"), "unknown preset"),
+    ("zero steps", _pretrain("--steps", "0"), "must be at least 1"),
+    ("negative steps", _pretrain("--steps", "-5"), "must be at least 1"),
+    ("non-numeric steps", _pretrain("--steps", "many"), "'many' is not an integer"),
+    ("zero batch", _pretrain("--batch-size", "0"), "must be at least 1"),
+    ("seq-len above positions", _pretrain("--seq-len", "1024"), "above the 512 positions"),
+    ("seq-len too short", _pretrain("--seq-len", "4"), "too short"),
+    ("NaN learning rate", _pretrain("--learning-rate", "nan"), "finite number above 0"),
+    ("infinite learning rate", _pretrain("--learning-rate", "inf"), "finite number above 0"),
+    ("negative learning rate", _pretrain("--learning-rate=-1e-3"), "finite number above 0"),
+    ("vocabulary too small", _pretrain("--vocab-size", "6"), "vocab_size"),
+    ("too many predictions", _pretrain("--max-predictions", "500"), "above the 29 maskable positions"),
+    ("zero dupe factor", _pretrain("--dupe-factor", "0"), "must be at least 1"),
+    ("unknown masking", _pretrain("--masking", "random"), "invalid choice: 'random'"),
+    ("unknown precision", _pretrain("--precision", "float16"), "invalid choice: 'float16'"),
+    ("packing for NSP", _pretrain("--packing", "doc-sentences"), "--packing applies to MLM-only"),
+    ("unknown flag", _pretrain("--no-such-flag"), "unrecognized arguments: --no-such-flag"),
+    ("--out is a file", _pretrain("--out", "{tmp}/a_file"), "is a file"),
+    ("--out under /proc", _pretrain("--out", "/proc/bertology/run"), "cannot be written"),
+    ("--export is a file", _pretrain("--export", "{tmp}/a_file"), "is a file"),
+    ("--export under /proc", _pretrain("--export", "/proc/bertology/sm"), "cannot be written"),
+    # convert
+    ("missing checkpoint folder", ["convert", "--from-hf", "{tmp}/nowhere", "--out", "{tmp}/c"], "not a folder"),
+    ("no config.json", ["convert", "--from-hf", "{tmp}/hf_no_config", "--out", "{tmp}/c"], "config.json not found"),
+    ("invalid config.json", ["convert", "--from-hf", "{tmp}/hf_bad_json", "--out", "{tmp}/c"], "not valid JSON"),
+    ("config.json not an object", ["convert", "--from-hf", "{tmp}/hf_list_json", "--out", "{tmp}/c"],
+     "must hold a JSON object"),
+    ("unsupported model_type", ["convert", "--from-hf", "{tmp}/hf_gpt2", "--out", "{tmp}/c"],
+     "model_type 'gpt2' is not supported"),
+    ("config lacks a size", ["convert", "--from-hf", "{tmp}/hf_no_hidden", "--out", "{tmp}/c"],
+     "hidden_size must be a positive integer"),
+    ("unsupported activation", ["convert", "--from-hf", "{tmp}/hf_act", "--out", "{tmp}/c"],
+     "hidden_act 'mish' is not supported"),
+    ("missing safetensors", ["convert", "--from-hf", "{tmp}/hf_no_weights", "--out", "{tmp}/c"],
+     "model.safetensors not found"),
+    ("corrupt safetensors", ["convert", "--from-hf", "{tmp}/hf_garbage", "--out", "{tmp}/c"], "cannot read"),
+    ("truncated safetensors", ["convert", "--from-hf", "{tmp}/hf_truncated", "--out", "{tmp}/c"], "cannot read"),
+    ("pickle weights only", ["convert", "--from-hf", "{tmp}/hf_pickle", "--out", "{tmp}/c"],
+     "only PyTorch pickle weights"),
+    ("config wider than weights", ["convert", "--from-hf", "{tmp}/hf_wider", "--out", "{tmp}/c"],
+     "shape mismatch"),
+    ("config deeper than weights", ["convert", "--from-hf", "{tmp}/hf_fewer_layers", "--out", "{tmp}/c"],
+     "no tensor 'encoder.layer.1"),
+    ("vocabulary larger than the model", ["convert", "--from-hf", "{tmp}/hf_big_vocab", "--out", "{tmp}/c"],
+     "do not belong together"),
+    ("convert --seq-len above positions",
+     ["convert", "--from-hf", "{tmp}/hf", "--out", "{tmp}/c", "--seq-len", "64"], "above the checkpoint's 32"),
+    ("convert --out is a file", ["convert", "--from-hf", "{tmp}/hf", "--out", "{tmp}/a_file"], "is a file"),
+    # export
+    ("missing run folder", ["export", "{tmp}/no_run", "--out", "{tmp}/e"], "not a finished run folder"),
+    ("empty run folder", ["export", "{tmp}/run_empty", "--out", "{tmp}/e"], "not a finished run folder"),
+    ("damaged run.json", ["export", "{tmp}/run_bad_json", "--out", "{tmp}/e"], "is damaged"),
+    ("damaged model archive", ["export", "{tmp}/run_bad_keras", "--out", "{tmp}/e"], "cannot load"),
+    ("export --out under /proc", ["export", "{tmp}/run", "--out", "/proc/bertology/e"], "cannot be written"),
+    ("export without tokenizer", ["export", "{tmp}/run", "--out", "{tmp}/e"], "no in-graph tokenizer"),
+]
+
+
+def test_the_table_is_large():
+    assert len(CASES) >= 30
+
+
+@pytest.mark.parametrize("name,argv,message", CASES, ids=[case[0] for case in CASES])
+def test_bad_input_is_refused_cleanly(tmp, capsys, name, argv, message):
+    before = set(tmp.iterdir())
+    argv = [arg.replace("{tmp}", str(tmp)) for arg in argv]
+    try:
+        status = main(argv)
+    except SystemExit as exit_:  # argparse's usage errors
+        status = exit_.code
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert status == 2, captured.err
+    assert len(lines) == 1 and lines[0].startswith("bertology: error: "), captured.err
+    assert message in lines[0]
+    assert "Traceback" not in captured.err + captured.out
+    assert set(tmp.iterdir()) == before, "a refused command left files behind"
