@@ -18,7 +18,7 @@ _NOISE = re.compile(
     r"^(?:"
     r"WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
     r"|I\d{4} [\d:.]+ +\d+ \S+:\d+\] .*"  # native INFO lines
-    r"|[EW]\d{4} [\d:.]+ +\d+ \S+:\d+\] .*(?:cuInit|CUDA|cuda|cuDNN|cuFFT|cuBLAS|TensorRT).*"
+    r"|[EW]\d{4} [\d:.]+ +\d+ \S+:\d+\] .*(?:cuInit|CUDA|cuda|cuDNN|cuFFT|cuBLAS|TensorRT|oneDNN).*"
     r"|To enable the following instructions: .*in other operations, rebuild TensorFlow.*"
     r")$"
 )

@@ -44,8 +44,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         attention_mask: optional [B, L, L] 0/1 mask (see `merge_attention_masks`).
 
     Example:
+        >>> from keras import ops
+        >>> from keras_bertology.layers import MultiHeadSelfAttention
         >>> mha = MultiHeadSelfAttention(num_heads=2)
-        >>> mha(ops.ones((1, 4, 8))).shape
+        >>> tuple(mha(ops.ones((1, 4, 8))).shape)
         (1, 4, 8)
     """
 

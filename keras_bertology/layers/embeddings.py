@@ -22,8 +22,10 @@ class TokenPositionSegmentEmbedding(keras.layers.Layer):
         initializer_range: float, stddev of the truncated-normal initializer.
 
     Example:
+        >>> from keras import ops
+        >>> from keras_bertology.layers import TokenPositionSegmentEmbedding
         >>> layer = TokenPositionSegmentEmbedding(100, 16, max_positions=32)
-        >>> layer(ops.ones((2, 8), "int32"), ops.zeros((2, 8), "int32")).shape
+        >>> tuple(layer(ops.ones((2, 8), "int32"), ops.zeros((2, 8), "int32")).shape)
         (2, 8, 16)
     """
 

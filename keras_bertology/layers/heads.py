@@ -32,9 +32,11 @@ class MaskedLMHead(keras.layers.Layer):
         initializer_range: float.
 
     Example:
+        >>> from keras import ops
+        >>> from keras_bertology.layers import MaskedLMHead
         >>> head = MaskedLMHead(vocab_size=50)
         >>> hidden = ops.ones((2, 8, 16))
-        >>> head(hidden, ops.zeros((2, 3), "int32")).shape
+        >>> tuple(head(hidden, ops.zeros((2, 3), "int32")).shape)
         (2, 3, 50)
     """
 
@@ -120,7 +122,9 @@ class PooledClassificationHead(keras.layers.Layer):
         initializer_range: float.
 
     Example:
-        >>> PooledClassificationHead(2)(ops.ones((4, 16))).shape
+        >>> from keras import ops
+        >>> from keras_bertology.layers import PooledClassificationHead
+        >>> tuple(PooledClassificationHead(2)(ops.ones((4, 16))).shape)
         (4, 2)
     """
 

@@ -26,8 +26,10 @@ class TransformerEncoderBlock(keras.layers.Layer):
         initializer_range: float, stddev of the truncated-normal initializer.
 
     Example:
+        >>> import keras
+        >>> from keras_bertology.layers import TransformerEncoderBlock
         >>> block = TransformerEncoderBlock(num_heads=2, intermediate_size=32)
-        >>> block(keras.ops.ones((1, 4, 8))).shape
+        >>> tuple(block(keras.ops.ones((1, 4, 8))).shape)
         (1, 4, 8)
     """
 

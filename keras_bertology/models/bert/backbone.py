@@ -40,12 +40,14 @@ class BertBackbone(keras.Model):
         dtype: optional dtype policy, e.g. "mixed_bfloat16".
 
     Example:
+        >>> from keras import ops
+        >>> from keras_bertology.models import BertBackbone
         >>> backbone = BertBackbone(vocab_size=100, num_layers=2, num_heads=2,
         ...                         hidden_size=16, intermediate_size=32)
         >>> out = backbone({"token_ids": ops.ones((1, 8), "int32"),
         ...                 "segment_ids": ops.zeros((1, 8), "int32"),
         ...                 "padding_mask": ops.ones((1, 8), "int32")})
-        >>> out["sequence_output"].shape, out["pooled_output"].shape
+        >>> tuple(out["sequence_output"].shape), tuple(out["pooled_output"].shape)
         ((1, 8, 16), (1, 16))
     """
 

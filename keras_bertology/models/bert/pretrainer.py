@@ -23,6 +23,7 @@ class BertPretrainer(keras.Model):
             the backbone's, as BERT's head does.
 
     Example:
+        >>> from keras_bertology.models import BertBackbone, BertPretrainer
         >>> backbone = BertBackbone(vocab_size=100, num_layers=1, num_heads=2,
         ...                         hidden_size=16, intermediate_size=32)
         >>> model = BertPretrainer(backbone)
