@@ -98,6 +98,9 @@ def test_bert_layouts_convert_and_serve_like_transformers(tmp_path, capsys, cls_
     real = batch["attention_mask"].numpy().astype(bool)
     _assert_close("sequence_output", out["sequence_output"].numpy(), hidden, real)
     assert ("pooled_output" in out) == ("pooler" in heads)
+    meta = json.loads((tmp_path / "export" / "assets" / "bertology.json").read_text())
+    assert ("pooled_output" in meta["serve_outputs"]) == ("pooler" in heads)
+    assert ("mlm" in meta["signatures"]) == ("mlm" in heads)
     if pooled is not None:
         _assert_close("pooled_output", out["pooled_output"].numpy(), pooled, slice(None))
     assert hasattr(served, "mlm") == with_logits

@@ -48,17 +48,22 @@ def export_saved_model(run, export_dir):
     archive.track(run.pretrainer if run.pretrainer is not None else backbone)
     archive.track(tokenizer)
     archive.add_endpoint("serve", lambda text: encode(text), input_signature=[_STRINGS])
+    signatures = ["serve"]
     if "segment_ids" in input_names:
         archive.add_endpoint("serve_pairs", encode, input_signature=[_STRINGS, _STRINGS])
+        signatures.append("serve_pairs")
     if run.pretrainer is not None:
         archive.add_endpoint("mlm", _mlm_endpoint(run), input_signature=[_STRINGS])
+        signatures.append("mlm")
     with atomic_directory(export_dir) as staging:
         archive.write_out(str(staging), verbose=False)
         (staging / "assets").mkdir(exist_ok=True)
         (staging / "assets" / "bertology.json").write_text(
             json.dumps({"family": run.family, "preset": run.preset, "seq_len": seq_len,
                         "vocab_size": tokenizer.vocab_size, "mask_id": tokenizer.mask_id,
-                        "mask_token": tokenizer.vocabulary[tokenizer.mask_id]}, indent=2)
+                        "mask_token": tokenizer.vocabulary[tokenizer.mask_id],
+                        "signatures": signatures,
+                        "serve_outputs": sorted([*backbone.output, "token_ids", "segment_ids", "padding_mask"])}, indent=2)
         )
     return export_dir
 
