@@ -11,6 +11,7 @@ import pytest
 
 from keras_bertology.cli import main
 from keras_bertology.data.corpus import default_corpus_paths
+from keras_bertology.training.checkpoints import RunCheckpoints
 
 BERTOLOGY = [sys.executable, "-m", "keras_bertology.cli"]
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
@@ -89,21 +90,29 @@ def _keras_outputs(run_dir):
 )
 def test_pretrain_writes_run_and_export_that_serves_the_same_numbers(tmp_path, model, preset, extra):
     run_dir, export_dir, result = _quick_pretrain(model, preset, tmp_path, *extra)
-    assert "MLM accuracy" in result.stdout
+    assert "mlm accuracy" in result.stdout and "what the model learned" in result.stdout
+    assert "Traceback" not in result.stderr and "oneDNN" not in result.stderr
 
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["export_dir"] == str(export_dir)
     expected_objectives = {"mlm", "nsp"} if model == "bert" else {"mlm"}
     assert set(metrics["objectives"]) == expected_objectives
+    # 6 steps with --log-every 3 still log several windows: one step each.
+    assert metrics["windows"] == 6 and metrics["steps_per_window"] == 1
     for summary in metrics["objectives"].values():
-        assert summary["first"]["step"] == 3 and summary["last"]["step"] == 6
+        assert summary["first"]["step"] == 1 and summary["last"]["step"] == 6
         assert 0.0 <= summary["last"]["accuracy"] <= 1.0 and summary["last"]["loss"] > 0
+        assert 0.0 < summary["chance"]["accuracy"] < 1.0 and summary["chance"]["loss"] > 0
+    vocab_size = metrics["objectives"]["mlm"]["chance"]["uniform_accuracy"] ** -1
+    assert round(vocab_size) <= 600
+    if model == "bert":
+        assert 0.4 < metrics["objectives"]["nsp"]["chance"]["accuracy"] < 0.8
+    _check_fill_mask_examples(metrics["fill_mask"], result.stdout)
     assert metrics["masking"] == ("static" if model == "bert" else "dynamic")
     assert metrics["whole_word"] == ("--whole-word" in extra)
     assert metrics["instances"] == ("sentence_pairs" if model == "bert" else "doc_sentences")
     assert (run_dir / "loss_curve.png").read_bytes()[:4] == b"\x89PNG"
-    checkpoints = sorted(p.name for p in (run_dir / "checkpoints").glob("step-*.keras"))
-    assert checkpoints == ["step-0000003.keras", "step-0000006.keras"]
+    assert RunCheckpoints(run_dir).latest()[1] == 6
     assert list((run_dir / "logs").rglob("*tfevents*"))
 
     served = _serve_in_fresh_process(export_dir)
@@ -121,6 +130,18 @@ def test_pretrain_writes_run_and_export_that_serves_the_same_numbers(tmp_path, m
     assert _bertology("export", run_dir, "--out", again).returncode == 0
     np.testing.assert_allclose(_serve_in_fresh_process(again)["sequence_output"],
                                served["sequence_output"], atol=1e-6)
+
+
+def _check_fill_mask_examples(examples, stdout):
+    """Held-out lines with one masked word, ranked by the exported model."""
+    assert 1 <= len(examples) <= 5
+    for example in examples:
+        assert example["text"] in stdout
+        assert example["text"].count("[MASK]") + example["text"].count("<mask>") == 1
+        probabilities = [guess["probability"] for guess in example["top"]]
+        assert len(probabilities) == 5 and probabilities == sorted(probabilities, reverse=True)
+        assert 0.0 < sum(probabilities) <= 1.0 + 1e-6
+        assert example["answer_rank"] >= 1
 
 
 @pytest.mark.slow
