@@ -17,7 +17,7 @@ from pathlib import Path
 
 import keras
 
-from keras_bertology.atomic import atomic_directory
+from keras_bertology.atomic import atomic_directory, recover_directory
 from keras_bertology.errors import BertologyError, CheckpointError
 
 MODEL_DIR = "model"
@@ -61,6 +61,7 @@ def load_run_model(run_dir):
     from keras_bertology.models import get_family
 
     model_dir = Path(run_dir) / MODEL_DIR
+    recover_directory(model_dir)
     run_file = model_dir / RUN_FILE
     if not run_file.is_file():
         raise CheckpointError(

@@ -1,8 +1,30 @@
-"""Atomic writes: a failure half-way leaves the old content or nothing, never a partial one."""
+"""Atomic writes: a failure or crash at any point leaves the old content or the new, never a mix
+or nothing, and finished outputs are readable by other users (umask modes)."""
+
+import errno
+import os
+import stat
 
 import pytest
 
-from keras_bertology.atomic import atomic_directory, atomic_file
+from keras_bertology import atomic
+from keras_bertology.atomic import atomic_directory, atomic_file, recover_directory
+
+
+def _write_version(target, version):
+    with atomic_directory(target) as staging:
+        (staging / "v").write_text(version)
+        (staging / "weights").write_text(version * 100)
+
+
+def _version(target):
+    """The version a reader sees; a folder mixing two versions fails the check."""
+    assert (target / "weights").read_text() == (target / "v").read_text() * 100
+    return (target / "v").read_text()
+
+
+def _entries(folder):
+    return sorted(path.name for path in folder.iterdir())
 
 
 def test_failed_directory_write_leaves_nothing(tmp_path):
@@ -11,23 +33,134 @@ def test_failed_directory_write_leaves_nothing(tmp_path):
         with atomic_directory(target) as staging:
             (staging / "saved_model.pb").write_text("partial")
             raise RuntimeError("crash during export")
-    assert not target.exists()
-    assert list(tmp_path.iterdir()) == []
+    assert _entries(tmp_path) == []
 
 
 def test_failed_directory_write_keeps_previous_version(tmp_path):
     target = tmp_path / "export"
-    with atomic_directory(target) as staging:
-        (staging / "v").write_text("1")
+    _write_version(target, "1")
     with pytest.raises(RuntimeError):
         with atomic_directory(target) as staging:
             (staging / "v").write_text("2")
             raise RuntimeError("crash")
-    assert (target / "v").read_text() == "1"
-    with atomic_directory(target) as staging:
-        (staging / "v").write_text("3")
-    assert (target / "v").read_text() == "3"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]
+    assert _version(target) == "1"
+    _write_version(target, "3")
+    assert _version(target) == "3"
+    assert _entries(tmp_path) == ["export"]
+
+
+def test_replacing_swaps_in_one_step(tmp_path, monkeypatch):
+    """With the exchange, no moment exists where the destination is missing: it is never renamed away."""
+    target = tmp_path / "export"
+    _write_version(target, "1")
+    renamed = []
+    real_replace = os.replace
+    monkeypatch.setattr(atomic.os, "replace", lambda a, b: (renamed.append((a, b)), real_replace(a, b)))
+    _write_version(target, "2")
+    assert _version(target) == "2" and renamed == []
+    assert _entries(tmp_path) == ["export"]
+
+
+def test_crash_after_the_exchange_leaves_the_new_version(tmp_path, monkeypatch):
+    target = tmp_path / "export"
+    _write_version(target, "1")
+    monkeypatch.setattr(atomic.shutil, "rmtree", _crash)
+    with pytest.raises(KeyboardInterrupt):
+        _write_version(target, "2")
+    monkeypatch.undo()
+    assert _version(target) == "2"
+    _write_version(target, "3")
+    assert _version(target) == "3"
+
+
+def _crash(*args, **kwargs):
+    raise KeyboardInterrupt("power cut")
+
+
+def _no_exchange(first, second):
+    raise OSError(errno.EINVAL, "exchange not supported here")
+
+
+def test_fallback_swap_without_exchange(tmp_path, monkeypatch):
+    monkeypatch.setattr(atomic, "exchange", _no_exchange)
+    target = tmp_path / "export"
+    _write_version(target, "1")
+    _write_version(target, "2")
+    assert _version(target) == "2"
+    assert _entries(tmp_path) == ["export"]
+
+
+def test_crash_between_the_fallback_renames_is_recovered(tmp_path, monkeypatch):
+    """The fallback renames the old folder away first; a crash right then leaves only `.export.old`."""
+    monkeypatch.setattr(atomic, "exchange", _no_exchange)
+    target = tmp_path / "export"
+    _write_version(target, "1")
+    real_replace = os.replace
+
+    def crash_on_second_rename(source, destination):
+        if str(destination) == str(target):
+            raise KeyboardInterrupt("power cut")
+        real_replace(source, destination)
+
+    monkeypatch.setattr(atomic.os, "replace", crash_on_second_rename)
+    with pytest.raises(KeyboardInterrupt):
+        _write_version(target, "2")
+    monkeypatch.setattr(atomic.os, "replace", real_replace)
+    assert not target.exists() and (tmp_path / ".export.old").is_dir()
+    recover_directory(target)  # what readers call first
+    assert _version(target) == "1"
+    assert _entries(tmp_path) == ["export"]
+
+
+def test_next_write_recovers_an_interrupted_fallback_first(tmp_path):
+    target = tmp_path / "export"
+    _write_version(target, "1")
+    os.replace(target, tmp_path / ".export.old")  # as a crash between the renames leaves it
+    with pytest.raises(RuntimeError):
+        with atomic_directory(target):
+            raise RuntimeError("this write fails too")
+    assert _version(target) == "1"
+
+
+def test_reading_a_run_recovers_its_model_folder(tmp_path):
+    from keras_bertology.errors import CheckpointError
+    from keras_bertology.runs import load_run_model
+
+    model_dir = tmp_path / "run" / "model"
+    model_dir.mkdir(parents=True)
+    (model_dir / "run.json").write_text("{}")
+    os.replace(model_dir, tmp_path / "run" / ".model.old")
+    with pytest.raises(CheckpointError, match="is damaged"):  # it read run.json, so it found the folder
+        load_run_model(tmp_path / "run")
+    assert (model_dir / "run.json").is_file()
+
+
+@pytest.fixture(params=[0o022, 0o077, 0o002])
+def umask(request):
+    previous = os.umask(request.param)
+    yield request.param
+    os.umask(previous)
+
+
+def _mode(path):
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_outputs_get_umask_modes(tmp_path, umask):
+    assert atomic.current_umask() == umask
+    folder = tmp_path / "export"
+    with atomic_directory(folder) as staging:
+        (staging / "saved_model.pb").write_text("model")
+        (staging / "assets").mkdir()
+    assert _mode(folder) == 0o777 & ~umask
+    assert _mode(folder / "saved_model.pb") == 0o666 & ~umask
+    assert _mode(folder / "assets") == 0o777 & ~umask
+    _write_version(folder, "2")  # replacing keeps the modes right too
+    assert _mode(folder) == 0o777 & ~umask
+    target = tmp_path / "metrics.json"
+    with atomic_file(target) as staging:
+        staging.write_text("{}")
+    assert _mode(target) == 0o666 & ~umask
 
 
 def test_atomic_file_keeps_suffix_and_cleans_up(tmp_path):
@@ -37,7 +170,7 @@ def test_atomic_file_keeps_suffix_and_cleans_up(tmp_path):
             assert staging.name.endswith(".weights.h5")
             staging.write_text("partial")
             raise RuntimeError("crash")
-    assert list(tmp_path.iterdir()) == []
+    assert _entries(tmp_path) == []
     with atomic_file(target) as staging:
         staging.write_text("done")
     assert target.read_text() == "done"
