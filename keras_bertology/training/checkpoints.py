@@ -1,27 +1,32 @@
 """Resumable runs: what a run folder keeps so an interrupted pretraining can go on.
 
-    RUN_DIR/options.json                   the options the run started with
-    RUN_DIR/tokenizer/                     the vocabulary, trained once
-    RUN_DIR/checkpoints/step-N.keras       full model + optimizer state, newest two
-    RUN_DIR/history.json                   metrics of every finished window
+    RUN_DIR/options.json                         the options the run started with
+    RUN_DIR/tokenizer/                           the vocabulary, trained once
+    RUN_DIR/checkpoints/step-0000050/            one checkpoint, newest two kept:
+        model.keras                              full model + optimizer state
+        history.json                             metrics of every window up to it
 
-Every file is written atomically, so an interruption at any moment leaves the
-previous consistent state.
+A checkpoint folder is written atomically as one unit, so its model and its
+history always agree, and an interruption at any moment leaves the previous
+consistent state.
 """
 
 import dataclasses
 import json
 import re
+import shutil
 from pathlib import Path
 
 import keras
 
-from keras_bertology.atomic import atomic_file
+from keras_bertology.atomic import atomic_directory, atomic_file
 from keras_bertology.errors import CheckpointError, ConfigError
 
 # Options that may change between the start of a run and its resumption.
 _FREE_ON_RESUME = {"resume", "verbose", "out", "export", "strategy"}
-_STEP_FILE = re.compile(r"step-(\d+)\.keras$")
+_STEP_FOLDER = re.compile(r"step-(\d+)$")
+MODEL_FILE = "model.keras"
+HISTORY_FILE = "history.json"
 
 
 def _write_json(path, payload):
@@ -36,17 +41,24 @@ class RunCheckpoints:
         self.run_dir = Path(run_dir)
         self.directory = self.run_dir / "checkpoints"
         self.tokenizer_dir = self.run_dir / "tokenizer"
-        self.history_path = self.run_dir / "history.json"
         self.options_path = self.run_dir / "options.json"
 
+    def _complete(self):
+        """(step, folder) of every complete checkpoint, oldest first; staging folders are hidden."""
+        found = []
+        for folder in self.directory.glob("step-*"):
+            match = _STEP_FOLDER.match(folder.name)
+            if match and (folder / MODEL_FILE).is_file() and (folder / HISTORY_FILE).is_file():
+                found.append((int(match.group(1)), folder))
+        return sorted(found)
+
     def latest(self):
-        """(path, step) of the newest checkpoint, or None."""
-        found = [(int(m.group(1)), path) for path in self.directory.glob("step-*.keras")
-                 if (m := _STEP_FILE.search(path.name))]
+        """(folder, step) of the newest complete checkpoint, or None."""
+        found = self._complete()
         if not found:
             return None
-        step, path = max(found)
-        return path, step
+        step, folder = found[-1]
+        return folder, step
 
     def start(self, options):
         """Record `options`; refuse to mix two runs' checkpoints in one folder."""
@@ -67,20 +79,24 @@ class RunCheckpoints:
         _write_json(self.options_path, recorded)
 
     def load_model(self):
-        """The newest checkpoint's model, compiled, with its optimizer state."""
-        path, step = self.latest()
+        """(compiled model with its optimizer state, step) of the newest checkpoint."""
+        folder, step = self.latest()
         try:
-            return keras.saving.load_model(path), step
-        except (OSError, ValueError) as error:
-            raise CheckpointError(f"cannot resume from {path}: {error}") from None
+            return keras.saving.load_model(folder / MODEL_FILE), step
+        except Exception as error:  # Keras raises many types for damaged archives
+            raise CheckpointError(f"cannot resume from {folder / MODEL_FILE}: {error}") from None
 
     def load_history(self):
-        return json.loads(self.history_path.read_text()) if self.history_path.is_file() else []
+        """The metric records saved with the newest checkpoint ([] before the first one)."""
+        latest = self.latest()
+        if latest is None:
+            return []
+        return json.loads((latest[0] / HISTORY_FILE).read_text())
 
     def save(self, model, step, records, keep=2):
-        """Write step-N.keras and history.json; drop all but the newest `keep` checkpoints."""
-        with atomic_file(self.directory / f"step-{step:07d}.keras") as staging:
-            model.save(staging)
-        _write_json(self.history_path, records)
-        for old in sorted(self.directory.glob("step-*.keras"))[:-keep]:
-            old.unlink()
+        """Write checkpoint `step` (model + history) as one unit; keep the newest `keep`."""
+        with atomic_directory(self.directory / f"step-{step:07d}") as staging:
+            model.save(staging / MODEL_FILE)
+            (staging / HISTORY_FILE).write_text(json.dumps(records, indent=2))
+        for _, old in self._complete()[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
