@@ -106,3 +106,83 @@ def test_bert_layouts_convert_and_serve_like_transformers(tmp_path, capsys, cls_
     assert hasattr(served, "mlm") == with_logits
     if with_logits:
         _assert_close("mlm logits", served.mlm(tf.constant(TEXTS))["logits"].numpy(), logits.numpy(), real)
+
+
+@pytest.fixture(scope="module")
+def bpe_files(tmp_path_factory):
+    """A byte-level BPE vocabulary trained like RoBERTa's, as vocab.json + merges.txt."""
+    from tokenizers import ByteLevelBPETokenizer
+
+    from keras_bertology.data.corpus import default_corpus_paths, read_corpus
+
+    sentences = [s for document in read_corpus(default_corpus_paths()[:2]) for s in document]
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(sentences, vocab_size=1200, min_frequency=2,
+                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"], show_progress=False)
+    folder = tmp_path_factory.mktemp("bpe")
+    bpe.save_model(str(folder))
+    return folder
+
+
+def _roberta_tokenizer(directory, bpe_files, source):
+    """The BPE files as transformers 4 wrote them, or transformers 5's tokenizer.json.
+
+    Like roberta-base's, the `<mask>` token takes the spaces before it (lstrip), except
+    in the "tokenizer.json, plain mask" layout, whose file says otherwise.
+    """
+    from tokenizers import AddedToken
+
+    lstrip = source != "tokenizer.json, plain mask"
+    tokenizer = transformers.RobertaTokenizer.from_pretrained(
+        str(bpe_files), mask_token=AddedToken("<mask>", lstrip=lstrip, rstrip=False))
+    if source == "vocab.json":
+        for name in ("vocab.json", "merges.txt"):
+            (directory / name).write_bytes((bpe_files / name).read_bytes())
+    else:
+        tokenizer.save_pretrained(str(directory))
+        assert not (directory / "merges.txt").exists() and (directory / "tokenizer.json").exists()
+    return tokenizer
+
+
+ROBERTA_LAYOUTS = [
+    ("RobertaModel", {}, "gelu", "vocab.json", ["pooler"]),
+    ("RobertaModel", {"add_pooling_layer": False}, "gelu", "tokenizer.json", []),
+    ("RobertaForMaskedLM", {}, "gelu_new", "tokenizer.json", ["mlm"]),  # its head keeps the exact GELU
+    ("RobertaForMaskedLM", {}, "gelu", "vocab.json", ["mlm"]),
+    ("RobertaForMaskedLM", {}, "gelu", "tokenizer.json, plain mask", ["mlm"]),
+    ("RobertaForSequenceClassification", {}, "gelu", "vocab.json", []),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cls_name,kwargs,hidden_act,tokenizer_source,heads", ROBERTA_LAYOUTS)
+def test_roberta_layouts_convert_and_serve_like_transformers(tmp_path, capsys, bpe_files, cls_name, kwargs,
+                                                            hidden_act, tokenizer_source, heads):
+    vocab_size = len(json.loads((bpe_files / "vocab.json").read_text(encoding="utf-8")))
+    config = transformers.RobertaConfig(vocab_size=vocab_size, hidden_act=hidden_act, type_vocab_size=1,
+                                        layer_norm_eps=1e-5, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+                                        **dict(SMALL, max_position_embeddings=SEQ_LEN + 2))
+    hf = perturbed_hf_model(getattr(transformers, cls_name), config, **kwargs)
+    hf_dir = tmp_path / "hf"
+    hf.save_pretrained(str(hf_dir))
+    tokenizer = _roberta_tokenizer(hf_dir, bpe_files, tokenizer_source)
+    served, report = _convert_and_export(hf_dir, tmp_path, capsys)  # --seq-len defaults to the 24 positions
+    assert f"heads: {', '.join(heads) or 'none'};" in report and "sequence length 24" in report
+    if cls_name == "RobertaForSequenceClassification":
+        assert "skipped 4 tensors" in report and "classifier.out_proj.weight" in report
+
+    with_logits = "mlm" in heads
+    batch, hidden, pooled, logits = _reference(hf, tokenizer, with_logits)
+    assert nonlinear_share(hf, batch) >= 0.3, "weights too small to exercise the activation"
+    out = served.serve(tf.constant(TEXTS))
+    np.testing.assert_array_equal(out["token_ids"].numpy(), batch["input_ids"].numpy())
+    real = batch["attention_mask"].numpy().astype(bool)
+    _assert_close("sequence_output", out["sequence_output"].numpy(), hidden, real)
+    assert ("pooled_output" in out) == ("pooler" in heads)
+    if pooled is not None:
+        _assert_close("pooled_output", out["pooled_output"].numpy(), pooled, slice(None))
+    if with_logits:
+        _assert_close("mlm logits", served.mlm(tf.constant(TEXTS))["logits"].numpy(), logits.numpy(), real)
+        masked = ["Now is the <mask> of our discontent."]
+        expected_ids = tokenizer(masked, padding="max_length", max_length=SEQ_LEN)["input_ids"]
+        np.testing.assert_array_equal(served.mlm(tf.constant(masked))["token_ids"].numpy(), expected_ids)

@@ -5,9 +5,10 @@ transformers 4 writes `vocab.txt` (WordPiece) or `vocab.json` + `merges.txt`
 read into tokenizers that run inside the SavedModel graph.
 """
 
-import json
 from pathlib import Path
 
+from keras_bertology.data.byte_bpe import ByteLevelBPETokenizer
+from keras_bertology.data.tokenizers import WordPieceTokenizer, read_json_object, tokens_by_id
 from keras_bertology.errors import CheckpointError, ConfigError
 
 
@@ -27,17 +28,14 @@ def load_hf_tokenizer(hf_dir, model_vocab_size):
 
 
 def _read_tokenizer(hf_dir):
-    from keras_bertology.data.tokenizers import WordPieceTokenizer
-
     if (hf_dir / "vocab.txt").is_file():
         return WordPieceTokenizer(hf_dir / "vocab.txt", lower_case=_config_lower_case(hf_dir))
+    spec = read_json_object(hf_dir / "tokenizer.json", "tokenizer.json") \
+        if (hf_dir / "tokenizer.json").is_file() else None
     if (hf_dir / "vocab.json").is_file() and (hf_dir / "merges.txt").is_file():
-        from keras_bertology.data.byte_bpe import ByteLevelBPETokenizer
-
-        return ByteLevelBPETokenizer.from_hf_dir(hf_dir)
-    if not (hf_dir / "tokenizer.json").is_file():
+        return ByteLevelBPETokenizer.from_files(hf_dir, mask_lstrip=_mask_lstrip(hf_dir, spec))
+    if spec is None:
         return None
-    spec = _read_json(hf_dir / "tokenizer.json")
     model = spec.get("model") or {}
     kind = model.get("type")
     if kind == "WordPiece":
@@ -45,12 +43,10 @@ def _read_tokenizer(hf_dir):
             raise ConfigError("only the '##' continuation prefix of BERT WordPiece is supported")
         normalizer = spec.get("normalizer") or {}
         lower_case = normalizer.get("lowercase", _config_lower_case(hf_dir))
-        return WordPieceTokenizer(_tokens_by_id(model.get("vocab")), lower_case=lower_case)
+        return WordPieceTokenizer(tokens_by_id(model.get("vocab")), lower_case=lower_case)
     if kind == "BPE":
-        from keras_bertology.data.byte_bpe import ByteLevelBPETokenizer
-
         merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model.get("merges", [])]
-        return ByteLevelBPETokenizer(model.get("vocab"), merges)
+        return ByteLevelBPETokenizer(model.get("vocab"), merges, mask_lstrip=_mask_lstrip(hf_dir, spec))
     raise ConfigError(f"tokenizer.json has a {kind!r} model; supported: WordPiece, BPE (byte-level)")
 
 
@@ -59,24 +55,18 @@ def _config_lower_case(hf_dir):
     path = hf_dir / "tokenizer_config.json"
     if not path.is_file():
         return True
-    return bool(_read_json(path).get("do_lower_case", True))
+    return bool(read_json_object(path, "tokenizer_config.json").get("do_lower_case", True))
 
 
-def _read_json(path):
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as error:
-        raise ConfigError(f"{path} is not valid JSON: {error}") from None
-    if not isinstance(value, dict):
-        raise ConfigError(f"{path} must hold a JSON object")
-    return value
-
-
-def _tokens_by_id(vocab):
-    """A token -> id mapping as the list of tokens in id order; ids must run 0..n-1."""
-    if not isinstance(vocab, dict) or not vocab:
-        raise ConfigError("tokenizer.json has no vocabulary")
-    tokens = sorted(vocab, key=vocab.get)
-    if [vocab[token] for token in tokens] != list(range(len(tokens))):
-        raise ConfigError("tokenizer.json vocabulary ids are not 0..n-1 without gaps")
-    return tokens
+def _mask_lstrip(hf_dir, spec):
+    """Whether `<mask>` takes the spaces before it: from tokenizer.json's added tokens, else
+    tokenizer_config.json's, else RoBERTa's convention (True)."""
+    entries = list((spec or {}).get("added_tokens") or [])
+    config_path = hf_dir / "tokenizer_config.json"
+    if config_path.is_file():
+        decoder = read_json_object(config_path, "tokenizer_config.json").get("added_tokens_decoder") or {}
+        entries += list(decoder.values()) if isinstance(decoder, dict) else []
+    for entry in entries:
+        if isinstance(entry, dict) and entry.get("content") == "<mask>":
+            return bool(entry.get("lstrip", False))
+    return True

@@ -10,17 +10,28 @@ mask id, as with Hugging Face tokenizers, so fill-mask works from raw strings.
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+# Unicode White_Space, as Hugging Face's tokenizers strip it.
+WHITESPACE = r"\t\n\x0B\f\r\x{85}\p{Z}"
+
 
 def tokenize_keeping_mask(tokenizer, strings):
     """Tokenize [B] strings to ragged ids, mapping each literal mask token to `mask_id`.
 
     Each string is split at the mask token, the pieces are tokenized, and the
-    mask id is put back between consecutive pieces.
+    mask id is put back between consecutive pieces. Tokenizers whose mask
+    token absorbs the spaces before it (`strips_space_before_mask`, RoBERTa's
+    byte-level BPE) get those spaces removed first.
     """
     mask_token = tokenizer.vocabulary[tokenizer.mask_id]
     pieces = tf.strings.split(strings, sep=mask_token)
-    piece_ids = tokenizer.tokenize(pieces.flat_values)
-    mask_column = tf.fill([tf.shape(pieces.flat_values)[0], 1], tf.constant(tokenizer.mask_id, piece_ids.dtype))
+    texts = pieces.flat_values
+    if getattr(tokenizer, "strips_space_before_mask", False):
+        # RoBERTa's <mask> takes the spaces before it: strip them from every piece a mask follows.
+        followed_by_mask = tf.range(tf.size(texts, out_type=tf.int64)) + 1 < tf.repeat(
+            pieces.row_limits(), pieces.row_lengths())
+        texts = tf.where(followed_by_mask, tf.strings.regex_replace(texts, rf"[{WHITESPACE}]+$", ""), texts)
+    piece_ids = tokenizer.tokenize(texts)
+    mask_column = tf.fill([tf.shape(texts)[0], 1], tf.constant(tokenizer.mask_id, piece_ids.dtype))
     followed_by_mask = tf.concat([piece_ids, mask_column], axis=1)
     per_string = tf.RaggedTensor.from_row_lengths(followed_by_mask, pieces.row_lengths())
     return per_string.merge_dims(1, 2)[:, :-1]

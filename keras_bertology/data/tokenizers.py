@@ -247,24 +247,50 @@ class SentencePieceTokenizer(Tokenizer):
 
 def load_tokenizer(directory: PathLike) -> Tokenizer:
     """Rebuild a tokenizer written by `Tokenizer.save`."""
+    from keras_bertology.data.byte_bpe import ByteLevelBPETokenizer
+
     directory = Path(directory)
     config_path = directory / CONFIG_FILE
     if not config_path.is_file():
         raise ConfigError(f"No {CONFIG_FILE} in {directory}: not a saved keras-bertology tokenizer.")
-    try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ConfigError(f"{config_path} is not valid JSON: {error}") from None
-    kind = config.get("type") if isinstance(config, dict) else None
+    config = read_json_object(config_path, "tokenizer configuration")
+    kind = config.get("type")
     if kind == WordPieceTokenizer.type_name:
         lower_case = bool(config.get("lower_case", True))
         return WordPieceTokenizer(directory / WORDPIECE_VOCAB_FILE, lower_case=lower_case)
     if kind == SentencePieceTokenizer.type_name:
         return SentencePieceTokenizer(directory / SENTENCEPIECE_MODEL_FILE)
+    if kind == ByteLevelBPETokenizer.type_name:
+        return ByteLevelBPETokenizer.from_files(directory, mask_lstrip=config.get("mask_lstrip", True))
     raise ConfigError(
-        f"{config_path} has type {kind!r}; expected 'wordpiece' or 'sentencepiece' "
+        f"{config_path} has type {kind!r}; expected 'wordpiece', 'sentencepiece' or 'byte_bpe' "
         "(was it written by keras-bertology?)."
     )
+
+
+def read_json_object(path: Path, what: str) -> dict:
+    """A JSON object from `path`, or a ConfigError saying what is wrong with the file."""
+    if not path.is_file():
+        raise ConfigError(f"{what} not found: {path}")
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ConfigError(f"{path} is not valid JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path} must hold a JSON object")
+    return value
+
+
+def tokens_by_id(vocab) -> list[str]:
+    """A token -> id mapping as the tokens in id order; ids must run 0..n-1 without gaps or repeats."""
+    if not isinstance(vocab, dict) or not vocab:
+        raise ConfigError("the vocabulary is empty or not a token -> id mapping")
+    if not all(isinstance(index, int) for index in vocab.values()):
+        raise ConfigError("vocabulary ids must be integers")
+    tokens = sorted(vocab, key=vocab.get)
+    if [vocab[token] for token in tokens] != list(range(len(tokens))):
+        raise ConfigError("vocabulary ids must run from 0 without gaps or repeats")
+    return tokens
 
 
 def train_wordpiece(sentences: Sequence[str], vocab_size: int, lower_case: bool = True) -> WordPieceTokenizer:
