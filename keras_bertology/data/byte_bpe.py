@@ -18,6 +18,8 @@ The steps are GPT-2's:
 
 `\\s` means Unicode White_Space, as in Hugging Face's tokenizers. The private-
 use character U+E000 serves as the sentinel and is dropped from input text.
+Literal special tokens in text ("<s>", "</s>") are tokenized as text, unlike
+Hugging Face; only `<mask>` is mapped to its id (see `data.packing`).
 """
 
 import json
