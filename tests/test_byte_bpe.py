@@ -21,6 +21,7 @@ from keras_bertology.data.corpus import default_corpus_paths, read_corpus
 from keras_bertology.data.packing import pack_text
 from keras_bertology.data.tokenizers import load_tokenizer
 from keras_bertology.errors import ConfigError
+from test_tokenizers import _Exported
 
 SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
 HARD_CASES = [
@@ -123,16 +124,6 @@ def test_save_load_tf_data_and_tf_function(tokenizer, sentences, tmp_path):
         return loaded.tokenize(strings).row_lengths()
 
     assert lengths(tf.constant(texts)).numpy().tolist() == [len(row) for row in expected]
-
-
-class _Exported(tf.Module):
-    def __init__(self, tokenizer):
-        super().__init__()
-        self.tokenizer = tokenizer
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-    def __call__(self, strings):
-        return self.tokenizer.tokenize(strings)
 
 
 @pytest.mark.slow

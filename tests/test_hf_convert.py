@@ -65,6 +65,25 @@ def _assert_close(name, ours, expected, real):
     assert diff <= TOLERANCE, f"{name}: max abs diff {diff}"
 
 
+def _assert_serves_like_transformers(served, hf, tokenizer, heads, export_dir):
+    """Token ids, hidden states, pooler and MLM logits of the SavedModel against transformers."""
+    with_logits = "mlm" in heads
+    batch, hidden, pooled, logits = _reference(hf, tokenizer, with_logits)
+    assert nonlinear_share(hf, batch) >= 0.3, "weights too small to exercise the activation"
+    out = served.serve(tf.constant(TEXTS))
+    np.testing.assert_array_equal(out["token_ids"].numpy(), batch["input_ids"].numpy())
+    real = batch["attention_mask"].numpy().astype(bool)
+    _assert_close("sequence_output", out["sequence_output"].numpy(), hidden, real)
+    assert ("pooled_output" in out) == ("pooler" in heads)
+    meta = json.loads((export_dir / "assets" / "bertology.json").read_text())
+    assert ("pooled_output" in meta["serve_outputs"]) == ("pooler" in heads)
+    assert ("mlm" in meta["signatures"]) == hasattr(served, "mlm") == with_logits
+    if pooled is not None:
+        _assert_close("pooled_output", out["pooled_output"].numpy(), pooled, slice(None))
+    if with_logits:
+        _assert_close("mlm logits", served.mlm(tf.constant(TEXTS))["logits"].numpy(), logits.numpy(), real)
+
+
 BERT_LAYOUTS = [
     # (class, constructor kwargs, hidden_act, tokenizer files, heads the report must name)
     ("BertModel", {}, "gelu", "vocab.txt", ["pooler"]),
@@ -90,22 +109,7 @@ def test_bert_layouts_convert_and_serve_like_transformers(tmp_path, capsys, cls_
     if cls_name == "BertForSequenceClassification":
         assert "skipped 2 tensors" in report and "classifier.weight" in report
 
-    with_logits = "mlm" in heads
-    batch, hidden, pooled, logits = _reference(hf, tokenizer, with_logits)
-    assert nonlinear_share(hf, batch) >= 0.3, "weights too small to exercise the activation"
-    out = served.serve(tf.constant(TEXTS))
-    np.testing.assert_array_equal(out["token_ids"].numpy(), batch["input_ids"].numpy())
-    real = batch["attention_mask"].numpy().astype(bool)
-    _assert_close("sequence_output", out["sequence_output"].numpy(), hidden, real)
-    assert ("pooled_output" in out) == ("pooler" in heads)
-    meta = json.loads((tmp_path / "export" / "assets" / "bertology.json").read_text())
-    assert ("pooled_output" in meta["serve_outputs"]) == ("pooler" in heads)
-    assert ("mlm" in meta["signatures"]) == ("mlm" in heads)
-    if pooled is not None:
-        _assert_close("pooled_output", out["pooled_output"].numpy(), pooled, slice(None))
-    assert hasattr(served, "mlm") == with_logits
-    if with_logits:
-        _assert_close("mlm logits", served.mlm(tf.constant(TEXTS))["logits"].numpy(), logits.numpy(), real)
+    _assert_serves_like_transformers(served, hf, tokenizer, heads, tmp_path / "export")
 
 
 @pytest.fixture(scope="module")
@@ -171,18 +175,8 @@ def test_roberta_layouts_convert_and_serve_like_transformers(tmp_path, capsys, b
     if cls_name == "RobertaForSequenceClassification":
         assert "skipped 4 tensors" in report and "classifier.out_proj.weight" in report
 
-    with_logits = "mlm" in heads
-    batch, hidden, pooled, logits = _reference(hf, tokenizer, with_logits)
-    assert nonlinear_share(hf, batch) >= 0.3, "weights too small to exercise the activation"
-    out = served.serve(tf.constant(TEXTS))
-    np.testing.assert_array_equal(out["token_ids"].numpy(), batch["input_ids"].numpy())
-    real = batch["attention_mask"].numpy().astype(bool)
-    _assert_close("sequence_output", out["sequence_output"].numpy(), hidden, real)
-    assert ("pooled_output" in out) == ("pooler" in heads)
-    if pooled is not None:
-        _assert_close("pooled_output", out["pooled_output"].numpy(), pooled, slice(None))
-    if with_logits:
-        _assert_close("mlm logits", served.mlm(tf.constant(TEXTS))["logits"].numpy(), logits.numpy(), real)
+    _assert_serves_like_transformers(served, hf, tokenizer, heads, tmp_path / "export")
+    if "mlm" in heads:
         masked = ["Now is the <mask> of our discontent."]
         expected_ids = tokenizer(masked, padding="max_length", max_length=SEQ_LEN)["input_ids"]
         np.testing.assert_array_equal(served.mlm(tf.constant(masked))["token_ids"].numpy(), expected_ids)
