@@ -8,6 +8,8 @@ signature, so this also proves the export serves) ranks the vocabulary there.
 import re
 
 import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  registers the tokenizer ops of the SavedModel
 
 HELD_OUT = 5
 TOP_K = 5
@@ -44,9 +46,6 @@ def fill_mask_examples(export_dir, tokenizer, sentences, top_k=TOP_K):
     single vocabulary token (so one mask stands for all of it). Returns [] when
     the export has no `mlm` signature or no sentence has such a word.
     """
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401  registers the tokenizer ops of the SavedModel
-
     queries = _masked_queries(tokenizer, sentences)
     if not queries:
         return []
@@ -74,8 +73,6 @@ def fill_mask_examples(export_dir, tokenizer, sentences, top_k=TOP_K):
 
 def _masked_queries(tokenizer, sentences):
     """(text with one word masked, the word, its token id) for each sentence that has a maskable word."""
-    import tensorflow as tf
-
     words = sorted({w for s in sentences for w in re.findall(r"[^\W\d_]+", s) if len(w) >= _MIN_ANSWER_CHARS})
     if not words:
         return []
