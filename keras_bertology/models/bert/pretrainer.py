@@ -3,10 +3,16 @@
 import keras
 
 from keras_bertology.layers import MaskedLMHead, PooledClassificationHead
+from keras_bertology.models.pretrainer import Objective, Pretrainer
+
+# Masked LM: original ids at the masked positions; filler prediction slots weigh 0.
+MLM = Objective("mlm", label_key="mask_ids", weight_key="mask_weights")
+# Next-sentence prediction: 1 when B is a random sentence, 0 when it continues A.
+NSP = Objective("nsp", label_key="nsp_labels")
 
 
 @keras.saving.register_keras_serializable(package="keras_bertology")
-class BertPretrainer(keras.Model):
+class BertPretrainer(Pretrainer):
     """Backbone + MLM head (tied to the token embeddings) + optional NSP head.
 
     Inputs: the backbone's input dict plus `mask_positions` [B, P] int32.
@@ -52,69 +58,10 @@ class BertPretrainer(keras.Model):
                 2, initializer_range=backbone.initializer_range,
                 dtype=backbone.dtype_policy, name="nsp_head",
             )(encoded["pooled_output"])
-        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
-        self.backbone = backbone
+        objectives = [MLM, NSP] if next_sentence_prediction else [MLM]
+        super().__init__(backbone, inputs, outputs, objectives, **kwargs)
         self.next_sentence_prediction = next_sentence_prediction
         self.mlm_activation = mlm_activation
-
-    @property
-    def objectives(self):
-        """Names of the outputs this pretrainer trains."""
-        return ["mlm", "nsp"] if self.next_sentence_prediction else ["mlm"]
-
-    def compile(self, optimizer="adamw", loss=None, weighted_metrics=None, **kwargs):
-        """Compile with the pretraining losses and per-objective accuracy unless given."""
-        if loss is None:
-            loss = {
-                "mlm": keras.losses.SparseCategoricalCrossentropy(
-                    from_logits=True, reduction="mean_with_sample_weight"
-                ),
-                "nsp": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            }
-            loss = {name: loss[name] for name in self.objectives}
-        if weighted_metrics is None:
-            weighted_metrics = self._default_metrics()
-        super().compile(optimizer=optimizer, loss=loss, weighted_metrics=weighted_metrics, **kwargs)
-
-    def _default_metrics(self):
-        """Per-objective accuracy; Keras prefixes the output name only with several outputs."""
-        if len(self.objectives) > 1:
-            return {
-                name: [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
-                for name in self.objectives
-            }
-        (name,) = self.objectives
-        return {
-            name: [
-                keras.metrics.SparseCategoricalAccuracy(name=f"{name}_accuracy"),
-                keras.metrics.SparseCategoricalCrossentropy(from_logits=True, name=f"{name}_loss"),
-            ]
-        }
-
-    def get_compile_config(self):
-        if not self.compiled:
-            return None
-        return {"optimizer": keras.saving.serialize_keras_object(self.optimizer)}
-
-    def compile_from_config(self, config):
-        """Reloaded pretrainers come back with the default objective and their optimizer."""
-        self.compile(optimizer=keras.saving.deserialize_keras_object(config["optimizer"]))
-        if self.built:
-            self.optimizer.build(self.trainable_variables)
-
-    def split_features(self, features):
-        """Turn a masked-batch feature dict into Keras' `(x, y, sample_weight)`.
-
-        Padding prediction slots have `mask_weights` 0, so they count neither
-        in the MLM loss nor in its accuracy.
-        """
-        x = {name: keras.ops.cast(features[name], "int32") for name in self.input}
-        y = {"mlm": features["mask_ids"]}
-        sample_weight = {"mlm": features["mask_weights"]}
-        if self.next_sentence_prediction:
-            y["nsp"] = features["nsp_labels"]
-            sample_weight["nsp"] = keras.ops.ones_like(features["nsp_labels"], dtype="float32")
-        return x, y, sample_weight
 
     def get_config(self):
         return {

@@ -1,0 +1,107 @@
+"""The pretrainer base: a backbone, objective heads, and the objectives declared as data.
+
+A family's pretrainer builds its heads on the backbone and lists its
+`Objective`s; compiling, turning feature batches into `(x, y, sample_weight)`,
+metric names, metrics.json and the loss plot all follow from that list, so a
+new objective (SOP, SBO, RTD, PLM) is an entry, not an edit here.
+"""
+
+import dataclasses
+
+import keras
+
+
+@dataclasses.dataclass(frozen=True)
+class Objective:
+    """One pretraining objective.
+
+    Attributes:
+        name: the model output it trains; reported as `<name>_loss` and `<name>_accuracy`.
+        label_key: the feature holding its target class ids.
+        weight_key: the feature holding per-target weights (0 ignores a target,
+            e.g. padding prediction slots), or None when every target counts.
+        loss_weight: this loss's factor in the total loss.
+    """
+
+    name: str
+    label_key: str
+    weight_key: str | None = None
+    loss_weight: float = 1.0
+
+    def loss(self):
+        """Cross-entropy over logits, averaged over the targets that carry weight."""
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="mean_with_sample_weight")
+
+
+class Pretrainer(keras.Model):
+    """A functional model over `backbone` whose outputs are trained by `objectives`.
+
+    Subclasses build the heads and call this constructor with the graph's
+    inputs and outputs (one output per objective, named like it). `compile()`
+    without arguments sets up every objective's loss, loss weight and
+    accuracy; `split_features` maps a batch of features to Keras' inputs.
+    """
+
+    def __init__(self, backbone, inputs, outputs, objectives, **kwargs):
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.backbone = backbone
+        self.declared_objectives = tuple(objectives)
+        missing = {o.name for o in self.declared_objectives} - set(outputs)
+        if missing:
+            raise ValueError(f"objectives {sorted(missing)} have no model output of that name")
+
+    @property
+    def objectives(self):
+        """Names of the outputs this pretrainer trains."""
+        return [objective.name for objective in self.declared_objectives]
+
+    def compile(self, optimizer="adamw", loss=None, loss_weights=None, weighted_metrics=None, **kwargs):
+        """Compile with each objective's loss, loss weight and accuracy unless given."""
+        if loss is None:
+            loss = {o.name: o.loss() for o in self.declared_objectives}
+        if loss_weights is None:
+            loss_weights = {o.name: o.loss_weight for o in self.declared_objectives}
+        if weighted_metrics is None:
+            weighted_metrics = self._default_metrics()
+        super().compile(optimizer=optimizer, loss=loss, loss_weights=loss_weights,
+                        weighted_metrics=weighted_metrics, **kwargs)
+
+    def _default_metrics(self):
+        """Per-objective accuracy; Keras prefixes the output name only with several outputs."""
+        if len(self.objectives) > 1:
+            return {name: [keras.metrics.SparseCategoricalAccuracy(name="accuracy")] for name in self.objectives}
+        (name,) = self.objectives
+        return {
+            name: [
+                keras.metrics.SparseCategoricalAccuracy(name=f"{name}_accuracy"),
+                keras.metrics.SparseCategoricalCrossentropy(from_logits=True, name=f"{name}_loss"),
+            ]
+        }
+
+    def get_compile_config(self):
+        if not self.compiled:
+            return None
+        return {"optimizer": keras.saving.serialize_keras_object(self.optimizer)}
+
+    def compile_from_config(self, config):
+        """Reloaded pretrainers come back with their objectives and their optimizer."""
+        self.compile(optimizer=keras.saving.deserialize_keras_object(config["optimizer"]))
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
+
+    def split_features(self, features):
+        """A feature dict -> `(x, y, sample_weight)`, as each objective declares.
+
+        Inputs are cast to the model's input dtypes; an objective without a
+        weight key weighs every target 1.
+        """
+        x = {name: keras.ops.cast(features[name], tensor.dtype) for name, tensor in self.input.items()}
+        y, sample_weight = {}, {}
+        for objective in self.declared_objectives:
+            labels = features[objective.label_key]
+            y[objective.name] = labels
+            sample_weight[objective.name] = (
+                features[objective.weight_key] if objective.weight_key
+                else keras.ops.ones_like(labels, dtype="float32")
+            )
+        return x, y, sample_weight

@@ -1,0 +1,80 @@
+"""Objectives are data: a new one is declared, and compile, split_features and metrics follow."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_bertology.layers import MaskedLMHead, PooledClassificationHead
+from keras_bertology.models import BertBackbone
+from keras_bertology.models.bert.pretrainer import MLM
+from keras_bertology.models.pretrainer import Objective, Pretrainer
+
+ORDER = Objective("order", label_key="order_labels", loss_weight=2.0)
+
+
+class OrderPretrainer(Pretrainer):
+    """A pretrainer with an objective nothing in the library knows: sentence order from the pooler."""
+
+    def __init__(self, backbone):
+        inputs = dict(backbone.input)
+        encoded = backbone(inputs)
+        order = PooledClassificationHead(2, name="order_head")(encoded["pooled_output"])
+        super().__init__(backbone, inputs, {"order": order}, [ORDER])
+
+
+def _features(rows=32, length=8, seed=0):
+    rng = np.random.default_rng(seed)
+    token_ids = rng.integers(5, 50, (rows, length)).astype("int32")
+    labels = rng.integers(0, 2, rows).astype("int32")
+    token_ids[:, 1] = np.where(labels == 1, 7, 9)  # the label is readable from the input
+    return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids),
+            "padding_mask": np.ones_like(token_ids), "order_labels": labels}
+
+
+def _backbone():
+    return BertBackbone(vocab_size=50, num_layers=1, num_heads=2, hidden_size=16, intermediate_size=32,
+                        max_positions=16, dropout=0.0, attention_dropout=0.0)
+
+
+def test_a_declared_objective_trains_and_reports_its_metrics():
+    model = OrderPretrainer(_backbone())
+    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    x, y, weights = model.split_features(_features())
+    assert set(x) == {"token_ids", "segment_ids", "padding_mask"} and set(y) == {"order"}
+    np.testing.assert_array_equal(np.asarray(weights["order"]), np.ones(32))
+    history = model.fit(x, y, sample_weight=weights, epochs=40, verbose=0).history
+    assert {"order_loss", "order_accuracy"} <= set(history)
+    assert history["order_loss"][-1] < 0.5 * history["order_loss"][0]
+    assert history["order_accuracy"][-1] == 1.0
+
+
+def test_loss_weights_are_the_declared_ones():
+    backbone = _backbone()
+
+    class BothPretrainer(Pretrainer):
+        def __init__(self):
+            inputs = dict(backbone.input)
+            inputs["mask_positions"] = keras.Input((None,), dtype="int32", name="mask_positions")
+            encoded = backbone({k: v for k, v in inputs.items() if k != "mask_positions"})
+            outputs = {
+                "mlm": MaskedLMHead(50, token_embedding=backbone.token_embedding)(
+                    encoded["sequence_output"], inputs["mask_positions"]),
+                "order": PooledClassificationHead(2)(encoded["pooled_output"]),
+            }
+            super().__init__(backbone, inputs, outputs, [MLM, ORDER])
+
+    model = BothPretrainer()
+    model.compile(optimizer="adam")
+    features = _features()
+    features.update(mask_positions=np.tile([1, 3], (32, 1)).astype("int32"),
+                    mask_ids=features["token_ids"][:, [1, 3]], mask_weights=np.ones((32, 2), "float32"))
+    x, y, weights = model.split_features(features)
+    result = model.evaluate(x, y, sample_weight=weights, verbose=0, return_dict=True)
+    assert result["loss"] == pytest.approx(result["mlm_loss"] + 2.0 * result["order_loss"], rel=1e-4)
+
+
+def test_an_objective_needs_its_output():
+    backbone = _backbone()
+    inputs = dict(backbone.input)
+    with pytest.raises(ValueError, match="no model output"):
+        Pretrainer(backbone, inputs, {"other": backbone(inputs)["pooled_output"]}, [ORDER])
