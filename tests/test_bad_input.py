@@ -129,7 +129,7 @@ CASES = [
     ("zero dupe factor", _pretrain("--dupe-factor", "0"), "must be at least 1"),
     ("unknown masking", _pretrain("--masking", "random"), "invalid choice: 'random'"),
     ("unknown precision", _pretrain("--precision", "float16"), "invalid choice: 'float16'"),
-    ("packing for NSP", _pretrain("--packing", "doc-sentences"), "--packing applies to MLM-only"),
+    ("packing for NSP", _pretrain("--packing", "doc-sentences"), "does not apply to --model bert, which takes none"),
     ("unknown flag", _pretrain("--no-such-flag"), "unrecognized arguments: --no-such-flag"),
     ("--out is a file", _pretrain("--out", "{tmp}/a_file"), "is a file"),
     ("--out under /proc", _pretrain("--out", "/proc/bertology/run"), "cannot be written"),

@@ -110,7 +110,8 @@ def test_pretrain_writes_run_and_export_that_serves_the_same_numbers(tmp_path, m
     _check_fill_mask_examples(metrics["fill_mask"], result.stdout)
     assert metrics["masking"] == ("static" if model == "bert" else "dynamic")
     assert metrics["whole_word"] == ("--whole-word" in extra)
-    assert metrics["instances"] == ("sentence_pairs" if model == "bert" else "doc_sentences")
+    assert metrics["instances"] == ("sentence_pair_instances" if model == "bert"
+                                    else "packed_instances (doc-sentences)")
     assert (run_dir / "loss_curve.png").read_bytes()[:4] == b"\x89PNG"
     assert RunCheckpoints(run_dir).latest()[1] == 6
     assert list((run_dir / "logs").rglob("*tfevents*"))

@@ -223,3 +223,19 @@ def _frame_rows(rows: list[np.ndarray], seq_len: int, cls_id: int, sep_id: int, 
         token_ids[index, 1 : len(row) + 1] = row
         token_ids[index, len(row) + 1] = sep_id
     return token_ids
+
+
+def sentence_pair_instances(documents: Documents, seq_len: int, specials: dict, rng, copies: int = 1,
+                            packing: str | None = None) -> dict[str, np.ndarray]:
+    """BERT's recipe: NSP pairs, built `copies` times over the corpus (`packing` must be None)."""
+    return build_nsp_instances(documents, seq_len, rng=rng, dupe_factor=copies, **specials)
+
+
+def packed_instances(documents: Documents, seq_len: int, specials: dict, rng, copies: int = 1,
+                     packing: str | None = "full-sentences") -> dict[str, np.ndarray]:
+    """RoBERTa's recipe: FULL-SENTENCES (may cross documents) or DOC-SENTENCES packing.
+
+    Packing is deterministic, so the `copies` are the same sequences (to be masked differently).
+    """
+    packed = pack_sentences(documents, seq_len, cross_documents=packing != "doc-sentences", **specials)
+    return {key: np.concatenate([value] * copies) for key, value in packed.items()}

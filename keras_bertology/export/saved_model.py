@@ -52,7 +52,7 @@ def export_saved_model(run, export_dir):
     if "segment_ids" in input_names:
         archive.add_endpoint("serve_pairs", encode, input_signature=[_STRINGS, _STRINGS])
         signatures.append("serve_pairs")
-    if run.pretrainer is not None:
+    if run.pretrainer is not None and "mlm" in run.pretrainer.objectives:
         archive.add_endpoint("mlm", _mlm_endpoint(run), input_signature=[_STRINGS])
         signatures.append("mlm")
     with atomic_directory(export_dir) as staging:

@@ -6,7 +6,7 @@ first use (`from keras_bertology.models import BertBackbone`).
 
 from keras_bertology.lazy_imports import lazy_attributes
 from keras_bertology.models.bert import BERT
-from keras_bertology.models.registry import FAMILIES, check_preset, get_family
+from keras_bertology.models.registry import FAMILIES, check_preset, get_family, register_family
 from keras_bertology.models.roberta import ROBERTA
 
 __getattr__ = lazy_attributes(__name__, {
@@ -24,4 +24,5 @@ __all__ = [
     "RobertaPretrainer",
     "check_preset",
     "get_family",
+    "register_family",
 ]

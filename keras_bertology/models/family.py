@@ -7,29 +7,35 @@ from keras_bertology.lazy_imports import import_object
 
 @dataclass(frozen=True)
 class ModelFamily:
-    """A model family: its presets, classes and the data recipe it pretrains with.
+    """A model family: its presets, its classes and the data recipe it pretrains with.
 
-    The data recipe is named by plain strings so data code never imports
-    models, and the classes by import paths so that listing families and
-    presets does not start TensorFlow.
+    Generic code (training, export, CLI) asks the family for each piece and
+    never compares family names, so a new family is a new record. Classes and
+    recipe functions are named by "module:name" import paths, loaded on first
+    use, so that listing families and presets does not start TensorFlow.
 
     Attributes:
         name: CLI name (`--model`).
         presets: preset name -> {"config", "params", "description"}.
-        backbone_path: "module:Class" of the backbone built from a preset's config.
-        pretrainer_path: "module:Class" wrapping a backbone with the family's objectives.
-        tokenizer: "wordpiece" or "sentencepiece".
-        instances: "sentence_pairs" (NSP) or "full_sentences" / "doc_sentences".
+        backbone_path: the backbone class built from a preset's config.
+        pretrainer_path: the `models.pretrainer.Pretrainer` wrapping a backbone
+            with the family's objectives.
+        tokenizer_path: `train(sentences, vocab_size) -> Tokenizer`.
+        instances_path: `build(documents, seq_len, specials, rng, copies, packing) ->
+            dict of arrays`, documents being lists of token-id arrays.
         masking: default masking, "static" (written once) or "dynamic".
+        packings: the `--packing` choices the instance builder takes, default
+            first; empty when it takes none.
     """
 
     name: str
     presets: dict
     backbone_path: str
     pretrainer_path: str
-    tokenizer: str
-    instances: str
+    tokenizer_path: str
+    instances_path: str
     masking: str
+    packings: tuple = ()
 
     @property
     def backbone_cls(self):
@@ -38,6 +44,21 @@ class ModelFamily:
     @property
     def pretrainer_cls(self):
         return import_object(self.pretrainer_path)
+
+    def train_tokenizer(self, sentences, vocab_size):
+        """The family's tokenizer, trained on `sentences`."""
+        return import_object(self.tokenizer_path)(sentences, vocab_size)
+
+    def build_instances(self, documents, seq_len, specials, rng, copies=1, packing=None):
+        """Pretraining instances of tokenized `documents`, built `copies` times."""
+        packing = packing or (self.packings[0] if self.packings else None)
+        return import_object(self.instances_path)(documents, seq_len, specials, rng, copies, packing)
+
+    def instance_kind(self, packing=None):
+        """A name for metrics.json: the builder, and the packing when it takes one."""
+        builder = self.instances_path.rpartition(":")[2]
+        packing = packing or (self.packings[0] if self.packings else None)
+        return f"{builder} ({packing})" if packing else builder
 
     def backbone_config(self, preset, **overrides):
         """The backbone kwargs of `preset` with `overrides` applied."""

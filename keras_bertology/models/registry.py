@@ -1,10 +1,34 @@
-"""Lookup of model families and presets by name (used by the CLI and converters)."""
+"""Lookup of model families and presets by name (used by the CLI, training and converters).
+
+Every subpackage of `keras_bertology.models` that defines `FAMILY` is a family:
+adding one is adding its folder. Families defined elsewhere (a plug-in, a
+test) join with `register_family`.
+"""
+
+import importlib
+import pkgutil
 
 from keras_bertology.errors import ConfigError
-from keras_bertology.models.bert import BERT
-from keras_bertology.models.roberta import ROBERTA
 
-FAMILIES = {family.name: family for family in (BERT, ROBERTA)}
+FAMILIES = {}
+# What `bertology pretrain` trains when no --model/--preset is given: the quick CPU run.
+DEFAULT_MODEL, DEFAULT_PRESET = "bert", "bert-tiny"
+
+
+def register_family(family):
+    """Make `family` available to `--model`, training, export and conversion."""
+    FAMILIES[family.name] = family
+    return family
+
+
+def _discover():
+    import keras_bertology.models as models
+
+    for info in sorted(pkgutil.iter_modules(models.__path__), key=lambda info: info.name):
+        if info.ispkg:
+            family = getattr(importlib.import_module(f"{models.__name__}.{info.name}"), "FAMILY", None)
+            if family is not None:
+                register_family(family)
 
 
 def get_family(name):
@@ -21,3 +45,6 @@ def check_preset(family, preset):
             f"unknown preset {preset!r} for --model {family.name}; "
             f"choose one of: {', '.join(family.presets)}"
         )
+
+
+_discover()

@@ -8,7 +8,7 @@ import dataclasses
 import math
 
 from keras_bertology.errors import ConfigError
-from keras_bertology.models import check_preset, get_family
+from keras_bertology.models.registry import DEFAULT_MODEL, DEFAULT_PRESET, check_preset, get_family
 
 PRECISIONS = ("float32", "mixed_bfloat16")
 MASKINGS = ("static", "dynamic")
@@ -28,8 +28,8 @@ _SPECIAL_POSITIONS = 3  # [CLS] and up to two [SEP]s are never masked
 class PretrainOptions:
     """Everything `bertology pretrain` accepts; defaults give the quick CPU run."""
 
-    model: str = "bert"
-    preset: str = "bert-tiny"
+    model: str = DEFAULT_MODEL
+    preset: str = DEFAULT_PRESET
     corpus: list | None = None
     steps: int = 600
     batch_size: int = 32
@@ -74,9 +74,10 @@ class PretrainOptions:
         _check_choice("packing", self.packing, PACKINGS, optional=True)
         _check_choice("precision", self.precision, PRECISIONS)
         _check_choice("strategy", self.strategy, STRATEGIES)
-        if self.packing is not None and family.instances == "sentence_pairs":
+        if self.packing is not None and self.packing not in family.packings:
             raise ConfigError(
-                f"--packing applies to MLM-only families; {family.name} builds sentence pairs for NSP"
+                f"--packing {self.packing} does not apply to --model {family.name}, "
+                + (f"which takes {', '.join(family.packings)}" if family.packings else "which takes none")
             )
         if not isinstance(self.learning_rate, (int, float)) or not math.isfinite(self.learning_rate) \
                 or self.learning_rate <= 0:

@@ -16,11 +16,10 @@ import tensorflow as tf
 
 from keras_bertology.atomic import atomic_directory
 from keras_bertology.data.corpus import read_corpus
-from keras_bertology.data.instances import build_nsp_instances, pack_sentences
 from keras_bertology.data.masking import DynamicMasker, MaskingConfig
 from keras_bertology.data.pipeline import make_dataset
 from keras_bertology.data.static_masking import write_static_tfrecords
-from keras_bertology.data.tokenizers import load_tokenizer, train_sentencepiece, train_wordpiece
+from keras_bertology.data.tokenizers import load_tokenizer
 from keras_bertology.export import export_saved_model
 from keras_bertology.output_paths import check_output_folder
 from keras_bertology.runs import RunModel, save_run_model
@@ -115,7 +114,7 @@ def _pretrain(family, options, documents, run_dir, export_dir, checkpoints):
     chance = chance_levels(instances, tokenizer, pretrainer.objectives)
     for name, levels in chance.items():
         metrics["objectives"][name]["chance"] = levels
-    metrics.update(masking=masking, instances=_instance_kind(family, options),
+    metrics.update(masking=masking, instances=family.instance_kind(options.packing),
                    windows=len(history.records), steps_per_window=steps_per_window,
                    fill_mask=fill_mask_examples(export_dir, tokenizer, held_out))
     write_metrics(run_dir / "metrics.json", metrics)
@@ -161,10 +160,8 @@ def _say(options, message):
 
 def _train_tokenizer(family, documents, options):
     sentences = [sentence for document in documents for sentence in document]
-    _say(options, f"training a {family.tokenizer} vocabulary of up to {options.vocab_size} tokens")
-    if family.tokenizer == "wordpiece":
-        return train_wordpiece(sentences, options.vocab_size)
-    return train_sentencepiece(sentences, options.vocab_size, model_type="bpe", byte_fallback=True)
+    _say(options, f"training a vocabulary of up to {options.vocab_size} tokens")
+    return family.train_tokenizer(sentences, options.vocab_size)
 
 
 def tokenize_documents(documents, tokenizer, batch_size=8192):
@@ -183,20 +180,9 @@ def tokenize_documents(documents, tokenizer, batch_size=8192):
 
 def _build_instances(family, documents, tokenizer, options, copies):
     """The family's instances, built `copies` times over the corpus."""
-    tokenized = tokenize_documents(documents, tokenizer)
     specials = dict(cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
-    if family.instances == "sentence_pairs":
-        rng = np.random.default_rng(options.seed)
-        return build_nsp_instances(tokenized, options.seq_len, rng=rng, dupe_factor=copies, **specials)
-    cross = _instance_kind(family, options) == "full_sentences"
-    packed = pack_sentences(tokenized, options.seq_len, cross_documents=cross, **specials)
-    # Packing is deterministic: every build gives the same sequences, masked differently.
-    return {key: np.concatenate([value] * copies) for key, value in packed.items()}
-
-
-def _instance_kind(family, options):
-    """The family's instance builder, or the --packing the user chose instead."""
-    return options.packing.replace("-", "_") if options.packing else family.instances
+    return family.build_instances(tokenize_documents(documents, tokenizer), options.seq_len, specials,
+                                  np.random.default_rng(options.seed), copies, options.packing)
 
 
 def _masked_dataset(instances, tokenizer, masking, run_dir, options):

@@ -4,13 +4,13 @@ from keras_bertology.lazy_imports import lazy_attributes
 from keras_bertology.models.bert.presets import BERT_PRESETS
 from keras_bertology.models.family import ModelFamily
 
-BERT = ModelFamily(
+BERT = FAMILY = ModelFamily(
     name="bert",
     presets=BERT_PRESETS,
     backbone_path="keras_bertology.models.bert.backbone:BertBackbone",
     pretrainer_path="keras_bertology.models.bert.pretrainer:BertPretrainer",
-    tokenizer="wordpiece",
-    instances="sentence_pairs",
+    tokenizer_path="keras_bertology.data.tokenizers:train_wordpiece",
+    instances_path="keras_bertology.data.instances:sentence_pair_instances",
     masking="static",
 )
 

@@ -9,14 +9,15 @@ from keras_bertology.lazy_imports import lazy_attributes
 from keras_bertology.models.family import ModelFamily
 from keras_bertology.models.roberta.presets import ROBERTA_PRESETS
 
-ROBERTA = ModelFamily(
+ROBERTA = FAMILY = ModelFamily(
     name="roberta",
     presets=ROBERTA_PRESETS,
     backbone_path="keras_bertology.models.bert.backbone:BertBackbone",
     pretrainer_path="keras_bertology.models.roberta.pretrainer:RobertaPretrainer",
-    tokenizer="sentencepiece",
-    instances="full_sentences",
+    tokenizer_path="keras_bertology.data.tokenizers:train_sentencepiece",  # BPE + byte fallback
+    instances_path="keras_bertology.data.instances:packed_instances",
     masking="dynamic",
+    packings=("full-sentences", "doc-sentences"),
 )
 
 __getattr__ = lazy_attributes(__name__, {
