@@ -96,6 +96,7 @@ def test_a_family_defined_outside_trains_exports_and_serves(toy_family, tmp_path
 
 
 GENERIC_MODULES = ["training/pretrain.py", "training/options.py", "training/report.py", "export/saved_model.py",
+                   "convert/hf_checkpoint.py", "convert/hf_tokenizer.py",
                    "cli.py", "runs.py"]
 
 

@@ -11,11 +11,11 @@ import torch
 import transformers
 
 from hf_reference import nonlinear_share, perturbed_hf_model, run_hf, save_hf_model
-from keras_bertology.convert.hf_checkpoint import (
+from keras_bertology.convert.hf_checkpoint import read_hf_checkpoint
+from keras_bertology.models.bert.convert import (
     backbone_kwargs_from_hf,
     load_hf_heads_into_pretrainer,
     load_hf_weights_into_backbone,
-    read_hf_checkpoint,
 )
 from keras_bertology.errors import CheckpointError
 from keras_bertology.models import BertBackbone, BertPretrainer, RobertaPretrainer

@@ -8,10 +8,10 @@ import pytest
 import torch
 import transformers
 
-from keras_bertology.convert.hf_checkpoint import (
+from keras_bertology.convert.hf_checkpoint import read_hf_checkpoint
+from keras_bertology.models.bert.convert import (
     backbone_kwargs_from_hf,
     load_hf_weights_into_backbone,
-    read_hf_checkpoint,
 )
 from keras_bertology.models import BertBackbone
 

@@ -26,6 +26,9 @@ class ModelFamily:
         masking: default masking, "static" (written once) or "dynamic".
         packings: the `--packing` choices the instance builder takes, default
             first; empty when it takes none.
+        hf_model_types: the Hugging Face `model_type`s this family imports.
+        converter_path: `convert(family, config, weights) -> (backbone,
+            pretrainer or None, head names, tensor names used)`.
     """
 
     name: str
@@ -36,6 +39,8 @@ class ModelFamily:
     instances_path: str
     masking: str
     packings: tuple = ()
+    hf_model_types: tuple = ()
+    converter_path: str | None = None
 
     @property
     def backbone_cls(self):
@@ -53,6 +58,10 @@ class ModelFamily:
         """Pretraining instances of tokenized `documents`, built `copies` times."""
         packing = packing or (self.packings[0] if self.packings else None)
         return import_object(self.instances_path)(documents, seq_len, specials, rng, copies, packing)
+
+    def convert_hf(self, config, weights):
+        """This family's model from a Hugging Face config and tensors (see `converter_path`)."""
+        return import_object(self.converter_path)(self, config, weights)
 
     def instance_kind(self, packing=None):
         """A name for metrics.json: the builder, and the packing when it takes one."""

@@ -11,6 +11,8 @@ BERT = FAMILY = ModelFamily(
     pretrainer_path="keras_bertology.models.bert.pretrainer:BertPretrainer",
     tokenizer_path="keras_bertology.data.tokenizers:train_wordpiece",
     instances_path="keras_bertology.data.instances:sentence_pair_instances",
+    hf_model_types=("bert",),
+    converter_path="keras_bertology.models.bert.convert:convert",
     masking="static",
 )
 

@@ -16,6 +16,8 @@ ROBERTA = FAMILY = ModelFamily(
     pretrainer_path="keras_bertology.models.roberta.pretrainer:RobertaPretrainer",
     tokenizer_path="keras_bertology.data.tokenizers:train_sentencepiece",  # BPE + byte fallback
     instances_path="keras_bertology.data.instances:packed_instances",
+    hf_model_types=("roberta",),
+    converter_path="keras_bertology.models.bert.convert:convert",
     masking="dynamic",
     packings=("full-sentences", "doc-sentences"),
 )

@@ -1,0 +1,168 @@
+"""Hugging Face BERT and RoBERTa checkpoints into `BertBackbone` / `BertPretrainer` (and RoBERTa's).
+
+Every layout transformers writes is accepted: the bare encoder (with or
+without pooler), the pretraining and masked-LM heads, and task models whose
+task head is skipped; names with or without the `bert.` / `roberta.` prefix;
+legacy gamma/beta LayerNorm names.
+"""
+
+from keras_bertology.convert.hf_weights import (
+    WeightSource,
+    assign,
+    check_sizes,
+    load_dense,
+    load_layer_norm,
+    rename_legacy_layer_norm,
+)
+from keras_bertology.errors import CheckpointError
+
+SUPPORTED_MODEL_TYPES = ("bert", "roberta")
+_REQUIRED_SIZES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                   "intermediate_size", "max_position_embeddings")
+
+
+def convert(family, config, weights):
+    """(backbone, pretrainer or None, heads imported, names used) from a checkpoint of `family`."""
+    _, kwargs = backbone_kwargs_from_hf(config, weights)
+    backbone = family.backbone_cls(**kwargs)
+    used = set(load_hf_weights_into_backbone(backbone, weights, config))
+    heads = ["pooler"] if backbone.use_pooler else []
+    pretrainer = None
+    if has_mlm_head(weights):
+        nsp = has_nsp_head(weights) and backbone.use_pooler
+        pretrainer = family.pretrainer_cls(backbone, next_sentence_prediction=nsp)
+        used |= load_hf_heads_into_pretrainer(pretrainer, weights)
+        heads += ["mlm", "nsp"] if nsp else ["mlm"]
+    return backbone, pretrainer, heads, used
+
+
+def backbone_kwargs_from_hf(config, weights=None):
+    """Map a Hugging Face config dict to `(model_type, BertBackbone kwargs)`.
+
+    With `weights`, the pooler is built only when the checkpoint has one.
+    """
+    from keras_bertology.layers.activations import HF_ACTIVATIONS
+
+    model_type = config.get("model_type")
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise CheckpointError(
+            f"model_type {model_type!r} is not supported; supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
+        )
+    check_sizes(config, _REQUIRED_SIZES)
+    if config["hidden_size"] % config["num_attention_heads"]:
+        raise CheckpointError(
+            f"config.json: hidden_size {config['hidden_size']} is not divisible by "
+            f"num_attention_heads {config['num_attention_heads']}"
+        )
+    hidden_act = config.get("hidden_act", "gelu")
+    if hidden_act not in HF_ACTIVATIONS:
+        raise CheckpointError(
+            f"hidden_act {hidden_act!r} is not supported; supported: {', '.join(HF_ACTIVATIONS)}"
+        )
+    if config.get("position_embedding_type", "absolute") != "absolute":
+        raise CheckpointError("only absolute position embeddings are supported")
+    use_pooler = model_type == "bert" if weights is None else _has(weights, model_type, "pooler.dense.weight")
+    kwargs = dict(
+        vocab_size=config["vocab_size"],
+        num_layers=config["num_hidden_layers"],
+        num_heads=config["num_attention_heads"],
+        hidden_size=config["hidden_size"],
+        intermediate_size=config["intermediate_size"],
+        activation=HF_ACTIVATIONS[hidden_act],
+        max_positions=config["max_position_embeddings"],
+        dropout=config.get("hidden_dropout_prob", 0.1),
+        attention_dropout=config.get("attention_probs_dropout_prob", 0.1),
+        layer_norm_epsilon=config.get("layer_norm_eps", 1e-12),
+        initializer_range=config.get("initializer_range", 0.02),
+        use_pooler=use_pooler,
+        num_segments=config.get("type_vocab_size", 2),
+    )
+    if model_type == "roberta":
+        offset = _roberta_position_offset(config)
+        if kwargs["max_positions"] <= offset:
+            raise CheckpointError(f"config.json: max_position_embeddings must exceed {offset} for RoBERTa")
+        kwargs.update(max_positions=kwargs["max_positions"] - offset, num_segments=0)
+    return model_type, kwargs
+
+
+def _roberta_position_offset(config):
+    """RoBERTa numbers positions from padding_idx + 1; those first rows are never used."""
+    return config.get("pad_token_id", 1) + 1
+
+
+def _has(weights, model_type, name):
+    return name in weights or f"{model_type}.{name}" in weights
+
+
+def _load_embeddings(backbone, source, model_type, config):
+    embeddings = backbone.get_layer("embeddings")
+    assign(embeddings.token_embedding.embeddings,
+            source.get("embeddings.word_embeddings.weight"), "word_embeddings")
+    positions = source.get("embeddings.position_embeddings.weight")
+    if model_type == "roberta":
+        # Drop the offset rows, and fold RoBERTa's constant token-type vector
+        # into every position row: (p + t) is added the same way either way.
+        positions = positions[_roberta_position_offset(config):]
+        if source.has("embeddings.token_type_embeddings.weight"):
+            positions = positions + source.get("embeddings.token_type_embeddings.weight")[0]
+    assign(embeddings.position_embedding.embeddings, positions, "position_embeddings")
+    if embeddings.segment_embedding is not None:
+        assign(embeddings.segment_embedding.embeddings,
+                source.get("embeddings.token_type_embeddings.weight"), "token_type_embeddings")
+    load_layer_norm(embeddings.layer_norm, source, "embeddings.LayerNorm")
+
+
+def _load_encoder_block(block, source, index):
+    prefix = f"encoder.layer.{index}"
+    attention = block.attention
+    load_dense(attention.query_dense, source, f"{prefix}.attention.self.query")
+    load_dense(attention.key_dense, source, f"{prefix}.attention.self.key")
+    load_dense(attention.value_dense, source, f"{prefix}.attention.self.value")
+    load_dense(attention.output_dense, source, f"{prefix}.attention.output.dense")
+    load_layer_norm(block.attention_norm, source, f"{prefix}.attention.output.LayerNorm")
+    load_dense(block.intermediate_dense, source, f"{prefix}.intermediate.dense")
+    load_dense(block.output_dense, source, f"{prefix}.output.dense")
+    load_layer_norm(block.output_norm, source, f"{prefix}.output.LayerNorm")
+
+
+def load_hf_weights_into_backbone(backbone, weights, config):
+    """Copy a Hugging Face encoder's tensors into `backbone`; returns the names used."""
+    model_type, _ = backbone_kwargs_from_hf(config)
+    source = WeightSource(rename_legacy_layer_norm(weights), prefix=f"{model_type}.")
+    _load_embeddings(backbone, source, model_type, config)
+    for index in range(backbone.num_layers):
+        _load_encoder_block(backbone.get_layer(f"encoder_block_{index}"), source, index)
+    if backbone.use_pooler:
+        load_dense(backbone.get_layer("pooler"), source, "pooler.dense")
+    return source.used
+
+
+def has_mlm_head(weights):
+    """Whether the checkpoint carries a masked-LM head (BertForPreTraining/MaskedLM, RobertaForMaskedLM)."""
+    return "cls.predictions.transform.dense.weight" in weights or "lm_head.dense.weight" in weights
+
+
+def has_nsp_head(weights):
+    """Whether the checkpoint carries BERT's next-sentence head (BertForPreTraining)."""
+    return "cls.seq_relationship.weight" in weights
+
+
+def load_hf_heads_into_pretrainer(pretrainer, weights):
+    """Copy the MLM (and, when present, NSP) head of a checkpoint into `pretrainer`; returns names used."""
+    source = WeightSource(rename_legacy_layer_norm(weights), prefix="")
+    head = pretrainer.get_layer("mlm_head")
+    word_embeddings = head.token_embedding.embeddings.numpy()
+    if source.has("lm_head.dense.weight"):
+        name, bias = "lm_head", "lm_head.bias"
+        load_dense(head.transform, source, "lm_head.dense")
+        load_layer_norm(head.layer_norm, source, "lm_head.layer_norm")
+    else:
+        name, bias = "cls.predictions", "cls.predictions.bias"
+        load_dense(head.transform, source, "cls.predictions.transform.dense")
+        load_layer_norm(head.layer_norm, source, "cls.predictions.transform.LayerNorm")
+    assign(head.output_bias, source.get(bias), bias)
+    source.take_tied_copy(f"{name}.decoder.weight", word_embeddings)
+    source.take_tied_copy(f"{name}.decoder.bias", source.get(bias))
+    if pretrainer.next_sentence_prediction:
+        load_dense(pretrainer.get_layer("nsp_head").classifier, source, "cls.seq_relationship")
+    return source.used
