@@ -1,18 +1,17 @@
 """The BERT encoder (backbone), also used by RoBERTa with other settings."""
 
 import keras
-from keras import ops
 
-from keras_bertology.errors import ConfigError
 from keras_bertology.layers import (
     TokenPositionSegmentEmbedding,
     TransformerEncoderBlock,
     merge_attention_masks,
 )
+from keras_bertology.models.backbone import Backbone, check_heads, encoder_inputs, first_token_pooler
 
 
 @keras.saving.register_keras_serializable(package="keras_bertology")
-class BertBackbone(keras.Model):
+class BertBackbone(Backbone):
     """A stack of Transformer encoder blocks over token/position/segment embeddings.
 
     A functional Keras model built from plain arguments, so `get_config` and
@@ -70,8 +69,7 @@ class BertBackbone(keras.Model):
         dtype=None,
         **kwargs,
     ):
-        if hidden_size % num_heads:
-            raise ConfigError(f"hidden_size {hidden_size} is not divisible by num_heads {num_heads}")
+        check_heads(hidden_size, num_heads)
         embedding = TokenPositionSegmentEmbedding(
             vocab_size,
             hidden_size,
@@ -83,12 +81,7 @@ class BertBackbone(keras.Model):
             dtype=dtype,
             name="embeddings",
         )
-        inputs = {
-            "token_ids": keras.Input((None,), dtype="int32", name="token_ids"),
-            "padding_mask": keras.Input((None,), dtype="int32", name="padding_mask"),
-        }
-        if num_segments:
-            inputs["segment_ids"] = keras.Input((None,), dtype="int32", name="segment_ids")
+        inputs = encoder_inputs(num_segments)
         x = embedding(inputs["token_ids"], inputs.get("segment_ids"))
         attention_mask = merge_attention_masks(inputs["padding_mask"])
         for index in range(num_layers):
@@ -110,58 +103,12 @@ class BertBackbone(keras.Model):
             )(x)
         outputs = {"sequence_output": x}
         if use_pooler:
-            outputs["pooled_output"] = keras.layers.Dense(
-                hidden_size,
-                activation="tanh",
-                kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
-                dtype=dtype,
-                name="pooler",
-            )(x[:, 0, :])
-        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
-        self.vocab_size = vocab_size
-        self.num_layers = num_layers
-        self.num_heads = num_heads
-        self.hidden_size = hidden_size
-        self.intermediate_size = intermediate_size
-        self.activation = activation
-        self.max_positions = max_positions
-        self.num_segments = num_segments
-        self.use_pooler = use_pooler
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.norm_first = norm_first
-        self.initializer_range = initializer_range
-
-    @property
-    def token_embedding(self):
-        """The token table, for heads that tie their decoder to it."""
-        return self.get_layer("embeddings").token_embedding
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
-            "vocab_size": self.vocab_size,
-            "num_layers": self.num_layers,
-            "num_heads": self.num_heads,
-            "hidden_size": self.hidden_size,
-            "intermediate_size": self.intermediate_size,
-            "activation": self.activation,
-            "max_positions": self.max_positions,
-            "num_segments": self.num_segments,
-            "use_pooler": self.use_pooler,
-            "dropout": self.dropout,
-            "attention_dropout": self.attention_dropout,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-            "norm_first": self.norm_first,
-            "initializer_range": self.initializer_range,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-        return cls(**config)
+            outputs["pooled_output"] = first_token_pooler(x, hidden_size, initializer_range, dtype)
+        config = dict(
+            vocab_size=vocab_size, num_layers=num_layers, num_heads=num_heads, hidden_size=hidden_size,
+            intermediate_size=intermediate_size, activation=activation, max_positions=max_positions,
+            num_segments=num_segments, use_pooler=use_pooler, dropout=dropout,
+            attention_dropout=attention_dropout, layer_norm_epsilon=layer_norm_epsilon,
+            norm_first=norm_first, initializer_range=initializer_range,
+        )
+        super().__init__(inputs, outputs, config, dtype=dtype, **kwargs)

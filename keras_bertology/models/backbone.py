@@ -1,0 +1,73 @@
+"""The backbone base: configuration, dtype policy and the token embedding, once for every family.
+
+A family's backbone builds its functional graph in `__init__` from plain
+arguments and hands them to this base as `config`; saving, `.keras` round
+trips and the tied-decoder hook then need nothing more from it.
+"""
+
+import keras
+
+from keras_bertology.errors import ConfigError
+
+
+def encoder_inputs(num_segments):
+    """The token, padding and (with segments) segment id inputs, [B, L] int32 each."""
+    inputs = {
+        "token_ids": keras.Input((None,), dtype="int32", name="token_ids"),
+        "padding_mask": keras.Input((None,), dtype="int32", name="padding_mask"),
+    }
+    if num_segments:
+        inputs["segment_ids"] = keras.Input((None,), dtype="int32", name="segment_ids")
+    return inputs
+
+
+def first_token_pooler(sequence_output, hidden_size, initializer_range, dtype):
+    """BERT's pooled output: dense + tanh over the first token ([CLS])."""
+    return keras.layers.Dense(
+        hidden_size,
+        activation="tanh",
+        kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
+        dtype=dtype,
+        name="pooler",
+    )(sequence_output[:, 0, :])
+
+
+def check_heads(hidden_size, num_heads):
+    if hidden_size % num_heads:
+        raise ConfigError(f"hidden_size {hidden_size} is not divisible by num_heads {num_heads}")
+
+
+class Backbone(keras.Model):
+    """A functional encoder whose constructor arguments are its configuration.
+
+    Every entry of `config` becomes an attribute and is what `get_config`
+    returns (with name, trainable and dtype policy), so `from_config` rebuilds
+    the same graph. The token table is the `token_embedding` of the layer
+    named "embeddings", for heads that tie their decoder to it.
+    """
+
+    def __init__(self, inputs, outputs, config, dtype=None, **kwargs):
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+        self._config = dict(config)
+        for name, value in self._config.items():
+            setattr(self, name, value)
+
+    @property
+    def token_embedding(self):
+        """The token table, for heads that tie their decoder to it."""
+        return self.get_layer("embeddings").token_embedding
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            **self._config,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(**config)
