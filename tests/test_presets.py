@@ -12,8 +12,12 @@ PUBLISHED = {
     "bert-large": 335_141_888,
     "roberta-base": 124_052_736,
     "roberta-large": 354_307_072,
+    "albert-base": 11_683_584,
+    "albert-large": 17_683_968,
+    "albert-xlarge": 58_724_864,
+    "albert-xxlarge": 222_595_584,
 }
-SMALL = ["bert-tiny", "bert-mini", "bert-small", "bert-medium", "roberta-tiny", "roberta-mini"]
+SMALL = ["bert-tiny", "bert-mini", "bert-small", "bert-medium", "roberta-tiny", "roberta-mini", "albert-tiny"]
 PRESETS = [(family, name) for family in FAMILIES.values() for name in family.presets]
 
 
@@ -30,6 +34,10 @@ def _keras_hub(family, name):
     )
     if family.name == "bert":
         return keras_hub.models.BertBackbone(num_segments=config["num_segments"], **common)
+    if family.name == "albert":
+        return keras_hub.models.AlbertBackbone(
+            num_groups=config["num_groups"], num_inner_repetitions=config["inner_group_num"],
+            embedding_dim=config["embedding_size"], num_segments=config["num_segments"], **common)
     return keras_hub.models.RobertaBackbone(**common)
 
 

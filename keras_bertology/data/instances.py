@@ -61,6 +61,61 @@ def build_nsp_instances(
     return _pair_arrays([pairs[i] for i in order], seq_len, cls_id, sep_id, pad_id)
 
 
+def build_sop_instances(
+    documents: Documents,
+    seq_len: int,
+    cls_id: int,
+    sep_id: int,
+    pad_id: int,
+    rng: np.random.Generator,
+    short_seq_prob: float = 0.1,
+    dupe_factor: int = 1,
+) -> dict[str, np.ndarray]:
+    """ALBERT's sentence-order pairs: two consecutive segments of one document, swapped half the time.
+
+    Chunks and their target lengths are drawn as for NSP; A is a chunk's first
+    1..n-1 sentences and B the rest, then with probability 1/2 the two trade
+    places (sop_labels 1). A one-sentence chunk has no second segment and
+    gives no pair. Returns token_ids and segment_ids [N, seq_len] and
+    sop_labels [N] int32, shuffled.
+    """
+    max_num_tokens = seq_len - 3
+    if max_num_tokens < 2:
+        raise ConfigError(f"seq_len={seq_len} is too small for sentence pairs; it must be at least 5.")
+    docs = _clean_documents(documents)
+    if max(len(doc) for doc in docs) < 2:
+        raise ConfigError("Sentence-order prediction needs documents with at least two sentences.")
+    pairs = []
+    for _ in range(dupe_factor):
+        for document in docs:
+            target = max_num_tokens
+            if rng.random() < short_seq_prob:
+                target = int(rng.integers(2, max_num_tokens + 1))
+            for chunk in _chunks_of_sentences(document, target):
+                if len(chunk) < 2:
+                    continue
+                a_end = int(rng.integers(1, len(chunk)))
+                tokens_a, tokens_b = np.concatenate(chunk[:a_end]), np.concatenate(chunk[a_end:])
+                tokens_a, tokens_b = _truncate_pair(tokens_a, tokens_b, max_num_tokens, rng)
+                swapped = rng.random() < 0.5
+                pairs.append((tokens_b, tokens_a, True) if swapped else (tokens_a, tokens_b, False))
+    order = rng.permutation(len(pairs))
+    return _pair_arrays([pairs[i] for i in order], seq_len, cls_id, sep_id, pad_id, label_key="sop_labels")
+
+
+def _chunks_of_sentences(document, target):
+    """Consecutive sentences grouped until each group reaches `target` tokens (the last may not)."""
+    chunk, length = [], 0
+    for sentence in document:
+        chunk.append(sentence)
+        length += len(sentence)
+        if length >= target:
+            yield chunk
+            chunk, length = [], 0
+    if chunk:
+        yield chunk
+
+
 def pack_sentences(
     documents: Documents,
     seq_len: int,
@@ -193,8 +248,9 @@ def _cut_random_ends(tokens: np.ndarray, cuts: int, rng) -> np.ndarray:
     return tokens[front : len(tokens) - (cuts - front)]
 
 
-def _pair_arrays(pairs, seq_len: int, cls_id: int, sep_id: int, pad_id: int) -> dict[str, np.ndarray]:
-    """Lays out `[CLS] A [SEP] B [SEP]` rows with segment 1 on B and its [SEP]."""
+def _pair_arrays(pairs, seq_len: int, cls_id: int, sep_id: int, pad_id: int,
+                 label_key: str = "nsp_labels") -> dict[str, np.ndarray]:
+    """Lays out `[CLS] A [SEP] B [SEP]` rows with segment 1 on B and its [SEP]; labels under `label_key`."""
     token_ids = np.full((len(pairs), seq_len), pad_id, np.int32)
     segment_ids = np.zeros((len(pairs), seq_len), np.int32)
     nsp_labels = np.zeros(len(pairs), np.int32)
@@ -208,7 +264,7 @@ def _pair_arrays(pairs, seq_len: int, cls_id: int, sep_id: int, pad_id: int) -> 
         token_ids[row, b_end] = sep_id
         segment_ids[row, b_start : b_end + 1] = 1
         nsp_labels[row] = is_random_next
-    return {"token_ids": token_ids, "segment_ids": segment_ids, "nsp_labels": nsp_labels}
+    return {"token_ids": token_ids, "segment_ids": segment_ids, label_key: nsp_labels}
 
 
 def _chunks(sentence: np.ndarray, size: int) -> list[np.ndarray]:
@@ -239,3 +295,9 @@ def packed_instances(documents: Documents, seq_len: int, specials: dict, rng, co
     """
     packed = pack_sentences(documents, seq_len, cross_documents=packing != "doc-sentences", **specials)
     return {key: np.concatenate([value] * copies) for key, value in packed.items()}
+
+
+def sentence_order_instances(documents: Documents, seq_len: int, specials: dict, rng, copies: int = 1,
+                             packing: str | None = None) -> dict[str, np.ndarray]:
+    """ALBERT's recipe: SOP pairs, built `copies` times over the corpus."""
+    return build_sop_instances(documents, seq_len, rng=rng, dupe_factor=copies, **specials)

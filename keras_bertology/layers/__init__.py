@@ -3,12 +3,14 @@
 from keras_bertology.layers.attention import MultiHeadSelfAttention, merge_attention_masks
 from keras_bertology.layers.embeddings import TokenPositionSegmentEmbedding
 from keras_bertology.layers.heads import MaskedLMHead, PooledClassificationHead, gather_positions
+from keras_bertology.layers.shared_stack import SharedEncoderStack
 from keras_bertology.layers.transformer_block import TransformerEncoderBlock
 
 __all__ = [
     "MaskedLMHead",
     "MultiHeadSelfAttention",
     "PooledClassificationHead",
+    "SharedEncoderStack",
     "TokenPositionSegmentEmbedding",
     "TransformerEncoderBlock",
     "gather_positions",

@@ -1,0 +1,24 @@
+"""ALBERT: factorized embeddings, cross-layer shared blocks, MLM + sentence-order prediction."""
+
+from keras_bertology.lazy_imports import lazy_attributes
+from keras_bertology.models.albert.presets import ALBERT_PRESETS
+from keras_bertology.models.family import ModelFamily
+
+ALBERT = FAMILY = ModelFamily(
+    name="albert",
+    presets=ALBERT_PRESETS,
+    backbone_path="keras_bertology.models.albert.backbone:AlbertBackbone",
+    pretrainer_path="keras_bertology.models.albert.pretrainer:AlbertPretrainer",
+    tokenizer_path="keras_bertology.data.tokenizers:train_sentencepiece",
+    instances_path="keras_bertology.data.instances:sentence_order_instances",
+    hf_model_types=("albert",),
+    converter_path="keras_bertology.models.albert.convert:convert",
+    masking="static",
+)
+
+__getattr__ = lazy_attributes(__name__, {
+    "AlbertBackbone": "keras_bertology.models.albert.backbone",
+    "AlbertPretrainer": "keras_bertology.models.albert.pretrainer",
+})
+
+__all__ = ["ALBERT", "ALBERT_PRESETS", "AlbertBackbone", "AlbertPretrainer"]
