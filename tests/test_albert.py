@@ -119,3 +119,23 @@ def test_pretrainer_round_trip(tmp_path):
     loaded = keras.saving.load_model(tmp_path / "albert.keras", compile=False)
     assert loaded.objectives == ["mlm", "sop"] and loaded.count_params() == model.count_params()
     assert loaded.get_layer("mlm_head").token_embedding is loaded.backbone.token_embedding
+
+
+@pytest.mark.slow
+def test_pretrain_albert_from_the_command_line(tmp_path, capsys):
+    import json
+
+    from keras_bertology.cli import main
+    from keras_bertology.data.corpus import default_corpus_paths
+
+    plays = [str(path) for path in default_corpus_paths()[:2]]
+    argv = ["pretrain", "--model", "albert", "--preset", "albert-tiny", "--corpus", *plays, "--steps", "4",
+            "--batch-size", "8", "--seq-len", "48", "--vocab-size", "800", "--dupe-factor", "2",
+            "--out", str(tmp_path / "run"), "--export", str(tmp_path / "export")]
+    assert main(argv) == 0, capsys.readouterr().err
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert set(metrics["objectives"]) == {"mlm", "sop"}
+    assert metrics["instances"] == "sentence_order_instances" and metrics["masking"] == "static"
+    assert 0.4 < metrics["objectives"]["sop"]["chance"]["accuracy"] < 0.6
+    served = tf.saved_model.load(str(tmp_path / "export"))
+    assert served.mlm(tf.constant(["To be, or not to <mask>."]))["logits"].shape[-1] == 800
