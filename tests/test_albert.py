@@ -138,4 +138,6 @@ def test_pretrain_albert_from_the_command_line(tmp_path, capsys):
     assert metrics["instances"] == "sentence_order_instances" and metrics["masking"] == "static"
     assert 0.4 < metrics["objectives"]["sop"]["chance"]["accuracy"] < 0.6
     served = tf.saved_model.load(str(tmp_path / "export"))
-    assert served.mlm(tf.constant(["To be, or not to <mask>."]))["logits"].shape[-1] == 800
+    out = served.mlm(tf.constant(["To be, or not to [MASK]."]))
+    assert out["logits"].shape[-1] == 800 and list(out["token_ids"].numpy()[0][:1]) == [2]  # [CLS]
+    assert (out["token_ids"].numpy() == 4).sum() == 1  # [MASK]

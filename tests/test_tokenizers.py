@@ -179,7 +179,10 @@ def test_training_is_deterministic_and_leaves_no_files(training_sentences, tmp_p
 def test_save_load_round_trip(tokenizer, sentences, tmp_path):
     tokenizer.save(tmp_path)
     config = json.loads((tmp_path / "tokenizer.json").read_text())
-    assert config == {"type": tokenizer.type_name, "lower_case": isinstance(tokenizer, WordPieceTokenizer)}
+    expected = {"type": tokenizer.type_name, "lower_case": isinstance(tokenizer, WordPieceTokenizer)}
+    if isinstance(tokenizer, SentencePieceTokenizer):
+        expected["special_tokens"] = tokenizer.special_tokens
+    assert config == expected
     loaded = load_tokenizer(tmp_path)
     assert type(loaded) is type(tokenizer)
     assert loaded.vocabulary == tokenizer.vocabulary and loaded.special_ids == tokenizer.special_ids
@@ -336,3 +339,19 @@ def test_wordpiece_trains_on_the_full_corpus_within_a_minute(sentences):
     assert seconds < 60, f"train_wordpiece took {seconds:.0f} s"
     ids = tokenizer.tokenize(tf.constant(sentences)).flat_values.numpy()
     assert np.mean(ids == tokenizer.unk_id) < 1e-4
+
+
+def test_sentencepiece_keeps_its_own_special_tokens(training_sentences, tmp_path):
+    """ALBERT's pieces ([CLS] [SEP] [MASK] <pad> <unk>) get ids 0-4 in their order and load back."""
+    from keras_bertology.data.tokenizers import ALBERT_SPECIAL_TOKENS
+
+    tokenizer = train_sentencepiece(training_sentences, 500, model_type="unigram",
+                                    special_tokens=ALBERT_SPECIAL_TOKENS)
+    assert tokenizer.vocabulary[:5] == ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
+    assert (tokenizer.pad_id, tokenizer.unk_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id) == (0, 1, 2, 3, 4)
+    tokenizer.save(tmp_path)
+    loaded = load_tokenizer(tmp_path)
+    assert loaded.special_tokens == ALBERT_SPECIAL_TOKENS and loaded.mask_id == 4
+    assert ids_of(loaded, ["A [MASK] here"])[0].count(4) == 1  # the literal mask is one piece
+    with pytest.raises(ConfigError, match="lacks the special pieces"):
+        SentencePieceTokenizer(tokenizer.model_proto)  # RoBERTa's pieces are not in it

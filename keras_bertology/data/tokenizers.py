@@ -43,7 +43,10 @@ MAX_BYTES_PER_WORD = 100
 _WORDPIECE_MIN_COUNT = 10
 _WORDPIECE_SLACK = 0.05
 
-SENTENCEPIECE_SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
+# Special-token roles and pieces, in id order (the mask last): RoBERTa's, and ALBERT's.
+ROBERTA_SPECIAL_TOKENS = {"cls": "<s>", "pad": "<pad>", "sep": "</s>", "unk": "<unk>", "mask": "<mask>"}
+ALBERT_SPECIAL_TOKENS = {"pad": "<pad>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
+SPECIAL_ROLES = ("cls", "pad", "sep", "unk", "mask")
 SENTENCEPIECE_WORD_START = "\u2581"
 
 # Control characters that Hugging Face's BERT normaliser deletes: NUL,
@@ -130,8 +133,8 @@ class Tokenizer(tf.Module, metaclass=abc.ABCMeta):
     def word_start_table(self) -> np.ndarray:
         """Bool [vocab_size]: True where a token begins a word (whole-word masking)."""
 
-    def _write_config(self, directory: Path, lower_case: bool) -> None:
-        config = {"type": self.type_name, "lower_case": lower_case}
+    def _write_config(self, directory: Path, lower_case: bool, **extra) -> None:
+        config = {"type": self.type_name, "lower_case": lower_case, **extra}
         (directory / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
 
@@ -188,35 +191,40 @@ class WordPieceTokenizer(Tokenizer):
 
 
 class SentencePieceTokenizer(Tokenizer):
-    """SentencePiece model run in-graph by tensorflow_text, RoBERTa-style specials.
+    """SentencePiece model run in-graph by tensorflow_text, with the special pieces it names.
 
-    The model must define <s> (cls), <pad>, </s> (sep), <unk> and <mask>;
-    `train_sentencepiece` puts them at ids 0, 1, 2, 3, 4. Word starts are
-    pieces beginning with "▁" plus the specials; byte-fallback pieces
-    (<0x00>..<0xFF>) continue the word begun by the "▁" before them.
+    `special_tokens` maps the roles cls, pad, sep, unk and mask to pieces of
+    the model (RoBERTa's <s> <pad> </s> <unk> <mask> by default, ALBERT's
+    [CLS] [SEP] [MASK] <pad> <unk> with `ALBERT_SPECIAL_TOKENS`); it is saved
+    with the model, so a tokenizer loads back with its own specials. Word
+    starts are pieces beginning with "▁" plus the specials; byte-fallback
+    pieces (<0x00>..<0xFF>) continue the word begun by the "▁" before them.
     """
 
     type_name = "sentencepiece"
 
-    def __init__(self, model_proto: bytes | PathLike):
+    def __init__(self, model_proto: bytes | PathLike, special_tokens: dict | None = None):
         if isinstance(model_proto, (str, os.PathLike)):
             model_proto = _read_bytes(Path(model_proto), "SentencePiece model")
         model_proto = bytes(model_proto)
+        special_tokens = dict(special_tokens or ROBERTA_SPECIAL_TOKENS)
+        if set(special_tokens) != set(SPECIAL_ROLES):
+            raise ConfigError(f"special_tokens must name exactly the roles {SPECIAL_ROLES}, got {sorted(special_tokens)}")
         processor = _load_sentencepiece(model_proto)
         pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
-        missing = [token for token in SENTENCEPIECE_SPECIAL_TOKENS if token not in pieces]
+        missing = [token for token in special_tokens.values() if token not in pieces]
         if missing:
             raise ConfigError(
                 f"SentencePiece model lacks the special pieces {missing}; train it with "
-                "train_sentencepiece() so that <s> <pad> </s> <unk> <mask> exist."
+                "train_sentencepiece() and the same special_tokens."
             )
-        cls, pad, sep, unk, mask = SENTENCEPIECE_SPECIAL_TOKENS
         super().__init__(
             pieces,
-            {"pad": pad, "cls": cls, "sep": sep, "mask": mask, "unk": unk},
+            special_tokens,
             name="sentencepiece_tokenizer",
             control_ids=[i for i in range(len(pieces)) if processor.is_control(i)],
         )
+        self.special_tokens = special_tokens
         self._model_proto = model_proto
         self._sentencepiece = tf_text.SentencepieceTokenizer(model=self._model_proto, out_type=tf.int32)
 
@@ -242,7 +250,7 @@ class SentencePieceTokenizer(Tokenizer):
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         (directory / SENTENCEPIECE_MODEL_FILE).write_bytes(self._model_proto)
-        self._write_config(directory, lower_case=False)
+        self._write_config(directory, lower_case=False, special_tokens=self.special_tokens)
 
 
 def load_tokenizer(directory: PathLike) -> Tokenizer:
@@ -259,7 +267,7 @@ def load_tokenizer(directory: PathLike) -> Tokenizer:
         lower_case = bool(config.get("lower_case", True))
         return WordPieceTokenizer(directory / WORDPIECE_VOCAB_FILE, lower_case=lower_case)
     if kind == SentencePieceTokenizer.type_name:
-        return SentencePieceTokenizer(directory / SENTENCEPIECE_MODEL_FILE)
+        return SentencePieceTokenizer(directory / SENTENCEPIECE_MODEL_FILE, config.get("special_tokens"))
     if kind == ByteLevelBPETokenizer.type_name:
         return ByteLevelBPETokenizer.from_files(directory, mask_lstrip=config.get("mask_lstrip", True))
     raise ConfigError(
@@ -382,18 +390,25 @@ def train_sentencepiece(
     vocab_size: int,
     model_type: str = "bpe",
     byte_fallback: bool = True,
+    special_tokens: dict | None = None,
 ) -> SentencePieceTokenizer:
     """Train a SentencePiece model in memory (no files), deterministically.
 
-    Specials: <s>=0 (cls), <pad>=1, </s>=2 (sep), <unk>=3, <mask>=4 (a
-    user-defined piece, so a literal "<mask>" in text maps to it, as in
-    RoBERTa). With `byte_fallback` the 256 byte pieces follow, and characters
-    outside the vocabulary become their UTF-8 bytes instead of <unk>. One
-    thread, so the same sentences always give the same model.
+    The special pieces take ids 0-4 in the order of `special_tokens`
+    (RoBERTa's by default: <s>=0 (cls), <pad>=1, </s>=2 (sep), <unk>=3,
+    <mask>=4); the mask is a user-defined piece, so a literal mask token in
+    text maps to it. With `byte_fallback` the 256 byte pieces follow, and
+    characters outside the vocabulary become their UTF-8 bytes instead of
+    <unk>. One thread, so the same sentences always give the same model.
     """
     if model_type not in ("bpe", "unigram"):
         raise ConfigError(f"model_type must be 'bpe' or 'unigram', got {model_type!r}.")
-    _check_training_input(sentences, vocab_size, minimum=len(SENTENCEPIECE_SPECIAL_TOKENS) + 1)
+    special_tokens = dict(special_tokens or ROBERTA_SPECIAL_TOKENS)
+    order = list(special_tokens)
+    if set(order) != set(SPECIAL_ROLES) or order[-1] != "mask":
+        raise ConfigError(f"special_tokens must name the roles {SPECIAL_ROLES}, the mask last; got {order}")
+    _check_training_input(sentences, vocab_size, minimum=len(order) + 1)
+    ids = {role: index for index, role in enumerate(order)}
     model = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(
@@ -402,21 +417,21 @@ def train_sentencepiece(
             model_type=model_type,
             vocab_size=vocab_size,
             byte_fallback=byte_fallback,
-            bos_id=0,
-            bos_piece="<s>",
-            pad_id=1,
-            pad_piece="<pad>",
-            eos_id=2,
-            eos_piece="</s>",
-            unk_id=3,
-            unk_piece="<unk>",
-            user_defined_symbols=["<mask>"],
+            bos_id=ids["cls"],
+            bos_piece=special_tokens["cls"],
+            pad_id=ids["pad"],
+            pad_piece=special_tokens["pad"],
+            eos_id=ids["sep"],
+            eos_piece=special_tokens["sep"],
+            unk_id=ids["unk"],
+            unk_piece=special_tokens["unk"],
+            user_defined_symbols=[special_tokens["mask"]],
             num_threads=1,
             minloglevel=2,
         )
     except RuntimeError as error:
         raise ConfigError(f"SentencePiece training failed: {error}") from None
-    return SentencePieceTokenizer(model.getvalue())
+    return SentencePieceTokenizer(model.getvalue(), special_tokens)
 
 
 def bert_normalize(strings: tf.Tensor, lower_case: bool) -> tf.Tensor:

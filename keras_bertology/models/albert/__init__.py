@@ -9,7 +9,7 @@ ALBERT = FAMILY = ModelFamily(
     presets=ALBERT_PRESETS,
     backbone_path="keras_bertology.models.albert.backbone:AlbertBackbone",
     pretrainer_path="keras_bertology.models.albert.pretrainer:AlbertPretrainer",
-    tokenizer_path="keras_bertology.data.tokenizers:train_sentencepiece",
+    tokenizer_path="keras_bertology.models.albert.tokenizer:train_tokenizer",
     instances_path="keras_bertology.data.instances:sentence_order_instances",
     hf_model_types=("albert",),
     converter_path="keras_bertology.models.albert.convert:convert",
