@@ -1,13 +1,14 @@
 """Atomic writes: an export or checkpoint is either complete at its path or absent.
 
 Everything is written next to the destination under a hidden temporary name
-and moved into place only after it was fully written, so a crash or an error
-half-way never leaves a truncated model where a reader would find it.
-Replacing a folder swaps old and new in one step (Linux `renameat2` with
-RENAME_EXCHANGE), so readers always see one complete version. Where the
-kernel or file system cannot exchange, the old folder is first renamed to
-`.NAME.old`; `recover_directory` (called before every write and by readers)
-puts it back if a crash came between the two renames.
+(`.NAME.XXXX.tmp` for folders), flushed to disk, and moved into place only
+after it was fully written, so a crash, a power cut or an error half-way never
+leaves a truncated model where a reader would find it. Replacing a folder
+swaps old and new in one step (Linux `renameat2` with RENAME_EXCHANGE), so
+readers always see one complete version. Where the kernel or file system
+cannot exchange, the old folder is first renamed to `.NAME.old`;
+`recover_directory` (called before every write, and by readers) puts it back
+if a crash came between the two renames.
 
 Outputs get the modes `open()` and `mkdir()` would give them under the
 process umask, not the private 0600/0700 of temporary files, so a server
@@ -24,16 +25,21 @@ from pathlib import Path
 
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
+# Kernels and file systems without the exchange answer EINVAL, ENOSYS or
+# ENOTSUP; seccomp filters that do not know renameat2 answer EPERM.
 _NO_EXCHANGE = {errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EPERM}
+# File systems that cannot flush (some FUSE mounts) answer these to fsync.
+_NO_FSYNC = {errno.EINVAL, errno.ENOTSUP, errno.EBADF}
+_STAGING_SUFFIX = ".tmp"
 
 
 def current_umask():
     """The process umask, read without changing it where /proc allows."""
-    with contextlib.suppress(OSError, ValueError):
+    with contextlib.suppress(OSError, ValueError, IndexError):
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("Umask:"):
                 return int(line.split()[1], 8)
-    mask = os.umask(0o022)
+    mask = os.umask(0o022)  # no /proc: set and restore, the only portable way
     os.umask(mask)
     return mask
 
@@ -43,7 +49,10 @@ def _backup_path(path):
 
 
 def recover_directory(path):
-    """Undo an interrupted fallback swap: bring `.NAME.old` back when NAME is missing."""
+    """Undo an interrupted fallback swap: bring `.NAME.old` back when NAME is missing.
+
+    Safe for readers to call before reading; it changes nothing when NAME exists.
+    """
     path = Path(path)
     backup = _backup_path(path)
     if backup.is_dir() and not path.exists():
@@ -56,11 +65,15 @@ def atomic_directory(path):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     recover_directory(path)
-    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    # A backup beside an existing NAME is the old half of a finished fallback swap.
+    shutil.rmtree(_backup_path(path), ignore_errors=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=_STAGING_SUFFIX, dir=path.parent))
     try:
         yield staging
         os.chmod(staging, 0o777 & ~current_umask())
+        _sync_tree(staging)
         _replace_directory(staging, path)
+        _sync(path.parent)
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # after an exchange it holds the old version
 
@@ -76,7 +89,6 @@ def _replace_directory(source, destination):
         if error.errno not in _NO_EXCHANGE:
             raise
         backup = _backup_path(destination)
-        shutil.rmtree(backup, ignore_errors=True)
         os.replace(destination, backup)
         os.replace(source, destination)
         shutil.rmtree(backup, ignore_errors=True)
@@ -108,7 +120,53 @@ def atomic_file(path):
     try:
         yield Path(staging)
         os.chmod(staging, 0o666 & ~current_umask())
+        _sync(staging)
         os.replace(staging, path)
+        _sync(path.parent)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.remove(staging)
+
+
+def remove_directory(path):
+    """Delete a folder so that readers never see it half deleted: hide it first, then delete it.
+
+    A crash during the deletion leaves a hidden `.NAME.XXXX.tmp` that `clear_leftovers` removes.
+    """
+    path = Path(path)
+    hidden = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=_STAGING_SUFFIX, dir=path.parent))
+    os.replace(path, hidden)  # a directory may replace an empty one
+    shutil.rmtree(hidden)
+
+
+def clear_leftovers(folder):
+    """Finish the writes that were killed in `folder`: restore lost folders, delete staging.
+
+    Only for a folder with a single writer (a run's checkpoints): it would also
+    delete the staging folder of a write that another process is doing.
+    """
+    folder = Path(folder)
+    for backup in folder.glob(".*.old"):
+        recover_directory(folder / backup.name[1:-len(".old")])
+    for leftover in [*folder.glob(".*.old"), *folder.glob(f".*{_STAGING_SUFFIX}")]:
+        if leftover.is_dir():
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _sync_tree(folder):
+    """Flush every file and folder under `folder`, so a power cut cannot swap in empty files."""
+    for root, _, files in os.walk(folder):
+        for name in files:
+            _sync(Path(root) / name)
+        _sync(root)
+
+
+def _sync(path):
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    except OSError as error:
+        if error.errno not in _NO_FSYNC:
+            raise
+    finally:
+        os.close(descriptor)

@@ -3,12 +3,20 @@ or nothing, and finished outputs are readable by other users (umask modes)."""
 
 import errno
 import os
+import shutil
 import stat
+from pathlib import Path
 
 import pytest
 
 from keras_bertology import atomic
-from keras_bertology.atomic import atomic_directory, atomic_file, recover_directory
+from keras_bertology.atomic import (
+    atomic_directory,
+    atomic_file,
+    clear_leftovers,
+    recover_directory,
+    remove_directory,
+)
 
 
 def _write_version(target, version):
@@ -64,17 +72,45 @@ def test_replacing_swaps_in_one_step(tmp_path, monkeypatch):
 def test_crash_after_the_exchange_leaves_the_new_version(tmp_path, monkeypatch):
     target = tmp_path / "export"
     _write_version(target, "1")
-    monkeypatch.setattr(atomic.shutil, "rmtree", _crash)
+    monkeypatch.setattr(atomic.shutil, "rmtree", _crash_deleting(lambda name: name.endswith(".tmp")))
     with pytest.raises(KeyboardInterrupt):
-        _write_version(target, "2")
+        _write_version(target, "2")  # the exchange put version 1 in the staging folder
     monkeypatch.undo()
     assert _version(target) == "2"
     _write_version(target, "3")
     assert _version(target) == "3"
+    # A writer cannot know that another one's staging folder is dead; a single-writer folder can.
+    (leftover,) = [name for name in _entries(tmp_path) if name != "export"]
+    assert leftover.startswith(".export.") and leftover.endswith(".tmp")
+    clear_leftovers(tmp_path)
+    assert _entries(tmp_path) == ["export"]
 
 
-def _crash(*args, **kwargs):
-    raise KeyboardInterrupt("power cut")
+@pytest.mark.parametrize("crash", [KeyboardInterrupt("power cut"), OSError(errno.EIO, "disk error")])
+def test_a_failed_exchange_keeps_the_old_version(tmp_path, monkeypatch, crash):
+    target = tmp_path / "export"
+    _write_version(target, "1")
+
+    def failing_exchange(first, second):
+        raise crash
+
+    monkeypatch.setattr(atomic, "exchange", failing_exchange)
+    with pytest.raises(type(crash)):
+        _write_version(target, "2")
+    assert _version(target) == "1"
+    assert _entries(tmp_path) == ["export"]
+
+
+def _crash_deleting(matches):
+    """An rmtree that dies (like a power cut) when it starts on an existing folder whose name `matches`."""
+    real_rmtree = shutil.rmtree
+
+    def rmtree(path, *args, **kwargs):
+        if matches(Path(path).name) and Path(path).exists():
+            raise KeyboardInterrupt("power cut")
+        real_rmtree(path, *args, **kwargs)
+
+    return rmtree
 
 
 def _no_exchange(first, second):
@@ -112,6 +148,23 @@ def test_crash_between_the_fallback_renames_is_recovered(tmp_path, monkeypatch):
     assert _entries(tmp_path) == ["export"]
 
 
+def test_crash_after_the_fallback_renames_keeps_the_new_version(tmp_path, monkeypatch):
+    """The fallback deletes `.export.old` last; a crash before that leaves the new version and a backup."""
+    monkeypatch.setattr(atomic, "exchange", _no_exchange)
+    target = tmp_path / "export"
+    _write_version(target, "1")
+    monkeypatch.setattr(atomic.shutil, "rmtree", _crash_deleting(lambda name: name == ".export.old"))
+    with pytest.raises(KeyboardInterrupt):
+        _write_version(target, "2")
+    monkeypatch.undo()  # the next write may well exchange
+    assert _version(target) == "2" and (tmp_path / ".export.old").is_dir()
+    recover_directory(target)  # readers leave a finished swap alone
+    assert _version(target) == "2"
+    _write_version(target, "3")
+    assert _version(target) == "3"
+    assert _entries(tmp_path) == ["export"]
+
+
 def test_next_write_recovers_an_interrupted_fallback_first(tmp_path):
     target = tmp_path / "export"
     _write_version(target, "1")
@@ -135,7 +188,71 @@ def test_reading_a_run_recovers_its_model_folder(tmp_path):
     assert (model_dir / "run.json").is_file()
 
 
-@pytest.fixture(params=[0o022, 0o077, 0o002])
+def test_removed_folders_are_hidden_before_they_are_deleted(tmp_path, monkeypatch):
+    target = tmp_path / "step-0000001"
+    _write_version(target, "1")
+    monkeypatch.setattr(atomic.shutil, "rmtree", _crash_deleting(lambda name: True))
+    with pytest.raises(KeyboardInterrupt):
+        remove_directory(target)
+    monkeypatch.undo()
+    assert not target.exists()
+    (hidden,) = _entries(tmp_path)
+    assert hidden.startswith(".step-0000001.") and _version(tmp_path / hidden) == "1"
+    clear_leftovers(tmp_path)
+    assert _entries(tmp_path) == []
+    _write_version(target, "2")
+    remove_directory(target)
+    assert _entries(tmp_path) == []
+
+
+def test_clear_leftovers_finishes_interrupted_writes(tmp_path):
+    for name in ("lost", "swapped", ".swapped.old", ".lost.old", ".new.a1b2.tmp", "kept"):
+        _write_version(tmp_path / name, name)
+    shutil.rmtree(tmp_path / "lost")  # as if a fallback swap died between its renames
+    clear_leftovers(tmp_path)
+    assert _entries(tmp_path) == ["kept", "lost", "swapped"]
+    assert _version(tmp_path / "lost") == ".lost.old"
+    assert _version(tmp_path / "swapped") == "swapped"
+
+
+def _record_syncs_and_moves(monkeypatch, mover_owner, mover_name):
+    """Log ("sync", path) for every fsync and ("move", destination) for every call of the mover."""
+    events = []
+    real_fsync, real_move = os.fsync, getattr(mover_owner, mover_name)
+
+    def fsync(descriptor):
+        events.append(("sync", os.readlink(f"/proc/self/fd/{descriptor}")))
+        real_fsync(descriptor)
+
+    def move(source, destination):
+        events.append(("move", str(destination)))
+        real_move(source, destination)
+
+    monkeypatch.setattr(atomic.os, "fsync", fsync)
+    monkeypatch.setattr(mover_owner, mover_name, move)
+    return events
+
+
+def test_folders_are_flushed_before_they_are_moved_into_place(tmp_path, monkeypatch):
+    """Without fsync a power cut after the rename can leave the new name pointing at empty files."""
+    events = _record_syncs_and_moves(monkeypatch, atomic, "_replace_directory")
+    target = tmp_path / "export"
+    with atomic_directory(target) as staging:
+        (staging / "weights").write_text("w")
+    moved = events.index(("move", str(target)))
+    assert {("sync", str(staging / "weights")), ("sync", str(staging))} <= set(events[:moved])
+    assert events[moved + 1:] == [("sync", str(tmp_path))]
+
+
+def test_files_are_flushed_before_they_are_moved_into_place(tmp_path, monkeypatch):
+    events = _record_syncs_and_moves(monkeypatch, atomic.os, "replace")
+    target = tmp_path / "metrics.json"
+    with atomic_file(target) as staging:
+        staging.write_text("{}")
+    assert events == [("sync", str(staging)), ("move", str(target)), ("sync", str(tmp_path))]
+
+
+@pytest.fixture(params=[0o022, 0o077, 0o002], ids=oct)
 def umask(request):
     previous = os.umask(request.param)
     yield request.param

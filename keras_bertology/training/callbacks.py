@@ -32,7 +32,11 @@ class MetricHistory(keras.callbacks.Callback):
 
 
 class CheckpointEveryWindow(keras.callbacks.Callback):
-    """After each window, saves model + optimizer state and the history so far (atomically)."""
+    """After each window, saves model + optimizer state and the history so far (atomically).
+
+    It must come after `history` in the callback list, so that the history it
+    saves ends with the window the weights just finished.
+    """
 
     def __init__(self, checkpoints, history):
         super().__init__()
@@ -41,4 +45,7 @@ class CheckpointEveryWindow(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         step = (epoch + 1) * self.history.steps_per_window
-        self.checkpoints.save(self.model, step, self.history.records)
+        records = self.history.records
+        if not records or records[-1]["step"] != step:
+            raise RuntimeError("CheckpointEveryWindow must follow its MetricHistory in the callback list")
+        self.checkpoints.save(self.model, step, records)

@@ -8,18 +8,18 @@
 
 A checkpoint folder is written atomically as one unit, so its model and its
 history always agree, and an interruption at any moment leaves the previous
-consistent state.
+consistent state. Staging folders (hidden `.step-*.tmp`) are never read, and
+the ones a killed run left are deleted when the run starts again.
 """
 
 import dataclasses
 import json
 import re
-import shutil
 from pathlib import Path
 
 import keras
 
-from keras_bertology.atomic import atomic_directory, atomic_file
+from keras_bertology.atomic import atomic_directory, atomic_file, clear_leftovers, remove_directory
 from keras_bertology.errors import CheckpointError, ConfigError
 
 # Options that may change between the start of a run and its resumption.
@@ -61,8 +61,13 @@ class RunCheckpoints:
         return folder, step
 
     def start(self, options):
-        """Record `options`; refuse to mix two runs' checkpoints in one folder."""
+        """Record `options`; refuse to mix two runs' checkpoints in one folder.
+
+        Also deletes what a killed save left (its hidden staging folder).
+        """
         recorded = {k: v for k, v in dataclasses.asdict(options).items() if k not in _FREE_ON_RESUME}
+        if self.directory.is_dir():  # a run is the only writer of its checkpoints
+            clear_leftovers(self.directory)
         if self.latest() is not None:
             if not options.resume:
                 raise ConfigError(
@@ -80,7 +85,10 @@ class RunCheckpoints:
 
     def load_model(self):
         """(compiled model with its optimizer state, step) of the newest checkpoint."""
-        folder, step = self.latest()
+        latest = self.latest()
+        if latest is None:
+            raise CheckpointError(f"{self.directory} holds no complete checkpoint to resume from")
+        folder, step = latest
         try:
             return keras.saving.load_model(folder / MODEL_FILE), step
         except Exception as error:  # Keras raises many types for damaged archives
@@ -91,7 +99,11 @@ class RunCheckpoints:
         latest = self.latest()
         if latest is None:
             return []
-        return json.loads((latest[0] / HISTORY_FILE).read_text())
+        path = latest[0] / HISTORY_FILE
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as error:  # bad JSON or bad UTF-8
+            raise CheckpointError(f"cannot resume from {path}: {error}") from None
 
     def save(self, model, step, records, keep=2):
         """Write checkpoint `step` (model + history) as one unit; keep the newest `keep`."""
@@ -99,4 +111,4 @@ class RunCheckpoints:
             model.save(staging / MODEL_FILE)
             (staging / HISTORY_FILE).write_text(json.dumps(records, indent=2))
         for _, old in self._complete()[:-keep]:
-            shutil.rmtree(old, ignore_errors=True)
+            remove_directory(old)
