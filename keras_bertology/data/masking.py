@@ -96,7 +96,7 @@ class DynamicMasker:
         unselectable = sorted(set(ids))
         rate = config.mask_rate * _FLOAT32_SLACK
         if config.whole_word:
-            self._start_table, self._special_table = _word_tables(word_start_table, vocab_size, unselectable)
+            self._start_table, self._special_table = word_tables(word_start_table, vocab_size, unselectable)
             self._selector = _WholeWordSelector(config.max_predictions, rate, unselectable)
         else:
             self._selector = tf_text.RandomItemSelector(config.max_predictions, rate, unselectable)
@@ -120,9 +120,7 @@ class DynamicMasker:
 
     def _words(self, token_ids: tf.Tensor) -> tf.RaggedTensor:
         """[B, L] -> [B, (words), (pieces)]; every special id is a word of its own."""
-        is_special = tf.gather(self._special_table, token_ids)
-        after_special = tf.pad(is_special[:, :-1], [[0, 0], [1, 0]], constant_values=True)
-        starts = tf.gather(self._start_table, token_ids) | after_special
+        starts, _ = word_starts(token_ids, self._start_table, self._special_table)
         words = tf.RaggedTensor.from_row_starts(
             tf.reshape(token_ids, [-1]), tf.where(tf.reshape(starts, [-1]))[:, 0], validate=False
         )
@@ -130,7 +128,14 @@ class DynamicMasker:
         return tf.RaggedTensor.from_row_lengths(words, words_per_row, validate=False)
 
 
-def _word_tables(word_start_table, vocab_size: int, special_ids: list[int]):
+def word_starts(token_ids, start_table, special_table):
+    """(token starts a word, token is special) [B, L]: specials and the token after one start words."""
+    is_special = tf.gather(special_table, token_ids)
+    after_special = tf.pad(is_special[:, :-1], [[0, 0], [1, 0]], constant_values=True)
+    return tf.gather(start_table, token_ids) | after_special, is_special
+
+
+def word_tables(word_start_table, vocab_size: int, special_ids: list[int]):
     """Lookup tables: id starts a word (specials always do), and id is special."""
     if word_start_table is None:
         raise ConfigError("whole_word masking needs a word_start_table (bool per vocabulary id).")
