@@ -361,3 +361,40 @@ def test_make_dataset_validation(instances, static_file):
         make_dataset(instances, 32, static_path=path)
     with pytest.raises(ConfigError, match="cannot fill"):
         make_dataset({key: value[:10] for key, value in instances.items()}, 32, masker=make_masker(), repeat=False)
+
+
+def test_static_records_keep_each_features_dtype_and_shape(tmp_path):
+    """Matrices, floats and bools come back as written: XLNet-style [L, L] masks, float targets."""
+    rng = np.random.default_rng(0)
+    instances = {"token_ids": rng.integers(5, 50, size=(40, 6)).astype(np.int32)}
+
+    def masker(features):
+        ids = features["token_ids"]
+        return {
+            "token_ids": ids,
+            "permutation_mask": tf.cast(ids[:, :, None] < ids[:, None, :], tf.float32),
+            "is_even": tf.equal(ids % 2, 0),
+            "mask_positions": tf.cast(ids[:, :2], tf.int64),
+            "targets": tf.cast(ids, tf.float32) / 7.0,
+            "label": ids[:, 0] % 3,
+        }
+
+    path = str(tmp_path / "masked.tfrecord")
+    write_static_tfrecords(instances, masker, 1, path, batch_size=16)
+    dataset = read_static_tfrecords(path, 6, 2)
+    expected = masker({"token_ids": tf.constant(instances["token_ids"])})
+    assert {key: (spec.dtype, spec.shape) for key, spec in dataset.element_spec.items()} == {
+        key: (value.dtype, value.shape[1:]) for key, value in expected.items()
+    }
+    read = next(dataset.batch(40).as_numpy_iterator())
+    for key, value in expected.items():
+        np.testing.assert_array_equal(read[key], value.numpy(), err_msg=key)
+
+
+def test_static_files_without_a_description_are_refused(tmp_path):
+    path = str(tmp_path / "old.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        feature = tf.train.Feature(int64_list=tf.train.Int64List(value=[1, 2]))
+        writer.write(tf.train.Example(features=tf.train.Features(feature={"token_ids": feature})).SerializeToString())
+    with pytest.raises(BertologyError, match="feature description"):
+        read_static_tfrecords(path)

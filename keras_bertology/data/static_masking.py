@@ -1,11 +1,14 @@
 """Static masking, the original BERT recipe: masks drawn once, written to a TFRecord file.
 
 Each instance is masked `dupe_factor` times with different masks; training then
-cycles through these fixed copies. Every feature is stored as an int64 list and
-read back with the dtypes and shapes of `DynamicMasker`'s output, so training
-code treats static and dynamic data alike.
+cycles through these fixed copies. The file's first record describes every
+feature (dtype and per-instance shape, e.g. [L] int32 ids, [L, L] permutation
+masks, [P] float32 weights); the others hold the values, flattened into int64
+or float lists, and are read back with exactly the masker's dtypes and shapes,
+so training code treats static and dynamic data alike.
 """
 
+import json
 import os
 from collections.abc import Callable, Iterator
 
@@ -15,10 +18,7 @@ import tensorflow as tf
 
 from keras_bertology.errors import BertologyError, ConfigError
 
-# Keys holding one value per masked prediction; any other key is per position or per instance.
-_PREDICTION_KEYS = ("mask_positions", "mask_ids", "mask_weights")
-# Dtypes that int64 storage loses; every other key is int32.
-_DTYPES = {"padding_mask": tf.bool, "mask_weights": tf.float32}
+_SPEC_KEY = "feature_spec"
 _PARSE_BATCH = 1024
 
 Masker = Callable[[dict[str, tf.Tensor]], dict[str, tf.Tensor]]
@@ -48,7 +48,9 @@ def write_static_tfrecords(
     temp_path = path + ".tmp"
     try:
         with tf.io.TFRecordWriter(temp_path) as writer:
-            for batch in _masked_batches(instances, masker, dupe_factor, batch_size):
+            for number, batch in enumerate(_masked_batches(instances, masker, dupe_factor, batch_size)):
+                if number == 0:
+                    writer.write(_spec_record(batch))
                 for record in _serialize(batch):
                     writer.write(record)
                 progress.add(len(batch["token_ids"]))
@@ -73,16 +75,16 @@ def read_static_tfrecords(
         raise BertologyError(
             f"Static masking file {path!r} does not exist; write it with write_static_tfrecords."
         )
-    lengths = _feature_lengths(path)
-    _check_length(path, lengths, "token_ids", seq_len, "seq_len")
-    _check_length(path, lengths, "mask_positions", max_predictions, "max_predictions")
-    spec = {key: tf.io.FixedLenFeature(_shape(key, length), tf.int64) for key, length in lengths.items()}
+    spec = _read_spec(path)
+    _check_length(path, spec, "token_ids", seq_len, "seq_len")
+    _check_length(path, spec, "mask_positions", max_predictions, "max_predictions")
+    stored = {key: tf.io.FixedLenFeature(shape, _storage_dtype(dtype)) for key, (dtype, shape) in spec.items()}
 
     def parse(records):
-        parsed = tf.io.parse_example(records, spec)
-        return {key: tf.cast(value, _DTYPES.get(key, tf.int32)) for key, value in parsed.items()}
+        parsed = tf.io.parse_example(records, stored)
+        return {key: tf.cast(value, spec[key][0]) for key, value in parsed.items()}
 
-    return tf.data.TFRecordDataset(path).batch(_PARSE_BATCH).map(parse).unbatch()
+    return tf.data.TFRecordDataset(path).skip(1).batch(_PARSE_BATCH).map(parse).unbatch()
 
 
 def _masked_batches(
@@ -93,34 +95,50 @@ def _masked_batches(
     return dataset.map(masker).prefetch(2).as_numpy_iterator()
 
 
+def _storage_dtype(dtype):
+    """Floats are stored as float lists, every integer or bool as int64."""
+    return tf.float32 if tf.as_dtype(dtype).is_floating else tf.int64
+
+
+def _spec_record(batch: dict[str, np.ndarray]) -> bytes:
+    spec = {key: {"dtype": value.dtype.name, "shape": list(value.shape[1:])} for key, value in batch.items()}
+    feature = tf.train.Feature(bytes_list=tf.train.BytesList(value=[json.dumps(spec).encode()]))
+    return tf.train.Example(features=tf.train.Features(feature={_SPEC_KEY: feature})).SerializeToString()
+
+
 def _serialize(batch: dict[str, np.ndarray]) -> Iterator[bytes]:
-    columns = {key: value.astype(np.int64).reshape(len(value), -1) for key, value in batch.items()}
+    columns = {key: value.reshape(len(value), -1) for key, value in batch.items()}
     for row in range(len(batch["token_ids"])):
-        feature = {
-            key: tf.train.Feature(int64_list=tf.train.Int64List(value=column[row].tolist()))
-            for key, column in columns.items()
-        }
+        feature = {}
+        for key, column in columns.items():
+            if column.dtype.kind == "f":
+                feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=column[row].tolist()))
+            else:
+                feature[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=column[row].astype(np.int64)))
         yield tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
-def _feature_lengths(path: str) -> dict[str, int]:
+def _read_spec(path: str) -> dict[str, tuple]:
+    """{key: (dtype, per-instance shape)} from the file's first record."""
     for record in tf.data.TFRecordDataset(path).take(1):
-        example = tf.train.Example.FromString(record.numpy())
-        return {key: len(feature.int64_list.value) for key, feature in example.features.feature.items()}
+        stored = tf.train.Example.FromString(record.numpy()).features.feature
+        if _SPEC_KEY not in stored:
+            raise BertologyError(
+                f"Static masking file {path!r} does not start with a feature description; "
+                "it was not written by this version of the library: delete it to have it rewritten."
+            )
+        spec = json.loads(stored[_SPEC_KEY].bytes_list.value[0])
+        return {key: (tf.as_dtype(item["dtype"]), item["shape"]) for key, item in spec.items()}
     raise BertologyError(f"Static masking file {path!r} holds no records.")
 
 
-def _shape(key: str, length: int) -> list[int]:
-    """Per-instance values (like nsp_labels) are stored as one-element lists and read as scalars."""
-    return [] if length == 1 and key not in _PREDICTION_KEYS else [length]
-
-
-def _check_length(path: str, lengths: dict[str, int], key: str, expected: int | None, name: str):
-    if key not in lengths:
+def _check_length(path: str, spec: dict, key: str, expected: int | None, name: str):
+    if key not in spec:
         raise BertologyError(
             f"Static masking file {path!r} has no {key!r} feature; it was not written by this library."
         )
-    if expected is not None and lengths[key] != expected:
+    length = spec[key][1][0]
+    if expected is not None and length != expected:
         raise BertologyError(
-            f"Static masking file {path!r} was written with {name}={lengths[key]}, not {expected}."
+            f"Static masking file {path!r} was written with {name}={length}, not {expected}."
         )
