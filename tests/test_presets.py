@@ -16,8 +16,12 @@ PUBLISHED = {
     "albert-large": 17_683_968,
     "albert-xlarge": 58_724_864,
     "albert-xxlarge": 222_595_584,
+    # BERT-Base/Large cased (108,310,272 / 333,579,264) without the pooler.
+    "spanbert-base": 107_719_680,
+    "spanbert-large": 332_529_664,
 }
-SMALL = ["bert-tiny", "bert-mini", "bert-small", "bert-medium", "roberta-tiny", "roberta-mini", "albert-tiny"]
+SMALL = ["bert-tiny", "bert-mini", "bert-small", "bert-medium", "roberta-tiny", "roberta-mini", "albert-tiny",
+         "spanbert-tiny"]
 PRESETS = [(family, name) for family in FAMILIES.values() for name in family.presets]
 
 
@@ -32,7 +36,7 @@ def _keras_hub(family, name):
         num_heads=config["num_heads"], hidden_dim=config["hidden_size"],
         intermediate_dim=config["intermediate_size"], max_sequence_length=config["max_positions"],
     )
-    if family.name == "bert":
+    if family.name in ("bert", "spanbert"):
         return keras_hub.models.BertBackbone(num_segments=config["num_segments"], **common)
     if family.name == "albert":
         return keras_hub.models.AlbertBackbone(
@@ -56,7 +60,10 @@ def test_big_presets_match_published_counts(name, expected):
 def test_small_presets_match_keras_hub(name):
     family = FAMILIES[name.split("-")[0]]
     ours = _ours(family, name).count_params()
-    assert ours == _keras_hub(family, name).count_params()
+    config = family.presets[name]["config"]
+    # keras-hub's BERT always has the pooler (hidden x hidden + bias); SpanBERT has none.
+    pooler = config["hidden_size"] * (config["hidden_size"] + 1) if family.name == "spanbert" else 0
+    assert ours == _keras_hub(family, name).count_params() - pooler
     assert ours == family.presets[name]["params"]
 
 

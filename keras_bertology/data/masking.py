@@ -128,6 +128,18 @@ class DynamicMasker:
         return tf.RaggedTensor.from_row_lengths(words, words_per_row, validate=False)
 
 
+def token_masker(tokenizer, max_predictions, whole_word=False):
+    """BERT's masking stage for `tokenizer`: 15% of tokens (or whole words), 80/10/10."""
+    return DynamicMasker(
+        MaskingConfig(max_predictions=max_predictions, whole_word=whole_word),
+        vocab_size=tokenizer.vocab_size,
+        mask_id=tokenizer.mask_id,
+        pad_id=tokenizer.pad_id,
+        special_ids=tokenizer.special_ids,
+        word_start_table=tokenizer.word_start_table,
+    )
+
+
 def word_starts(token_ids, start_table, special_table):
     """(token starts a word, token is special) [B, L]: specials and the token after one start words."""
     is_special = tf.gather(special_table, token_ids)

@@ -98,6 +98,12 @@ class SpanMasker:
         self.per_span_decision, self.boundaries = per_span_decision, boundaries
         self._start_table, self._special_table = word_tables(word_start_table, vocab_size, sorted(set(ids)))
 
+    @classmethod
+    def for_tokenizer(cls, tokenizer, length_probs, max_predictions, **kwargs):
+        """A span masker with `tokenizer`'s vocabulary, special ids and word starts."""
+        return cls(length_probs, tokenizer.vocab_size, tokenizer.mask_id, tokenizer.pad_id,
+                   tokenizer.special_ids, tokenizer.word_start_table, max_predictions=max_predictions, **kwargs)
+
     def __call__(self, features):
         token_ids = tf.convert_to_tensor(features["token_ids"], tf.int32)
         word_of_token, word_pieces, word_free = self._words(token_ids)

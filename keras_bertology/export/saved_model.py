@@ -70,15 +70,17 @@ def export_saved_model(run, export_dir):
 
 def _mlm_endpoint(run):
     """Raw strings -> MLM logits at every position [B, seq_len, V]."""
-    pretrainer, tokenizer, seq_len = run.pretrainer, run.tokenizer, run.seq_len
-    input_names = [name for name in pretrainer.input if name != "mask_positions"]
+    tokenizer, seq_len = run.tokenizer, run.seq_len
+    # The part of the pretrainer that MLM needs: other heads may take inputs serving cannot supply.
+    names = [*run.backbone.input, "mask_positions"]
+    masked_lm = keras.Model({name: run.pretrainer.input[name] for name in names}, run.pretrainer.output["mlm"])
 
     def mlm(text):
         packed = pack_text(tokenizer, seq_len, text)
-        inputs = {name: packed[name] for name in input_names}
         batch = tf.shape(packed["token_ids"])[0]
-        inputs["mask_positions"] = tf.tile(tf.range(seq_len)[None, :], [batch, 1])
-        logits = pretrainer(inputs, training=False)["mlm"]
+        positions = tf.tile(tf.range(seq_len)[None, :], [batch, 1])
+        inputs = {name: packed[name] for name in run.backbone.input}
+        logits = masked_lm(dict(inputs, mask_positions=positions), training=False)
         return dict(logits=logits, **packed)
 
     return mlm

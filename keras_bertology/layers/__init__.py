@@ -4,6 +4,7 @@ from keras_bertology.layers.attention import MultiHeadSelfAttention, merge_atten
 from keras_bertology.layers.embeddings import TokenPositionSegmentEmbedding
 from keras_bertology.layers.heads import MaskedLMHead, PooledClassificationHead, gather_positions
 from keras_bertology.layers.shared_stack import SharedEncoderStack
+from keras_bertology.layers.span_boundary import SpanBoundaryHead
 from keras_bertology.layers.transformer_block import TransformerEncoderBlock
 
 __all__ = [
@@ -11,6 +12,7 @@ __all__ = [
     "MultiHeadSelfAttention",
     "PooledClassificationHead",
     "SharedEncoderStack",
+    "SpanBoundaryHead",
     "TokenPositionSegmentEmbedding",
     "TransformerEncoderBlock",
     "gather_positions",

@@ -24,6 +24,8 @@ class ModelFamily:
         instances_path: `build(documents, seq_len, specials, rng, copies, packing) ->
             dict of arrays`, documents being lists of token-id arrays.
         masking: default masking, "static" (written once) or "dynamic".
+        masker_path: `build(tokenizer, max_predictions, whole_word) -> masker`,
+            the masking stage mapped over batches of instances.
         packings: the `--packing` choices the instance builder takes, default
             first; empty when it takes none.
         hf_model_types: the Hugging Face `model_type`s this family imports.
@@ -41,6 +43,7 @@ class ModelFamily:
     packings: tuple = ()
     hf_model_types: tuple = ()
     converter_path: str | None = None
+    masker_path: str = "keras_bertology.data.masking:token_masker"
 
     @property
     def backbone_cls(self):
@@ -58,6 +61,10 @@ class ModelFamily:
         """Pretraining instances of tokenized `documents`, built `copies` times."""
         packing = packing or (self.packings[0] if self.packings else None)
         return import_object(self.instances_path)(documents, seq_len, specials, rng, copies, packing)
+
+    def build_masker(self, tokenizer, max_predictions, whole_word=False):
+        """The family's masking stage for batches of its instances."""
+        return import_object(self.masker_path)(tokenizer, max_predictions, whole_word)
 
     def convert_hf(self, config, weights):
         """This family's model from a Hugging Face config and tensors (see `converter_path`)."""

@@ -16,7 +16,6 @@ import tensorflow as tf
 
 from keras_bertology.atomic import atomic_directory
 from keras_bertology.data.corpus import read_corpus
-from keras_bertology.data.masking import DynamicMasker, MaskingConfig
 from keras_bertology.data.pipeline import make_dataset
 from keras_bertology.data.static_masking import write_static_tfrecords
 from keras_bertology.data.tokenizers import load_tokenizer
@@ -78,7 +77,7 @@ def _pretrain(family, options, documents, run_dir, export_dir, checkpoints):
     instances = _build_instances(family, documents, tokenizer, options, copies)
     _say(options, f"instances: {len(instances['token_ids'])} sequences of {options.seq_len} tokens"
                   + (f" ({copies} builds of the corpus)" if copies > 1 else ""))
-    dataset = _masked_dataset(instances, tokenizer, masking, run_dir, options)
+    dataset = _masked_dataset(family, instances, tokenizer, masking, run_dir, options)
 
     steps_per_window, windows = options.steps_per_window, options.windows
     total_steps = windows * steps_per_window
@@ -111,7 +110,7 @@ def _pretrain(family, options, documents, run_dir, export_dir, checkpoints):
     save_run_model(run_dir, run)
     export_saved_model(run, export_dir)
     metrics = _metrics(options, pretrainer, history.records, total_steps, train_seconds, export_dir)
-    chance = chance_levels(instances, tokenizer, pretrainer.objectives)
+    chance = chance_levels(instances, tokenizer, pretrainer.declared_objectives)
     for name, levels in chance.items():
         metrics["objectives"][name]["chance"] = levels
     metrics.update(masking=masking, instances=family.instance_kind(options.packing),
@@ -185,15 +184,8 @@ def _build_instances(family, documents, tokenizer, options, copies):
                                   np.random.default_rng(options.seed), copies, options.packing)
 
 
-def _masked_dataset(instances, tokenizer, masking, run_dir, options):
-    masker = DynamicMasker(
-        MaskingConfig(max_predictions=options.max_predictions, whole_word=options.whole_word),
-        vocab_size=tokenizer.vocab_size,
-        mask_id=tokenizer.mask_id,
-        pad_id=tokenizer.pad_id,
-        special_ids=tokenizer.special_ids,
-        word_start_table=tokenizer.word_start_table,
-    )
+def _masked_dataset(family, instances, tokenizer, masking, run_dir, options):
+    masker = family.build_masker(tokenizer, options.max_predictions, options.whole_word)
     if masking == "dynamic":
         return make_dataset(instances, options.batch_size, masker=masker, seed=options.seed)
     path = run_dir / "data" / f"static_masked_x{options.dupe_factor}.tfrecord"

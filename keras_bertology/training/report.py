@@ -32,18 +32,19 @@ def _window(record, objective):
 def chance_levels(instances, tokenizer, objectives):
     """What guessing scores, per objective, to read the learned numbers against.
 
-    MLM targets are the corpus' non-special tokens, so guessing the most
-    frequent one scores its share, and the unigram distribution scores its
-    entropy as loss. A label objective (`<name>_labels` among the instances)
-    scores its majority share and the labels' entropy.
+    `objectives` are `models.pretrainer.Objective`s. Token objectives (MLM,
+    SBO: targets in `mask_ids`) predict the corpus' non-special tokens, so
+    guessing the most frequent one scores its share, and the unigram
+    distribution scores its entropy as loss. A label objective (its labels
+    among the instances) scores its majority share and the labels' entropy.
     """
     levels = {}
-    for name in objectives:
-        labels = instances.get(f"{name}_labels")
+    for objective in objectives:
+        name, labels = objective.name, instances.get(objective.label_key)
         if labels is not None:
             shares = np.bincount(labels.ravel()) / labels.size
             levels[name] = {"accuracy": float(shares.max()), "loss": _entropy(shares)}
-        elif name == "mlm":
+        elif objective.label_key == "mask_ids":
             counts = np.bincount(instances["token_ids"].ravel(), minlength=tokenizer.vocab_size)
             counts[tokenizer.special_ids] = 0
             shares = counts / counts.sum()

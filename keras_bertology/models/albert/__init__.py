@@ -14,6 +14,7 @@ ALBERT = FAMILY = ModelFamily(
     hf_model_types=("albert",),
     converter_path="keras_bertology.models.albert.convert:convert",
     masking="static",
+    masker_path="keras_bertology.models.albert.masking:ngram_masker",
 )
 
 __getattr__ = lazy_attributes(__name__, {

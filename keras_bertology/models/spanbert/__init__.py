@@ -1,0 +1,27 @@
+"""SpanBERT: BERT's encoder pretrained on single segments by span masking, MLM + span boundary objective.
+
+Published SpanBERT checkpoints are BERT checkpoints (`model_type` "bert"),
+so `bertology convert` imports them through the BERT family.
+"""
+
+from keras_bertology.lazy_imports import lazy_attributes
+from keras_bertology.models.family import ModelFamily
+from keras_bertology.models.spanbert.presets import SPANBERT_PRESETS
+
+SPANBERT = FAMILY = ModelFamily(
+    name="spanbert",
+    presets=SPANBERT_PRESETS,
+    backbone_path="keras_bertology.models.bert.backbone:BertBackbone",
+    pretrainer_path="keras_bertology.models.spanbert.pretrainer:SpanBertPretrainer",
+    tokenizer_path="keras_bertology.models.spanbert.tokenizer:train_tokenizer",
+    instances_path="keras_bertology.data.instances:packed_instances",
+    masking="dynamic",
+    masker_path="keras_bertology.models.spanbert.masking:span_masker",
+    packings=("doc-sentences", "full-sentences"),
+)
+
+__getattr__ = lazy_attributes(__name__, {
+    "SpanBertPretrainer": "keras_bertology.models.spanbert.pretrainer",
+})
+
+__all__ = ["SPANBERT", "SPANBERT_PRESETS", "SpanBertPretrainer"]

@@ -1,0 +1,10 @@
+"""SpanBERT's masking stage: Geometric(0.2) spans of 1-10 whole words, one 80/10/10 draw per span."""
+
+from keras_bertology.data.span_masking import SpanMasker, geometric_span_probs
+
+
+def span_masker(tokenizer, max_predictions, whole_word=True):
+    """Spans are whole words always (`whole_word` is accepted for the common signature); adds the
+    boundary features the span boundary objective reads."""
+    return SpanMasker.for_tokenizer(tokenizer, geometric_span_probs(0.2, 10), max_predictions,
+                                    per_span_decision=True, boundaries=True)
