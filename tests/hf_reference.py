@@ -52,7 +52,10 @@ def nonlinear_share(model, batch):
     """
     captured = []
     base = getattr(model, model.base_model_prefix, model)
-    dense = base.encoder.layer[0].intermediate.dense
+    if hasattr(base.encoder, "layer"):
+        dense = base.encoder.layer[0].intermediate.dense
+    else:  # ALBERT: the first group's first layer
+        dense = base.encoder.albert_layer_groups[0].albert_layers[0].ffn
     handle = dense.register_forward_hook(lambda module, args, output: captured.append(output))
     with torch.no_grad():
         model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])

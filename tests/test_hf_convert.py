@@ -180,3 +180,45 @@ def test_roberta_layouts_convert_and_serve_like_transformers(tmp_path, capsys, b
         masked = ["Now is the <mask> of our discontent."]
         expected_ids = tokenizer(masked, padding="max_length", max_length=SEQ_LEN)["input_ids"]
         np.testing.assert_array_equal(served.mlm(tf.constant(masked))["token_ids"].numpy(), expected_ids)
+
+
+@pytest.fixture(scope="module")
+def albert_spiece(tmp_path_factory):
+    """A unigram spiece.model with ALBERT's specials and no byte fallback, as ALBERT ships."""
+    from keras_bertology.data.corpus import default_corpus_paths, read_corpus
+    from keras_bertology.data.tokenizers import ALBERT_SPECIAL_TOKENS, train_sentencepiece
+
+    sentences = [s for document in read_corpus(default_corpus_paths()[:2]) for s in document]
+    trained = train_sentencepiece([s.lower() for s in sentences], 1500, model_type="unigram", byte_fallback=False,
+                                  special_tokens=ALBERT_SPECIAL_TOKENS)
+    path = tmp_path_factory.mktemp("spiece") / "spiece.model"
+    path.write_bytes(trained.model_proto)
+    return path
+
+
+ALBERT_LAYOUTS = [
+    ("AlbertModel", ["pooler"], {}),
+    ("AlbertForPreTraining", ["pooler", "mlm", "sop"], {"keep_accents": True}),
+    ("AlbertForMaskedLM", ["mlm"], {"do_lower_case": False}),
+]
+# Upper case, accents, TeX quotes, runs of spaces and the mask: ALBERT's preprocessing at work.
+ALBERT_TEXTS = ["``Café'' is NOT   naïve, Ünïcödé!", "Now is the winter of our [MASK].", "Hi."]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cls_name,heads,tokenizer_config", ALBERT_LAYOUTS)
+def test_albert_layouts_convert_and_serve_like_transformers(tmp_path, capsys, albert_spiece, cls_name, heads,
+                                                           tokenizer_config, monkeypatch):
+    hf_dir = tmp_path / "hf"
+    hf_dir.mkdir()
+    (hf_dir / "spiece.model").write_bytes(albert_spiece.read_bytes())
+    if tokenizer_config:
+        (hf_dir / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
+    tokenizer = transformers.AlbertTokenizer.from_pretrained(str(hf_dir), **tokenizer_config)
+    config = transformers.AlbertConfig(vocab_size=len(tokenizer), embedding_size=24, **SMALL)
+    hf = perturbed_hf_model(getattr(transformers, cls_name), config)
+    hf.save_pretrained(str(hf_dir))
+    served, report = _convert_and_export(hf_dir, tmp_path, capsys, "--seq-len", str(SEQ_LEN))
+    assert f"heads: {', '.join(heads)};" in report
+    monkeypatch.setattr(__import__(__name__), "TEXTS", ALBERT_TEXTS)
+    _assert_serves_like_transformers(served, hf, tokenizer, [h for h in heads if h != "sop"], tmp_path / "export")

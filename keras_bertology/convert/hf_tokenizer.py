@@ -1,14 +1,21 @@
 """The in-graph tokenizer of a Hugging Face model folder, from whichever files it ships.
 
 transformers 4 writes `vocab.txt` (WordPiece) or `vocab.json` + `merges.txt`
-(byte-level BPE); transformers 5 writes only `tokenizer.json`. All three are
-read into tokenizers that run inside the SavedModel graph.
+(byte-level BPE); transformers 5 writes only `tokenizer.json`; ALBERT-style
+models ship `spiece.model` (SentencePiece). All are read into tokenizers that
+run inside the SavedModel graph.
 """
 
 from pathlib import Path
 
 from keras_bertology.data.byte_bpe import ByteLevelBPETokenizer
-from keras_bertology.data.tokenizers import WordPieceTokenizer, read_json_object, tokens_by_id
+from keras_bertology.data.tokenizers import (
+    ALBERT_SPECIAL_TOKENS,
+    SentencePieceTokenizer,
+    WordPieceTokenizer,
+    read_json_object,
+    tokens_by_id,
+)
 from keras_bertology.errors import CheckpointError, ConfigError
 
 
@@ -28,6 +35,8 @@ def load_hf_tokenizer(hf_dir, model_vocab_size):
 
 
 def _read_tokenizer(hf_dir):
+    if (hf_dir / "spiece.model").is_file():
+        return _sentencepiece(hf_dir)
     if (hf_dir / "vocab.txt").is_file():
         return WordPieceTokenizer(hf_dir / "vocab.txt", lower_case=_config_lower_case(hf_dir))
     spec = read_json_object(hf_dir / "tokenizer.json", "tokenizer.json") \
@@ -48,6 +57,20 @@ def _read_tokenizer(hf_dir):
         merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model.get("merges", [])]
         return ByteLevelBPETokenizer(model.get("vocab"), merges, mask_lstrip=_mask_lstrip(hf_dir, spec))
     raise ConfigError(f"tokenizer.json has a {kind!r} model; supported: WordPiece, BPE (byte-level)")
+
+
+def _sentencepiece(hf_dir):
+    """spiece.model with the specials and preprocessing of tokenizer_config.json (ALBERT's when absent):
+    `` and '' become ", accents are stripped unless keep_accents, lowercased when do_lower_case."""
+    path = hf_dir / "tokenizer_config.json"
+    config = read_json_object(path, "tokenizer_config.json") if path.is_file() else {}
+    specials = {}
+    for role, default in ALBERT_SPECIAL_TOKENS.items():
+        token = config.get(f"{role}_token", default)
+        specials[role] = token.get("content", default) if isinstance(token, dict) else str(token)
+    return SentencePieceTokenizer(
+        hf_dir / "spiece.model", specials, lower_case=bool(config.get("do_lower_case", True)),
+        strip_accents=not config.get("keep_accents", False), replace_quotes=True)
 
 
 def _config_lower_case(hf_dir):

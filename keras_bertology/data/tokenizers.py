@@ -203,7 +203,8 @@ class SentencePieceTokenizer(Tokenizer):
 
     type_name = "sentencepiece"
 
-    def __init__(self, model_proto: bytes | PathLike, special_tokens: dict | None = None):
+    def __init__(self, model_proto: bytes | PathLike, special_tokens: dict | None = None,
+                 lower_case: bool = False, strip_accents: bool = False, replace_quotes: bool = False):
         if isinstance(model_proto, (str, os.PathLike)):
             model_proto = _read_bytes(Path(model_proto), "SentencePiece model")
         model_proto = bytes(model_proto)
@@ -225,11 +226,12 @@ class SentencePieceTokenizer(Tokenizer):
             control_ids=[i for i in range(len(pieces)) if processor.is_control(i)],
         )
         self.special_tokens = special_tokens
+        self.preprocessing = dict(lower_case=lower_case, strip_accents=strip_accents, replace_quotes=replace_quotes)
         self._model_proto = model_proto
         self._sentencepiece = tf_text.SentencepieceTokenizer(model=self._model_proto, out_type=tf.int32)
 
     def _tokenize(self, strings):
-        return self._sentencepiece.tokenize(strings)
+        return self._sentencepiece.tokenize(_sentencepiece_preprocess(strings, **self.preprocessing))
 
     def detokenize(self, ids):
         """Decoded text, byte-fallback pieces turned back into characters."""
@@ -250,7 +252,7 @@ class SentencePieceTokenizer(Tokenizer):
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         (directory / SENTENCEPIECE_MODEL_FILE).write_bytes(self._model_proto)
-        self._write_config(directory, lower_case=False, special_tokens=self.special_tokens)
+        self._write_config(directory, special_tokens=self.special_tokens, **self.preprocessing)
 
 
 def load_tokenizer(directory: PathLike) -> Tokenizer:
@@ -267,7 +269,9 @@ def load_tokenizer(directory: PathLike) -> Tokenizer:
         lower_case = bool(config.get("lower_case", True))
         return WordPieceTokenizer(directory / WORDPIECE_VOCAB_FILE, lower_case=lower_case)
     if kind == SentencePieceTokenizer.type_name:
-        return SentencePieceTokenizer(directory / SENTENCEPIECE_MODEL_FILE, config.get("special_tokens"))
+        preprocessing = {key: bool(config.get(key, False)) for key in ("lower_case", "strip_accents", "replace_quotes")}
+        return SentencePieceTokenizer(directory / SENTENCEPIECE_MODEL_FILE, config.get("special_tokens"),
+                                      **preprocessing)
     if kind == ByteLevelBPETokenizer.type_name:
         return ByteLevelBPETokenizer.from_files(directory, mask_lstrip=config.get("mask_lstrip", True))
     raise ConfigError(
@@ -432,6 +436,18 @@ def train_sentencepiece(
     except RuntimeError as error:
         raise ConfigError(f"SentencePiece training failed: {error}") from None
     return SentencePieceTokenizer(model.getvalue(), special_tokens)
+
+
+def _sentencepiece_preprocess(strings, lower_case, strip_accents, replace_quotes):
+    """What Hugging Face's ALBERT and XLNet tokenizers do before SentencePiece: `` and '' become ",
+    accents go (NFKD, combining marks dropped), and text is lowercased, each when asked."""
+    if replace_quotes:
+        strings = tf.strings.regex_replace(strings, "``|''", '"')
+    if strip_accents:
+        strings = tf.strings.regex_replace(tf_text.normalize_utf8(strings, "NFKD"), r"\p{Mn}", "")
+    if lower_case:
+        strings = tf.strings.lower(strings, encoding="utf-8")
+    return strings
 
 
 def bert_normalize(strings: tf.Tensor, lower_case: bool) -> tf.Tensor:

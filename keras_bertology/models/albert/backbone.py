@@ -13,8 +13,8 @@ class AlbertBackbone(Backbone):
     The token, position and segment tables (and their LayerNorm) are
     E-dimensional; one dense layer maps them to H, so the vocabulary costs
     V x E instead of V x H parameters. The layers share weights as
-    `SharedEncoderStack` describes. Outputs: `sequence_output` [B, L, H] and
-    `pooled_output` [B, H] (dense + tanh over the first token).
+    `SharedEncoderStack` describes. Outputs: `sequence_output` [B, L, H] and,
+    with `use_pooler`, `pooled_output` [B, H] (dense + tanh over the first token).
 
     Args:
         vocab_size, num_layers, num_heads, hidden_size, intermediate_size: ints.
@@ -22,6 +22,7 @@ class AlbertBackbone(Backbone):
         num_groups: int, groups of distinct layer weights (1: all layers share).
         inner_group_num: int, blocks per group.
         activation: str, "gelu_approximate" as ALBERT's `gelu_new`.
+        use_pooler: bool, add the pooler (masked-LM-only checkpoints have none).
         max_positions, num_segments, dropout, attention_dropout,
         layer_norm_epsilon, initializer_range, dtype: as for `BertBackbone`.
 
@@ -39,7 +40,7 @@ class AlbertBackbone(Backbone):
 
     def __init__(self, vocab_size, num_layers, num_heads, hidden_size, intermediate_size, embedding_size=128,
                  num_groups=1, inner_group_num=1, activation="gelu_approximate", max_positions=512,
-                 num_segments=2, dropout=0.0, attention_dropout=0.0, layer_norm_epsilon=1e-12,
+                 num_segments=2, use_pooler=True, dropout=0.0, attention_dropout=0.0, layer_norm_epsilon=1e-12,
                  initializer_range=0.02, dtype=None, **kwargs):
         check_heads(hidden_size, num_heads)
         inputs = encoder_inputs(num_segments)
@@ -58,14 +59,14 @@ class AlbertBackbone(Backbone):
             layer_norm_epsilon=layer_norm_epsilon, initializer_range=initializer_range, dtype=dtype,
             name="encoder",
         )(x, attention_mask=merge_attention_masks(inputs["padding_mask"]))
-        outputs = {"sequence_output": x,
-                   "pooled_output": first_token_pooler(x, hidden_size, initializer_range, dtype)}
+        outputs = {"sequence_output": x}
+        if use_pooler:
+            outputs["pooled_output"] = first_token_pooler(x, hidden_size, initializer_range, dtype)
         config = dict(
             vocab_size=vocab_size, num_layers=num_layers, num_heads=num_heads, hidden_size=hidden_size,
             intermediate_size=intermediate_size, embedding_size=embedding_size, num_groups=num_groups,
             inner_group_num=inner_group_num, activation=activation, max_positions=max_positions,
-            num_segments=num_segments, dropout=dropout, attention_dropout=attention_dropout,
+            num_segments=num_segments, use_pooler=use_pooler, dropout=dropout, attention_dropout=attention_dropout,
             layer_norm_epsilon=layer_norm_epsilon, initializer_range=initializer_range,
         )
         super().__init__(inputs, outputs, config, dtype=dtype, **kwargs)
-        self.use_pooler = True

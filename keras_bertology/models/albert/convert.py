@@ -14,7 +14,7 @@ _REQUIRED_SIZES = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_la
                    "intermediate_size", "max_position_embeddings", "num_hidden_groups", "inner_group_num")
 
 
-def backbone_kwargs_from_hf(config):
+def backbone_kwargs_from_hf(config, use_pooler=True):
     """AlbertBackbone kwargs of a Hugging Face ALBERT config."""
     from keras_bertology.layers.activations import HF_ACTIVATIONS
 
@@ -32,7 +32,7 @@ def backbone_kwargs_from_hf(config):
         intermediate_size=config["intermediate_size"], embedding_size=config["embedding_size"],
         num_groups=config["num_hidden_groups"], inner_group_num=config["inner_group_num"],
         activation=HF_ACTIVATIONS[hidden_act], max_positions=config["max_position_embeddings"],
-        num_segments=config.get("type_vocab_size", 2), dropout=config.get("hidden_dropout_prob", 0.0),
+        num_segments=config.get("type_vocab_size", 2), use_pooler=use_pooler, dropout=config.get("hidden_dropout_prob", 0.0),
         attention_dropout=config.get("attention_probs_dropout_prob", 0.0),
         layer_norm_epsilon=config.get("layer_norm_eps", 1e-12), initializer_range=config.get("initializer_range", 0.02),
     )
@@ -40,11 +40,12 @@ def backbone_kwargs_from_hf(config):
 
 def convert(family, config, weights):
     """(backbone, pretrainer or None, heads imported, names used) from an ALBERT checkpoint."""
-    backbone = family.backbone_cls(**backbone_kwargs_from_hf(config))
     weights = rename_legacy_layer_norm(weights)
+    use_pooler = "albert.pooler.weight" in weights or "pooler.weight" in weights
+    backbone = family.backbone_cls(**backbone_kwargs_from_hf(config, use_pooler))
     source = WeightSource(weights, prefix="albert.")
     _load_backbone(backbone, source)
-    heads, pretrainer = ["pooler"], None
+    heads, pretrainer = ["pooler"] if use_pooler else [], None
     if "predictions.dense.weight" in weights:
         sop = "sop_classifier.classifier.weight" in weights
         pretrainer = family.pretrainer_cls(backbone, sentence_order_prediction=sop)
@@ -69,7 +70,8 @@ def _load_backbone(backbone, source):
     for group in range(stack.num_groups):
         for inner, block in enumerate(stack.group_blocks(group)):
             _load_block(block, source, f"encoder.albert_layer_groups.{group}.albert_layers.{inner}")
-    load_dense(backbone.get_layer("pooler"), source, "pooler")
+    if backbone.use_pooler:
+        load_dense(backbone.get_layer("pooler"), source, "pooler")
 
 
 def _load_block(block, source, prefix):

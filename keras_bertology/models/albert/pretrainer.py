@@ -34,6 +34,8 @@ class AlbertPretrainer(Pretrainer):
             )(encoded["sequence_output"], inputs["mask_positions"]),
         }
         if sentence_order_prediction:
+            if "pooled_output" not in encoded:
+                raise ValueError("sentence-order prediction needs a backbone with a pooler")
             outputs["sop"] = PooledClassificationHead(
                 2, initializer_range=backbone.initializer_range, dtype=backbone.dtype_policy, name="sop_head",
             )(encoded["pooled_output"])
