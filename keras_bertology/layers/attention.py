@@ -33,6 +33,17 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     the masked softmax runs in float32, which keeps masked keys at exactly zero
     weight and matches the float32 reference to rounding.
 
+    Three optional call arguments let other families reuse this layer, and the
+    block around it, without forking them:
+    - `memory`: states prepended to the keys and values only (Transformer-XL's
+      and XLNet's cached segment);
+    - `queries`: a second stream that asks while `x` answers (XLNet's query
+      stream: queries from g, keys and values from [memory; h]);
+    - `score_terms`: callables adding [B, N, Lq, Lk] terms to the content
+      scores q.k before scaling and masking (relative positions, relative
+      segments, content biases); each gets the query heads [B, Lq, N, D] and
+      the key heads [B, Lk, N, D], unscaled.
+
     Args:
         num_heads: int, number of attention heads.
         head_dim: int, width of each head; defaults to hidden / num_heads.
@@ -41,7 +52,11 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 
     Call args:
         x: [B, L, H] inputs.
-        attention_mask: optional [B, L, L] 0/1 mask (see `merge_attention_masks`).
+        attention_mask: optional [B, Lq, Lk] 0/1 mask (see `merge_attention_masks`),
+            Lk = M + L with memory of length M.
+        memory: optional [B, M, H].
+        queries: optional [B, Lq, H]; the output then has Lq rows.
+        score_terms: sequence of callables, see above.
 
     Example:
         >>> from keras import ops
@@ -86,12 +101,19 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
         return ops.reshape(x, (batch, length, self.num_heads, self._head_dim))
 
-    def call(self, x, attention_mask=None, training=None):
-        query = self._split_heads(self.query_dense(x))
-        key = self._split_heads(self.key_dense(x))
-        value = self._split_heads(self.value_dense(x))
-        query = query * ops.cast(1.0 / math.sqrt(self._head_dim), query.dtype)
-        scores = ops.cast(ops.einsum("bqnd,bknd->bnqk", query, key), "float32")
+    def call(self, x, attention_mask=None, training=None, memory=None, queries=None, score_terms=()):
+        answers = x if memory is None else ops.concatenate([ops.cast(memory, x.dtype), x], axis=1)
+        query = self._split_heads(self.query_dense(x if queries is None else queries))
+        key = self._split_heads(self.key_dense(answers))
+        value = self._split_heads(self.value_dense(answers))
+        if score_terms:
+            scores = ops.cast(ops.einsum("bqnd,bknd->bnqk", query, key), "float32")
+            for term in score_terms:
+                scores = scores + ops.cast(term(query, key), "float32")
+            scores = scores * (1.0 / math.sqrt(self._head_dim))
+        else:  # scaling the queries first is cheaper and BERT's order
+            query = query * ops.cast(1.0 / math.sqrt(self._head_dim), query.dtype)
+            scores = ops.cast(ops.einsum("bqnd,bknd->bnqk", query, key), "float32")
         if attention_mask is not None:
             keep = ops.expand_dims(ops.cast(attention_mask, "bool"), axis=1)
             scores = ops.where(keep, scores, _MASKED_SCORE)
@@ -102,8 +124,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         context = ops.reshape(context, (batch, length, self.num_heads * self._head_dim))
         return self.output_dense(context)
 
-    def compute_output_shape(self, input_shape):
-        return input_shape
+    def compute_output_shape(self, x_shape, attention_mask_shape=None, memory_shape=None, queries_shape=None):
+        return x_shape if queries_shape is None else queries_shape
 
     def get_config(self):
         config = super().get_config()

@@ -84,21 +84,28 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.output_norm.build(input_shape)
         self.built = True
 
-    def _attention_branch(self, x, attention_mask, training):
-        return self.dropout_layer(self.attention(x, attention_mask, training=training), training=training)
+    def _attention_branch(self, x, attention_mask, training, **streams):
+        return self.dropout_layer(self.attention(x, attention_mask, training=training, **streams), training=training)
 
     def _feed_forward_branch(self, x, training):
         return self.dropout_layer(self.output_dense(self.intermediate_dense(x)), training=training)
 
-    def call(self, x, attention_mask=None, training=None):
+    def call(self, x, attention_mask=None, training=None, memory=None, queries=None, score_terms=()):
+        """`memory`, `queries` and `score_terms` go to the attention (see `MultiHeadSelfAttention`);
+        with `queries` the block updates that stream (XLNet's query stream), attending to `x`."""
+        stream = x if queries is None else queries
         if self.norm_first:
-            x = x + self._attention_branch(self.attention_norm(x), attention_mask, training)
-            return x + self._feed_forward_branch(self.output_norm(x), training)
-        x = self.attention_norm(x + self._attention_branch(x, attention_mask, training))
-        return self.output_norm(x + self._feed_forward_branch(x, training))
+            normed = dict(memory=None if memory is None else self.attention_norm(memory),
+                          queries=None if queries is None else self.attention_norm(queries), score_terms=score_terms)
+            stream = stream + self._attention_branch(self.attention_norm(x), attention_mask, training, **normed)
+            return stream + self._feed_forward_branch(self.output_norm(stream), training)
+        attended = self._attention_branch(x, attention_mask, training, memory=memory, queries=queries,
+                                          score_terms=score_terms)
+        stream = self.attention_norm(stream + attended)
+        return self.output_norm(stream + self._feed_forward_branch(stream, training))
 
-    def compute_output_shape(self, input_shape):
-        return input_shape
+    def compute_output_shape(self, x_shape, attention_mask_shape=None, memory_shape=None, queries_shape=None):
+        return x_shape if queries_shape is None else queries_shape
 
     def get_config(self):
         config = super().get_config()
