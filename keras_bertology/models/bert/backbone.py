@@ -36,6 +36,12 @@ class BertBackbone(Backbone):
         layer_norm_epsilon: float, 1e-12 for BERT, 1e-5 for RoBERTa.
         norm_first: bool, pre-LN blocks plus a final LayerNorm.
         initializer_range: float.
+        embedding_size: int, width of the embedding tables when it differs from
+            hidden_size (ELECTRA-small: 128 projected to 256); None for hidden_size.
+        embeddings: an existing `TokenPositionSegmentEmbedding` to use instead
+            of a new one, so two encoders share one set of embedding variables
+            (ELECTRA's generator and discriminator). It is not serialized: the
+            model owning both passes it again on reload.
         dtype: optional dtype policy, e.g. "mixed_bfloat16".
 
     Example:
@@ -66,23 +72,33 @@ class BertBackbone(Backbone):
         layer_norm_epsilon=1e-12,
         norm_first=False,
         initializer_range=0.02,
+        embedding_size=None,
+        embeddings=None,
         dtype=None,
         **kwargs,
     ):
         check_heads(hidden_size, num_heads)
-        embedding = TokenPositionSegmentEmbedding(
-            vocab_size,
-            hidden_size,
-            max_positions=max_positions,
-            num_segments=num_segments,
-            dropout=dropout,
-            layer_norm_epsilon=None if norm_first else layer_norm_epsilon,
-            initializer_range=initializer_range,
-            dtype=dtype,
-            name="embeddings",
-        )
+        width = embedding_size or hidden_size
+        if embeddings is None:
+            embeddings = TokenPositionSegmentEmbedding(
+                vocab_size,
+                width,
+                max_positions=max_positions,
+                num_segments=num_segments,
+                dropout=dropout,
+                layer_norm_epsilon=None if norm_first else layer_norm_epsilon,
+                initializer_range=initializer_range,
+                dtype=dtype,
+                name="embeddings",
+            )
+        _check_shared_embeddings(embeddings, vocab_size, width, max_positions, num_segments)
         inputs = encoder_inputs(num_segments)
-        x = embedding(inputs["token_ids"], inputs.get("segment_ids"))
+        x = embeddings(inputs["token_ids"], inputs.get("segment_ids"))
+        if width != hidden_size:
+            x = keras.layers.Dense(
+                hidden_size, kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
+                dtype=dtype, name="embedding_projection",
+            )(x)
         attention_mask = merge_attention_masks(inputs["padding_mask"])
         for index in range(num_layers):
             x = TransformerEncoderBlock(
@@ -109,6 +125,21 @@ class BertBackbone(Backbone):
             intermediate_size=intermediate_size, activation=activation, max_positions=max_positions,
             num_segments=num_segments, use_pooler=use_pooler, dropout=dropout,
             attention_dropout=attention_dropout, layer_norm_epsilon=layer_norm_epsilon,
-            norm_first=norm_first, initializer_range=initializer_range,
+            norm_first=norm_first, initializer_range=initializer_range, embedding_size=embedding_size,
         )
         super().__init__(inputs, outputs, config, dtype=dtype, **kwargs)
+        self.embeddings = embeddings
+
+    @property
+    def token_embedding(self):
+        return self.embeddings.token_embedding
+
+
+def _check_shared_embeddings(embeddings, vocab_size, width, max_positions, num_segments):
+    """A shared embedding layer must have the tables this encoder would have built."""
+    expected = (vocab_size, width, max_positions, num_segments)
+    found = (embeddings.vocab_size, embeddings.embedding_dim, embeddings.max_positions, embeddings.num_segments)
+    if found != expected:
+        raise ValueError(
+            f"shared embeddings have (vocab, width, positions, segments) = {found}, this encoder needs {expected}"
+        )
