@@ -92,6 +92,7 @@ def build_parser():
     pretrain.add_argument("--seed", type=int, default=defaults.seed)
     pretrain.add_argument("--resume", action="store_true",
                           help="continue the run in --out from its newest checkpoint")
+    _add_family_options(pretrain, FAMILIES)
 
     export = commands.add_parser("export", help="export a run folder to a SavedModel")
     export.add_argument("run_dir", metavar="RUN_DIR")
@@ -109,11 +110,32 @@ def build_parser():
     return parser
 
 
+def _add_family_options(parser, families):
+    """One group of flags per family that has its own settings; a flag shared by families appears once."""
+    seen = set()
+    for family in families.values():
+        fresh = [option for option in family.options if option.name not in seen]
+        if not fresh:
+            continue
+        group = parser.add_argument_group(f"--model {family.name} only")
+        for option in fresh:
+            seen.add(option.name)
+            group.add_argument(option.flag, type=option.kind, default=None, dest=f"family_{option.name}",
+                               metavar="N" if option.kind is int else "X",
+                               help=f"{option.help} (default {option.default})")
+
+
 def _run_pretrain(args):
     from keras_bertology.training.pretrain import PretrainOptions, pretrain
 
-    fields = {name: value for name, value in vars(args).items() if name != "command"}
-    pretrain(PretrainOptions(**fields))
+    fields, family_options = {}, {}
+    for name, value in vars(args).items():
+        if name.startswith("family_"):
+            if value is not None:
+                family_options[name.removeprefix("family_")] = value
+        elif name != "command":
+            fields[name] = value
+    pretrain(PretrainOptions(**fields, family_options=family_options or None))
 
 
 def _run_export(args):

@@ -134,11 +134,12 @@ def test_pretrain_spanbert_from_the_command_line(tmp_path, capsys):
 
     plays = [str(path) for path in default_corpus_paths()[:2]]
     argv = ["pretrain", "--model", "spanbert", "--preset", "spanbert-tiny", "--corpus", *plays, "--steps", "4",
-            "--batch-size", "8", "--seq-len", "64", "--vocab-size", "800",
+            "--batch-size", "8", "--seq-len", "64", "--vocab-size", "800", "--max-span", "3",
             "--out", str(tmp_path / "run"), "--export", str(tmp_path / "export")]
     assert main(argv) == 0, capsys.readouterr().err
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert set(metrics["objectives"]) == {"mlm", "sbo"}
+    assert metrics["family_options"] == {"span_p": 0.2, "max_span": 3}
     assert metrics["instances"] == "packed_instances (doc-sentences)" and metrics["masking"] == "dynamic"
     assert metrics["objectives"]["sbo"]["chance"]["most_frequent_token"]
     served = tf.saved_model.load(str(tmp_path / "export"))
@@ -147,3 +148,17 @@ def test_pretrain_spanbert_from_the_command_line(tmp_path, capsys):
     assert out["logits"].shape[-1] == description["vocab_size"] > 700
     assert (out["token_ids"].numpy() == description["mask_id"]).sum() == 1
     assert "pooled_output" not in description["serve_outputs"]
+
+
+def test_family_options_reach_the_masking_stage():
+    from keras_bertology.models.spanbert import SPANBERT
+
+    rng = np.random.default_rng(4)
+    ids = rng.integers(5, VOCAB, size=(64, 60)).astype("int32")
+    ids[:, 0], ids[:, -1] = 1, 2
+    for max_span in (1, 2):
+        masker = SPANBERT.build_masker(_Tokenizer(), 9, options={"max_span": max_span, "span_p": 0.05})
+        out = masker({"token_ids": tf.constant(ids)})
+        used = out["mask_weights"].numpy() > 0
+        lengths = (out["span_right"].numpy() - out["span_left"].numpy() - 1)[used]  # one-piece words
+        assert lengths.max() == max_span

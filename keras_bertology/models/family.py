@@ -1,8 +1,46 @@
 """What the training, conversion and export code needs to know about a model family."""
 
+import math
+import numbers
 from dataclasses import dataclass
 
+from keras_bertology.errors import ConfigError
 from keras_bertology.lazy_imports import import_object
+
+
+@dataclass(frozen=True)
+class FamilyOption:
+    """A pretraining setting of one family's masking stage, offered as `--<name>` by the CLI.
+
+    Attributes:
+        name: keyword of the family's masker builder; the flag is the name with dashes.
+        kind: int or float.
+        default: the family's value when the flag is not given.
+        minimum, maximum: the accepted range (inclusive).
+        help: one line for `--help`.
+    """
+
+    name: str
+    kind: type
+    default: float
+    minimum: float
+    maximum: float
+    help: str
+
+    @property
+    def flag(self):
+        return "--" + self.name.replace("_", "-")
+
+    def check(self, value):
+        """`value` as `kind`, or a ConfigError naming the flag and the range."""
+        numeric = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        if self.kind is int and numeric and float(value).is_integer():
+            value = int(value)
+        if not numeric or (self.kind is int and not isinstance(value, int)) or not math.isfinite(value) \
+                or not self.minimum <= value <= self.maximum:
+            kind = "a whole number" if self.kind is int else "a number"
+            raise ConfigError(f"{self.flag} must be {kind} from {self.minimum} to {self.maximum} (got {value!r})")
+        return self.kind(value)
 
 
 @dataclass(frozen=True)
@@ -24,8 +62,9 @@ class ModelFamily:
         instances_path: `build(documents, seq_len, specials, rng, copies, packing) ->
             dict of arrays`, documents being lists of token-id arrays.
         masking: default masking, "static" (written once) or "dynamic".
-        masker_path: `build(tokenizer, max_predictions, whole_word) -> masker`,
-            the masking stage mapped over batches of instances.
+        masker_path: `build(tokenizer, max_predictions, whole_word, **options) ->
+            masker`, the masking stage mapped over batches of instances.
+        options: `FamilyOption`s of that stage, passed to it by keyword.
         packings: the `--packing` choices the instance builder takes, default
             first; empty when it takes none.
         hf_model_types: the Hugging Face `model_type`s this family imports.
@@ -44,6 +83,7 @@ class ModelFamily:
     hf_model_types: tuple = ()
     converter_path: str | None = None
     masker_path: str = "keras_bertology.data.masking:token_masker"
+    options: tuple = ()
 
     @property
     def backbone_cls(self):
@@ -62,9 +102,25 @@ class ModelFamily:
         packing = packing or (self.packings[0] if self.packings else None)
         return import_object(self.instances_path)(documents, seq_len, specials, rng, copies, packing)
 
-    def build_masker(self, tokenizer, max_predictions, whole_word=False):
-        """The family's masking stage for batches of its instances."""
-        return import_object(self.masker_path)(tokenizer, max_predictions, whole_word)
+    def build_masker(self, tokenizer, max_predictions, whole_word=False, options=None):
+        """The family's masking stage for batches of its instances; `options` as `option_values` checks."""
+        return import_object(self.masker_path)(tokenizer, max_predictions, whole_word,
+                                               **self.option_values(options))
+
+    def option_values(self, given=None):
+        """Every option of this family: the checked value from `given`, else the default.
+
+        A name in `given` that is not one of this family's options is refused.
+        """
+        given = dict(given or {})
+        known = {option.name: option for option in self.options}
+        for name in given:
+            if name not in known:
+                flag = "--" + name.replace("_", "-")
+                raise ConfigError(f"{flag} does not apply to --model {self.name}"
+                                  + (f", which takes {', '.join(o.flag for o in self.options)}"
+                                     if self.options else ""))
+        return {name: option.check(given.get(name, option.default)) for name, option in known.items()}
 
     def convert_hf(self, config, weights):
         """This family's model from a Hugging Face config and tensors (see `converter_path`)."""

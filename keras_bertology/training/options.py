@@ -49,6 +49,7 @@ class PretrainOptions:
     seed: int = 0
     resume: bool = False
     verbose: int = 1
+    family_options: dict | None = None  # the family's own settings, see `ModelFamily.options`
 
     def validate(self):
         """Raise ConfigError for values that cannot work; returns the model family."""
@@ -82,6 +83,9 @@ class PretrainOptions:
         if not isinstance(self.learning_rate, (int, float)) or not math.isfinite(self.learning_rate) \
                 or self.learning_rate <= 0:
             raise ConfigError(f"--learning-rate must be a finite number above 0 (got {self.learning_rate!r})")
+        if self.family_options is not None and not isinstance(self.family_options, dict):
+            raise ConfigError(f"family_options must be a dict (got {self.family_options!r})")
+        family.option_values(self.family_options)
         return family
 
     @property

@@ -114,6 +114,7 @@ def _pretrain(family, options, documents, run_dir, export_dir, checkpoints):
     for name, levels in chance.items():
         metrics["objectives"][name]["chance"] = levels
     metrics.update(masking=masking, instances=family.instance_kind(options.packing),
+                   family_options=family.option_values(options.family_options),
                    windows=len(history.records), steps_per_window=steps_per_window,
                    fill_mask=fill_mask_examples(export_dir, tokenizer, held_out))
     write_metrics(run_dir / "metrics.json", metrics)
@@ -185,7 +186,7 @@ def _build_instances(family, documents, tokenizer, options, copies):
 
 
 def _masked_dataset(family, instances, tokenizer, masking, run_dir, options):
-    masker = family.build_masker(tokenizer, options.max_predictions, options.whole_word)
+    masker = family.build_masker(tokenizer, options.max_predictions, options.whole_word, options.family_options)
     if masking == "dynamic":
         return make_dataset(instances, options.batch_size, masker=masker, seed=options.seed)
     path = run_dir / "data" / f"static_masked_x{options.dupe_factor}.tfrecord"

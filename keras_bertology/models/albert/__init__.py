@@ -2,7 +2,7 @@
 
 from keras_bertology.lazy_imports import lazy_attributes
 from keras_bertology.models.albert.presets import ALBERT_PRESETS
-from keras_bertology.models.family import ModelFamily
+from keras_bertology.models.family import FamilyOption, ModelFamily
 
 ALBERT = FAMILY = ModelFamily(
     name="albert",
@@ -15,6 +15,7 @@ ALBERT = FAMILY = ModelFamily(
     converter_path="keras_bertology.models.albert.convert:convert",
     masking="static",
     masker_path="keras_bertology.models.albert.masking:ngram_masker",
+    options=(FamilyOption("max_ngram", int, 3, 1, 10, "longest masked n-gram in words; p(n) ~ 1/n"),),
 )
 
 __getattr__ = lazy_attributes(__name__, {

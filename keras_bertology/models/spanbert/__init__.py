@@ -5,7 +5,7 @@ so `bertology convert` imports them through the BERT family.
 """
 
 from keras_bertology.lazy_imports import lazy_attributes
-from keras_bertology.models.family import ModelFamily
+from keras_bertology.models.family import FamilyOption, ModelFamily
 from keras_bertology.models.spanbert.presets import SPANBERT_PRESETS
 
 SPANBERT = FAMILY = ModelFamily(
@@ -18,6 +18,8 @@ SPANBERT = FAMILY = ModelFamily(
     masking="dynamic",
     masker_path="keras_bertology.models.spanbert.masking:span_masker",
     packings=("doc-sentences", "full-sentences"),
+    options=(FamilyOption("span_p", float, 0.2, 0.01, 1.0, "p of the Geometric span length in words"),
+             FamilyOption("max_span", int, 10, 1, 30, "longest span in words (the law is renormalised)")),
 )
 
 __getattr__ = lazy_attributes(__name__, {
