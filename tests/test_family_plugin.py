@@ -16,7 +16,7 @@ from keras_bertology.data.instances import pack_sentences
 from keras_bertology.layers import MaskedLMHead, PooledClassificationHead
 from keras_bertology.models import FAMILIES, register_family
 from keras_bertology.models.bert.pretrainer import MLM
-from keras_bertology.models.family import ModelFamily
+from keras_bertology.models.family import FamilyOption, ModelFamily
 from keras_bertology.models.pretrainer import Objective, Pretrainer
 
 LONG = Objective("long", label_key="long_labels")
@@ -30,6 +30,22 @@ def single_sentence_instances(documents, seq_len, specials, rng, copies=1, packi
     lengths = np.sum(packed["token_ids"] != specials["pad_id"], axis=1) - 2
     packed["long_labels"] = (lengths > LONG_SENTENCE).astype(np.int32)
     return {key: np.concatenate([value] * copies) for key, value in packed.items()}
+
+
+def toy_masker(tokenizer, max_predictions, whole_word=False, toy_rate=0.15):
+    """BERT's masking at the family's own rate (its option --toy-rate)."""
+    from keras_bertology.data.masking import DynamicMasker, MaskingConfig
+
+    return DynamicMasker(MaskingConfig(mask_rate=toy_rate, max_predictions=max_predictions), tokenizer.vocab_size,
+                         tokenizer.mask_id, tokenizer.pad_id, tokenizer.special_ids)
+
+
+def toy_pack_text(tokenizer, seq_len, first, second=None):
+    """The family serves text its own way: here every real token is in segment 1."""
+    from keras_bertology.data.packing import pack_text
+
+    packed = pack_text(tokenizer, seq_len, first, second)
+    return dict(packed, segment_ids=packed["padding_mask"])
 
 
 @keras.saving.register_keras_serializable(package="toy_family")
@@ -67,6 +83,9 @@ TOY = ModelFamily(
     tokenizer_path="keras_bertology.data.tokenizers:train_wordpiece",
     instances_path=f"{__name__}:single_sentence_instances",
     masking="dynamic",
+    masker_path=f"{__name__}:toy_masker",
+    options=(FamilyOption("toy_rate", float, 0.15, 0.05, 0.5, "share of tokens masked"),),
+    text_packer_path=f"{__name__}:toy_pack_text",
 )
 
 
@@ -84,20 +103,24 @@ def test_a_family_defined_outside_trains_exports_and_serves(toy_family, tmp_path
     plays = [str(path) for path in default_corpus_paths()[:2]]
     argv = ["pretrain", "--model", "toy", "--preset", "toy-tiny", "--corpus", *plays, "--steps", "4",
             "--batch-size", "8", "--seq-len", "32", "--vocab-size", "600", "--out", str(tmp_path / "run"),
-            "--export", str(tmp_path / "export")]
+            "--export", str(tmp_path / "export"), "--toy-rate", "0.3"]
     assert main(argv) == 0, capsys.readouterr().err
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["family_options"] == {"toy_rate": 0.3}
     assert set(metrics["objectives"]) == {"mlm", "long"}
     assert metrics["instances"] == "single_sentence_instances"
     assert 0.5 <= metrics["objectives"]["long"]["chance"]["accuracy"] < 1.0
     assert "long accuracy" in capsys.readouterr().out
     served = tf.saved_model.load(str(tmp_path / "export"))
     assert served.mlm(tf.constant(["To be, or not to [MASK]."]))["logits"].shape[-1] <= 600
+    out = served.serve(tf.constant(["To be, or not to be."]))
+    np.testing.assert_array_equal(out["segment_ids"].numpy(), out["padding_mask"].numpy())
 
 
 GENERIC_MODULES = ["training/pretrain.py", "training/options.py", "training/report.py", "export/saved_model.py",
-                   "convert/hf_checkpoint.py", "convert/hf_tokenizer.py",
-                   "cli.py", "runs.py"]
+                   "convert/hf_checkpoint.py", "convert/hf_tokenizer.py", "cli.py", "runs.py",
+                   "models/family.py", "models/pretrainer.py", "data/masking.py",
+                   "data/span_masking.py", "data/static_masking.py", "data/pipeline.py"]
 
 
 @pytest.mark.parametrize("module", GENERIC_MODULES)

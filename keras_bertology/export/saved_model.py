@@ -21,8 +21,8 @@ import keras
 import tensorflow as tf
 
 from keras_bertology.atomic import atomic_directory
-from keras_bertology.data.packing import pack_text
 from keras_bertology.errors import CheckpointError
+from keras_bertology.models.registry import get_family
 
 _STRINGS = tf.TensorSpec([None], tf.string)
 
@@ -37,9 +37,10 @@ def export_saved_model(run, export_dir):
         )
     backbone, tokenizer, seq_len = run.backbone, run.tokenizer, run.seq_len
     input_names = list(backbone.input)
+    family = get_family(run.family)
 
     def encode(first, second=None):
-        packed = pack_text(tokenizer, seq_len, first, second)
+        packed = family.pack_text(tokenizer, seq_len, first, second)
         outputs = backbone({name: packed[name] for name in input_names}, training=False)
         outputs = {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
         return dict(outputs, **packed)
@@ -53,7 +54,7 @@ def export_saved_model(run, export_dir):
         archive.add_endpoint("serve_pairs", encode, input_signature=[_STRINGS, _STRINGS])
         signatures.append("serve_pairs")
     if run.pretrainer is not None and "mlm" in run.pretrainer.objectives:
-        archive.add_endpoint("mlm", _mlm_endpoint(run), input_signature=[_STRINGS])
+        archive.add_endpoint("mlm", _mlm_endpoint(run, family), input_signature=[_STRINGS])
         signatures.append("mlm")
     with atomic_directory(export_dir) as staging:
         archive.write_out(str(staging), verbose=False)
@@ -68,7 +69,7 @@ def export_saved_model(run, export_dir):
     return export_dir
 
 
-def _mlm_endpoint(run):
+def _mlm_endpoint(run, family):
     """Raw strings -> MLM logits at every position [B, seq_len, V]."""
     tokenizer, seq_len = run.tokenizer, run.seq_len
     # The part of the pretrainer that MLM needs: other heads may take inputs serving cannot supply.
@@ -76,7 +77,7 @@ def _mlm_endpoint(run):
     masked_lm = keras.Model({name: run.pretrainer.input[name] for name in names}, run.pretrainer.output["mlm"])
 
     def mlm(text):
-        packed = pack_text(tokenizer, seq_len, text)
+        packed = family.pack_text(tokenizer, seq_len, text)
         batch = tf.shape(packed["token_ids"])[0]
         positions = tf.tile(tf.range(seq_len)[None, :], [batch, 1])
         inputs = {name: packed[name] for name in run.backbone.input}

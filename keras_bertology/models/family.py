@@ -65,6 +65,9 @@ class ModelFamily:
         masker_path: `build(tokenizer, max_predictions, whole_word, **options) ->
             masker`, the masking stage mapped over batches of instances.
         options: `FamilyOption`s of that stage, passed to it by keyword.
+        text_packer_path: `pack(tokenizer, seq_len, first, second=None) -> dict
+            of [B, seq_len] int32`: how the exported model lays out raw text
+            (BERT's [CLS] A [SEP] B [SEP] by default).
         packings: the `--packing` choices the instance builder takes, default
             first; empty when it takes none.
         hf_model_types: the Hugging Face `model_type`s this family imports.
@@ -84,6 +87,7 @@ class ModelFamily:
     converter_path: str | None = None
     masker_path: str = "keras_bertology.data.masking:token_masker"
     options: tuple = ()
+    text_packer_path: str = "keras_bertology.data.packing:pack_text"
 
     @property
     def backbone_cls(self):
@@ -121,6 +125,10 @@ class ModelFamily:
                                   + (f", which takes {', '.join(o.flag for o in self.options)}"
                                      if self.options else ""))
         return {name: option.check(given.get(name, option.default)) for name, option in known.items()}
+
+    def pack_text(self, tokenizer, seq_len, first, second=None):
+        """Raw strings -> the model inputs this family serves with (see `text_packer_path`)."""
+        return import_object(self.text_packer_path)(tokenizer, seq_len, first, second)
 
     def convert_hf(self, config, weights):
         """This family's model from a Hugging Face config and tensors (see `converter_path`)."""
