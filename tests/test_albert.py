@@ -6,6 +6,7 @@ import tensorflow as tf
 import torch
 import transformers
 
+from cli_runs import pretrain_two_plays
 from hf_reference import perturbed_hf_model
 from keras_bertology.convert.hf_checkpoint import convert_hf_checkpoint
 from keras_bertology.data.instances import build_sop_instances
@@ -123,21 +124,11 @@ def test_pretrainer_round_trip(tmp_path):
 
 @pytest.mark.slow
 def test_pretrain_albert_from_the_command_line(tmp_path, capsys):
-    import json
-
-    from keras_bertology.cli import main
-    from keras_bertology.data.corpus import default_corpus_paths
-
-    plays = [str(path) for path in default_corpus_paths()[:2]]
-    argv = ["pretrain", "--model", "albert", "--preset", "albert-tiny", "--corpus", *plays, "--steps", "4",
-            "--batch-size", "8", "--seq-len", "48", "--vocab-size", "800", "--dupe-factor", "2",
-            "--out", str(tmp_path / "run"), "--export", str(tmp_path / "export")]
-    assert main(argv) == 0, capsys.readouterr().err
-    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    assert set(metrics["objectives"]) == {"mlm", "sop"}
+    metrics, served = pretrain_two_plays(tmp_path, capsys, "albert", "albert-tiny", "--seq-len", "48",
+                                         "--vocab-size", "800", "--dupe-factor", "2", "--max-ngram", "2")
+    assert set(metrics["objectives"]) == {"mlm", "sop"} and metrics["family_options"] == {"max_ngram": 2}
     assert metrics["instances"] == "sentence_order_instances" and metrics["masking"] == "static"
     assert 0.4 < metrics["objectives"]["sop"]["chance"]["accuracy"] < 0.6
-    served = tf.saved_model.load(str(tmp_path / "export"))
     out = served.mlm(tf.constant(["To be, or not to [MASK]."]))
     assert out["logits"].shape[-1] == 800 and list(out["token_ids"].numpy()[0][:1]) == [2]  # [CLS]
     assert (out["token_ids"].numpy() == 4).sum() == 1  # [MASK]

@@ -83,3 +83,21 @@ def test_smoke_benchmark_writes_complete_report(tmp_path):
     table = md_path.read_text()
     for name in report["configs"]:
         assert f"| {name} |" in table
+
+
+@pytest.mark.slow
+def test_masking_benchmark_smoke_writes_complete_report(tmp_path):
+    from benchmarks.bench_masking import STAGES
+
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_masking", "--smoke", "--out", str(tmp_path)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads((tmp_path / "masking_throughput_smoke.json").read_text())
+    assert (tmp_path / "masking_throughput_smoke.md").is_file()
+    assert MACHINE_KEYS <= set(report["machine"]) and report["smoke"] is True
+    (entry,) = report["shapes"].values()
+    assert set(entry["rows_per_sec"]) == set(STAGES)
+    for name, value in entry["rows_per_sec"].items():
+        assert value > 0 and math.isfinite(value)
+        assert entry["ratio_vs_keras_hub"][name] == pytest.approx(value / entry["rows_per_sec"]["keras_hub_tokens"])
+        assert entry["ratio_vs_bert_tokens"][name] == pytest.approx(value / entry["rows_per_sec"]["bert_tokens"])

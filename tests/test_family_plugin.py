@@ -1,7 +1,6 @@
 """A new family costs its own record: one defined here, outside the library, trains, exports
 and serves through the generic path and the command line, which never name a family."""
 
-import json
 import re
 from pathlib import Path
 
@@ -10,8 +9,7 @@ import numpy as np
 import pytest
 
 import keras_bertology
-from keras_bertology.cli import main
-from keras_bertology.data.corpus import default_corpus_paths
+from cli_runs import pretrain_two_plays
 from keras_bertology.data.instances import pack_sentences
 from keras_bertology.layers import MaskedLMHead, PooledClassificationHead
 from keras_bertology.models import FAMILIES, register_family
@@ -100,18 +98,13 @@ def toy_family():
 def test_a_family_defined_outside_trains_exports_and_serves(toy_family, tmp_path, capsys):
     import tensorflow as tf
 
-    plays = [str(path) for path in default_corpus_paths()[:2]]
-    argv = ["pretrain", "--model", "toy", "--preset", "toy-tiny", "--corpus", *plays, "--steps", "4",
-            "--batch-size", "8", "--seq-len", "32", "--vocab-size", "600", "--out", str(tmp_path / "run"),
-            "--export", str(tmp_path / "export"), "--toy-rate", "0.3"]
-    assert main(argv) == 0, capsys.readouterr().err
-    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    metrics, served = pretrain_two_plays(tmp_path, capsys, "toy", "toy-tiny", "--seq-len", "32",
+                                         "--vocab-size", "600", "--toy-rate", "0.3")
     assert metrics["family_options"] == {"toy_rate": 0.3}
     assert set(metrics["objectives"]) == {"mlm", "long"}
     assert metrics["instances"] == "single_sentence_instances"
     assert 0.5 <= metrics["objectives"]["long"]["chance"]["accuracy"] < 1.0
     assert "long accuracy" in capsys.readouterr().out
-    served = tf.saved_model.load(str(tmp_path / "export"))
     assert served.mlm(tf.constant(["To be, or not to [MASK]."]))["logits"].shape[-1] <= 600
     out = served.serve(tf.constant(["To be, or not to be."]))
     np.testing.assert_array_equal(out["segment_ids"].numpy(), out["padding_mask"].numpy())

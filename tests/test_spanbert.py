@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from cli_runs import pretrain_two_plays
 from keras_bertology.layers import SpanBoundaryHead
 from keras_bertology.models import BertBackbone
 from keras_bertology.models.spanbert import SpanBertPretrainer
@@ -129,20 +130,12 @@ def test_sbo_decoder_is_tied_to_the_token_embedding():
 
 @pytest.mark.slow
 def test_pretrain_spanbert_from_the_command_line(tmp_path, capsys):
-    from keras_bertology.cli import main
-    from keras_bertology.data.corpus import default_corpus_paths
-
-    plays = [str(path) for path in default_corpus_paths()[:2]]
-    argv = ["pretrain", "--model", "spanbert", "--preset", "spanbert-tiny", "--corpus", *plays, "--steps", "4",
-            "--batch-size", "8", "--seq-len", "64", "--vocab-size", "800", "--max-span", "3",
-            "--out", str(tmp_path / "run"), "--export", str(tmp_path / "export")]
-    assert main(argv) == 0, capsys.readouterr().err
-    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    metrics, served = pretrain_two_plays(tmp_path, capsys, "spanbert", "spanbert-tiny", "--seq-len", "64",
+                                         "--vocab-size", "800", "--max-span", "3")
     assert set(metrics["objectives"]) == {"mlm", "sbo"}
     assert metrics["family_options"] == {"span_p": 0.2, "max_span": 3}
     assert metrics["instances"] == "packed_instances (doc-sentences)" and metrics["masking"] == "dynamic"
     assert metrics["objectives"]["sbo"]["chance"]["most_frequent_token"]
-    served = tf.saved_model.load(str(tmp_path / "export"))
     out = served.mlm(tf.constant(["To be, or not to [MASK]."]))
     description = json.loads((tmp_path / "export" / "assets" / "bertology.json").read_text())
     assert out["logits"].shape[-1] == description["vocab_size"] > 700

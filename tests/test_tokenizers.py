@@ -181,7 +181,7 @@ def test_save_load_round_trip(tokenizer, sentences, tmp_path):
     config = json.loads((tmp_path / "tokenizer.json").read_text())
     expected = {"type": tokenizer.type_name, "lower_case": isinstance(tokenizer, WordPieceTokenizer)}
     if isinstance(tokenizer, SentencePieceTokenizer):
-        expected["special_tokens"] = tokenizer.special_tokens
+        expected.update(tokenizer.preprocessing, special_tokens=tokenizer.special_tokens)
     assert config == expected
     loaded = load_tokenizer(tmp_path)
     assert type(loaded) is type(tokenizer)
@@ -355,3 +355,16 @@ def test_sentencepiece_keeps_its_own_special_tokens(training_sentences, tmp_path
     assert ids_of(loaded, ["A [MASK] here"])[0].count(4) == 1  # the literal mask is one piece
     with pytest.raises(ConfigError, match="lacks the special pieces"):
         SentencePieceTokenizer(tokenizer.model_proto)  # RoBERTa's pieces are not in it
+
+
+def test_sentencepiece_preprocessing_is_saved_and_applied(sentencepiece_unigram, tmp_path):
+    """Hugging Face's ALBERT preprocessing: TeX quotes to ", accents stripped, lowercased."""
+    plain = SentencePieceTokenizer(sentencepiece_unigram.model_proto, sentencepiece_unigram.special_tokens)
+    albert = SentencePieceTokenizer(sentencepiece_unigram.model_proto, sentencepiece_unigram.special_tokens,
+                                    lower_case=True, strip_accents=True, replace_quotes=True)
+    albert.save(tmp_path)
+    loaded = load_tokenizer(tmp_path)
+    assert loaded.preprocessing == dict(lower_case=True, strip_accents=True, replace_quotes=True)
+    raw = "``Café'' NAÏVE"
+    assert ids_of(loaded, [raw]) == ids_of(albert, [raw]) == ids_of(plain, ['"cafe" naive'])
+    assert ids_of(plain, [raw]) != ids_of(plain, ['"cafe" naive'])
