@@ -120,9 +120,10 @@ def _add_family_options(parser, families):
         group = parser.add_argument_group(f"--model {family.name} only")
         for option in fresh:
             seen.add(option.name)
-            group.add_argument(option.flag, type=option.kind, default=None, dest=f"family_{option.name}",
-                               metavar="N" if option.kind is int else "X",
-                               help=f"{option.help} (default {option.default})")
+            kind = dict(choices=option.choices) if option.choices else \
+                dict(type=option.kind, metavar="N" if option.kind is int else "X")
+            group.add_argument(option.flag, default=None, dest=f"family_{option.name}",
+                               help=f"{option.help} (default {option.default})", **kind)
 
 
 def _run_pretrain(args):

@@ -123,12 +123,29 @@ def test_pretrainer_round_trip(tmp_path):
 
 
 @pytest.mark.slow
-def test_pretrain_albert_from_the_command_line(tmp_path, capsys):
+@pytest.mark.parametrize("task", ["sop", "nsp"])
+def test_pretrain_albert_from_the_command_line(tmp_path, capsys, task):
     metrics, served = pretrain_two_plays(tmp_path, capsys, "albert", "albert-tiny", "--seq-len", "48",
-                                         "--vocab-size", "800", "--dupe-factor", "2", "--max-ngram", "2")
-    assert set(metrics["objectives"]) == {"mlm", "sop"} and metrics["family_options"] == {"max_ngram": 2}
-    assert metrics["instances"] == "sentence_order_instances" and metrics["masking"] == "static"
-    assert 0.4 < metrics["objectives"]["sop"]["chance"]["accuracy"] < 0.6
+                                         "--vocab-size", "800", "--dupe-factor", "2", "--max-ngram", "2",
+                                         "--sentence-task", task)
+    assert set(metrics["objectives"]) == {"mlm", task}
+    assert metrics["family_options"] == {"max_ngram": 2, "sentence_task": task}
+    assert metrics["instances"] == "sentence_pairs" and metrics["masking"] == "static"
+    assert 0.4 < metrics["objectives"][task]["chance"]["accuracy"] < 0.6
     out = served.mlm(tf.constant(["To be, or not to [MASK]."]))
     assert out["logits"].shape[-1] == 800 and list(out["token_ids"].numpy()[0][:1]) == [2]  # [CLS]
     assert (out["token_ids"].numpy() == 4).sum() == 1  # [MASK]
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"sentence_task": "xyz"}, "--sentence-task must be one of sop, nsp"),
+    ({"max_ngram": 2.5}, "--max-ngram must be a whole number from 1 to 10"),
+    ({"max_ngram": True}, "--max-ngram must be a whole number"),
+    ({"span_p": 0.3}, "--span-p does not apply to --model albert"),
+])
+def test_family_options_are_checked_from_python_too(options, message):
+    from keras_bertology.errors import ConfigError
+    from keras_bertology.training.options import PretrainOptions
+
+    with pytest.raises(ConfigError, match=message):
+        PretrainOptions(model="albert", preset="albert-tiny", family_options=options).validate()

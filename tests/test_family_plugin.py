@@ -82,7 +82,7 @@ TOY = ModelFamily(
     instances_path=f"{__name__}:single_sentence_instances",
     masking="dynamic",
     masker_path=f"{__name__}:toy_masker",
-    options=(FamilyOption("toy_rate", float, 0.15, 0.05, 0.5, "share of tokens masked"),),
+    options=(FamilyOption("toy_rate", float, 0.15, "share of tokens masked", minimum=0.05, maximum=0.5),),
     text_packer_path=f"{__name__}:toy_pack_text",
 )
 

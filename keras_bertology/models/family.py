@@ -10,29 +10,37 @@ from keras_bertology.lazy_imports import import_object
 
 @dataclass(frozen=True)
 class FamilyOption:
-    """A pretraining setting of one family's masking stage, offered as `--<name>` by the CLI.
+    """A pretraining setting of one family, offered as `--<name>` by the CLI.
 
     Attributes:
-        name: keyword of the family's masker builder; the flag is the name with dashes.
-        kind: int or float.
+        name: keyword of the family's builders that take it; the flag is the name with dashes.
+        kind: int, float or str.
         default: the family's value when the flag is not given.
-        minimum, maximum: the accepted range (inclusive).
         help: one line for `--help`.
+        minimum, maximum: the accepted range (inclusive) of a number.
+        choices: the accepted values of a string.
+        used_by: which builders take it: "masker", "instances", "pretrainer".
     """
 
     name: str
     kind: type
-    default: float
-    minimum: float
-    maximum: float
+    default: object
     help: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple = ()
+    used_by: tuple = ("masker",)
 
     @property
     def flag(self):
         return "--" + self.name.replace("_", "-")
 
     def check(self, value):
-        """`value` as `kind`, or a ConfigError naming the flag and the range."""
+        """`value` as `kind`, or a ConfigError naming the flag and what it accepts."""
+        if self.kind is str:
+            if value not in self.choices:
+                raise ConfigError(f"{self.flag} must be one of {', '.join(self.choices)} (got {value!r})")
+            return value
         numeric = isinstance(value, numbers.Real) and not isinstance(value, bool)
         if self.kind is int and numeric and float(value).is_integer():
             value = int(value)
@@ -64,7 +72,8 @@ class ModelFamily:
         masking: default masking, "static" (written once) or "dynamic".
         masker_path: `build(tokenizer, max_predictions, whole_word, **options) ->
             masker`, the masking stage mapped over batches of instances.
-        options: `FamilyOption`s of that stage, passed to it by keyword.
+        options: the family's own settings (`FamilyOption`s), passed by keyword
+            to the builders that declare them: masker, instances, pretrainer.
         text_packer_path: `pack(tokenizer, seq_len, first, second=None) -> dict
             of [B, seq_len] int32`: how the exported model lays out raw text
             (BERT's [CLS] A [SEP] B [SEP] by default).
@@ -101,21 +110,24 @@ class ModelFamily:
         """The family's tokenizer, trained on `sentences`."""
         return import_object(self.tokenizer_path)(sentences, vocab_size)
 
-    def build_instances(self, documents, seq_len, specials, rng, copies=1, packing=None):
-        """Pretraining instances of tokenized `documents`, built `copies` times."""
+    def build_instances(self, documents, seq_len, specials, rng, copies=1, packing=None, options=None):
+        """Pretraining instances of tokenized `documents`, built `copies` times over the corpus."""
         packing = packing or (self.packings[0] if self.packings else None)
-        return import_object(self.instances_path)(documents, seq_len, specials, rng, copies, packing)
+        return import_object(self.instances_path)(documents, seq_len, specials, rng, copies, packing,
+                                                  **self.option_values(options, "instances"))
+
+    def build_pretrainer(self, backbone, options=None):
+        """The family's pretrainer (objectives and heads) on `backbone`."""
+        return self.pretrainer_cls(backbone, **self.option_values(options, "pretrainer"))
 
     def build_masker(self, tokenizer, max_predictions, whole_word=False, options=None):
         """The family's masking stage for batches of its instances; `options` as `option_values` checks."""
         return import_object(self.masker_path)(tokenizer, max_predictions, whole_word,
-                                               **self.option_values(options))
+                                               **self.option_values(options, "masker"))
 
-    def option_values(self, given=None):
-        """Every option of this family: the checked value from `given`, else the default.
-
-        A name in `given` that is not one of this family's options is refused.
-        """
+    def option_values(self, given=None, used_by=None):
+        """The family's options (those `used_by` one builder, or all): checked values from `given`,
+        else defaults. A name in `given` that is not one of this family's options is refused."""
         given = dict(given or {})
         known = {option.name: option for option in self.options}
         for name in given:
@@ -124,7 +136,8 @@ class ModelFamily:
                 raise ConfigError(f"{flag} does not apply to --model {self.name}"
                                   + (f", which takes {', '.join(o.flag for o in self.options)}"
                                      if self.options else ""))
-        return {name: option.check(given.get(name, option.default)) for name, option in known.items()}
+        return {name: option.check(given.get(name, option.default)) for name, option in known.items()
+                if used_by is None or used_by in option.used_by}
 
     def pack_text(self, tokenizer, seq_len, first, second=None):
         """Raw strings -> the model inputs this family serves with (see `text_packer_path`)."""

@@ -140,7 +140,7 @@ def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options):
         return checkpoints.load_model()
     backbone = family.backbone_cls(**family.backbone_config(
         options.preset, vocab_size=tokenizer.vocab_size, dtype=options.precision))
-    pretrainer = family.pretrainer_cls(backbone)
+    pretrainer = family.build_pretrainer(backbone, options.family_options)
     pretrainer.compile(optimizer=bert_adamw(options.learning_rate, total_steps))
     return pretrainer, 0
 
@@ -182,7 +182,8 @@ def _build_instances(family, documents, tokenizer, options, copies):
     """The family's instances, built `copies` times over the corpus."""
     specials = dict(cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
     return family.build_instances(tokenize_documents(documents, tokenizer), options.seq_len, specials,
-                                  np.random.default_rng(options.seed), copies, options.packing)
+                                  np.random.default_rng(options.seed), copies, options.packing,
+                                  options.family_options)
 
 
 def _masked_dataset(family, instances, tokenizer, masking, run_dir, options):

@@ -10,12 +10,14 @@ ALBERT = FAMILY = ModelFamily(
     backbone_path="keras_bertology.models.albert.backbone:AlbertBackbone",
     pretrainer_path="keras_bertology.models.albert.pretrainer:AlbertPretrainer",
     tokenizer_path="keras_bertology.models.albert.tokenizer:train_tokenizer",
-    instances_path="keras_bertology.data.instances:sentence_order_instances",
+    instances_path="keras_bertology.models.albert.instances:sentence_pairs",
     hf_model_types=("albert",),
     converter_path="keras_bertology.models.albert.convert:convert",
     masking="static",
     masker_path="keras_bertology.models.albert.masking:ngram_masker",
-    options=(FamilyOption("max_ngram", int, 3, 1, 10, "longest masked n-gram in words; p(n) ~ 1/n"),),
+    options=(FamilyOption("max_ngram", int, 3, "longest masked n-gram in words; p(n) ~ 1/n", minimum=1, maximum=10),
+             FamilyOption("sentence_task", str, "sop", "sentence-order prediction, or next-sentence prediction "
+                          "for an ablation", choices=("sop", "nsp"), used_by=("instances", "pretrainer"))),
 )
 
 __getattr__ = lazy_attributes(__name__, {

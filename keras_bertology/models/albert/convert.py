@@ -48,7 +48,7 @@ def convert(family, config, weights):
     heads, pretrainer = ["pooler"] if use_pooler else [], None
     if "predictions.dense.weight" in weights:
         sop = "sop_classifier.classifier.weight" in weights
-        pretrainer = family.pretrainer_cls(backbone, sentence_order_prediction=sop)
+        pretrainer = family.pretrainer_cls(backbone, sentence_task="sop" if sop else None)
         head_source = WeightSource(weights, prefix="")
         _load_heads(pretrainer, head_source, sop)
         source.used |= head_source.used

@@ -1,28 +1,32 @@
-"""ALBERT pretraining: masked LM + sentence-order prediction."""
+"""ALBERT pretraining: masked LM + sentence-order prediction (or NSP, for an ablation)."""
 
 import keras
 
 from keras_bertology.layers import MaskedLMHead, PooledClassificationHead
-from keras_bertology.models.bert.pretrainer import MLM
+from keras_bertology.models.bert.pretrainer import MLM, NSP
 from keras_bertology.models.pretrainer import Objective, Pretrainer
 
 # Sentence-order prediction: 1 when the two consecutive segments were swapped.
 SOP = Objective("sop", label_key="sop_labels")
+SENTENCE_TASKS = {"sop": SOP, "nsp": NSP}
 
 
 @keras.saving.register_keras_serializable(package="keras_bertology")
 class AlbertPretrainer(Pretrainer):
-    """AlbertBackbone + MLM head (H -> E, tied E x V decoder) + sentence-order head.
+    """AlbertBackbone + MLM head (H -> E, tied E x V decoder) + a sentence-pair head.
 
     Inputs: the backbone's inputs plus `mask_positions` [B, P]. Outputs:
-    `mlm` [B, P, V] and `sop` [B, 2] logits; reports `mlm_*` and `sop_*`.
+    `mlm` [B, P, V] logits and, with a sentence task, its [B, 2] logits
+    (`sop`, or `nsp` in the ablation); reports `mlm_*` and `sop_*`/`nsp_*`.
 
     Args:
         backbone: an `AlbertBackbone`.
-        sentence_order_prediction: bool, add the SOP objective.
+        sentence_task: "sop" (ALBERT), "nsp" (BERT's task, for an ablation) or None (MLM only).
     """
 
-    def __init__(self, backbone, sentence_order_prediction=True, **kwargs):
+    def __init__(self, backbone, sentence_task="sop", **kwargs):
+        if sentence_task not in (*SENTENCE_TASKS, None):
+            raise ValueError(f"sentence_task must be one of {sorted(SENTENCE_TASKS)} or None, got {sentence_task!r}")
         inputs = dict(backbone.input)
         inputs["mask_positions"] = keras.Input((None,), dtype="int32", name="mask_positions")
         encoded = backbone({k: v for k, v in inputs.items() if k in backbone.input})
@@ -33,19 +37,22 @@ class AlbertPretrainer(Pretrainer):
                 dtype=backbone.dtype_policy, name="mlm_head",
             )(encoded["sequence_output"], inputs["mask_positions"]),
         }
-        if sentence_order_prediction:
+        objectives = [MLM]
+        if sentence_task is not None:
             if "pooled_output" not in encoded:
-                raise ValueError("sentence-order prediction needs a backbone with a pooler")
-            outputs["sop"] = PooledClassificationHead(
-                2, initializer_range=backbone.initializer_range, dtype=backbone.dtype_policy, name="sop_head",
+                raise ValueError(f"{sentence_task} needs a backbone with a pooler")
+            outputs[sentence_task] = PooledClassificationHead(
+                2, initializer_range=backbone.initializer_range, dtype=backbone.dtype_policy,
+                name=f"{sentence_task}_head",
             )(encoded["pooled_output"])
-        super().__init__(backbone, inputs, outputs, [MLM, SOP] if sentence_order_prediction else [MLM], **kwargs)
-        self.sentence_order_prediction = sentence_order_prediction
+            objectives.append(SENTENCE_TASKS[sentence_task])
+        super().__init__(backbone, inputs, outputs, objectives, **kwargs)
+        self.sentence_task = sentence_task
 
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable,
                 "backbone": keras.saving.serialize_keras_object(self.backbone),
-                "sentence_order_prediction": self.sentence_order_prediction}
+                "sentence_task": self.sentence_task}
 
     @classmethod
     def from_config(cls, config):

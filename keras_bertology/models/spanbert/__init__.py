@@ -18,8 +18,9 @@ SPANBERT = FAMILY = ModelFamily(
     masking="dynamic",
     masker_path="keras_bertology.models.spanbert.masking:span_masker",
     packings=("doc-sentences", "full-sentences"),
-    options=(FamilyOption("span_p", float, 0.2, 0.01, 1.0, "p of the Geometric span length in words"),
-             FamilyOption("max_span", int, 10, 1, 30, "longest span in words (the law is renormalised)")),
+    options=(FamilyOption("span_p", float, 0.2, "p of the Geometric span length in words", minimum=0.01, maximum=1.0),
+             FamilyOption("max_span", int, 10, "longest span in words (the law is renormalised)", minimum=1,
+                          maximum=30)),
 )
 
 __getattr__ = lazy_attributes(__name__, {
