@@ -78,3 +78,41 @@ def test_an_objective_needs_its_output():
     inputs = dict(backbone.input)
     with pytest.raises(ValueError, match="no model output"):
         Pretrainer(backbone, inputs, {"other": backbone(inputs)["pooled_output"]}, [ORDER])
+
+
+def _binary_loss():
+    return keras.losses.BinaryCrossentropy(from_logits=True, reduction="mean_with_sample_weight")
+
+
+def _detection_metrics(prefix):
+    return [keras.metrics.BinaryAccuracy(name=f"{prefix}accuracy", threshold=0.0),
+            keras.metrics.Precision(name=f"{prefix}precision", thresholds=0.0),
+            keras.metrics.Recall(name=f"{prefix}recall", thresholds=0.0)]
+
+
+# A per-token binary objective with its own loss and metrics, as replaced-token detection declares.
+DETECT = Objective("detect", label_key="is_seven", weight_key="padding_mask",
+                   make_loss=_binary_loss, make_metrics=_detection_metrics)
+
+
+class DetectPretrainer(Pretrainer):
+    def __init__(self, backbone):
+        inputs = dict(backbone.input)
+        sequence = backbone(inputs)["sequence_output"]
+        logits = keras.layers.Dense(1, name="detect_head")(sequence)  # [B, L, 1]: one binary decision a token
+        super().__init__(backbone, inputs, {"detect": logits}, [DETECT])
+
+
+def test_an_objective_brings_its_own_loss_and_metrics():
+    model = DetectPretrainer(_backbone())
+    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    features = _features(rows=64)
+    features["is_seven"] = (features["token_ids"] == 7).astype("float32")[..., None]
+    features["padding_mask"][:, -2:] = 0  # the last two positions do not count
+    x, y, weights = model.split_features(features)
+    before = model.evaluate(x, y, sample_weight=weights, verbose=0, return_dict=True)
+    assert before["detect_loss"] == pytest.approx(before["loss"], rel=1e-5)
+    history = model.fit(x, y, sample_weight=weights, epochs=30, verbose=0).history
+    assert {"detect_loss", "detect_accuracy", "detect_precision", "detect_recall"} <= set(history)
+    assert history["detect_loss"][-1] < 0.3 * history["detect_loss"][0]
+    assert history["detect_recall"][-1] > 0.95 and history["detect_precision"][-1] > 0.95

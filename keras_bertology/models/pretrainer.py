@@ -7,8 +7,19 @@ new objective (SOP, SBO, RTD, PLM) is an entry, not an edit here.
 """
 
 import dataclasses
+from collections.abc import Callable
 
 import keras
+
+
+def sparse_cross_entropy():
+    """Cross-entropy over class logits, averaged over the targets that carry weight."""
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="mean_with_sample_weight")
+
+
+def accuracy(prefix):
+    """Weighted accuracy of class logits, named `<prefix>accuracy`."""
+    return [keras.metrics.SparseCategoricalAccuracy(name=f"{prefix}accuracy")]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -16,21 +27,25 @@ class Objective:
     """One pretraining objective.
 
     Attributes:
-        name: the model output it trains; reported as `<name>_loss` and `<name>_accuracy`.
-        label_key: the feature holding its target class ids.
+        name: the model output it trains; reported as `<name>_loss` and `<name>_<metric>`.
+        label_key: the feature holding its targets.
         weight_key: the feature holding per-target weights (0 ignores a target,
             e.g. padding prediction slots), or None when every target counts.
         loss_weight: this loss's factor in the total loss.
+        make_loss: `() -> keras loss`; class cross-entropy by default.
+        make_metrics: `(prefix) -> list of keras metrics` named with `prefix`
+            (the objective's name plus "_" when Keras would not add it); accuracy by default.
     """
 
     name: str
     label_key: str
     weight_key: str | None = None
     loss_weight: float = 1.0
+    make_loss: Callable = sparse_cross_entropy
+    make_metrics: Callable = accuracy
 
     def loss(self):
-        """Cross-entropy over logits, averaged over the targets that carry weight."""
-        return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="mean_with_sample_weight")
+        return self.make_loss()
 
 
 class Pretrainer(keras.Model):
@@ -67,16 +82,14 @@ class Pretrainer(keras.Model):
                         weighted_metrics=weighted_metrics, **kwargs)
 
     def _default_metrics(self):
-        """Per-objective accuracy; Keras prefixes the output name only with several outputs."""
+        """Each objective's metrics; Keras prefixes the output name only when there are several."""
         if len(self.objectives) > 1:
-            return {name: [keras.metrics.SparseCategoricalAccuracy(name="accuracy")] for name in self.objectives}
-        (name,) = self.objectives
-        return {
-            name: [
-                keras.metrics.SparseCategoricalAccuracy(name=f"{name}_accuracy"),
-                keras.metrics.SparseCategoricalCrossentropy(from_logits=True, name=f"{name}_loss"),
-            ]
-        }
+            return {o.name: o.make_metrics("") for o in self.declared_objectives}
+        (objective,) = self.declared_objectives
+        prefix = f"{objective.name}_"
+        # The unreduced loss, averaged by the metric with the same sample weights as the loss.
+        loss = keras.metrics.MeanMetricWrapper(objective.loss().call, name=f"{prefix}loss")
+        return {objective.name: [*objective.make_metrics(prefix), loss]}
 
     def get_compile_config(self):
         if not self.compiled:
