@@ -82,7 +82,9 @@ def build_parser():
     pretrain.add_argument("--whole-word", action="store_true", help="whole-word masking")
     pretrain.add_argument("--dupe-factor", type=_positive_int, default=defaults.dupe_factor,
                           help="masked copies per instance with static masking")
-    pretrain.add_argument("--max-predictions", type=_positive_int, default=defaults.max_predictions)
+    pretrain.add_argument("--max-predictions", type=_positive_int, default=defaults.max_predictions,
+                          help="masked-LM prediction slots per sequence (default: the family's share of "
+                               "--seq-len: 20 of 128 for BERT, 19 for ELECTRA)")
     pretrain.add_argument("--learning-rate", type=_positive_float, default=defaults.learning_rate)
     pretrain.add_argument("--log-every", type=_positive_int, default=defaults.log_every,
                           help=f"at most this many steps per logged window (fewer when needed for "

@@ -19,9 +19,13 @@ PUBLISHED = {
     # BERT-Base/Large cased (108,310,272 / 333,579,264) without the pooler.
     "spanbert-base": 107_719_680,
     "spanbert-large": 332_529_664,
+    # ELECTRA discriminators: keras-hub's counts (13,548,800 / 109,482,240 / 335,141,888) without the pooler.
+    "electra-small": 13_483_008,
+    "electra-base": 108_891_648,
+    "electra-large": 334_092_288,
 }
 SMALL = ["bert-tiny", "bert-mini", "bert-small", "bert-medium", "roberta-tiny", "roberta-mini", "albert-tiny",
-         "spanbert-tiny"]
+         "spanbert-tiny", "electra-tiny"]
 PRESETS = [(family, name) for family in FAMILIES.values() for name in family.presets]
 
 
@@ -36,6 +40,11 @@ def _keras_hub(family, name):
         num_heads=config["num_heads"], hidden_dim=config["hidden_size"],
         intermediate_dim=config["intermediate_size"], max_sequence_length=config["max_positions"],
     )
+    if family.name == "electra":
+        return keras_hub.models.ElectraBackbone(
+            vocab_size=config["vocab_size"], num_layers=config["num_layers"], num_heads=config["num_heads"],
+            hidden_dim=config["hidden_size"], embedding_dim=config["embedding_size"],
+            intermediate_dim=config["intermediate_size"], max_sequence_length=config["max_positions"])
     if family.name in ("bert", "spanbert"):
         return keras_hub.models.BertBackbone(num_segments=config["num_segments"], **common)
     if family.name == "albert":
@@ -62,10 +71,25 @@ def test_small_presets_match_keras_hub(name):
     ours = _ours(family, name).count_params()
     config = family.presets[name]["config"]
     # keras-hub's BERT always has the pooler (hidden x hidden + bias); SpanBERT has none.
-    pooler = config["hidden_size"] * (config["hidden_size"] + 1) if family.name == "spanbert" else 0
+    pooler = config["hidden_size"] * (config["hidden_size"] + 1) if family.name in ("spanbert", "electra") else 0
     assert ours == _keras_hub(family, name).count_params() - pooler
     assert ours == family.presets[name]["params"]
 
 
 def test_every_preset_is_covered():
     assert {name for _, name in PRESETS} == set(PUBLISHED) | set(SMALL)
+
+
+# Published ELECTRA generators (keras-hub's counts, with a pooler): 256 wide for base (1/3) and large (1/4).
+GENERATORS = {"electra-base": 33_576_960, "electra-large": 51_065_344}
+
+
+@pytest.mark.parametrize("name,published", sorted(GENERATORS.items()))
+@pytest.mark.slow
+def test_electra_generators_match_published_counts(name, published):
+    family = FAMILIES["electra"]
+    model = family.build_pretrainer(_ours(family, name), preset=name)
+    hidden = model.generator.hidden_size
+    assert hidden == 256 and model.generator.count_params() + hidden * (hidden + 1) == published
+    del model
+    keras.backend.clear_session()

@@ -45,16 +45,17 @@ def export_saved_model(run, export_dir):
         outputs = {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
         return dict(outputs, **packed)
 
+    masked_lm = run.pretrainer.masked_lm_model() if run.pretrainer is not None else None
     archive = keras.export.ExportArchive()
-    archive.track(run.pretrainer if run.pretrainer is not None else backbone)
+    archive.track(backbone if masked_lm is None else masked_lm)
     archive.track(tokenizer)
     archive.add_endpoint("serve", lambda text: encode(text), input_signature=[_STRINGS])
     signatures = ["serve"]
     if "segment_ids" in input_names:
         archive.add_endpoint("serve_pairs", encode, input_signature=[_STRINGS, _STRINGS])
         signatures.append("serve_pairs")
-    if run.pretrainer is not None and "mlm" in run.pretrainer.objectives:
-        archive.add_endpoint("mlm", _mlm_endpoint(run, family), input_signature=[_STRINGS])
+    if masked_lm is not None:
+        archive.add_endpoint("mlm", _mlm_endpoint(run, family, masked_lm), input_signature=[_STRINGS])
         signatures.append("mlm")
     with atomic_directory(export_dir) as staging:
         archive.write_out(str(staging), verbose=False)
@@ -69,12 +70,9 @@ def export_saved_model(run, export_dir):
     return export_dir
 
 
-def _mlm_endpoint(run, family):
+def _mlm_endpoint(run, family, masked_lm):
     """Raw strings -> MLM logits at every position [B, seq_len, V]."""
     tokenizer, seq_len = run.tokenizer, run.seq_len
-    # The part of the pretrainer that MLM needs: other heads may take inputs serving cannot supply.
-    names = [*run.backbone.input, "mask_positions"]
-    masked_lm = keras.Model({name: run.pretrainer.input[name] for name in names}, run.pretrainer.output["mlm"])
 
     def mlm(text):
         packed = family.pack_text(tokenizer, seq_len, text)

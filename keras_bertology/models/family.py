@@ -36,7 +36,10 @@ class FamilyOption:
         return "--" + self.name.replace("_", "-")
 
     def check(self, value):
-        """`value` as `kind`, or a ConfigError naming the flag and what it accepts."""
+        """`value` as `kind`, or a ConfigError naming the flag and what it accepts; None stays None
+        for options whose default is None (the preset or the builder decides)."""
+        if value is None and self.default is None:
+            return None
         if self.kind is str:
             if value not in self.choices:
                 raise ConfigError(f"{self.flag} must be one of {', '.join(self.choices)} (got {value!r})")
@@ -74,6 +77,8 @@ class ModelFamily:
             masker`, the masking stage mapped over batches of instances.
         options: the family's own settings (`FamilyOption`s), passed by keyword
             to the builders that declare them: masker, instances, pretrainer.
+        prediction_share: masked-LM prediction slots per token when
+            --max-predictions is not given (BERT: 20 for 128 tokens, 80 for 512).
         text_packer_path: `pack(tokenizer, seq_len, first, second=None) -> dict
             of [B, seq_len] int32`: how the exported model lays out raw text
             (BERT's [CLS] A [SEP] B [SEP] by default).
@@ -97,6 +102,7 @@ class ModelFamily:
     masker_path: str = "keras_bertology.data.masking:token_masker"
     options: tuple = ()
     text_packer_path: str = "keras_bertology.data.packing:pack_text"
+    prediction_share: float = 0.15625
 
     @property
     def backbone_cls(self):
@@ -116,9 +122,16 @@ class ModelFamily:
         return import_object(self.instances_path)(documents, seq_len, specials, rng, copies, packing,
                                                   **self.option_values(options, "instances"))
 
-    def build_pretrainer(self, backbone, options=None):
-        """The family's pretrainer (objectives and heads) on `backbone`."""
-        return self.pretrainer_cls(backbone, **self.option_values(options, "pretrainer"))
+    def build_pretrainer(self, backbone, options=None, preset=None):
+        """The family's pretrainer (objectives and heads) on `backbone`: the preset's pretrainer
+        settings, overridden by the options given."""
+        kwargs = dict(self.presets[preset].get("pretrainer", {})) if preset else {}
+        kwargs.update({k: v for k, v in self.option_values(options, "pretrainer").items() if v is not None})
+        return self.pretrainer_cls(backbone, **kwargs)
+
+    def max_predictions(self, seq_len):
+        """Prediction slots for `seq_len` tokens when --max-predictions is not given."""
+        return max(1, int(self.prediction_share * seq_len))
 
     def build_masker(self, tokenizer, max_predictions, whole_word=False, options=None):
         """The family's masking stage for batches of its instances; `options` as `option_values` checks."""

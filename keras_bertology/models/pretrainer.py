@@ -28,7 +28,9 @@ class Objective:
 
     Attributes:
         name: the model output it trains; reported as `<name>_loss` and `<name>_<metric>`.
-        label_key: the feature holding its targets.
+        label_key: the feature holding its targets or, when the model computes
+            them (ELECTRA's replaced-token labels depend on the generator's
+            samples), the model output holding them.
         weight_key: the feature holding per-target weights (0 ignores a target,
             e.g. padding prediction slots), or None when every target counts.
         loss_weight: this loss's factor in the total loss.
@@ -64,6 +66,8 @@ class Pretrainer(keras.Model):
         missing = {o.name for o in self.declared_objectives} - set(outputs)
         if missing:
             raise ValueError(f"objectives {sorted(missing)} have no model output of that name")
+        # Objectives whose labels the model computes: output name -> label output name.
+        self._label_outputs = {o.name: o.label_key for o in self.declared_objectives if o.label_key in outputs}
 
     @property
     def objectives(self):
@@ -91,6 +95,33 @@ class Pretrainer(keras.Model):
         loss = keras.metrics.MeanMetricWrapper(objective.loss().call, name=f"{prefix}loss")
         return {objective.name: [*objective.make_metrics(prefix), loss]}
 
+    def _labels_from_outputs(self, y, y_pred):
+        """Move model-computed labels from the predictions to the targets (no gradient through them)."""
+        if not self._label_outputs:
+            return y, y_pred
+        y, y_pred = dict(y or {}), dict(y_pred)
+        for name, key in self._label_outputs.items():
+            y[name] = keras.ops.stop_gradient(y_pred[key])
+        for key in set(self._label_outputs.values()):
+            y_pred.pop(key)
+        return y, y_pred
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        y, y_pred = self._labels_from_outputs(y, y_pred)
+        return super().compute_loss(x, y, y_pred, sample_weight, training)
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        y, y_pred = self._labels_from_outputs(y, y_pred)
+        return super().compute_metrics(x, y, y_pred, sample_weight)
+
+    def masked_lm_model(self):
+        """backbone inputs + `mask_positions` -> the "mlm" logits, for serving fill-in-the-blank;
+        None when the pretrainer has no masked LM over its backbone to serve."""
+        if "mlm" not in self.objectives:
+            return None
+        names = [*self.backbone.input, "mask_positions"]
+        return keras.Model({name: self.input[name] for name in names}, self.output["mlm"])
+
     def get_compile_config(self):
         if not self.compiled:
             return None
@@ -111,6 +142,9 @@ class Pretrainer(keras.Model):
         x = {name: keras.ops.cast(features[name], tensor.dtype) for name, tensor in self.input.items()}
         y, sample_weight = {}, {}
         for objective in self.declared_objectives:
+            if objective.name in self._label_outputs:
+                sample_weight[objective.name] = keras.ops.cast(features[objective.weight_key], "float32")
+                continue
             labels = features[objective.label_key]
             y[objective.name] = labels
             sample_weight[objective.name] = (

@@ -19,8 +19,7 @@ STRATEGIES = ("default", "mirrored", "tpu")
 # that its first and last window (and the loss curve) say something.
 MIN_WINDOWS = 10
 
-_POSITIVE_INTS = ("steps", "batch_size", "seq_len", "vocab_size", "dupe_factor",
-                  "max_predictions", "log_every")
+_POSITIVE_INTS = ("steps", "batch_size", "seq_len", "vocab_size", "dupe_factor", "log_every")
 _SPECIAL_POSITIONS = 3  # [CLS] and up to two [SEP]s are never masked
 
 
@@ -41,7 +40,7 @@ class PretrainOptions:
     packing: str | None = None
     whole_word: bool = False
     dupe_factor: int = 10
-    max_predictions: int = 20
+    max_predictions: int | None = None  # None: the family's rule (BERT: 20 for 128 tokens)
     learning_rate: float = 1e-3
     log_every: int = 50
     precision: str = "float32"
@@ -55,7 +54,7 @@ class PretrainOptions:
         """Raise ConfigError for values that cannot work; returns the model family."""
         family = get_family(self.model)
         check_preset(family, self.preset)
-        for name in _POSITIVE_INTS:
+        for name in _POSITIVE_INTS + (("max_predictions",) if self.max_predictions is not None else ()):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{_flag(name)} must be a whole number of at least 1 (got {value!r})")
@@ -66,7 +65,7 @@ class PretrainOptions:
             )
         if self.seq_len < 8:
             raise ConfigError(f"--seq-len {self.seq_len} is too short; use at least 8")
-        if self.max_predictions > self.seq_len - _SPECIAL_POSITIONS:
+        if self.max_predictions is not None and self.max_predictions > self.seq_len - _SPECIAL_POSITIONS:
             raise ConfigError(
                 f"--max-predictions {self.max_predictions} is above the "
                 f"{self.seq_len - _SPECIAL_POSITIONS} maskable positions of --seq-len {self.seq_len}"
@@ -87,6 +86,10 @@ class PretrainOptions:
             raise ConfigError(f"family_options must be a dict (got {self.family_options!r})")
         family.option_values(self.family_options)
         return family
+
+    def prediction_slots(self, family):
+        """--max-predictions, or the family's rule for --seq-len."""
+        return self.max_predictions if self.max_predictions is not None else family.max_predictions(self.seq_len)
 
     @property
     def steps_per_window(self):

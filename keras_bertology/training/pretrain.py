@@ -20,6 +20,7 @@ from keras_bertology.data.pipeline import make_dataset
 from keras_bertology.data.static_masking import write_static_tfrecords
 from keras_bertology.data.tokenizers import load_tokenizer
 from keras_bertology.export import export_saved_model
+from keras_bertology.models.registry import get_family
 from keras_bertology.output_paths import check_output_folder
 from keras_bertology.runs import RunModel, save_run_model
 from keras_bertology.training.callbacks import CheckpointEveryWindow, MetricHistory
@@ -140,7 +141,7 @@ def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options):
         return checkpoints.load_model()
     backbone = family.backbone_cls(**family.backbone_config(
         options.preset, vocab_size=tokenizer.vocab_size, dtype=options.precision))
-    pretrainer = family.build_pretrainer(backbone, options.family_options)
+    pretrainer = family.build_pretrainer(backbone, options.family_options, options.preset)
     pretrainer.compile(optimizer=bert_adamw(options.learning_rate, total_steps))
     return pretrainer, 0
 
@@ -187,7 +188,8 @@ def _build_instances(family, documents, tokenizer, options, copies):
 
 
 def _masked_dataset(family, instances, tokenizer, masking, run_dir, options):
-    masker = family.build_masker(tokenizer, options.max_predictions, options.whole_word, options.family_options)
+    masker = family.build_masker(tokenizer, options.prediction_slots(family), options.whole_word,
+                                 options.family_options)
     if masking == "dynamic":
         return make_dataset(instances, options.batch_size, masker=masker, seed=options.seed)
     path = run_dir / "data" / f"static_masked_x{options.dupe_factor}.tfrecord"
@@ -208,6 +210,7 @@ def _metrics(options, pretrainer, records, total_steps, train_seconds, export_di
         "steps": total_steps,
         "batch_size": options.batch_size,
         "seq_len": options.seq_len,
+        "max_predictions": options.prediction_slots(get_family(options.model)),
         "precision": options.precision,
         "objectives": objective_summary(records, pretrainer.objectives),
         "samples_per_second": float(np.median(steady)),

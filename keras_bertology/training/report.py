@@ -14,7 +14,7 @@ from keras_bertology.atomic import atomic_file  # noqa: E402
 
 
 def objective_summary(records, objectives):
-    """Per objective, the loss and accuracy of the first and of the last logged window."""
+    """Per objective, every metric it reports (loss, accuracy, ...) in the first and the last window."""
     return {
         name: {"first": _window(records[0], name), "last": _window(records[-1], name)}
         for name in objectives
@@ -22,11 +22,11 @@ def objective_summary(records, objectives):
 
 
 def _window(record, objective):
-    return {
-        "step": record["step"],
-        "loss": record.get(f"{objective}_loss"),
-        "accuracy": record.get(f"{objective}_accuracy"),
-    }
+    """{"step", "loss", "accuracy", ...}: the `<objective>_<metric>` entries of one logged window."""
+    prefix = f"{objective}_"
+    window = {"step": record["step"], "loss": record.get(f"{prefix}loss"), "accuracy": record.get(f"{prefix}accuracy")}
+    window.update({key[len(prefix):]: value for key, value in record.items() if key.startswith(prefix)})
+    return window
 
 
 def chance_levels(instances, tokenizer, objectives):
@@ -75,10 +75,10 @@ def summary_text(metrics, run_dir):
     for name, summary in metrics["objectives"].items():
         chance = summary.get("chance", {})
         first, last = summary["first"], summary["last"]
-        lines.append(f"{name + ' loss':<14}{first['loss']:>13.3f} -> {last['loss']:<12.3f} "
-                     + _chance_words(chance, "loss"))
-        lines.append(f"{name + ' accuracy':<14}{first['accuracy']:>13.3f} -> {last['accuracy']:<12.3f} "
-                     + _chance_words(chance, "accuracy"))
+        for metric in (key for key in first if key != "step" and first[key] is not None):
+            label = f"{name} {metric.replace('_', ' ')}"
+            lines.append(f"{label:<14}{first[metric]:>13.3f} -> {last[metric]:<12.3f} "
+                         + _chance_words(chance, metric))
     if metrics.get("fill_mask"):
         lines.append(f"what the model learned: top-{len(metrics['fill_mask'][0]['top'])} fill-ins for one "
                      "masked word in lines held out of training")
@@ -114,10 +114,12 @@ def plot_training_curves(records, objectives, path, title):
     figure, (loss_axis, accuracy_axis) = plt.subplots(1, 2, figsize=(11, 4))
     for name in objectives:
         loss_axis.plot(steps, [r.get(f"{name}_loss") for r in records], marker=".", label=f"{name} loss")
-        accuracy_axis.plot(steps, [r.get(f"{name}_accuracy") for r in records], marker=".",
-                           label=f"{name} accuracy")
+        for metric in _window(records[0], name):
+            if metric not in ("step", "loss") and records[0].get(f"{name}_{metric}") is not None:
+                accuracy_axis.plot(steps, [r.get(f"{name}_{metric}") for r in records], marker=".",
+                                   label=f"{name} {metric.replace('_', ' ')}")
     loss_axis.set(xlabel="step", ylabel="cross-entropy", title="training loss")
-    accuracy_axis.set(xlabel="step", ylabel="accuracy", title="training accuracy", ylim=(0, 1))
+    accuracy_axis.set(xlabel="step", ylabel="share", title="accuracy and other rates", ylim=(0, 1))
     for axis in (loss_axis, accuracy_axis):
         axis.grid(alpha=0.3)
         axis.legend()

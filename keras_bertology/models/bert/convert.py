@@ -41,13 +41,25 @@ def backbone_kwargs_from_hf(config, weights=None):
 
     With `weights`, the pooler is built only when the checkpoint has one.
     """
-    from keras_bertology.layers.activations import HF_ACTIVATIONS
-
     model_type = config.get("model_type")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise CheckpointError(
             f"model_type {model_type!r} is not supported; supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
         )
+    use_pooler = model_type == "bert" if weights is None else _has(weights, model_type, "pooler.dense.weight")
+    kwargs = encoder_kwargs(config, use_pooler)
+    if model_type == "roberta":
+        offset = _roberta_position_offset(config)
+        if kwargs["max_positions"] <= offset:
+            raise CheckpointError(f"config.json: max_position_embeddings must exceed {offset} for RoBERTa")
+        kwargs.update(max_positions=kwargs["max_positions"] - offset, num_segments=0)
+    return model_type, kwargs
+
+
+def encoder_kwargs(config, use_pooler):
+    """`BertBackbone` kwargs of a BERT-shaped Hugging Face config (BERT, RoBERTa, ELECTRA), checked."""
+    from keras_bertology.layers.activations import HF_ACTIVATIONS
+
     check_sizes(config, _REQUIRED_SIZES)
     if config["hidden_size"] % config["num_attention_heads"]:
         raise CheckpointError(
@@ -61,8 +73,7 @@ def backbone_kwargs_from_hf(config, weights=None):
         )
     if config.get("position_embedding_type", "absolute") != "absolute":
         raise CheckpointError("only absolute position embeddings are supported")
-    use_pooler = model_type == "bert" if weights is None else _has(weights, model_type, "pooler.dense.weight")
-    kwargs = dict(
+    return dict(
         vocab_size=config["vocab_size"],
         num_layers=config["num_hidden_layers"],
         num_heads=config["num_attention_heads"],
@@ -77,12 +88,6 @@ def backbone_kwargs_from_hf(config, weights=None):
         use_pooler=use_pooler,
         num_segments=config.get("type_vocab_size", 2),
     )
-    if model_type == "roberta":
-        offset = _roberta_position_offset(config)
-        if kwargs["max_positions"] <= offset:
-            raise CheckpointError(f"config.json: max_position_embeddings must exceed {offset} for RoBERTa")
-        kwargs.update(max_positions=kwargs["max_positions"] - offset, num_segments=0)
-    return model_type, kwargs
 
 
 def _roberta_position_offset(config):
@@ -94,7 +99,7 @@ def _has(weights, model_type, name):
     return name in weights or f"{model_type}.{name}" in weights
 
 
-def _load_embeddings(backbone, source, model_type, config):
+def load_embeddings(backbone, source, model_type, config):
     embeddings = backbone.get_layer("embeddings")
     assign(embeddings.token_embedding.embeddings,
             source.get("embeddings.word_embeddings.weight"), "word_embeddings")
@@ -112,7 +117,7 @@ def _load_embeddings(backbone, source, model_type, config):
     load_layer_norm(embeddings.layer_norm, source, "embeddings.LayerNorm")
 
 
-def _load_encoder_block(block, source, index):
+def load_encoder_block(block, source, index):
     prefix = f"encoder.layer.{index}"
     attention = block.attention
     load_dense(attention.query_dense, source, f"{prefix}.attention.self.query")
@@ -129,9 +134,9 @@ def load_hf_weights_into_backbone(backbone, weights, config):
     """Copy a Hugging Face encoder's tensors into `backbone`; returns the names used."""
     model_type, _ = backbone_kwargs_from_hf(config)
     source = WeightSource(rename_legacy_layer_norm(weights), prefix=f"{model_type}.")
-    _load_embeddings(backbone, source, model_type, config)
+    load_embeddings(backbone, source, model_type, config)
     for index in range(backbone.num_layers):
-        _load_encoder_block(backbone.get_layer(f"encoder_block_{index}"), source, index)
+        load_encoder_block(backbone.get_layer(f"encoder_block_{index}"), source, index)
     if backbone.use_pooler:
         load_dense(backbone.get_layer("pooler"), source, "pooler.dense")
     return source.used

@@ -1,0 +1,36 @@
+"""ELECTRA: replaced token detection by a discriminator trained against a small MLM generator.
+
+The generator and the discriminator share one embedding layer; the exported
+model is the discriminator alone.
+"""
+
+from keras_bertology.lazy_imports import lazy_attributes
+from keras_bertology.models.electra.presets import ELECTRA_PRESETS
+from keras_bertology.models.family import FamilyOption, ModelFamily
+
+ELECTRA = FAMILY = ModelFamily(
+    name="electra",
+    presets=ELECTRA_PRESETS,
+    backbone_path="keras_bertology.models.bert.backbone:BertBackbone",
+    pretrainer_path="keras_bertology.models.electra.pretrainer:electra_pretrainer",
+    tokenizer_path="keras_bertology.data.tokenizers:train_wordpiece",
+    instances_path="keras_bertology.data.instances:packed_instances",
+    hf_model_types=("electra",),
+    converter_path="keras_bertology.models.electra.convert:convert",
+    masking="dynamic",
+    masker_path="keras_bertology.models.electra.masking:electra_masker",
+    packings=("full-sentences", "doc-sentences"),
+    prediction_share=0.155,
+    options=(
+        FamilyOption("generator_fraction", float, None, "generator width / discriminator width (default: the "
+                     "preset's)", minimum=0.05, maximum=1.0, used_by=("pretrainer",)),
+        FamilyOption("rtd_weight", float, 50.0, "weight of the replaced token detection loss", minimum=0.0,
+                     maximum=1000.0, used_by=("pretrainer",)),
+    ),
+)
+
+__getattr__ = lazy_attributes(__name__, {
+    "electra_pretrainer": "keras_bertology.models.electra.pretrainer",
+})
+
+__all__ = ["ELECTRA", "ELECTRA_PRESETS", "electra_pretrainer"]

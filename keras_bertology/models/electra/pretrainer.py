@@ -1,0 +1,33 @@
+"""ELECTRA pretraining: a small generator's MLM feeds replaced token detection by the discriminator."""
+
+from keras_bertology.models.generator_discriminator import GeneratorDiscriminator
+
+
+def generator_config(discriminator, fraction, num_layers=None):
+    """ELECTRA's generator sizing: hidden = fraction x the discriminator's (a multiple of 64, at least
+    64), heads = hidden / 64, feed-forward = 4 x hidden; same depth, vocabulary and embeddings."""
+    hidden = max(64, round(discriminator.hidden_size * fraction / 64) * 64)
+    config = dict(discriminator.get_config())
+    for key in ("name", "trainable", "dtype", "use_pooler"):
+        config.pop(key, None)
+    config.update(hidden_size=hidden, num_heads=hidden // 64, intermediate_size=4 * hidden, use_pooler=False,
+                  num_layers=num_layers or discriminator.num_layers,
+                  embedding_size=discriminator.embedding_size or discriminator.hidden_size)
+    return config
+
+
+def electra_pretrainer(backbone, generator_fraction=0.25, generator_layers=None, rtd_weight=50.0,
+                       temperature=1.0):
+    """A `GeneratorDiscriminator` on `backbone` (the discriminator) with ELECTRA's settings.
+
+    Example:
+        >>> from keras_bertology.models import BertBackbone
+        >>> from keras_bertology.models.electra.pretrainer import electra_pretrainer
+        >>> discriminator = BertBackbone(vocab_size=100, num_layers=1, num_heads=2, hidden_size=128,
+        ...                              intermediate_size=256, embedding_size=32, use_pooler=False)
+        >>> model = electra_pretrainer(discriminator, generator_fraction=0.5)
+        >>> model.objectives, model.generator.hidden_size, model.generator.token_embedding is discriminator.token_embedding
+        (['mlm', 'rtd'], 64, True)
+    """
+    return GeneratorDiscriminator(backbone, generator_config(backbone, generator_fraction, generator_layers),
+                                  rtd_weight=rtd_weight, temperature=temperature)

@@ -1,0 +1,142 @@
+"""A generator-discriminator pretrainer (ELECTRA's replaced token detection) over any two encoders."""
+
+import keras
+
+from keras_bertology.layers import GumbelSampler, MaskedLMHead, ReplacedTokenHead, ReplaceTokens
+from keras_bertology.models.pretrainer import Objective, Pretrainer
+
+# The generator's masked LM: original ids at the masked positions.
+GENERATOR_MLM = Objective("mlm", label_key="mask_ids", weight_key="mask_weights")
+
+
+def _binary_cross_entropy():
+    """Per-token sigmoid cross-entropy, averaged over the tokens that carry weight (non-padding)."""
+    return keras.losses.BinaryCrossentropy(from_logits=True, reduction="mean_with_sample_weight")
+
+
+def _label_rate(labels, logits):
+    return keras.ops.mean(labels, axis=-1)
+
+
+def _detection_metrics(prefix):
+    """Accuracy, precision and recall on replaced tokens, and the replaced rate itself (the
+    accuracy of always answering "original" is 1 minus that rate)."""
+    return [
+        keras.metrics.BinaryAccuracy(name=f"{prefix}accuracy", threshold=0.0),
+        keras.metrics.Precision(name=f"{prefix}precision", thresholds=0.0),
+        keras.metrics.Recall(name=f"{prefix}recall", thresholds=0.0),
+        keras.metrics.MeanMetricWrapper(_label_rate, name=f"{prefix}replaced_rate"),
+    ]
+
+
+def replaced_token_detection(loss_weight):
+    """The discriminator's objective: labels computed by the model, averaged over non-padding tokens."""
+    return Objective("rtd", label_key="rtd_labels", weight_key="padding_mask", loss_weight=loss_weight,
+                     make_loss=_binary_cross_entropy, make_metrics=_detection_metrics)
+
+
+@keras.saving.register_keras_serializable(package="keras_bertology")
+class GeneratorDiscriminator(Pretrainer):
+    """The generator fills the masked positions by sampling its MLM; the discriminator tells every
+    token original or replaced.
+
+    The generator is built here from `generator_config` with the
+    discriminator's class (or `generator_cls`), on the discriminator's own
+    embedding layer when `share_embeddings` (one set of token, position and
+    segment variables). Samples are drawn by Gumbel-max under stop_gradient,
+    so the detection loss never reaches the generator; a sample equal to the
+    original counts as original. `backbone` is the discriminator: it is what
+    is exported; the generator is not served.
+
+    Inputs: the discriminator's inputs (`token_ids` already masked) plus
+    `mask_positions`, `mask_ids` and `mask_weights` [B, P]. Outputs: `mlm`
+    [B, P, V] generator logits, `rtd` [B, L, 1] discriminator logits and
+    `rtd_labels` [B, L, 1]. Loss = MLM + `rtd_weight` x RTD.
+
+    Args:
+        discriminator: a backbone (`BertBackbone`, or any whose constructor
+            takes `embeddings=` when sharing).
+        generator_config: the generator's constructor arguments.
+        generator_cls: registered name of the generator's class; None for the discriminator's.
+        share_embeddings: build the generator on the discriminator's embeddings.
+        rtd_weight: the detection loss's weight (50 in ELECTRA).
+        temperature: sampling temperature (1.0 in ELECTRA).
+        seed: optional seed of the sampler.
+    """
+
+    def __init__(self, discriminator, generator_config, generator_cls=None, share_embeddings=True,
+                 rtd_weight=50.0, temperature=1.0, seed=None, **kwargs):
+        cls = keras.saving.get_registered_object(generator_cls) if generator_cls else type(discriminator)
+        if cls is None:
+            raise ValueError(f"unknown generator class {generator_cls!r}")
+        shared = {"embeddings": discriminator.embeddings} if share_embeddings else {}
+        generator = cls(**generator_config, dtype=discriminator.dtype_policy, name="generator", **shared)
+        inputs = dict(discriminator.input)
+        inputs.update(mask_positions=keras.Input((None,), dtype="int32", name="mask_positions"),
+                      mask_ids=keras.Input((None,), dtype="int32", name="mask_ids"),
+                      mask_weights=keras.Input((None,), dtype="float32", name="mask_weights"))
+        encoded = generator({name: inputs[name] for name in generator.input})["sequence_output"]
+        mlm = MaskedLMHead(
+            generator.vocab_size, token_embedding=generator.token_embedding, activation=generator.activation,
+            layer_norm_epsilon=generator.layer_norm_epsilon, initializer_range=generator.initializer_range,
+            dtype=discriminator.dtype_policy, name="mlm_head",
+        )(encoded, inputs["mask_positions"])
+        samples = GumbelSampler(temperature, seed=seed, name="sampler")(mlm)
+        corrupted, labels = ReplaceTokens(name="replace")(
+            inputs["token_ids"], inputs["mask_positions"], inputs["mask_ids"], inputs["mask_weights"], samples)
+        judged = discriminator({name: corrupted if name == "token_ids" else inputs[name]
+                                for name in discriminator.input})["sequence_output"]
+        rtd = ReplacedTokenHead(discriminator.activation, discriminator.initializer_range,
+                                dtype=discriminator.dtype_policy, name="rtd_head")(judged)
+        outputs = {"mlm": mlm, "rtd": rtd, "rtd_labels": labels}
+        super().__init__(discriminator, inputs, outputs,
+                         [GENERATOR_MLM, replaced_token_detection(rtd_weight)], **kwargs)
+        self.generator = generator
+        self.generator_config = dict(generator_config)
+        self.generator_cls = generator_cls
+        self.share_embeddings = share_embeddings
+        self.rtd_weight = rtd_weight
+        self.temperature = temperature
+        self.seed = seed
+
+    def masked_lm_model(self):
+        """None: the generator is discarded after pretraining; only the discriminator is served."""
+        return None
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable,
+                "discriminator": keras.saving.serialize_keras_object(self.backbone),
+                "generator_config": self.generator_config, "generator_cls": self.generator_cls,
+                "share_embeddings": self.share_embeddings, "rtd_weight": self.rtd_weight,
+                "temperature": self.temperature, "seed": self.seed}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config, discriminator=keras.saving.deserialize_keras_object(config["discriminator"]))
+        return cls(**config)
+
+
+@keras.saving.register_keras_serializable(package="keras_bertology")
+class ReplacedTokenDetector(Pretrainer):
+    """A discriminator alone: backbone + replaced-token head, trained on given `rtd_labels` [B, L, 1].
+
+    What an imported ELECTRA discriminator (`ElectraForPreTraining`) becomes;
+    outputs `rtd` [B, L, 1] logits.
+    """
+
+    def __init__(self, backbone, **kwargs):
+        inputs = dict(backbone.input)
+        judged = backbone(inputs)["sequence_output"]
+        rtd = ReplacedTokenHead(backbone.activation, backbone.initializer_range, dtype=backbone.dtype_policy,
+                                name="rtd_head")(judged)
+        objective = Objective("rtd", label_key="rtd_labels", weight_key="padding_mask",
+                              make_loss=_binary_cross_entropy, make_metrics=_detection_metrics)
+        super().__init__(backbone, inputs, {"rtd": rtd}, [objective], **kwargs)
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable,
+                "backbone": keras.saving.serialize_keras_object(self.backbone)}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**dict(config, backbone=keras.saving.deserialize_keras_object(config["backbone"])))
