@@ -86,6 +86,9 @@ def build_parser():
                           help="masked-LM prediction slots per sequence (default: the family's share of "
                                "--seq-len: 20 of 128 for BERT, 19 for ELECTRA)")
     pretrain.add_argument("--learning-rate", type=_positive_float, default=defaults.learning_rate)
+    pretrain.add_argument("--layer-decay", type=_positive_float, default=defaults.layer_decay,
+                          help="layer-wise learning-rate decay: block i of N learns at decay^(N+1-i) of the "
+                               "rate, the embeddings at decay^(N+2) (ELECTRA uses 0.8; default 1: off)")
     pretrain.add_argument("--log-every", type=_positive_int, default=defaults.log_every,
                           help=f"at most this many steps per logged window (fewer when needed for "
                                f"{MIN_WINDOWS} windows); --steps is rounded up to whole windows")

@@ -139,6 +139,8 @@ CASES = [
      "--span-p must be a number from 0.01 to 1.0"),
     ("non-numeric n-gram", _pretrain("--model", "albert", "--preset", "albert-tiny", "--max-ngram", "three"),
      "invalid int value: 'three'"),
+    ("layer decay above 1", _pretrain("--layer-decay", "1.5"), "--layer-decay must be a number in (0, 1]"),
+    ("NaN layer decay", _pretrain("--layer-decay", "nan"), "finite number above 0"),
     ("unknown flag", _pretrain("--no-such-flag"), "unrecognized arguments: --no-such-flag"),
     ("--out is a file", _pretrain("--out", "{tmp}/a_file"), "is a file"),
     ("--out under /proc", _pretrain("--out", "/proc/bertology/run"), "cannot be written"),

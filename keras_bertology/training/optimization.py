@@ -1,4 +1,7 @@
-"""BERT's optimizer: AdamW with linear warm-up then linear decay, no decay on norms/biases."""
+"""BERT's optimizer: AdamW with linear warm-up then linear decay, no decay on norms/biases;
+optionally ELECTRA's layer-wise learning-rate decay."""
+
+import re
 
 import keras
 
@@ -28,9 +31,61 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         }
 
 
-def bert_adamw(peak_learning_rate, total_steps, warmup_fraction=0.1, weight_decay=0.01):
-    """AdamW as in BERT pretraining: betas (0.9, 0.999), eps 1e-6, clip-norm 1.0."""
-    optimizer = keras.optimizers.AdamW(
+@keras.saving.register_keras_serializable(package="keras_bertology")
+class LayerwiseAdamW(keras.optimizers.AdamW):
+    """AdamW whose learning rate is multiplied per variable, e.g. by `layerwise_decay`.
+
+    `lr_multipliers` maps variable paths to factors (missing paths: 1). The
+    factor scales the Adam step; the decoupled weight decay keeps the base rate.
+    """
+
+    def __init__(self, lr_multipliers=None, **kwargs):
+        super().__init__(**kwargs)
+        self.lr_multipliers = dict(lr_multipliers or {})
+
+    def build(self, variables):
+        super().build(variables)
+        self._lr_scales = [float(self.lr_multipliers.get(variable.path, 1.0)) for variable in variables]
+
+    def update_step(self, gradient, variable, learning_rate):
+        scale = self._lr_scales[self._get_variable_index(variable)]
+        if scale != 1.0:
+            learning_rate = keras.ops.cast(learning_rate, variable.dtype) * scale
+        super().update_step(gradient, variable, learning_rate)
+
+    def get_config(self):
+        return dict(super().get_config(), lr_multipliers=self.lr_multipliers)
+
+
+_BLOCK = re.compile(r"encoder_block_(\d+)$")
+
+
+def layerwise_decay(backbone, decay):
+    """ELECTRA's layer-wise decay for `backbone`'s variables: {path: factor}.
+
+    With N layers: embeddings (and their projection) decay ** (N + 2), block i
+    decay ** (N + 1 - i), anything else in the backbone (pooler, final norm, a
+    shared stack) decay; heads outside the backbone keep the full rate.
+    """
+    layers = backbone.num_layers
+    factors = {}
+    for layer in backbone.layers:
+        block = _BLOCK.match(layer.name)
+        if layer.name in ("embeddings", "embedding_projection"):
+            power = layers + 2
+        elif block:
+            power = layers + 1 - int(block.group(1))
+        else:
+            power = 1
+        factors.update({variable.path: decay ** power for variable in layer.trainable_variables})
+    return factors
+
+
+def bert_adamw(peak_learning_rate, total_steps, warmup_fraction=0.1, weight_decay=0.01, lr_multipliers=None):
+    """AdamW as in BERT pretraining: betas (0.9, 0.999), eps 1e-6, clip-norm 1.0; with
+    `lr_multipliers` (see `layerwise_decay`), per-variable learning rates."""
+    optimizer = LayerwiseAdamW(
+        lr_multipliers=lr_multipliers,
         learning_rate=WarmupLinearDecay(
             peak_learning_rate, int(total_steps * warmup_fraction), total_steps
         ),

@@ -42,6 +42,7 @@ class PretrainOptions:
     dupe_factor: int = 10
     max_predictions: int | None = None  # None: the family's rule (BERT: 20 for 128 tokens)
     learning_rate: float = 1e-3
+    layer_decay: float = 1.0  # ELECTRA's layer-wise learning-rate decay (0.8); 1 turns it off
     log_every: int = 50
     precision: str = "float32"
     strategy: str = "default"
@@ -85,6 +86,9 @@ class PretrainOptions:
         if self.family_options is not None and not isinstance(self.family_options, dict):
             raise ConfigError(f"family_options must be a dict (got {self.family_options!r})")
         family.option_values(self.family_options)
+        if not isinstance(self.layer_decay, (int, float)) or not math.isfinite(self.layer_decay) \
+                or not 0 < self.layer_decay <= 1:
+            raise ConfigError(f"--layer-decay must be a number in (0, 1] (got {self.layer_decay!r})")
         return family
 
     def prediction_slots(self, family):

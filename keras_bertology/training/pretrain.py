@@ -26,7 +26,7 @@ from keras_bertology.runs import RunModel, save_run_model
 from keras_bertology.training.callbacks import CheckpointEveryWindow, MetricHistory
 from keras_bertology.training.checkpoints import RunCheckpoints
 from keras_bertology.training.fill_mask import fill_mask_examples, hold_out_sentences
-from keras_bertology.training.optimization import bert_adamw
+from keras_bertology.training.optimization import bert_adamw, layerwise_decay
 from keras_bertology.training.options import PretrainOptions  # noqa: F401  re-exported
 from keras_bertology.training.report import (
     chance_levels,
@@ -142,7 +142,8 @@ def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options):
     backbone = family.backbone_cls(**family.backbone_config(
         options.preset, vocab_size=tokenizer.vocab_size, dtype=options.precision))
     pretrainer = family.build_pretrainer(backbone, options.family_options, options.preset)
-    pretrainer.compile(optimizer=bert_adamw(options.learning_rate, total_steps))
+    multipliers = layerwise_decay(backbone, options.layer_decay) if options.layer_decay < 1 else None
+    pretrainer.compile(optimizer=bert_adamw(options.learning_rate, total_steps, lr_multipliers=multipliers))
     return pretrainer, 0
 
 

@@ -1,0 +1,71 @@
+"""Layer-wise learning-rate decay: ELECTRA's factors, applied per variable by the optimizer, for every encoder."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bertology.models import BertBackbone, BertPretrainer
+from keras_bertology.models.albert.backbone import AlbertBackbone
+from keras_bertology.training.optimization import LayerwiseAdamW, bert_adamw, layerwise_decay
+
+
+def _bert():
+    keras.utils.set_random_seed(0)
+    backbone = BertBackbone(vocab_size=60, num_layers=3, num_heads=2, hidden_size=16, intermediate_size=32,
+                            max_positions=16, embedding_size=8, dropout=0.0, attention_dropout=0.0)
+    return backbone, BertPretrainer(backbone)
+
+
+def test_factors_follow_electra():
+    backbone, _ = _bert()
+    factors = layerwise_decay(backbone, 0.5)
+    assert factors["embeddings/token_embedding/embeddings"] == 0.5 ** 5  # N + 2
+    assert factors["embedding_projection/kernel"] == 0.5 ** 5
+    assert factors["encoder_block_0/attention/query/kernel"] == 0.5 ** 4  # N + 1 - 0
+    assert factors["encoder_block_2/output_norm/gamma"] == 0.5 ** 2
+    assert factors["pooler/kernel"] == 0.5
+    assert set(factors) == {v.path for v in backbone.trainable_variables}
+    albert = AlbertBackbone(vocab_size=60, num_layers=4, num_heads=2, hidden_size=16, intermediate_size=32,
+                            embedding_size=8)
+    shared = layerwise_decay(albert, 0.5)
+    assert shared["embeddings/token_embedding/embeddings"] == 0.5 ** 6
+    assert shared["encoder/group_0_block_0/attention/query/kernel"] == 0.5  # one block for every layer
+
+
+def _first_step_sizes(optimizer, model):
+    """|change| of each variable after one step: Adam's first step is lr x sign(gradient) per element."""
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, 60, (4, 12)).astype("int32")
+    x = {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": np.ones_like(ids),
+         "mask_positions": np.tile([1, 4, 7], (4, 1)).astype("int32")}
+    before = [v.numpy().copy() for v in model.trainable_variables]
+    with tf.GradientTape() as tape:
+        out = model(x, training=True)
+        loss = tf.reduce_sum(out["mlm"] ** 2) + tf.reduce_sum(out["nsp"] ** 2)
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    return {v.path: np.abs(v.numpy() - b).max() for v, b in zip(model.trainable_variables, before)}
+
+
+def test_each_variable_steps_at_its_own_rate():
+    """Against the same first step without factors: every variable's step shrinks by exactly its factor."""
+    backbone, model = _bert()
+    factors = layerwise_decay(backbone, 0.5)
+    initial = [v.numpy().copy() for v in model.trainable_variables]
+    plain = _first_step_sizes(LayerwiseAdamW(learning_rate=1e-2, weight_decay=0.0, epsilon=1e-12), model)
+    for variable, value in zip(model.trainable_variables, initial):
+        variable.assign(value)
+    decayed = _first_step_sizes(LayerwiseAdamW(lr_multipliers=factors, learning_rate=1e-2, weight_decay=0.0,
+                                               epsilon=1e-12), model)
+    for path, size in decayed.items():
+        assert size == pytest.approx(plain[path] * factors.get(path, 1.0), rel=1e-3), path
+    assert plain["encoder_block_1/intermediate/kernel"] == pytest.approx(1e-2, rel=1e-3)  # Adam's first step
+    assert decayed["mlm_head/transform/kernel"] == pytest.approx(1e-2, rel=1e-3)  # heads keep the full rate
+
+
+def test_optimizer_round_trips_with_its_factors(tmp_path):
+    backbone, model = _bert()
+    model.compile(optimizer=bert_adamw(1e-3, 100, lr_multipliers=layerwise_decay(backbone, 0.8)))
+    restored = keras.optimizers.deserialize(keras.optimizers.serialize(model.optimizer))
+    assert isinstance(restored, LayerwiseAdamW)
+    assert restored.lr_multipliers == layerwise_decay(backbone, 0.8)
