@@ -16,7 +16,8 @@ from keras_bertology.layers import GumbelSampler, ReplaceTokens
 from keras_bertology.models import BertBackbone
 from keras_bertology.models.electra import ELECTRA
 from keras_bertology.models.electra.masking import electra_masker
-from keras_bertology.models.electra.pretrainer import electra_pretrainer
+from keras_bertology.models.electra.pretrainer import electra_pretrainer, generator_config
+from keras_bertology.models.generator_discriminator import GeneratorDiscriminator
 
 TOLERANCE = 1e-5
 VOCAB = 97
@@ -185,3 +186,30 @@ def test_pretrain_electra_from_the_command_line(tmp_path, capsys):
     assert not hasattr(served, "mlm")  # the generator is discarded
     out = served.serve(tf.constant(["To be, or not to be."]))
     assert out["sequence_output"].shape[-1] == 128
+
+
+def test_two_stage_variant_trains_generator_then_discriminator_from_it():
+    keras.utils.set_random_seed(0)
+    discriminator = BertBackbone(vocab_size=VOCAB, num_layers=1, num_heads=2, hidden_size=64, intermediate_size=128,
+                                 max_positions=32, use_pooler=False)
+    model = electra_pretrainer(discriminator, two_stage_steps=4)
+    assert model.generator.embeddings is not discriminator.embeddings
+    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    data = tf.data.Dataset.from_tensors(_masked_batch()).repeat().map(model.split_features)
+
+    def snapshot(backbone):
+        return [w.numpy().copy() for w in backbone.weights]
+
+    disc_start, gen_start = snapshot(model.backbone), snapshot(model.generator)
+    model.fit(data, epochs=1, steps_per_epoch=3, verbose=0, callbacks=model.training_callbacks())
+    assert all(np.array_equal(a, b) for a, b in zip(snapshot(model.backbone), disc_start))  # stage 1
+    assert not all(np.array_equal(a, b) for a, b in zip(snapshot(model.generator), gen_start))
+    model.fit(data, epochs=1, steps_per_epoch=1, verbose=0, callbacks=model.training_callbacks())  # step 4: switch
+    gen_at_switch = snapshot(model.generator)
+    assert all(np.array_equal(a, b) for a, b in zip(snapshot(model.backbone), gen_at_switch))
+    model.fit(data, epochs=1, steps_per_epoch=3, verbose=0, callbacks=model.training_callbacks())  # stage 2
+    assert all(np.array_equal(a, b) for a, b in zip(snapshot(model.generator), gen_at_switch))
+    assert not all(np.array_equal(a, b) for a, b in zip(snapshot(model.backbone), gen_at_switch))
+    with pytest.raises(ValueError, match="two-stage"):
+        GeneratorDiscriminator(discriminator, generator_config(discriminator, 2.0), share_embeddings=False,
+                               two_stage_steps=2)

@@ -62,10 +62,15 @@ class GeneratorDiscriminator(Pretrainer):
         rtd_weight: the detection loss's weight (50 in ELECTRA).
         temperature: sampling temperature (1.0 in ELECTRA).
         seed: optional seed of the sampler.
+        two_stage_steps: 0 for joint training; otherwise the two-stage variant:
+            the generator trains alone for this many steps, then the
+            discriminator starts from the generator's weights and trains with
+            the generator frozen. It needs a generator of the discriminator's
+            shape and no shared embeddings.
     """
 
     def __init__(self, discriminator, generator_config, generator_cls=None, share_embeddings=True,
-                 rtd_weight=50.0, temperature=1.0, seed=None, **kwargs):
+                 rtd_weight=50.0, temperature=1.0, seed=None, two_stage_steps=0, **kwargs):
         cls = keras.saving.get_registered_object(generator_cls) if generator_cls else type(discriminator)
         if cls is None:
             raise ValueError(f"unknown generator class {generator_cls!r}")
@@ -98,6 +103,27 @@ class GeneratorDiscriminator(Pretrainer):
         self.rtd_weight = rtd_weight
         self.temperature = temperature
         self.seed = seed
+        self.two_stage_steps = two_stage_steps
+        if two_stage_steps:
+            mismatch = [w.shape for w in generator.weights] != [w.shape for w in discriminator.weights]
+            if share_embeddings or mismatch:
+                raise ValueError("the two-stage variant needs a generator of the discriminator's shape "
+                                 "and separate embeddings")
+
+    def training_callbacks(self):
+        return [TwoStageSchedule(self.two_stage_steps)] if self.two_stage_steps else []
+
+    def set_stage(self, stage):
+        """Two-stage variant: 1 trains the generator only, 2 the discriminator only, None both."""
+        for layer in (self.generator, self.get_layer("mlm_head")):
+            layer.trainable = stage in (1, None)
+        for layer in (self.backbone, self.get_layer("rtd_head")):
+            layer.trainable = stage in (2, None)
+
+    def compile_from_config(self, config):
+        """A reloaded model's optimizer covers both stages' variables, as when it was saved."""
+        self.set_stage(None)
+        super().compile_from_config(config)
 
     def masked_lm_model(self):
         """None: the generator is discarded after pretraining; only the discriminator is served."""
@@ -108,12 +134,41 @@ class GeneratorDiscriminator(Pretrainer):
                 "discriminator": keras.saving.serialize_keras_object(self.backbone),
                 "generator_config": self.generator_config, "generator_cls": self.generator_cls,
                 "share_embeddings": self.share_embeddings, "rtd_weight": self.rtd_weight,
-                "temperature": self.temperature, "seed": self.seed}
+                "temperature": self.temperature, "seed": self.seed, "two_stage_steps": self.two_stage_steps}
 
     @classmethod
     def from_config(cls, config):
         config = dict(config, discriminator=keras.saving.deserialize_keras_object(config["discriminator"]))
         return cls(**config)
+
+
+class TwoStageSchedule(keras.callbacks.Callback):
+    """ELECTRA's two-stage variant: before `switch_step` only the generator trains; at it the
+    discriminator takes the generator's weights; after it only the discriminator trains.
+
+    The stage follows the optimizer's step count, so a resumed run continues in its stage.
+    """
+
+    def __init__(self, switch_step):
+        super().__init__()
+        self.switch_step = switch_step
+
+    def on_train_begin(self, logs=None):
+        model = self.model
+        if not model.optimizer.built:  # slots for both stages' variables, whichever trains first
+            model.set_stage(None)
+            model.optimizer.build(model.trainable_variables)
+        self._enter(2 if int(model.optimizer.iterations.numpy()) >= self.switch_step else 1)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations.numpy()) == self.switch_step:
+            for target, source in zip(self.model.backbone.weights, self.model.generator.weights):
+                target.assign(source)
+            self._enter(2)
+
+    def _enter(self, stage):
+        self.model.set_stage(stage)
+        self.model.make_train_function(force=True)
 
 
 @keras.saving.register_keras_serializable(package="keras_bertology")

@@ -114,6 +114,10 @@ class Pretrainer(keras.Model):
         y, y_pred = self._labels_from_outputs(y, y_pred)
         return super().compute_metrics(x, y, y_pred, sample_weight)
 
+    def training_callbacks(self):
+        """Keras callbacks this pretrainer needs during `fit` (e.g. a schedule of stages); none by default."""
+        return []
+
     def masked_lm_model(self):
         """backbone inputs + `mask_positions` -> the "mlm" logits, for serving fill-in-the-blank;
         None when the pretrainer has no masked LM over its backbone to serve."""

@@ -101,6 +101,7 @@ def _pretrain(family, options, documents, run_dir, export_dir, checkpoints):
             history,
             CheckpointEveryWindow(checkpoints, history),
             keras.callbacks.TensorBoard(str(run_dir / "logs"), update_freq="epoch"),
+            *pretrainer.training_callbacks(),
         ],
         shuffle=False,  # the input pipeline shuffles
         verbose=options.verbose,

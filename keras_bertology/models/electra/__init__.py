@@ -26,6 +26,9 @@ ELECTRA = FAMILY = ModelFamily(
                      "preset's)", minimum=0.05, maximum=1.0, used_by=("pretrainer",)),
         FamilyOption("rtd_weight", float, 50.0, "weight of the replaced token detection loss", minimum=0.0,
                      maximum=1000.0, used_by=("pretrainer",)),
+        FamilyOption("two_stage_steps", int, 0, "two-stage variant: the generator (as large as the discriminator) "
+                     "trains alone this many steps, then the discriminator starts from it with the generator "
+                     "frozen (0: joint training)", minimum=0, maximum=10**9, used_by=("pretrainer",)),
     ),
 )
 

@@ -17,8 +17,11 @@ def generator_config(discriminator, fraction, num_layers=None):
 
 
 def electra_pretrainer(backbone, generator_fraction=0.25, generator_layers=None, rtd_weight=50.0,
-                       temperature=1.0):
+                       temperature=1.0, two_stage_steps=0):
     """A `GeneratorDiscriminator` on `backbone` (the discriminator) with ELECTRA's settings.
+
+    With `two_stage_steps` the generator is as large as the discriminator and
+    has its own embeddings, since the discriminator starts from it.
 
     Example:
         >>> from keras_bertology.models import BertBackbone
@@ -29,5 +32,10 @@ def electra_pretrainer(backbone, generator_fraction=0.25, generator_layers=None,
         >>> model.objectives, model.generator.hidden_size, model.generator.token_embedding is discriminator.token_embedding
         (['mlm', 'rtd'], 64, True)
     """
-    return GeneratorDiscriminator(backbone, generator_config(backbone, generator_fraction, generator_layers),
-                                  rtd_weight=rtd_weight, temperature=temperature)
+    if two_stage_steps:
+        generator_fraction, generator_layers = 1.0, None
+    config = generator_config(backbone, generator_fraction, generator_layers)
+    if two_stage_steps:
+        config.update(num_heads=backbone.num_heads, intermediate_size=backbone.intermediate_size)
+    return GeneratorDiscriminator(backbone, config, rtd_weight=rtd_weight, temperature=temperature,
+                                  share_embeddings=not two_stage_steps, two_stage_steps=two_stage_steps)
