@@ -85,7 +85,8 @@ def build_parser():
     pretrain.add_argument("--max-predictions", type=_positive_int, default=defaults.max_predictions,
                           help="masked-LM prediction slots per sequence (default: the family's share of "
                                "--seq-len: 20 of 128 for BERT, 19 for ELECTRA)")
-    pretrain.add_argument("--learning-rate", type=_positive_float, default=defaults.learning_rate)
+    pretrain.add_argument("--learning-rate", type=_positive_float, default=defaults.learning_rate,
+                          help="peak learning rate (default: the family's, 1e-3; 3e-4 for ELECTRA)")
     pretrain.add_argument("--layer-decay", type=_positive_float, default=defaults.layer_decay,
                           help="layer-wise learning-rate decay: block i of N learns at decay^(N+1-i) of the "
                                "rate, the embeddings at decay^(N+2) (ELECTRA uses 0.8; default 1: off)")

@@ -77,6 +77,7 @@ class ModelFamily:
             masker`, the masking stage mapped over batches of instances.
         options: the family's own settings (`FamilyOption`s), passed by keyword
             to the builders that declare them: masker, instances, pretrainer.
+        learning_rate: peak learning rate when --learning-rate is not given.
         prediction_share: masked-LM prediction slots per token when
             --max-predictions is not given (BERT: 20 for 128 tokens, 80 for 512).
         text_packer_path: `pack(tokenizer, seq_len, first, second=None) -> dict
@@ -103,6 +104,7 @@ class ModelFamily:
     options: tuple = ()
     text_packer_path: str = "keras_bertology.data.packing:pack_text"
     prediction_share: float = 0.15625
+    learning_rate: float = 1e-3
 
     @property
     def backbone_cls(self):

@@ -41,7 +41,7 @@ class PretrainOptions:
     whole_word: bool = False
     dupe_factor: int = 10
     max_predictions: int | None = None  # None: the family's rule (BERT: 20 for 128 tokens)
-    learning_rate: float = 1e-3
+    learning_rate: float | None = None  # None: the family's peak rate (1e-3 for BERT's quick runs)
     layer_decay: float = 1.0  # ELECTRA's layer-wise learning-rate decay (0.8); 1 turns it off
     log_every: int = 50
     precision: str = "float32"
@@ -80,8 +80,9 @@ class PretrainOptions:
                 f"--packing {self.packing} does not apply to --model {family.name}, "
                 + (f"which takes {', '.join(family.packings)}" if family.packings else "which takes none")
             )
-        if not isinstance(self.learning_rate, (int, float)) or not math.isfinite(self.learning_rate) \
-                or self.learning_rate <= 0:
+        if self.learning_rate is not None and (
+                not isinstance(self.learning_rate, (int, float)) or not math.isfinite(self.learning_rate)
+                or self.learning_rate <= 0):
             raise ConfigError(f"--learning-rate must be a finite number above 0 (got {self.learning_rate!r})")
         if self.family_options is not None and not isinstance(self.family_options, dict):
             raise ConfigError(f"family_options must be a dict (got {self.family_options!r})")
@@ -90,6 +91,10 @@ class PretrainOptions:
                 or not 0 < self.layer_decay <= 1:
             raise ConfigError(f"--layer-decay must be a number in (0, 1] (got {self.layer_decay!r})")
         return family
+
+    def peak_learning_rate(self, family):
+        """--learning-rate, or the family's default."""
+        return self.learning_rate if self.learning_rate is not None else family.learning_rate
 
     def prediction_slots(self, family):
         """--max-predictions, or the family's rule for --seq-len."""

@@ -144,7 +144,8 @@ def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options):
         options.preset, vocab_size=tokenizer.vocab_size, dtype=options.precision))
     pretrainer = family.build_pretrainer(backbone, options.family_options, options.preset)
     multipliers = layerwise_decay(backbone, options.layer_decay) if options.layer_decay < 1 else None
-    pretrainer.compile(optimizer=bert_adamw(options.learning_rate, total_steps, lr_multipliers=multipliers))
+    pretrainer.compile(optimizer=bert_adamw(options.peak_learning_rate(family), total_steps,
+                                            lr_multipliers=multipliers))
     return pretrainer, 0
 
 
@@ -213,6 +214,7 @@ def _metrics(options, pretrainer, records, total_steps, train_seconds, export_di
         "batch_size": options.batch_size,
         "seq_len": options.seq_len,
         "max_predictions": options.prediction_slots(get_family(options.model)),
+        "learning_rate": options.peak_learning_rate(get_family(options.model)),
         "precision": options.precision,
         "objectives": objective_summary(records, pretrainer.objectives),
         "samples_per_second": float(np.median(steady)),
