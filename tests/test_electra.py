@@ -133,7 +133,7 @@ def test_pretrainer_trains_and_round_trips(tmp_path):
     before = model.evaluate(data.take(1), return_dict=True, verbose=0)
     history = model.fit(data, epochs=1, steps_per_epoch=60, verbose=0).history
     after = model.evaluate(data.take(1), return_dict=True, verbose=0)
-    assert {"rtd_precision", "rtd_recall", "rtd_replaced_rate", "mlm_accuracy"} <= set(history)
+    assert {"rtd_precision", "rtd_recall", "rtd_auc", "rtd_replaced_rate", "mlm_accuracy"} <= set(history)
     assert after["mlm_loss"] < before["mlm_loss"] - 1.0
     assert before["loss"] == pytest.approx(before["mlm_loss"] + 50 * before["rtd_loss"], rel=1e-4)
     model.save(tmp_path / "electra.keras")
@@ -181,7 +181,7 @@ def test_pretrain_electra_from_the_command_line(tmp_path, capsys):
     metrics, served = pretrain_two_plays(tmp_path, capsys, "electra", "electra-tiny", "--seq-len", "64",
                                          "--vocab-size", "800", "--generator-fraction", "0.5")
     assert set(metrics["objectives"]) == {"mlm", "rtd"} and metrics["max_predictions"] == 9
-    assert {"precision", "recall", "replaced_rate"} <= set(metrics["objectives"]["rtd"]["last"])
+    assert {"precision", "recall", "auc", "replaced_rate"} <= set(metrics["objectives"]["rtd"]["last"])
     assert metrics["family_options"] == {"generator_fraction": 0.5, "rtd_weight": 50.0, "two_stage_steps": 0}
     assert metrics["learning_rate"] == 3e-4  # the family's rate
     assert not hasattr(served, "mlm")  # the generator is discarded

@@ -19,12 +19,14 @@ def _label_rate(labels, logits):
 
 
 def _detection_metrics(prefix):
-    """Accuracy, precision and recall on replaced tokens, and the replaced rate itself (the
-    accuracy of always answering "original" is 1 minus that rate)."""
+    """Accuracy, precision and recall on replaced tokens, the area under the ROC curve (0.5 for
+    guessing, whatever the threshold), and the replaced rate itself (the accuracy of always
+    answering "original" is 1 minus that rate)."""
     return [
         keras.metrics.BinaryAccuracy(name=f"{prefix}accuracy", threshold=0.0),
         keras.metrics.Precision(name=f"{prefix}precision", thresholds=0.0),
         keras.metrics.Recall(name=f"{prefix}recall", thresholds=0.0),
+        keras.metrics.AUC(name=f"{prefix}auc", from_logits=True),
         keras.metrics.MeanMetricWrapper(_label_rate, name=f"{prefix}replaced_rate"),
     ]
 
