@@ -182,7 +182,8 @@ def test_pretrain_electra_from_the_command_line(tmp_path, capsys):
                                          "--vocab-size", "800", "--generator-fraction", "0.5")
     assert set(metrics["objectives"]) == {"mlm", "rtd"} and metrics["max_predictions"] == 9
     assert {"precision", "recall", "auc", "replaced_rate"} <= set(metrics["objectives"]["rtd"]["last"])
-    assert metrics["family_options"] == {"generator_fraction": 0.5, "rtd_weight": 50.0, "two_stage_steps": 0}
+    assert metrics["family_options"] == {"generator_fraction": 0.5, "generator_layers": None, "rtd_weight": 50.0,
+                                         "two_stage_steps": 0}
     assert metrics["learning_rate"] == 3e-4  # the family's rate
     assert not hasattr(served, "mlm")  # the generator is discarded
     out = served.serve(tf.constant(["To be, or not to be."]))

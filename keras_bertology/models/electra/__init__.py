@@ -26,6 +26,8 @@ ELECTRA = FAMILY = ModelFamily(
     options=(
         FamilyOption("generator_fraction", float, None, "generator width / discriminator width (default: the "
                      "preset's)", minimum=0.05, maximum=1.0, used_by=("pretrainer",)),
+        FamilyOption("generator_layers", int, None, "generator depth (default: the discriminator's)", minimum=1,
+                     maximum=48, used_by=("pretrainer",)),
         FamilyOption("rtd_weight", float, 50.0, "weight of the replaced token detection loss", minimum=0.0,
                      maximum=1000.0, used_by=("pretrainer",)),
         FamilyOption("two_stage_steps", int, 0, "two-stage variant: the generator (as large as the discriminator) "
