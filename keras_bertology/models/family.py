@@ -65,10 +65,12 @@ class ModelFamily:
 
     Attributes:
         name: CLI name (`--model`).
-        presets: preset name -> {"config", "params", "description"}.
+        presets: preset name -> {"config", "params", "description"} and
+            optionally "pretrainer" (settings of the pretrainer builder).
         backbone_path: the backbone class built from a preset's config.
-        pretrainer_path: the `models.pretrainer.Pretrainer` wrapping a backbone
-            with the family's objectives.
+        pretrainer_path: `build(backbone, **settings) -> Pretrainer` (a
+            `models.pretrainer.Pretrainer` class or a function making one)
+            wrapping a backbone with the family's objectives.
         tokenizer_path: `train(sentences, vocab_size) -> Tokenizer`.
         instances_path: `build(documents, seq_len, specials, rng, copies, packing) ->
             dict of arrays`, documents being lists of token-id arrays.
