@@ -215,3 +215,19 @@ def test_two_stage_variant_trains_generator_then_discriminator_from_it():
     with pytest.raises(ValueError, match="two-stage"):
         GeneratorDiscriminator(discriminator, generator_config(discriminator, 2.0), share_embeddings=False,
                                two_stage_steps=2)
+
+
+def test_discriminator_learns_to_spot_a_fixed_generators_replacements():
+    """With the generator frozen at random init, replacements are random ids: the discriminator
+    must learn to find them (its ranking, AUC, rises far above the 0.5 of guessing; about 0.87
+    after 300 steps, recall 0.42 and precision 0.80 against a replaced rate of 0.16)."""
+    model = _tiny_electra()
+    model.set_stage(2)  # only the discriminator trains
+    model.compile(optimizer=keras.optimizers.Adam(1e-3))
+    data = tf.data.Dataset.from_tensors(_masked_batch()).repeat().map(model.split_features)
+    before = model.evaluate(data.take(4), return_dict=True, verbose=0)
+    model.fit(data, epochs=1, steps_per_epoch=300, verbose=0)
+    after = model.evaluate(data.take(4), return_dict=True, verbose=0)
+    assert before["rtd_auc"] < 0.6 and after["rtd_auc"] > 0.75, (before, after)
+    assert after["rtd_recall"] > after["rtd_replaced_rate"] and after["rtd_precision"] > after["rtd_replaced_rate"]
+    assert after["mlm_loss"] == pytest.approx(before["mlm_loss"], rel=0.05)  # the generator stayed as it was
