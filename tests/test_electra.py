@@ -181,7 +181,11 @@ def test_pretrain_electra_from_the_command_line(tmp_path, capsys):
     metrics, served = pretrain_two_plays(tmp_path, capsys, "electra", "electra-tiny", "--seq-len", "64",
                                          "--vocab-size", "800", "--generator-fraction", "0.5")
     assert set(metrics["objectives"]) == {"mlm", "rtd"} and metrics["max_predictions"] == 9
-    assert {"precision", "recall", "auc", "replaced_rate"} <= set(metrics["objectives"]["rtd"]["last"])
+    rtd = metrics["objectives"]["rtd"]
+    assert {"precision", "recall", "auc", "replaced_rate"} <= set(rtd["last"])
+    rate = rtd["last"]["replaced_rate"]
+    assert rtd["chance"]["accuracy"] == pytest.approx(1 - rate) and rtd["chance"]["recall"] == rate
+    assert rtd["chance"]["auc"] == 0.5
     assert metrics["family_options"] == {"generator_fraction": 0.5, "generator_layers": None, "rtd_weight": 50.0,
                                          "two_stage_steps": 0}
     assert metrics["learning_rate"] == 3e-4  # the family's rate

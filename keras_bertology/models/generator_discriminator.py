@@ -1,5 +1,7 @@
 """A generator-discriminator pretrainer (ELECTRA's replaced token detection) over any two encoders."""
 
+import math
+
 import keras
 
 from keras_bertology.layers import GumbelSampler, MaskedLMHead, ReplacedTokenHead, ReplaceTokens
@@ -31,10 +33,21 @@ def _detection_metrics(prefix):
     ]
 
 
+def _detection_chance(window):
+    """Always answering "original" scores 1 - rate in accuracy and the label entropy in loss;
+    a coin that says "replaced" at the rate scores the rate in precision and recall; AUC 0.5."""
+    rate = window.get("replaced_rate")
+    if rate is None or not 0 < rate < 1:
+        return {}
+    entropy = -(rate * math.log(rate) + (1 - rate) * math.log(1 - rate))
+    return {"accuracy": 1 - rate, "loss": entropy, "precision": rate, "recall": rate, "auc": 0.5}
+
+
 def replaced_token_detection(loss_weight):
     """The discriminator's objective: labels computed by the model, averaged over non-padding tokens."""
     return Objective("rtd", label_key="rtd_labels", weight_key="padding_mask", loss_weight=loss_weight,
-                     make_loss=_binary_cross_entropy, make_metrics=_detection_metrics)
+                     make_loss=_binary_cross_entropy, make_metrics=_detection_metrics,
+                     make_chance=_detection_chance)
 
 
 @keras.saving.register_keras_serializable(package="keras_bertology")

@@ -37,6 +37,8 @@ class Objective:
         make_loss: `() -> keras loss`; class cross-entropy by default.
         make_metrics: `(prefix) -> list of keras metrics` named with `prefix`
             (the objective's name plus "_" when Keras would not add it); accuracy by default.
+        make_chance: optional `(last logged window: {metric: value}) -> {metric:
+            what guessing scores}`, for objectives whose labels the data does not hold.
     """
 
     name: str
@@ -45,6 +47,7 @@ class Objective:
     loss_weight: float = 1.0
     make_loss: Callable = sparse_cross_entropy
     make_metrics: Callable = accuracy
+    make_chance: Callable | None = None
 
     def loss(self):
         return self.make_loss()

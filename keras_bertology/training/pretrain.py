@@ -112,7 +112,8 @@ def _pretrain(family, options, documents, run_dir, export_dir, checkpoints):
     save_run_model(run_dir, run)
     export_saved_model(run, export_dir)
     metrics = _metrics(options, pretrainer, history.records, total_steps, train_seconds, export_dir)
-    chance = chance_levels(instances, tokenizer, pretrainer.declared_objectives)
+    last = {name: summary["last"] for name, summary in metrics["objectives"].items()}
+    chance = chance_levels(instances, tokenizer, pretrainer.declared_objectives, last)
     for name, levels in chance.items():
         metrics["objectives"][name]["chance"] = levels
     metrics.update(masking=masking, instances=family.instance_kind(options.packing),

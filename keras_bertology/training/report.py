@@ -29,19 +29,24 @@ def _window(record, objective):
     return window
 
 
-def chance_levels(instances, tokenizer, objectives):
+def chance_levels(instances, tokenizer, objectives, last_windows=None):
     """What guessing scores, per objective, to read the learned numbers against.
 
-    `objectives` are `models.pretrainer.Objective`s. Token objectives (MLM,
-    SBO: targets in `mask_ids`) predict the corpus' non-special tokens, so
-    guessing the most frequent one scores its share, and the unigram
-    distribution scores its entropy as loss. A label objective (its labels
-    among the instances) scores its majority share and the labels' entropy.
+    `objectives` are `models.pretrainer.Objective`s. One that declares
+    `make_chance` computes its own from its last logged window (labels made by
+    the model, like replaced-token detection's, exist only there). Token
+    objectives (MLM, SBO: targets in `mask_ids`) predict the corpus'
+    non-special tokens, so guessing the most frequent one scores its share,
+    and the unigram distribution scores its entropy as loss. A label objective
+    (its labels among the instances) scores its majority share and the labels'
+    entropy.
     """
     levels = {}
     for objective in objectives:
         name, labels = objective.name, instances.get(objective.label_key)
-        if labels is not None:
+        if objective.make_chance is not None and last_windows and name in last_windows:
+            levels[name] = objective.make_chance(last_windows[name])
+        elif labels is not None:
             shares = np.bincount(labels.ravel()) / labels.size
             levels[name] = {"accuracy": float(shares.max()), "loss": _entropy(shares)}
         elif objective.label_key == "mask_ids":
