@@ -128,10 +128,11 @@ class DynamicMasker:
         return tf.RaggedTensor.from_row_lengths(words, words_per_row, validate=False)
 
 
-def token_masker(tokenizer, max_predictions, whole_word=False):
-    """BERT's masking stage for `tokenizer`: 15% of tokens (or whole words), 80/10/10."""
+def token_masker(tokenizer, max_predictions, whole_word=False, **rates):
+    """BERT's masking stage for `tokenizer`: 15% of tokens (or whole words), 80/10/10 unless
+    `rates` (MaskingConfig's mask_token_rate, random_token_rate, ...) say otherwise."""
     return DynamicMasker(
-        MaskingConfig(max_predictions=max_predictions, whole_word=whole_word),
+        MaskingConfig(max_predictions=max_predictions, whole_word=whole_word, **rates),
         vocab_size=tokenizer.vocab_size,
         mask_id=tokenizer.mask_id,
         pad_id=tokenizer.pad_id,

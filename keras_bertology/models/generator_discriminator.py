@@ -199,9 +199,7 @@ class ReplacedTokenDetector(Pretrainer):
         judged = backbone(inputs)["sequence_output"]
         rtd = ReplacedTokenHead(backbone.activation, backbone.initializer_range, dtype=backbone.dtype_policy,
                                 name="rtd_head")(judged)
-        objective = Objective("rtd", label_key="rtd_labels", weight_key="padding_mask",
-                              make_loss=_binary_cross_entropy, make_metrics=_detection_metrics)
-        super().__init__(backbone, inputs, {"rtd": rtd}, [objective], **kwargs)
+        super().__init__(backbone, inputs, {"rtd": rtd}, [replaced_token_detection(1.0)], **kwargs)
 
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable,

@@ -20,7 +20,6 @@ from keras_bertology.data.pipeline import make_dataset
 from keras_bertology.data.static_masking import write_static_tfrecords
 from keras_bertology.data.tokenizers import load_tokenizer
 from keras_bertology.export import export_saved_model
-from keras_bertology.models.registry import get_family
 from keras_bertology.output_paths import check_output_folder
 from keras_bertology.runs import RunModel, save_run_model
 from keras_bertology.training.callbacks import CheckpointEveryWindow, MetricHistory
@@ -111,7 +110,7 @@ def _pretrain(family, options, documents, run_dir, export_dir, checkpoints):
     run = RunModel(options.model, backbone, tokenizer, options.seq_len, pretrainer, options.preset)
     save_run_model(run_dir, run)
     export_saved_model(run, export_dir)
-    metrics = _metrics(options, pretrainer, history.records, total_steps, train_seconds, export_dir)
+    metrics = _metrics(family, options, pretrainer, history.records, total_steps, train_seconds, export_dir)
     last = {name: summary["last"] for name, summary in metrics["objectives"].items()}
     chance = chance_levels(instances, tokenizer, pretrainer.declared_objectives, last)
     for name, levels in chance.items():
@@ -205,7 +204,7 @@ def _masked_dataset(family, instances, tokenizer, masking, run_dir, options):
     return make_dataset(None, options.batch_size, static_path=str(path), seed=options.seed)
 
 
-def _metrics(options, pretrainer, records, total_steps, train_seconds, export_dir):
+def _metrics(family, options, pretrainer, records, total_steps, train_seconds, export_dir):
     steady = [record["samples_per_second"] for record in records[1:]] or [records[0]["samples_per_second"]]
     return {
         "model": options.model,
@@ -214,8 +213,8 @@ def _metrics(options, pretrainer, records, total_steps, train_seconds, export_di
         "steps": total_steps,
         "batch_size": options.batch_size,
         "seq_len": options.seq_len,
-        "max_predictions": options.prediction_slots(get_family(options.model)),
-        "learning_rate": options.peak_learning_rate(get_family(options.model)),
+        "max_predictions": options.prediction_slots(family),
+        "learning_rate": options.peak_learning_rate(family),
         "precision": options.precision,
         "objectives": objective_summary(records, pretrainer.objectives),
         "samples_per_second": float(np.median(steady)),
