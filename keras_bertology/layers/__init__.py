@@ -3,22 +3,34 @@
 from keras_bertology.layers.attention import MultiHeadSelfAttention, merge_attention_masks
 from keras_bertology.layers.embeddings import TokenPositionSegmentEmbedding
 from keras_bertology.layers.heads import MaskedLMHead, PooledClassificationHead, gather_positions
+from keras_bertology.layers.relative_attention import (
+    RelativeAttentionTerms,
+    different_segments,
+    rel_shift,
+    sinusoidal_relative_positions,
+)
 from keras_bertology.layers.replaced_tokens import GumbelSampler, ReplacedTokenHead, ReplaceTokens
 from keras_bertology.layers.shared_stack import SharedEncoderStack
 from keras_bertology.layers.span_boundary import SpanBoundaryHead
 from keras_bertology.layers.transformer_block import TransformerEncoderBlock
+from keras_bertology.layers.two_stream import TwoStreamBlock
 
 __all__ = [
     "GumbelSampler",
     "MaskedLMHead",
     "MultiHeadSelfAttention",
     "PooledClassificationHead",
+    "RelativeAttentionTerms",
     "ReplaceTokens",
     "ReplacedTokenHead",
     "SharedEncoderStack",
     "SpanBoundaryHead",
     "TokenPositionSegmentEmbedding",
     "TransformerEncoderBlock",
+    "TwoStreamBlock",
+    "different_segments",
     "gather_positions",
     "merge_attention_masks",
+    "rel_shift",
+    "sinusoidal_relative_positions",
 ]

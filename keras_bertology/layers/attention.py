@@ -33,12 +33,16 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     the masked softmax runs in float32, which keeps masked keys at exactly zero
     weight and matches the float32 reference to rounding.
 
-    Three optional call arguments let other families reuse this layer, and the
+    Four optional call arguments let other families reuse this layer, and the
     block around it, without forking them:
     - `memory`: states prepended to the keys and values only (Transformer-XL's
       and XLNet's cached segment);
     - `queries`: a second stream that asks while `x` answers (XLNet's query
       stream: queries from g, keys and values from [memory; h]);
+    - `target_mapping`: [B, P, L] rows placing the P `queries` at positions
+      of the sequence (XLNet's partial prediction): each query is moved to its
+      position, attends with that position's mask and score terms, and its
+      result is moved back, so P queries cost one [L, Lk] score matrix;
     - `score_terms`: callables adding [B, N, Lq, Lk] terms to the content
       scores q.k before scaling and masking (relative positions, relative
       segments, content biases); each gets the query heads [B, Lq, N, D] and
@@ -49,6 +53,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         head_dim: int, width of each head; defaults to hidden / num_heads.
         dropout: float, dropout on the attention probabilities.
         initializer_range: float, stddev of the truncated-normal initializer.
+        use_bias: bool, biases on the four projections (XLNet has none).
 
     Call args:
         x: [B, L, H] inputs.
@@ -56,6 +61,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             Lk = M + L with memory of length M.
         memory: optional [B, M, H].
         queries: optional [B, Lq, H]; the output then has Lq rows.
+        target_mapping: optional [B, Lq, L] with `queries`, see above.
         score_terms: sequence of callables, see above.
 
     Example:
@@ -66,8 +72,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         (1, 4, 8)
     """
 
-    def __init__(self, num_heads, head_dim=None, dropout=0.0, initializer_range=0.02, **kwargs):
+    def __init__(self, num_heads, head_dim=None, dropout=0.0, initializer_range=0.02, use_bias=True, **kwargs):
         super().__init__(**kwargs)
+        self.use_bias = use_bias
         self.num_heads = num_heads
         self.head_dim = head_dim
         self.dropout = dropout
@@ -77,6 +84,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     def _dense(self, units, name):
         return keras.layers.Dense(
             units,
+            use_bias=self.use_bias,
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range),
             dtype=self.dtype_policy,
             name=name,
@@ -101,9 +109,13 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
         return ops.reshape(x, (batch, length, self.num_heads, self._head_dim))
 
-    def call(self, x, attention_mask=None, training=None, memory=None, queries=None, score_terms=()):
+    def call(self, x, attention_mask=None, training=None, memory=None, queries=None, score_terms=(),
+             target_mapping=None):
         answers = x if memory is None else ops.concatenate([ops.cast(memory, x.dtype), x], axis=1)
         query = self._split_heads(self.query_dense(x if queries is None else queries))
+        if target_mapping is not None:
+            target_mapping = ops.cast(target_mapping, query.dtype)
+            query = ops.einsum("bpnd,bpl->blnd", query, target_mapping)
         key = self._split_heads(self.key_dense(answers))
         value = self._split_heads(self.value_dense(answers))
         if score_terms:
@@ -120,11 +132,14 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
         probs = self.dropout_layer(probs, training=training)
         context = ops.einsum("bnqk,bknd->bqnd", probs, value)
+        if target_mapping is not None:
+            context = ops.einsum("blnd,bpl->bpnd", context, target_mapping)
         batch, length = ops.shape(context)[0], ops.shape(context)[1]
         context = ops.reshape(context, (batch, length, self.num_heads * self._head_dim))
         return self.output_dense(context)
 
-    def compute_output_shape(self, x_shape, attention_mask_shape=None, memory_shape=None, queries_shape=None):
+    def compute_output_shape(self, x_shape, attention_mask_shape=None, memory_shape=None, queries_shape=None,
+                             target_mapping_shape=None):
         return x_shape if queries_shape is None else queries_shape
 
     def get_config(self):
@@ -134,5 +149,6 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             head_dim=self.head_dim,
             dropout=self.dropout,
             initializer_range=self.initializer_range,
+            use_bias=self.use_bias,
         )
         return config

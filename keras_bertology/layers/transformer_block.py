@@ -24,6 +24,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
         layer_norm_epsilon: float.
         norm_first: bool, pre-LN instead of post-LN.
         initializer_range: float, stddev of the truncated-normal initializer.
+        attention_bias: bool, biases on the attention projections (XLNet has none).
+        activation_dropout: float, dropout after the feed-forward activation (XLNet's).
 
     Example:
         >>> import keras
@@ -43,6 +45,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
         layer_norm_epsilon=1e-12,
         norm_first=False,
         initializer_range=0.02,
+        attention_bias=True,
+        activation_dropout=0.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -54,6 +58,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.norm_first = norm_first
         self.initializer_range = initializer_range
+        self.attention_bias = attention_bias
+        self.activation_dropout = activation_dropout
 
     def build(self, input_shape):
         hidden = input_shape[-1]
@@ -61,7 +67,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         init = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
         self.attention = MultiHeadSelfAttention(
             self.num_heads, dropout=self.attention_dropout,
-            initializer_range=self.initializer_range, dtype=policy, name="attention",
+            initializer_range=self.initializer_range, use_bias=self.attention_bias, dtype=policy, name="attention",
         )
         self.attention_norm = keras.layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=policy, name="attention_norm"
@@ -77,6 +83,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
             epsilon=self.layer_norm_epsilon, dtype=policy, name="output_norm"
         )
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=policy)
+        self.activation_dropout_layer = (keras.layers.Dropout(self.activation_dropout, dtype=policy)
+                                         if self.activation_dropout else None)
         self.attention.build(input_shape)
         self.attention_norm.build(input_shape)
         self.intermediate_dense.build(input_shape)
@@ -88,23 +96,30 @@ class TransformerEncoderBlock(keras.layers.Layer):
         return self.dropout_layer(self.attention(x, attention_mask, training=training, **streams), training=training)
 
     def _feed_forward_branch(self, x, training):
-        return self.dropout_layer(self.output_dense(self.intermediate_dense(x)), training=training)
+        inner = self.intermediate_dense(x)
+        if self.activation_dropout_layer is not None:
+            inner = self.activation_dropout_layer(inner, training=training)
+        return self.dropout_layer(self.output_dense(inner), training=training)
 
-    def call(self, x, attention_mask=None, training=None, memory=None, queries=None, score_terms=()):
-        """`memory`, `queries` and `score_terms` go to the attention (see `MultiHeadSelfAttention`);
-        with `queries` the block updates that stream (XLNet's query stream), attending to `x`."""
+    def call(self, x, attention_mask=None, training=None, memory=None, queries=None, score_terms=(),
+             target_mapping=None):
+        """`memory`, `queries`, `score_terms` and `target_mapping` go to the attention (see
+        `MultiHeadSelfAttention`); with `queries` the block updates that stream (XLNet's query
+        stream), attending to `x`."""
         stream = x if queries is None else queries
         if self.norm_first:
             normed = dict(memory=None if memory is None else self.attention_norm(memory),
-                          queries=None if queries is None else self.attention_norm(queries), score_terms=score_terms)
+                          queries=None if queries is None else self.attention_norm(queries), score_terms=score_terms,
+                          target_mapping=target_mapping)
             stream = stream + self._attention_branch(self.attention_norm(x), attention_mask, training, **normed)
             return stream + self._feed_forward_branch(self.output_norm(stream), training)
         attended = self._attention_branch(x, attention_mask, training, memory=memory, queries=queries,
-                                          score_terms=score_terms)
+                                          score_terms=score_terms, target_mapping=target_mapping)
         stream = self.attention_norm(stream + attended)
         return self.output_norm(stream + self._feed_forward_branch(stream, training))
 
-    def compute_output_shape(self, x_shape, attention_mask_shape=None, memory_shape=None, queries_shape=None):
+    def compute_output_shape(self, x_shape, attention_mask_shape=None, memory_shape=None, queries_shape=None,
+                             target_mapping_shape=None):
         return x_shape if queries_shape is None else queries_shape
 
     def get_config(self):
@@ -118,6 +133,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
             layer_norm_epsilon=self.layer_norm_epsilon,
             norm_first=self.norm_first,
             initializer_range=self.initializer_range,
+            attention_bias=self.attention_bias,
+            activation_dropout=self.activation_dropout,
         )
         return config
 

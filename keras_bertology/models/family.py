@@ -88,6 +88,10 @@ class ModelFamily:
         packings: the `--packing` choices the instance builder takes, default
             first; empty when it takes none.
         hf_model_types: the Hugging Face `model_type`s this family imports.
+        stream_batches: the instances are consecutive batches of text streams
+            (batch row r continues row r's text, for a Transformer-XL memory):
+            the input pipeline keeps their order, and the instance and
+            pretrainer builders receive `batch_size` (per replica).
         converter_path: `convert(family, config, weights) -> (backbone,
             pretrainer or None, head names, tensor names used)`.
     """
@@ -107,6 +111,7 @@ class ModelFamily:
     text_packer_path: str = "keras_bertology.data.packing:pack_text"
     prediction_share: float = 0.15625
     learning_rate: float = 1e-3
+    stream_batches: bool = False
 
     @property
     def backbone_cls(self):
@@ -120,18 +125,28 @@ class ModelFamily:
         """The family's tokenizer, trained on `sentences`."""
         return import_object(self.tokenizer_path)(sentences, vocab_size)
 
-    def build_instances(self, documents, seq_len, specials, rng, copies=1, packing=None, options=None):
+    def build_instances(self, documents, seq_len, specials, rng, copies=1, packing=None, options=None,
+                        batch_size=None):
         """Pretraining instances of tokenized `documents`, built `copies` times over the corpus."""
         packing = packing or (self.packings[0] if self.packings else None)
         return import_object(self.instances_path)(documents, seq_len, specials, rng, copies, packing,
-                                                  **self.option_values(options, "instances"))
+                                                  **self.option_values(options, "instances"),
+                                                  **self._stream_batch(batch_size))
 
-    def build_pretrainer(self, backbone, options=None, preset=None):
+    def build_pretrainer(self, backbone, options=None, preset=None, batch_size=None):
         """The family's pretrainer (objectives and heads) on `backbone`: the preset's pretrainer
         settings, overridden by the options given."""
         kwargs = dict(self.presets[preset].get("pretrainer", {})) if preset else {}
         kwargs.update({k: v for k, v in self.option_values(options, "pretrainer").items() if v is not None})
-        return self.pretrainer_cls(backbone, **kwargs)
+        return self.pretrainer_cls(backbone, **kwargs, **self._stream_batch(batch_size))
+
+    def _stream_batch(self, batch_size):
+        """The batch size for builders of stream batches, which need it; nothing for the others."""
+        if not self.stream_batches:
+            return {}
+        if not batch_size:
+            raise ConfigError(f"--model {self.name} reads its corpus as batch_size streams: give the batch size")
+        return {"batch_size": batch_size}
 
     def max_predictions(self, seq_len):
         """Prediction slots for `seq_len` tokens when --max-predictions is not given."""

@@ -82,7 +82,8 @@ def _pretrain(family, options, documents, run_dir, export_dir, checkpoints):
     steps_per_window, windows = options.steps_per_window, options.windows
     total_steps = windows * steps_per_window
     with strategy.scope():
-        pretrainer, done_steps = _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options)
+        pretrainer, done_steps = _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options,
+                                                     options.batch_size // strategy.num_replicas_in_sync)
     backbone = pretrainer.backbone
     _say(options, f"model: {options.model} {options.preset}, {backbone.count_params():,} encoder parameters, "
                   f"{masking} masking, {total_steps} steps of batch {options.batch_size} "
@@ -136,13 +137,13 @@ def _tokenizer_for_run(family, documents, checkpoints, options):
     return tokenizer
 
 
-def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options):
+def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options, replica_batch_size):
     """(compiled pretrainer, steps already done): from the newest checkpoint, or new."""
     if checkpoints.latest() is not None:
         return checkpoints.load_model()
     backbone = family.backbone_cls(**family.backbone_config(
         options.preset, vocab_size=tokenizer.vocab_size, dtype=options.precision))
-    pretrainer = family.build_pretrainer(backbone, options.family_options, options.preset)
+    pretrainer = family.build_pretrainer(backbone, options.family_options, options.preset, replica_batch_size)
     multipliers = layerwise_decay(backbone, options.layer_decay) if options.layer_decay < 1 else None
     pretrainer.compile(optimizer=bert_adamw(options.peak_learning_rate(family), total_steps,
                                             lr_multipliers=multipliers))
@@ -187,14 +188,16 @@ def _build_instances(family, documents, tokenizer, options, copies):
     specials = dict(cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
     return family.build_instances(tokenize_documents(documents, tokenizer), options.seq_len, specials,
                                   np.random.default_rng(options.seed), copies, options.packing,
-                                  options.family_options)
+                                  options.family_options, options.batch_size)
 
 
 def _masked_dataset(family, instances, tokenizer, masking, run_dir, options):
     masker = family.build_masker(tokenizer, options.prediction_slots(family), options.whole_word,
                                  options.family_options)
     if masking == "dynamic":
-        return make_dataset(instances, options.batch_size, masker=masker, seed=options.seed)
+        # Stream batches stay in order: row r of each batch continues row r's text.
+        return make_dataset(instances, options.batch_size, masker=masker, seed=options.seed,
+                            shuffle=not family.stream_batches)
     path = run_dir / "data" / f"static_masked_x{options.dupe_factor}.tfrecord"
     if options.resume and path.is_file():
         _say(options, f"static masking: reusing {path}")

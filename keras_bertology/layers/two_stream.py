@@ -1,0 +1,95 @@
+"""XLNet's two-stream encoder layer: one set of weights updates a content stream and a query stream."""
+
+import keras
+
+from keras_bertology.layers.relative_attention import RelativeAttentionTerms
+from keras_bertology.layers.transformer_block import TransformerEncoderBlock
+
+
+@keras.saving.register_keras_serializable(package="keras_bertology")
+class TwoStreamBlock(keras.layers.Layer):
+    """A post-LN encoder block with relative attention, run on XLNet's two streams.
+
+    The content stream h is BERT's: every position asks with its own content
+    and may see itself. The query stream g asks from a position without its
+    content (it starts as a learned mask vector), so it can predict that
+    token. Both attend to keys and values from [memory; h] with the same
+    weights, the same relative position and segment terms, and their own
+    masks; with `target_mapping` g holds only the P predicted slots.
+
+    Args:
+        num_heads, intermediate_size: ints.
+        activation: feed-forward activation name.
+        dropout: float, used everywhere XLNet uses its single dropout rate
+            (attention probabilities, both residual branches, after the
+            feed-forward activation).
+        layer_norm_epsilon, initializer_range: floats.
+
+    Call args:
+        h: [B, L, H] content stream.
+        positions: [B, M + 2L, H] relative encodings (`sinusoidal_relative_positions`).
+        biases: (content, position, segment) [N, D] biases.
+        content_mask: [B, L, M + L] 1 where the content stream may attend, or None.
+        g: optional [B, P, H] query stream (P = L without `target_mapping`).
+        query_mask: [B, L, M + L] mask of the query stream.
+        different_segment: optional [B, L, M + L] bool.
+        memory: optional [B, M, H] cached states of the previous segment.
+        target_mapping: optional [B, P, L].
+
+    Returns:
+        (new h, new g or None).
+
+    Example:
+        >>> from keras import ops
+        >>> from keras_bertology.layers import TwoStreamBlock
+        >>> from keras_bertology.layers.relative_attention import sinusoidal_relative_positions
+        >>> block = TwoStreamBlock(num_heads=2, intermediate_size=16)
+        >>> h, g = ops.ones((1, 4, 8)), ops.ones((1, 2, 8))
+        >>> mapping = ops.one_hot(ops.convert_to_tensor([[1, 3]]), 4)
+        >>> new_h, new_g = block(h, sinusoidal_relative_positions(4, 4, 8), [ops.zeros((2, 4))] * 3,
+        ...                      None, g=g, query_mask=ops.ones((1, 4, 4)), target_mapping=mapping)
+        >>> tuple(new_h.shape), tuple(new_g.shape)
+        ((1, 4, 8), (1, 2, 8))
+    """
+
+    def __init__(self, num_heads, intermediate_size, activation="gelu", dropout=0.1, layer_norm_epsilon=1e-12,
+                 initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.intermediate_size = intermediate_size
+        self.activation = activation
+        self.dropout = dropout
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.initializer_range = initializer_range
+
+    def build(self, h_shape, *args, **kwargs):
+        hidden = h_shape[-1]
+        self.block = TransformerEncoderBlock(
+            self.num_heads, self.intermediate_size, activation=self.activation, dropout=self.dropout,
+            attention_dropout=self.dropout, layer_norm_epsilon=self.layer_norm_epsilon,
+            initializer_range=self.initializer_range, attention_bias=False, activation_dropout=self.dropout,
+            dtype=self.dtype_policy, name="block",
+        )
+        self.block.build(h_shape)
+        self.relative = RelativeAttentionTerms(self.num_heads, hidden // self.num_heads,
+                                               initializer_range=self.initializer_range,
+                                               dtype=self.dtype_policy, name="relative")
+        self.relative.build(hidden)
+        self.built = True
+
+    def call(self, h, positions, biases, content_mask, g=None, query_mask=None, different_segment=None,
+             memory=None, target_mapping=None, training=None):
+        terms = self.relative.score_terms(positions, biases, different_segment)
+        new_h = self.block(h, content_mask, training=training, memory=memory, score_terms=terms)
+        if g is None:
+            return new_h, None
+        new_g = self.block(h, query_mask, training=training, memory=memory, queries=g, score_terms=terms,
+                           target_mapping=target_mapping)
+        return new_h, new_g
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(num_heads=self.num_heads, intermediate_size=self.intermediate_size,
+                      activation=self.activation, dropout=self.dropout,
+                      layer_norm_epsilon=self.layer_norm_epsilon, initializer_range=self.initializer_range)
+        return config

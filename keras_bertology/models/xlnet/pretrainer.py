@@ -1,0 +1,132 @@
+"""XLNet pretraining: permutation language modeling over the query stream, with segment recurrence."""
+
+import keras
+from keras import ops
+
+from keras_bertology.models.pretrainer import Objective, Pretrainer
+
+# Permutation LM: the original ids of the P target slots, padded slots weighted 0.
+PLM = Objective("plm", label_key="target_ids", weight_key="target_weights")
+
+PLM_INPUTS = ("perm_mask", "target_mapping")
+
+
+@keras.saving.register_keras_serializable(package="keras_bertology")
+class TiedOutputBias(keras.layers.Layer):
+    """Logits = x E^T + b with E the (tied) token embedding: XLNet's LM head, nothing in between."""
+
+    def __init__(self, token_embedding, **kwargs):
+        super().__init__(**kwargs)
+        self.token_embedding = token_embedding
+
+    def build(self, hidden_shape):
+        self.bias = self.add_weight(shape=(self.token_embedding.input_dim,), initializer="zeros", name="bias")
+        self.built = True
+
+    def call(self, hidden):
+        logits = self.token_embedding(hidden, reverse=True)
+        return ops.cast(logits, "float32") + ops.cast(self.bias, "float32")
+
+    def compute_output_shape(self, hidden_shape):
+        return (*hidden_shape[:-1], self.token_embedding.input_dim)
+
+
+class QueryStream(keras.layers.Layer):
+    """The encoder's query stream for the target slots, with Transformer-XL memory when `mem_len` > 0.
+
+    The memory is a non-trainable variable [num_layers, batch, mem_len, H]:
+    saved with checkpoints, carried across `fit` steps, and zeroed for the
+    rows whose `stream_start` is 1 (a stream begins again). During training
+    each layer's memory becomes the last `mem_len` of [memory; its input's
+    first `reuse_len` positions] (default L / 2), without gradient. Batch row
+    r must continue row r's text from one batch to the next.
+
+    (A layer of its own because Keras wants every call of one layer, here
+    the backbone's encoder, to return the same outputs.)
+    """
+
+    def __init__(self, encoder, mem_len=0, batch_size=None, reuse_len=None, bi_data=False, **kwargs):
+        super().__init__(**kwargs)
+        self.encoder = encoder
+        self.mem_len = mem_len
+        self.batch_size = batch_size
+        self.reuse_len = reuse_len
+        self.bi_data = bi_data
+
+    def build(self, *shapes, **kwargs):
+        if self.mem_len:
+            self.memory = self.add_weight(
+                shape=(self.encoder.num_layers, self.batch_size, self.mem_len, self.encoder.hidden_size),
+                initializer="zeros", trainable=False, name="memory")
+        self.built = True
+
+    def call(self, token_ids, segment_ids, padding_mask, perm_mask, target_mapping, stream_start=None,
+             training=None):
+        memory = None
+        if self.mem_len:
+            keep = 1.0 - ops.cast(stream_start, "float32")
+            memory = ops.cast(self.memory, "float32") * keep[None, :, None, None]
+        outputs = self.encoder(token_ids, segment_ids, padding_mask, perm_mask, target_mapping,
+                               memory=memory, bi_data=self.bi_data, training=training)
+        if training and self.mem_len:
+            reuse = self.reuse_len or ops.shape(token_ids)[1] // 2
+            states = ops.cast(outputs["layer_inputs"][:, :, :reuse], "float32")
+            self.memory.assign(ops.stop_gradient(ops.concatenate([memory, states], axis=2)[:, :, -self.mem_len:]))
+        return outputs["query"]
+
+    def compute_output_spec(self, token_ids, segment_ids, padding_mask, perm_mask, target_mapping,
+                            stream_start=None, training=None):
+        batch, slots = target_mapping.shape[0], target_mapping.shape[1]
+        return keras.KerasTensor((batch, slots, self.encoder.hidden_size), dtype=self.compute_dtype)
+
+
+@keras.saving.register_keras_serializable(package="keras_bertology")
+class XLNetPretrainer(Pretrainer):
+    """XLNet backbone + permutation LM head (tied to the word embeddings) on the query stream.
+
+    Inputs: the backbone's inputs, `perm_mask` [B, L, L] (1: may not attend),
+    `target_mapping` [B, P, L], and with memory `stream_start` [B]. Output:
+    `plm` [B, P, V] logits, trained against `target_ids` weighted by
+    `target_weights` (from `models.xlnet.permutation`).
+
+    Args:
+        backbone: an `XLNetBackbone`.
+        mem_len: memory length (0: no recurrence).
+        batch_size: rows per batch (per replica), needed with memory.
+        reuse_len: positions of each segment kept as memory (default L / 2).
+        bi_data: the second half of each batch holds the backward streams.
+
+    Example:
+        >>> from keras_bertology.models.xlnet import XLNetBackbone, XLNetPretrainer
+        >>> backbone = XLNetBackbone(vocab_size=100, num_layers=1, num_heads=2, hidden_size=16,
+        ...                          intermediate_size=32)
+        >>> XLNetPretrainer(backbone, mem_len=8, batch_size=4).objectives
+        ['plm']
+    """
+
+    def __init__(self, backbone, mem_len=0, batch_size=None, reuse_len=None, bi_data=False, **kwargs):
+        if mem_len and not batch_size:
+            raise ValueError("a memory (mem_len > 0) needs the batch size")
+        inputs = dict(backbone.input)
+        inputs["perm_mask"] = keras.Input((None, None), dtype="float32", name="perm_mask")
+        inputs["target_mapping"] = keras.Input((None, None), dtype="float32", name="target_mapping")
+        if mem_len:
+            inputs["stream_start"] = keras.Input((), dtype="int32", name="stream_start")
+        query = QueryStream(backbone.encoder, mem_len, batch_size, reuse_len, bi_data, name="query_stream")(
+            *(inputs.get(name) for name in ("token_ids", "segment_ids", "padding_mask", *PLM_INPUTS,
+                                             "stream_start")))
+        logits = TiedOutputBias(backbone.token_embedding, dtype=backbone.dtype_policy, name="plm_head")(query)
+        super().__init__(backbone, inputs, {"plm": logits}, [PLM], **kwargs)
+        self.mem_len = mem_len
+        self.batch_size = batch_size
+        self.reuse_len = reuse_len
+        self.bi_data = bi_data
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable,
+                "backbone": keras.saving.serialize_keras_object(self.backbone),
+                "mem_len": self.mem_len, "batch_size": self.batch_size, "reuse_len": self.reuse_len, "bi_data": self.bi_data}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**dict(config, backbone=keras.saving.deserialize_keras_object(config["backbone"])))

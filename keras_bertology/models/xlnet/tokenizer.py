@@ -1,0 +1,11 @@
+"""XLNet's vocabulary: a cased SentencePiece unigram model with <cls> <sep> <pad> <mask> <unk>."""
+
+from keras_bertology.data.tokenizers import train_sentencepiece
+
+XLNET_SPECIAL_TOKENS = {"unk": "<unk>", "cls": "<cls>", "sep": "<sep>", "pad": "<pad>", "mask": "<mask>"}
+
+
+def train_tokenizer(sentences, vocab_size):
+    """A unigram SentencePiece model (XLNet's kind), cased, with byte fallback."""
+    return train_sentencepiece(sentences, vocab_size, model_type="unigram", byte_fallback=True,
+                               special_tokens=XLNET_SPECIAL_TOKENS)

@@ -1,0 +1,165 @@
+"""XLNet: parity with transformers (content and query streams, memory, bi_data), the layers' invariants."""
+
+import keras
+import numpy as np
+import pytest
+import torch
+import transformers
+
+from hf_reference import perturbed_hf_model
+from keras_bertology.convert.hf_checkpoint import convert_hf_checkpoint
+from keras_bertology.layers import rel_shift, sinusoidal_relative_positions
+from keras_bertology.models.xlnet import XLNetBackbone
+from keras_bertology.models.xlnet.presets import XLNET_PRESETS
+
+TOLERANCE = 1e-5
+VOCAB = 89
+LENGTH = 12
+
+
+def _hf(cls, **overrides):
+    config = transformers.XLNetConfig(vocab_size=VOCAB, d_model=64, n_layer=2, n_head=4, d_inner=96,
+                                      initializer_range=0.2, **overrides)
+    return perturbed_hf_model(cls, config)
+
+
+def _batch(seed=0, batch=4):
+    rng = np.random.default_rng(seed)
+    token_ids = rng.integers(9, VOCAB, (batch, LENGTH)).astype("int32")
+    # Left padding, as XLNet pads; one row without padding.
+    lengths = np.array([LENGTH, LENGTH - 3, LENGTH - 5, LENGTH])[:batch]
+    padding_mask = (np.arange(LENGTH)[None] >= LENGTH - lengths[:, None]).astype("int32")
+    segment_ids = (np.arange(LENGTH)[None] >= 6).astype("int32").repeat(batch, 0)
+    segment_ids[:, -1] = 2
+    return token_ids, padding_mask, segment_ids
+
+
+def _plm_features(seed=0, batch=4, slots=3):
+    """A random factorization order per row: perm_mask (1: may not see) and one-hot targets."""
+    rng = np.random.default_rng(seed)
+    perm_mask = np.zeros((batch, LENGTH, LENGTH), "float32")
+    target_mapping = np.zeros((batch, slots, LENGTH), "float32")
+    for row in range(batch):
+        order = rng.permutation(LENGTH)
+        rank = np.argsort(order)
+        targets = order[-slots:]
+        perm_mask[row] = (rank[None, :] >= rank[:, None]) & np.isin(np.arange(LENGTH), targets)[None, :]
+        target_mapping[row, np.arange(slots), targets] = 1.0
+    return perm_mask, target_mapping
+
+
+def _torch(token_ids, padding_mask, segment_ids, **extra):
+    inputs = dict(input_ids=torch.tensor(token_ids, dtype=torch.long), attention_mask=torch.tensor(padding_mask),
+                  token_type_ids=torch.tensor(segment_ids, dtype=torch.long))
+    inputs.update({name: torch.tensor(value) for name, value in extra.items()})
+    return inputs
+
+
+def _run(hf, tmp_path):
+    hf.save_pretrained(str(tmp_path))
+    run, report = convert_hf_checkpoint(tmp_path)
+    assert run.family == "xlnet" and report.skipped == []
+    return run, report
+
+
+@pytest.mark.parametrize("untie_r", [True, False])
+def test_content_stream_matches_transformers(tmp_path, untie_r):
+    hf = _hf(transformers.XLNetModel, untie_r=untie_r)
+    if not untie_r:  # transformers keeps per-layer biases; a tied checkpoint has them equal
+        with torch.no_grad():
+            for layer in hf.layer[1:]:
+                for name in ("r_w_bias", "r_r_bias", "r_s_bias"):
+                    getattr(layer.rel_attn, name).copy_(getattr(hf.layer[0].rel_attn, name))
+    run, _ = _run(hf, tmp_path)
+    token_ids, padding_mask, segment_ids = _batch()
+    with torch.no_grad():
+        expected = hf(**_torch(token_ids, padding_mask, segment_ids)).last_hidden_state.numpy()
+    ours = run.backbone.predict({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask},
+                                verbose=0)["sequence_output"]
+    assert np.abs(expected).max() > 1.0  # LayerNorm outputs; nothing collapsed
+    real = padding_mask.astype(bool)
+    assert np.abs(ours[real] - expected[real]).max() <= TOLERANCE
+
+
+def test_untied_biases_refused_when_config_ties_them(tmp_path):
+    from keras_bertology.errors import CheckpointError
+
+    hf = _hf(transformers.XLNetModel, untie_r=False)
+    hf.save_pretrained(str(tmp_path))
+    with pytest.raises(CheckpointError, match="untie_r"):
+        convert_hf_checkpoint(tmp_path)
+
+
+def _encoder_outputs(run, token_ids, padding_mask, segment_ids, perm_mask, target_mapping, memory=None,
+                     bi_data=False):
+    encoder = run.backbone.encoder
+    outputs = encoder(token_ids, segment_ids, padding_mask, perm_mask, target_mapping, memory=memory,
+                      bi_data=bi_data, training=False)
+    head = run.pretrainer.get_layer("plm_head")
+    return outputs, keras.ops.convert_to_numpy(head(outputs["query"]))
+
+
+@pytest.mark.parametrize("with_memory", [False, True])
+@pytest.mark.parametrize("bi_data", [False, True])
+def test_query_stream_logits_match_transformers(tmp_path, with_memory, bi_data):
+    hf = _hf(transformers.XLNetLMHeadModel, bi_data=bi_data, clamp_len=7)
+    run, report = _run(hf, tmp_path)
+    assert report.heads == ["plm"]
+    token_ids, padding_mask, segment_ids = _batch(1)
+    perm_mask, target_mapping = _plm_features(2)
+    memory = None
+    if with_memory:
+        memory = np.random.default_rng(3).normal(0, 1, (2, 4, 5, 64)).astype("float32")
+    inputs = _torch(token_ids, padding_mask, segment_ids, perm_mask=perm_mask, target_mapping=target_mapping)
+    if with_memory:
+        inputs["mems"] = [torch.tensor(layer.transpose(1, 0, 2)) for layer in memory]
+    with torch.no_grad():
+        expected = hf(**inputs).logits.numpy()
+    outputs, logits = _encoder_outputs(run, token_ids, padding_mask, segment_ids, perm_mask, target_mapping, memory,
+                                       bi_data)
+    assert np.abs(expected).max() > 1.0
+    assert np.abs(logits - expected).max() <= TOLERANCE
+    if not (with_memory or bi_data):  # the imported pretrainer model itself
+        plm = run.pretrainer.predict({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask,
+                                      "perm_mask": perm_mask, "target_mapping": target_mapping}, verbose=0)["plm"]
+        assert np.abs(plm - expected).max() <= TOLERANCE
+    with torch.no_grad():  # the content stream under the same masks
+        content = hf.transformer(**{k: v for k, v in inputs.items() if k != "target_mapping"}).last_hidden_state
+    real = padding_mask.astype(bool)
+    assert np.abs(keras.ops.convert_to_numpy(outputs["content"])[real] - content.numpy()[real]).max() <= TOLERANCE
+
+
+def test_rel_shift_takes_each_query_its_distances():
+    queries, keys = 5, 8  # 3 memory positions
+    scores = np.random.default_rng(0).normal(size=(2, 3, queries, queries + keys)).astype("float32")
+    shifted = keras.ops.convert_to_numpy(rel_shift(scores, keys))
+    i, j = np.meshgrid(np.arange(queries), np.arange(keys), indexing="ij")
+    # Column t holds distance keys - t; query i sits at keys - queries + i.
+    assert np.array_equal(shifted, scores[:, :, i, queries - i + j])
+
+
+def test_relative_positions_are_sinusoids_of_the_distances():
+    hidden = 16
+    encodings = keras.ops.convert_to_numpy(sinusoidal_relative_positions(3, 5, hidden, clamp_len=3, bi_data=True,
+                                                                        batch_size=4))
+    distances = np.clip(np.arange(5, -3, -1), -3, 3)
+    frequencies = 1 / 10000 ** (np.arange(0, hidden, 2) / hidden)
+    angles = distances[:, None] * frequencies
+    forward = np.concatenate([np.sin(angles), np.cos(angles)], -1)
+    backward = np.concatenate([np.sin(-angles), np.cos(-angles)], -1)
+    assert encodings.shape == (4, 8, hidden)
+    np.testing.assert_allclose(encodings[:2], np.broadcast_to(forward, (2, 8, hidden)), atol=1e-6)
+    np.testing.assert_allclose(encodings[2:], np.broadcast_to(backward, (2, 8, hidden)), atol=1e-6)
+
+
+@pytest.mark.parametrize("preset", [
+    "xlnet-tiny", pytest.param("xlnet-base", marks=pytest.mark.slow), pytest.param("xlnet-large", marks=pytest.mark.slow)])
+def test_preset_parameter_counts_equal_transformers(preset):
+    config = XLNET_PRESETS[preset]["config"]
+    hf = transformers.XLNetModel(transformers.XLNetConfig(
+        vocab_size=config["vocab_size"], d_model=config["hidden_size"], n_layer=config["num_layers"],
+        n_head=config["num_heads"], d_inner=config["intermediate_size"]))
+    assert sum(p.numel() for p in hf.parameters()) == XLNET_PRESETS[preset]["params"]
+    del hf
+    assert XLNetBackbone(**config).count_params() == XLNET_PRESETS[preset]["params"]
+    keras.backend.clear_session()
