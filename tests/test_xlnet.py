@@ -163,3 +163,98 @@ def test_preset_parameter_counts_equal_transformers(preset):
     del hf
     assert XLNetBackbone(**config).count_params() == XLNET_PRESETS[preset]["params"]
     keras.backend.clear_session()
+
+
+def _tiny_encoder(seed=0, **overrides):
+    from keras_bertology.models.xlnet.encoder import XLNetEncoder
+
+    keras.utils.set_random_seed(seed)
+    config = dict(vocab_size=VOCAB, num_layers=2, num_heads=2, hidden_size=32, intermediate_size=48, dropout=0.0,
+                  initializer_range=0.3)
+    encoder = XLNetEncoder(**dict(config, **overrides))
+    encoder.build()
+    return encoder
+
+
+def _query_logits(encoder, token_ids, segment_ids, perm_mask, target_mapping):
+    outputs = encoder(token_ids, segment_ids, np.ones_like(token_ids), perm_mask, target_mapping)
+    return keras.ops.convert_to_numpy(outputs["query"]), keras.ops.convert_to_numpy(outputs["content"])
+
+
+def test_query_stream_is_blind_to_its_target_and_what_follows_it_in_the_order():
+    encoder = _tiny_encoder()
+    token_ids, _, segment_ids = _batch(5)
+    perm_mask, target_mapping = _plm_features(6, slots=4)
+    query, _ = _query_logits(encoder, token_ids, segment_ids, perm_mask, target_mapping)
+    rng = np.random.default_rng(7)
+    for row in range(len(token_ids)):
+        for slot in range(target_mapping.shape[1]):
+            position = int(target_mapping[row, slot].argmax())
+            hidden = perm_mask[row, position].astype(bool)
+            assert hidden[position]  # a target never sees itself
+            changed = token_ids.copy()
+            changed[row, hidden] = rng.integers(9, VOCAB, hidden.sum())
+            assert np.any(changed[row] != token_ids[row])
+            again, _ = _query_logits(encoder, changed, segment_ids, perm_mask, target_mapping)
+            assert np.abs(again[row, slot] - query[row, slot]).max() <= 1e-6
+            if (~hidden).any():  # what it may see does matter
+                seen = token_ids.copy()
+                seen[row, ~hidden] = (seen[row, ~hidden] + 1 - 9) % (VOCAB - 9) + 9
+                moved, _ = _query_logits(encoder, seen, segment_ids, perm_mask, target_mapping)
+                assert np.abs(moved[row, slot] - query[row, slot]).max() > 1e-3
+
+
+def test_content_stream_sees_itself_even_when_the_order_hides_it():
+    encoder = _tiny_encoder(1)
+    token_ids, _, segment_ids = _batch(8)
+    perm_mask, target_mapping = _plm_features(9, slots=4)
+    _, content = _query_logits(encoder, token_ids, segment_ids, perm_mask, target_mapping)
+    position = int(target_mapping[0, 0].argmax())
+    assert perm_mask[0, position, position] == 1
+    changed = token_ids.copy()
+    changed[0, position] = (changed[0, position] + 1 - 9) % (VOCAB - 9) + 9
+    _, again = _query_logits(encoder, changed, segment_ids, perm_mask, target_mapping)
+    assert np.abs(again[0, position] - content[0, position]).max() > 1e-3
+
+
+def test_memory_equals_attending_to_the_previous_segment_in_one_pass():
+    encoder = _tiny_encoder(2)
+    rng = np.random.default_rng(10)
+    first, second = rng.integers(9, VOCAB, (2, 7)), rng.integers(9, VOCAB, (2, 5))
+    second_segments = np.array([[0, 0, 1, 1, 2], [0, 1, 1, 1, 2]])
+    # One pass over both, the first segment blind to the second (as when it was run alone).
+    both = np.concatenate([first, second], axis=1)
+    segments = np.concatenate([np.zeros_like(first), second_segments], axis=1)
+    perm_mask = np.zeros((2, 12, 12), "float32")
+    perm_mask[:, :7, 7:] = 1.0
+    joint = encoder(both, segments, np.ones_like(both), perm_mask)["content"]
+    alone = encoder(first, np.zeros_like(first), np.ones_like(first))
+    with_memory = encoder(second, second_segments, np.ones_like(second), memory=alone["layer_inputs"])["content"]
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(with_memory), keras.ops.convert_to_numpy(joint)[:, 7:],
+                               atol=1e-5)
+
+
+def test_memory_is_carried_between_training_steps_and_reset_at_a_stream_start():
+    from keras_bertology.models.xlnet.pretrainer import XLNetPretrainer
+
+    backbone = XLNetBackbone(vocab_size=VOCAB, num_layers=2, num_heads=2, hidden_size=16, intermediate_size=24,
+                             dropout=0.0)
+    model = XLNetPretrainer(backbone, mem_len=6, batch_size=2, reuse_len=4)
+    layer = model.get_layer("query_stream")
+    token_ids = np.random.default_rng(11).integers(9, VOCAB, (2, 8)).astype("int32")
+    perm_mask, target_mapping = np.zeros((2, 8, 8), "float32"), np.eye(8, dtype="float32")[None, :2].repeat(2, 0)
+    inputs = dict(token_ids=token_ids, segment_ids=np.zeros_like(token_ids), padding_mask=np.ones_like(token_ids),
+                  perm_mask=perm_mask, target_mapping=target_mapping, stream_start=np.array([1, 1], "int32"))
+    model(inputs, training=True)
+    states = backbone.encoder(token_ids, np.zeros_like(token_ids), np.ones_like(token_ids),
+                              memory=np.zeros((2, 2, 6, 16), "float32"))["layer_inputs"]
+    memory = keras.ops.convert_to_numpy(layer.memory)
+    np.testing.assert_allclose(memory[:, :, 2:], keras.ops.convert_to_numpy(states)[:, :, :4], atol=1e-6)
+    assert not memory[:, :, :2].any()
+    model(dict(inputs, stream_start=np.array([0, 1], "int32")), training=True)
+    carried = keras.ops.convert_to_numpy(layer.memory)
+    np.testing.assert_allclose(carried[:, 0, :2], memory[:, 0, 4:], atol=1e-6)  # row 0 kept its old states
+    assert not carried[:, 1, :2].any()  # row 1 began again: its old states are gone
+    before = keras.ops.convert_to_numpy(layer.memory)
+    model(inputs, training=False)
+    assert np.array_equal(keras.ops.convert_to_numpy(layer.memory), before)  # inference leaves it alone

@@ -8,7 +8,7 @@ from keras_bertology.layers import GumbelSampler, MaskedLMHead, ReplacedTokenHea
 from keras_bertology.models.pretrainer import Objective, Pretrainer
 
 # The generator's masked LM: original ids at the masked positions.
-GENERATOR_MLM = Objective("mlm", label_key="mask_ids", weight_key="mask_weights")
+GENERATOR_MLM = Objective("mlm", label_key="mask_ids", weight_key="mask_weights", predicts_tokens=True)
 
 
 def _binary_cross_entropy():

@@ -39,6 +39,8 @@ class Objective:
             (the objective's name plus "_" when Keras would not add it); accuracy by default.
         make_chance: optional `(last logged window: {metric: value}) -> {metric:
             what guessing scores}`, for objectives whose labels the data does not hold.
+        predicts_tokens: its targets are corpus tokens (MLM, SBO, PLM), so
+            guessing scores as the corpus' unigram distribution does.
     """
 
     name: str
@@ -48,6 +50,7 @@ class Objective:
     make_loss: Callable = sparse_cross_entropy
     make_metrics: Callable = accuracy
     make_chance: Callable | None = None
+    predicts_tokens: bool = False
 
     def loss(self):
         return self.make_loss()

@@ -35,7 +35,7 @@ def chance_levels(instances, tokenizer, objectives, last_windows=None):
     `objectives` are `models.pretrainer.Objective`s. One that declares
     `make_chance` computes its own from its last logged window (labels made by
     the model, like replaced-token detection's, exist only there). Token
-    objectives (MLM, SBO: targets in `mask_ids`) predict the corpus'
+    objectives (`predicts_tokens`: MLM, SBO, PLM) predict the corpus'
     non-special tokens, so guessing the most frequent one scores its share,
     and the unigram distribution scores its entropy as loss. A label objective
     (its labels among the instances) scores its majority share and the labels'
@@ -49,7 +49,7 @@ def chance_levels(instances, tokenizer, objectives, last_windows=None):
         elif labels is not None:
             shares = np.bincount(labels.ravel()) / labels.size
             levels[name] = {"accuracy": float(shares.max()), "loss": _entropy(shares)}
-        elif objective.label_key == "mask_ids":
+        elif objective.predicts_tokens:
             counts = np.bincount(instances["token_ids"].ravel(), minlength=tokenizer.vocab_size)
             counts[tokenizer.special_ids] = 0
             shares = counts / counts.sum()

@@ -6,7 +6,7 @@ from keras_bertology.layers import MaskedLMHead, PooledClassificationHead
 from keras_bertology.models.pretrainer import Objective, Pretrainer
 
 # Masked LM: original ids at the masked positions; filler prediction slots weigh 0.
-MLM = Objective("mlm", label_key="mask_ids", weight_key="mask_weights")
+MLM = Objective("mlm", label_key="mask_ids", weight_key="mask_weights", predicts_tokens=True)
 # Next-sentence prediction: 1 when B is a random sentence, 0 when it continues A.
 NSP = Objective("nsp", label_key="nsp_labels")
 

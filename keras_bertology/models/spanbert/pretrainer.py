@@ -7,7 +7,7 @@ from keras_bertology.models.bert.pretrainer import MLM
 from keras_bertology.models.pretrainer import Objective, Pretrainer
 
 # Span boundary objective: the same targets as MLM, predicted from the span's boundaries.
-SBO = Objective("sbo", label_key="mask_ids", weight_key="mask_weights")
+SBO = Objective("sbo", label_key="mask_ids", weight_key="mask_weights", predicts_tokens=True)
 SPAN_INPUTS = ("span_left", "span_right", "span_offset")
 
 

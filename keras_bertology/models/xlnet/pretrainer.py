@@ -6,7 +6,7 @@ from keras import ops
 from keras_bertology.models.pretrainer import Objective, Pretrainer
 
 # Permutation LM: the original ids of the P target slots, padded slots weighted 0.
-PLM = Objective("plm", label_key="target_ids", weight_key="target_weights")
+PLM = Objective("plm", label_key="target_ids", weight_key="target_weights", predicts_tokens=True)
 
 PLM_INPUTS = ("perm_mask", "target_mapping")
 
