@@ -258,3 +258,80 @@ def test_memory_is_carried_between_training_steps_and_reset_at_a_stream_start():
     before = keras.ops.convert_to_numpy(layer.memory)
     model(inputs, training=False)
     assert np.array_equal(keras.ops.convert_to_numpy(layer.memory), before)  # inference leaves it alone
+
+
+def test_pretrain_xlnet_from_the_command_line(tmp_path, capsys):
+    import tensorflow as tf
+
+    from cli_runs import pretrain_two_plays
+
+    metrics, served = pretrain_two_plays(tmp_path, capsys, "xlnet", "xlnet-tiny", "--seq-len", "48",
+                                         "--vocab-size", "800", "--mem-len", "16")
+    assert set(metrics["objectives"]) == {"plm"} and metrics["max_predictions"] == 8  # 48 / 6
+    plm = metrics["objectives"]["plm"]
+    assert {"loss", "accuracy"} <= set(plm["last"]) and "most_frequent_token" in plm["chance"]
+    assert metrics["family_options"] == {"mem_len": 16, "reuse_len": None, "perm_size": None, "partial_k": 6.0,
+                                         "bi_data": 1}
+    assert not hasattr(served, "mlm")
+    out = served.serve(tf.constant(["To be, or not to be.", "Ay."]))
+    assert out["sequence_output"].shape == (2, 48, 128)
+    # XLNet's layout: padding first, <sep> <cls> last.
+    assert out["padding_mask"].numpy()[1, 0] == 0 and out["padding_mask"].numpy()[:, -1].tolist() == [1, 1]
+    model = keras.saving.load_model(tmp_path / "run" / "model" / "pretrainer.keras")
+    memory = keras.ops.convert_to_numpy(model.get_layer("query_stream").memory)
+    assert memory.shape == (2, 8, 16, 128) and np.abs(memory).max() > 0  # the memory is saved with the model
+
+
+def test_odd_batches_are_refused_when_half_of_each_batch_reads_backwards(tmp_path, capsys):
+    from keras_bertology.cli import main
+
+    argv = ["pretrain", "--model", "xlnet", "--preset", "xlnet-tiny", "--steps", "2", "--batch-size", "7",
+            "--out", str(tmp_path / "run"), "--export", str(tmp_path / "export")]
+    assert main(argv) != 0
+    err = capsys.readouterr().err
+    assert "batch" in err and "even" in err and "Traceback" not in err
+    assert not (tmp_path / "export").exists()
+
+
+# Cased text, accents, TeX quotes, runs of spaces and the mask: XLNet's tokenizer preprocessing at work.
+TEXTS = ["``Café'' is NOT   naïve, Ünïcödé!", "Now is the winter of our <mask>.", "Hi."]
+SECONDS = ["To be, or not to be.", "Ay.", "What light through yonder window breaks?"]
+
+
+@pytest.mark.slow
+def test_converted_checkpoint_with_spiece_serves_like_transformers(tmp_path, capsys):
+    import tensorflow as tf
+
+    from keras_bertology.cli import main
+    from keras_bertology.data.corpus import default_corpus_paths, read_corpus
+    from keras_bertology.data.tokenizers import XLNET_SPECIAL_TOKENS, train_sentencepiece
+
+    sentences = [s for document in read_corpus(default_corpus_paths()[:2]) for s in document]
+    trained = train_sentencepiece(sentences, 1200, model_type="unigram", byte_fallback=False,
+                                  special_tokens=XLNET_SPECIAL_TOKENS)
+    hf_dir = tmp_path / "hf"
+    hf_dir.mkdir()
+    (hf_dir / "spiece.model").write_bytes(trained.model_proto)  # no tokenizer_config.json: XLNet's defaults
+    tokenizer = transformers.XLNetTokenizer.from_pretrained(str(hf_dir))
+    hf = perturbed_hf_model(transformers.XLNetModel, transformers.XLNetConfig(
+        vocab_size=len(tokenizer), d_model=64, n_layer=2, n_head=4, d_inner=96, initializer_range=0.2))
+    hf.save_pretrained(str(hf_dir))
+    assert main(["convert", "--from-hf", str(hf_dir), "--out", str(tmp_path / "run"), "--seq-len", "24"]) == 0
+    assert main(["export", str(tmp_path / "run"), "--out", str(tmp_path / "export")]) == 0
+    served = tf.saved_model.load(str(tmp_path / "export"))
+    for out, batch in [
+        (served.serve(tf.constant(TEXTS)), tokenizer(TEXTS, padding="max_length", max_length=24, truncation=True,
+                                                      return_tensors="pt", return_token_type_ids=True)),
+        (served.serve_pairs(tf.constant(TEXTS), tf.constant(SECONDS)),
+         tokenizer(TEXTS, SECONDS, padding="max_length", max_length=24, truncation=True, return_tensors="pt",
+                   return_token_type_ids=True)),
+    ]:
+        np.testing.assert_array_equal(out["token_ids"].numpy(), batch["input_ids"].numpy())
+        np.testing.assert_array_equal(out["padding_mask"].numpy(), batch["attention_mask"].numpy())
+        real = batch["attention_mask"].numpy().astype(bool)
+        # Padding takes the original's segment id 3 (transformers 5 writes 0; no real token sees it).
+        np.testing.assert_array_equal(out["segment_ids"].numpy()[real], batch["token_type_ids"].numpy()[real])
+        assert np.all(out["segment_ids"].numpy()[~real] == 3)
+        with torch.no_grad():
+            expected = hf(**batch).last_hidden_state.numpy()
+        assert np.abs(out["sequence_output"].numpy()[real] - expected[real]).max() <= TOLERANCE

@@ -11,9 +11,11 @@ from pathlib import Path
 from keras_bertology.data.byte_bpe import ByteLevelBPETokenizer
 from keras_bertology.data.tokenizers import (
     ALBERT_SPECIAL_TOKENS,
+    XLNET_SPECIAL_TOKENS,
     SentencePieceTokenizer,
     WordPieceTokenizer,
     read_json_object,
+    sentencepiece_pieces,
     tokens_by_id,
 )
 from keras_bertology.errors import CheckpointError, ConfigError
@@ -60,16 +62,21 @@ def _read_tokenizer(hf_dir):
 
 
 def _sentencepiece(hf_dir):
-    """spiece.model with the specials and preprocessing of tokenizer_config.json (ALBERT's when absent):
-    `` and '' become ", accents are stripped unless keep_accents, lowercased when do_lower_case."""
+    """spiece.model with the specials and preprocessing of tokenizer_config.json: `` and '' become ",
+    accents are stripped unless keep_accents, lowercased when do_lower_case. Without that file, the
+    defaults of the model's kind: XLNet's (<cls> <sep>, cased) when it has a <cls> piece, else
+    ALBERT's ([CLS] [SEP], uncased)."""
     path = hf_dir / "tokenizer_config.json"
     config = read_json_object(path, "tokenizer_config.json") if path.is_file() else {}
+    model_proto = (hf_dir / "spiece.model").read_bytes()
+    cased = "<cls>" in sentencepiece_pieces(model_proto)
+    defaults = XLNET_SPECIAL_TOKENS if cased else ALBERT_SPECIAL_TOKENS
     specials = {}
-    for role, default in ALBERT_SPECIAL_TOKENS.items():
+    for role, default in defaults.items():
         token = config.get(f"{role}_token", default)
         specials[role] = token.get("content", default) if isinstance(token, dict) else str(token)
     return SentencePieceTokenizer(
-        hf_dir / "spiece.model", specials, lower_case=bool(config.get("do_lower_case", True)),
+        model_proto, specials, lower_case=bool(config.get("do_lower_case", not cased)),
         strip_accents=not config.get("keep_accents", False), replace_quotes=True)
 
 

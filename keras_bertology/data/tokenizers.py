@@ -46,6 +46,7 @@ _WORDPIECE_SLACK = 0.05
 # Special-token roles and pieces, in id order (the mask last): RoBERTa's, and ALBERT's.
 ROBERTA_SPECIAL_TOKENS = {"cls": "<s>", "pad": "<pad>", "sep": "</s>", "unk": "<unk>", "mask": "<mask>"}
 ALBERT_SPECIAL_TOKENS = {"pad": "<pad>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
+XLNET_SPECIAL_TOKENS = {"unk": "<unk>", "cls": "<cls>", "sep": "<sep>", "pad": "<pad>", "mask": "<mask>"}
 SPECIAL_ROLES = ("cls", "pad", "sep", "unk", "mask")
 SENTENCEPIECE_WORD_START = "\u2581"
 
@@ -212,7 +213,7 @@ class SentencePieceTokenizer(Tokenizer):
         if set(special_tokens) != set(SPECIAL_ROLES):
             raise ConfigError(f"special_tokens must name exactly the roles {SPECIAL_ROLES}, got {sorted(special_tokens)}")
         processor = _load_sentencepiece(model_proto)
-        pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+        pieces = sentencepiece_pieces(model_proto)
         missing = [token for token in special_tokens.values() if token not in pieces]
         if missing:
             raise ConfigError(
@@ -514,6 +515,12 @@ def _check_wordpiece_vocab(tokens: list[str]) -> None:
     missing = [token for token in WORDPIECE_SPECIAL_TOKENS if token not in seen]
     if missing:
         raise ConfigError(f"WordPiece vocabulary lacks the special tokens {missing}.")
+
+
+def sentencepiece_pieces(model_proto: bytes) -> list[str]:
+    """The pieces of a serialized SentencePiece model, by id."""
+    processor = _load_sentencepiece(model_proto)
+    return [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
 
 
 def _load_sentencepiece(model_proto: bytes) -> spm.SentencePieceProcessor:

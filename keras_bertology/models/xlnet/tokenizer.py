@@ -1,8 +1,6 @@
 """XLNet's vocabulary: a cased SentencePiece unigram model with <cls> <sep> <pad> <mask> <unk>."""
 
-from keras_bertology.data.tokenizers import train_sentencepiece
-
-XLNET_SPECIAL_TOKENS = {"unk": "<unk>", "cls": "<cls>", "sep": "<sep>", "pad": "<pad>", "mask": "<mask>"}
+from keras_bertology.data.tokenizers import XLNET_SPECIAL_TOKENS, train_sentencepiece
 
 
 def train_tokenizer(sentences, vocab_size):

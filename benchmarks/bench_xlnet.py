@@ -1,0 +1,160 @@
+"""XLNet pretraining step time against BERT MLM of the same shape, in one alternating run.
+
+Both models have the same layers, width, heads, feed-forward, vocabulary,
+sequence length and batch; BERT predicts 15% of the tokens (MLM head with its
+transform), XLNet runs both streams with the query stream on num_predict =
+L / 6 targets (partial prediction), a memory of L / 2 states per layer and
+bi_data. Inputs are fixed random batches from a repeating in-memory
+`tf.data` pipeline (XLNet's from the real permutation stage, drawn once), so
+the timed steps are the models' own: forward, loss, backward and the AdamW
+update, through `model.fit`. After warm-up steps (tracing), rounds alternate
+the two models; the report gives median ms/step over rounds and the ratio
+XLNet / BERT from the same rounds, with the machine recorded.
+
+    .venv/bin/python -m benchmarks.bench_xlnet            # ~4 min on 2 cores
+    .venv/bin/python -m benchmarks.bench_xlnet --smoke    # tiny shape, 1 round
+
+Results go to `<out>/xlnet_step_time.json` and `.md` (written atomically).
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # `python benchmarks/bench_xlnet.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.bench_mlm import DEFAULT_OUT, atomic_write, machine_info  # noqa: E402
+
+VOCAB = 32000
+SHAPES = {
+    "small_seq128_batch16": dict(num_layers=4, hidden_size=256, seq_len=128, batch_size=16),
+    "base_seq128_batch8": dict(num_layers=12, hidden_size=768, seq_len=128, batch_size=8),
+}
+SMOKE_SHAPE = {"tiny_seq32_batch4": dict(num_layers=1, hidden_size=64, seq_len=32, batch_size=4)}
+
+
+def _bert(shape):
+    import numpy as np
+
+    from keras_bertology.models import BertBackbone, BertPretrainer
+
+    seq_len, batch = shape["seq_len"], shape["batch_size"]
+    slots = max(1, int(0.15 * seq_len))
+    backbone = BertBackbone(vocab_size=VOCAB, num_layers=shape["num_layers"], num_heads=shape["hidden_size"] // 64,
+                            hidden_size=shape["hidden_size"], intermediate_size=4 * shape["hidden_size"],
+                            max_positions=seq_len, use_pooler=False)
+    model = BertPretrainer(backbone, next_sentence_prediction=False)
+    rng = np.random.default_rng(0)
+    features = dict(token_ids=rng.integers(10, VOCAB, (batch, seq_len)), segment_ids=np.zeros((batch, seq_len)),
+                    padding_mask=np.ones((batch, seq_len)),
+                    mask_positions=np.sort(rng.permutation(seq_len)[:slots])[None].repeat(batch, 0),
+                    mask_ids=rng.integers(10, VOCAB, (batch, slots)), mask_weights=np.ones((batch, slots)))
+    return model, {key: value.astype("float32" if key == "mask_weights" else "int32")
+                   for key, value in features.items()}
+
+
+def _xlnet(shape):
+    import numpy as np
+    import tensorflow as tf
+
+    from keras_bertology.models.xlnet import XLNetBackbone, XLNetPretrainer
+    from keras_bertology.models.xlnet.permutation import PermutationMasker
+
+    seq_len, batch = shape["seq_len"], shape["batch_size"]
+    backbone = XLNetBackbone(vocab_size=VOCAB, num_layers=shape["num_layers"], num_heads=shape["hidden_size"] // 64,
+                             hidden_size=shape["hidden_size"], intermediate_size=4 * shape["hidden_size"])
+    model = XLNetPretrainer(backbone, mem_len=seq_len // 2, batch_size=batch, bi_data=True)
+    rng = np.random.default_rng(0)
+    token_ids = rng.integers(10, VOCAB, (batch, seq_len)).astype("int32")
+    token_ids[:, -2:] = [4, 3]  # <sep> <cls>
+    segment_ids = np.zeros((batch, seq_len), "int32")
+    segment_ids[:, seq_len // 2:] = 1
+    segment_ids[:, -1] = 2
+    masker = PermutationMasker(VOCAB, special_ids=[0, 3, 4], word_start_table=np.ones(VOCAB, bool),
+                               max_predictions=seq_len // 6, reuse_len=seq_len // 2, bi_data=True)
+    features = masker({"token_ids": tf.constant(token_ids), "segment_ids": tf.constant(segment_ids),
+                       "padding_mask": tf.ones_like(token_ids)})
+    features = {key: value.numpy() for key, value in features.items()}
+    features["stream_start"] = np.zeros(batch, "int32")
+    return model, features
+
+
+def measure(build, shape, warmup, steps):
+    """(model, ms per timed step) of `fit` on a repeating fixed batch."""
+    import keras
+    import tensorflow as tf
+
+    from keras_bertology.training.optimization import bert_adamw
+
+    model, features = build(shape)
+    model.compile(optimizer=bert_adamw(1e-4, 10**6))
+    dataset = tf.data.Dataset.from_tensors(features).repeat().map(model.split_features).prefetch(2)
+    model.fit(dataset, steps_per_epoch=warmup, epochs=1, verbose=0)
+    started = time.perf_counter()
+    model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0)
+    elapsed = time.perf_counter() - started
+    params = model.count_params()
+    keras.backend.clear_session()
+    return 1000.0 * elapsed / steps, params
+
+
+def run(shapes, rounds, warmup, steps):
+    results = {}
+    for name, shape in shapes.items():
+        times = {"bert_mlm": [], "xlnet_plm": []}
+        params = {}
+        for _ in range(rounds):
+            for system, build in (("bert_mlm", _bert), ("xlnet_plm", _xlnet)):
+                ms, params[system] = measure(build, shape, warmup, steps)
+                times[system].append(ms)
+        ratios = [x / b for x, b in zip(times["xlnet_plm"], times["bert_mlm"])]
+        results[name] = {
+            "shape": dict(shape, num_heads=shape["hidden_size"] // 64, intermediate_size=4 * shape["hidden_size"],
+                          vocab_size=VOCAB, bert_predictions=max(1, int(0.15 * shape["seq_len"])),
+                          xlnet_num_predict=shape["seq_len"] // 6, xlnet_mem_len=shape["seq_len"] // 2),
+            "ms_per_step": {system: statistics.median(values) for system, values in times.items()},
+            "rounds_ms": times, "params": params, "round_ratios": ratios,
+            "ratio_xlnet_vs_bert": statistics.median(ratios),
+        }
+    return results
+
+
+def render_markdown(report):
+    lines = ["# XLNet pretraining step time vs BERT MLM (same shape, same run)", "",
+             f"Machine: {report['machine']}", "",
+             "| shape | BERT MLM ms/step | XLNet PLM ms/step | XLNet / BERT (median of rounds) |",
+             "|---|---|---|---|"]
+    for name, entry in report["results"].items():
+        ms = entry["ms_per_step"]
+        lines.append(f"| {name} | {ms['bert_mlm']:.1f} | {ms['xlnet_plm']:.1f} | {entry['ratio_xlnet_vs_bert']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny shape, one round, few steps")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args(argv)
+    shapes, rounds, warmup, steps = SHAPES, args.rounds, args.warmup, args.steps
+    if args.smoke:
+        shapes, rounds, warmup, steps = SMOKE_SHAPE, 1, 1, 2
+    report = {"machine": machine_info(), "rounds": rounds, "warmup_steps": warmup, "steps": steps,
+              "results": run(shapes, rounds, warmup, steps)}
+    args.out.mkdir(parents=True, exist_ok=True)
+    with atomic_write(args.out / "xlnet_step_time.json") as handle:
+        json.dump(report, handle, indent=2)
+    with atomic_write(args.out / "xlnet_step_time.md") as handle:
+        handle.write(render_markdown(report))
+    print(render_markdown(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
