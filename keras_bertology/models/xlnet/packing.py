@@ -2,7 +2,7 @@
 
 The summary token comes last, so a left-padded batch keeps it at position
 L - 1 for every row; segment ids are 0 for A and its <sep>, 1 for B and its
-<sep>, 2 for <cls> and 3 for padding (transformers' XLNet tokenizer).
+<sep>, 2 for <cls> and 3 for padding (the original's SEG_ID_PAD).
 """
 
 import tensorflow as tf
