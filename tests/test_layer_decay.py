@@ -31,6 +31,15 @@ def test_factors_follow_electra():
     shared = layerwise_decay(albert, 0.5)
     assert shared["embeddings/token_embedding/embeddings"] == 0.5 ** 6
     assert shared["encoder/group_0_block_0/attention/query/kernel"] == 0.5  # one block for every layer
+    from keras_bertology.models.xlnet import XLNetBackbone
+
+    xlnet = XLNetBackbone(vocab_size=60, num_layers=3, num_heads=2, hidden_size=16, intermediate_size=32)
+    streams = layerwise_decay(xlnet, 0.5)
+    assert streams["encoder/word_embedding/embeddings"] == streams["encoder/mask_embedding"] == 0.5 ** 5
+    assert streams["encoder/layer_0/block/attention/query/kernel"] == 0.5 ** 4
+    assert streams["encoder/layer_2/relative/position_kernel"] == 0.5 ** 2
+    assert streams["encoder/relative_biases"] == 0.5  # one variable for all layers
+    assert set(streams) == {v.path for v in xlnet.trainable_variables}
 
 
 def _first_step_sizes(optimizer, model):

@@ -5,9 +5,13 @@ arguments and hands them to this base as `config`; saving, `.keras` round
 trips and the tied-decoder hook then need nothing more from it.
 """
 
+import re
+
 import keras
 
 from keras_bertology.errors import ConfigError
+
+_BLOCK = re.compile(r"encoder_block_(\d+)$")
 
 
 def encoder_inputs(num_segments):
@@ -56,6 +60,19 @@ class Backbone(keras.Model):
     def token_embedding(self):
         """The token table, for heads that tie their decoder to it."""
         return self.get_layer("embeddings").token_embedding
+
+    def variable_depths(self):
+        """{trainable variable path: depth} for layer-wise learning rates: 0 for the embeddings (and
+        their projection), i + 1 for block `encoder_block_i`, num_layers + 1 for the rest."""
+        depths = {}
+        for layer in self.layers:
+            block = _BLOCK.match(layer.name)
+            if layer.name in ("embeddings", "embedding_projection"):
+                depth = 0
+            else:
+                depth = int(block.group(1)) + 1 if block else self.num_layers + 1
+            depths.update({variable.path: depth for variable in layer.trainable_variables})
+        return depths
 
     def get_config(self):
         return {

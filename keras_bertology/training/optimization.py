@@ -1,7 +1,6 @@
 """BERT's optimizer: AdamW with linear warm-up then linear decay, no decay on norms/biases;
 optionally ELECTRA's layer-wise learning-rate decay."""
 
-import re
 
 import keras
 
@@ -57,28 +56,16 @@ class LayerwiseAdamW(keras.optimizers.AdamW):
         return dict(super().get_config(), lr_multipliers=self.lr_multipliers)
 
 
-_BLOCK = re.compile(r"encoder_block_(\d+)$")
-
-
 def layerwise_decay(backbone, decay):
     """ELECTRA's layer-wise decay for `backbone`'s variables: {path: factor}.
 
-    With N layers: embeddings (and their projection) decay ** (N + 2), block i
-    decay ** (N + 1 - i), anything else in the backbone (pooler, final norm, a
-    shared stack) decay; heads outside the backbone keep the full rate.
+    With N layers: embeddings (depth 0) decay ** (N + 2), block i (depth
+    i + 1) decay ** (N + 1 - i), anything else in the backbone (pooler, final
+    norm, a shared stack: depth N + 1) decay; heads outside the backbone keep
+    the full rate. Depths come from `backbone.variable_depths()`.
     """
-    layers = backbone.num_layers
-    factors = {}
-    for layer in backbone.layers:
-        block = _BLOCK.match(layer.name)
-        if layer.name in ("embeddings", "embedding_projection"):
-            power = layers + 2
-        elif block:
-            power = layers + 1 - int(block.group(1))
-        else:
-            power = 1
-        factors.update({variable.path: decay ** power for variable in layer.trainable_variables})
-    return factors
+    top = backbone.num_layers + 2
+    return {path: decay ** (top - depth) for path, depth in backbone.variable_depths().items()}
 
 
 def bert_adamw(peak_learning_rate, total_steps, warmup_fraction=0.1, weight_decay=0.01, lr_multipliers=None):

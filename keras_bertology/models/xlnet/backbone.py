@@ -47,3 +47,13 @@ class XLNetBackbone(Backbone):
     @property
     def token_embedding(self):
         return self.encoder.word_embedding
+
+    def variable_depths(self):
+        """Word and mask embeddings at depth 0, layer i at i + 1; the relative biases, one
+        variable for all layers, at the top."""
+        encoder = self.encoder
+        depths = {variable.path: self.num_layers + 1 for variable in encoder.trainable_variables}
+        depths.update({encoder.word_embedding.embeddings.path: 0, encoder.mask_embedding.path: 0})
+        for index, block in enumerate(encoder.blocks):
+            depths.update({variable.path: index + 1 for variable in block.trainable_variables})
+        return depths
