@@ -272,12 +272,24 @@ def test_pretrain_xlnet_from_the_command_line(tmp_path, capsys):
     assert {"loss", "accuracy"} <= set(plm["last"]) and "most_frequent_token" in plm["chance"]
     assert metrics["family_options"] == {"mem_len": 16, "reuse_len": None, "perm_size": None, "partial_k": 6.0,
                                          "bi_data": 1}
-    assert not hasattr(served, "mlm")
+    assert metrics["fill_mask"] and all(len(example["top"]) == 5 for example in metrics["fill_mask"])
+    # Fill-in from the query stream: the blank is last in the order, so whatever token stands there,
+    # the pretrained query stream predicts the same as the served signature.
+    blank = served.mlm(tf.constant(["To be, or <mask> to be."]))
+    token_ids = blank["token_ids"].numpy()
+    position = int(np.flatnonzero(token_ids[0] == 4)[0])  # <mask> is id 4
+    model = keras.saving.load_model(tmp_path / "run" / "model" / "pretrainer.keras")
+    perm_mask = np.zeros((1, 48, 48), "float32")
+    perm_mask[0, :, position] = 1.0
+    token_ids[0, position] = 300  # any word: nobody sees it
+    query = model.backbone.encoder(token_ids, blank["segment_ids"].numpy(), blank["padding_mask"].numpy(), perm_mask,
+                                   np.eye(48, dtype="float32")[None, [position]])["query"]
+    logits = keras.ops.convert_to_numpy(model.get_layer("plm_head")(query))
+    np.testing.assert_allclose(logits[0, 0], blank["logits"].numpy()[0, position], atol=1e-4)
     out = served.serve(tf.constant(["To be, or not to be.", "Ay."]))
     assert out["sequence_output"].shape == (2, 48, 128)
     # XLNet's layout: padding first, <sep> <cls> last.
     assert out["padding_mask"].numpy()[1, 0] == 0 and out["padding_mask"].numpy()[:, -1].tolist() == [1, 1]
-    model = keras.saving.load_model(tmp_path / "run" / "model" / "pretrainer.keras")
     memory = keras.ops.convert_to_numpy(model.get_layer("query_stream").memory)
     assert memory.shape == (2, 8, 16, 128) and np.abs(memory).max() > 0  # the memory is saved with the model
 

@@ -45,7 +45,7 @@ def export_saved_model(run, export_dir):
         outputs = {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
         return dict(outputs, **packed)
 
-    masked_lm = run.pretrainer.masked_lm_model() if run.pretrainer is not None else None
+    masked_lm = run.pretrainer.masked_lm_model(tokenizer.mask_id) if run.pretrainer is not None else None
     archive = keras.export.ExportArchive()
     archive.track(backbone if masked_lm is None else masked_lm)
     archive.track(tokenizer)

@@ -140,7 +140,7 @@ class GeneratorDiscriminator(Pretrainer):
         self.set_stage(None)
         super().compile_from_config(config)
 
-    def masked_lm_model(self):
+    def masked_lm_model(self, mask_id=None):
         """None: the generator is discarded after pretraining; only the discriminator is served."""
         return None
 

@@ -124,9 +124,10 @@ class Pretrainer(keras.Model):
         """Keras callbacks this pretrainer needs during `fit` (e.g. a schedule of stages); none by default."""
         return []
 
-    def masked_lm_model(self):
+    def masked_lm_model(self, mask_id=None):
         """backbone inputs + `mask_positions` -> the "mlm" logits, for serving fill-in-the-blank;
-        None when the pretrainer has no masked LM over its backbone to serve."""
+        None when the pretrainer has no masked LM over its backbone to serve. `mask_id` is the
+        blank's token id, for models that must hide the blanks themselves (XLNet)."""
         if "mlm" not in self.objectives:
             return None
         names = [*self.backbone.input, "mask_positions"]

@@ -81,6 +81,32 @@ class QueryStream(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_bertology")
+class FillInOrder(keras.layers.Layer):
+    """`token_ids` [B, L] and `mask_positions` [B, P] -> (perm_mask [B, L, L], target_mapping [B, P, L])
+    of a factorization order that puts every blank (`mask_id`) last: no position sees a blank, so
+    the query stream at a blank predicts it from the rest of the text, as in pretraining (the
+    blanks are filled independently, and the mask token itself is never read)."""
+
+    def __init__(self, mask_id, **kwargs):
+        super().__init__(**kwargs)
+        self.mask_id = mask_id
+
+    def call(self, token_ids, mask_positions):
+        length = ops.shape(token_ids)[1]
+        blanks = ops.cast(ops.equal(ops.cast(token_ids, "int32"), self.mask_id), "float32")
+        perm_mask = ops.broadcast_to(ops.expand_dims(blanks, 1), (ops.shape(token_ids)[0], length, length))
+        return perm_mask, ops.one_hot(ops.cast(mask_positions, "int32"), length, dtype="float32")
+
+    def get_config(self):
+        return dict(super().get_config(), mask_id=self.mask_id)
+
+    def compute_output_spec(self, token_ids, mask_positions):
+        batch, length = token_ids.shape
+        return (keras.KerasTensor((batch, length, length), dtype="float32"),
+                keras.KerasTensor((batch, mask_positions.shape[1], length), dtype="float32"))
+
+
+@keras.saving.register_keras_serializable(package="keras_bertology")
 class XLNetPretrainer(Pretrainer):
     """XLNet backbone + permutation LM head (tied to the word embeddings) on the query stream.
 
@@ -121,6 +147,19 @@ class XLNetPretrainer(Pretrainer):
         self.batch_size = batch_size
         self.reuse_len = reuse_len
         self.bi_data = bi_data
+
+    def masked_lm_model(self, mask_id=None):
+        """backbone inputs + `mask_positions` -> [B, P, V] query-stream logits there, the blanks
+        (`mask_id`) last in the order (`FillInOrder`): the export's fill-in signature (plain text:
+        no memory, no backward rows). None without a mask id."""
+        if mask_id is None:
+            return None
+        inputs = dict(self.backbone.input)
+        inputs["mask_positions"] = keras.Input((None,), dtype="int32", name="mask_positions")
+        perm_mask, target_mapping = FillInOrder(mask_id, name="fill_in_order")(inputs["token_ids"], inputs["mask_positions"])
+        query = QueryStream(self.backbone.encoder, name="fill_in_stream")(
+            inputs["token_ids"], inputs["segment_ids"], inputs["padding_mask"], perm_mask, target_mapping)
+        return keras.Model(inputs, self.get_layer("plm_head")(query), name="fill_in")
 
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable,
