@@ -39,10 +39,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
       and XLNet's cached segment);
     - `queries`: a second stream that asks while `x` answers (XLNet's query
       stream: queries from g, keys and values from [memory; h]);
-    - `target_mapping`: [B, P, L] rows placing the P `queries` at positions
-      of the sequence (XLNet's partial prediction): each query is moved to its
-      position, attends with that position's mask and score terms, and its
-      result is moved back, so P queries cost one [L, Lk] score matrix;
+    - `key_value`: the (key, value) heads of `key_value(x, memory)`, computed
+      once for two streams that attend to the same states;
     - `score_terms`: callables adding [B, N, Lq, Lk] terms to the content
       scores q.k before scaling and masking (relative positions, relative
       segments, content biases); each gets the query heads [B, Lq, N, D] and
@@ -61,7 +59,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             Lk = M + L with memory of length M.
         memory: optional [B, M, H].
         queries: optional [B, Lq, H]; the output then has Lq rows.
-        target_mapping: optional [B, Lq, L] with `queries`, see above.
+        key_value: optional precomputed (key, value) heads, see above.
         score_terms: sequence of callables, see above.
 
     Example:
@@ -109,15 +107,15 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
         return ops.reshape(x, (batch, length, self.num_heads, self._head_dim))
 
-    def call(self, x, attention_mask=None, training=None, memory=None, queries=None, score_terms=(),
-             target_mapping=None):
+    def key_value(self, x, memory=None):
+        """(key, value) heads [B, M + L, N, D] of [memory; x]."""
         answers = x if memory is None else ops.concatenate([ops.cast(memory, x.dtype), x], axis=1)
+        return self._split_heads(self.key_dense(answers)), self._split_heads(self.value_dense(answers))
+
+    def call(self, x, attention_mask=None, training=None, memory=None, queries=None, score_terms=(),
+             key_value=None):
         query = self._split_heads(self.query_dense(x if queries is None else queries))
-        if target_mapping is not None:
-            target_mapping = ops.cast(target_mapping, query.dtype)
-            query = ops.einsum("bpnd,bpl->blnd", query, target_mapping)
-        key = self._split_heads(self.key_dense(answers))
-        value = self._split_heads(self.value_dense(answers))
+        key, value = key_value if key_value is not None else self.key_value(x, memory)
         if score_terms:
             scores = ops.cast(ops.einsum("bqnd,bknd->bnqk", query, key), "float32")
             for term in score_terms:
@@ -132,14 +130,11 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
         probs = self.dropout_layer(probs, training=training)
         context = ops.einsum("bnqk,bknd->bqnd", probs, value)
-        if target_mapping is not None:
-            context = ops.einsum("blnd,bpl->bpnd", context, target_mapping)
         batch, length = ops.shape(context)[0], ops.shape(context)[1]
         context = ops.reshape(context, (batch, length, self.num_heads * self._head_dim))
         return self.output_dense(context)
 
-    def compute_output_shape(self, x_shape, attention_mask_shape=None, memory_shape=None, queries_shape=None,
-                             target_mapping_shape=None):
+    def compute_output_shape(self, x_shape, attention_mask_shape=None, memory_shape=None, queries_shape=None):
         return x_shape if queries_shape is None else queries_shape
 
     def get_config(self):

@@ -15,14 +15,15 @@ import keras
 from keras import ops
 
 
-def sinusoidal_relative_positions(query_length, key_length, hidden_size, clamp_len=-1, bi_data=False,
-                                  batch_size=1):
-    """[batch_size, key_length + query_length, hidden_size] encodings of the distances key_length,
+def sinusoidal_relative_positions(query_length, key_length, hidden_size, clamp_len=-1, bi_data=False):
+    """[directions, key_length + query_length, hidden_size] encodings of the distances key_length,
     key_length - 1, ..., 1 - query_length (XLNet's bidirectional order).
 
-    `clamp_len` > 0 caps |distance|. With `bi_data` the first half of the batch
-    gets the forward distances and the second half the negated ones (the
-    backward streams read the text reversed); `batch_size` must then be even.
+    `clamp_len` > 0 caps |distance|. One direction, or with `bi_data` two: the
+    forward distances for the first half of a batch and the negated ones for
+    the second half (the backward streams read the text reversed). There is
+    no batch axis: every row of a half shares the encodings, so projecting
+    them costs R x H^2 per direction, not per row.
     """
     distances = ops.arange(key_length, -query_length, -1, dtype="float32")
     frequencies = 1.0 / ops.power(10000.0, ops.arange(0, hidden_size, 2, dtype="float32") / hidden_size)
@@ -33,13 +34,19 @@ def sinusoidal_relative_positions(query_length, key_length, hidden_size, clamp_l
         angles = ops.expand_dims(distance, -1) * frequencies
         return ops.concatenate([ops.sin(angles), ops.cos(angles)], axis=-1)
 
-    forward = ops.expand_dims(encode(distances), 0)
-    if not bi_data:
-        return ops.broadcast_to(forward, (batch_size, *ops.shape(forward)[1:]))
-    half = batch_size // 2
-    backward = ops.expand_dims(encode(-distances), 0)
-    return ops.concatenate([ops.broadcast_to(forward, (half, *ops.shape(forward)[1:])),
-                            ops.broadcast_to(backward, (half, *ops.shape(backward)[1:]))], axis=0)
+    directions = [distances, -distances] if bi_data else [distances]
+    return ops.stack([encode(direction) for direction in directions])
+
+
+def by_direction(query, key_positions):
+    """[B, Q, N, D] queries against [S, R, N, D] encodings (S = 1, or 2 for bi_data: the first
+    half of the batch forward, the second backward) -> [B, N, Q, R]."""
+    if key_positions.shape[0] == 1:
+        return ops.einsum("bqnd,rnd->bnqr", query, key_positions[0])
+    batch = ops.shape(query)[0]
+    halves = ops.reshape(query, (2, batch // 2, *ops.shape(query)[1:]))
+    scores = ops.einsum("sbqnd,srnd->sbnqr", halves, key_positions)
+    return ops.reshape(scores, (batch, *ops.shape(scores)[2:]))
 
 
 def rel_shift(scores, key_length):
@@ -78,11 +85,11 @@ class RelativeAttentionTerms(keras.layers.Layer):
         >>> from keras_bertology.layers.relative_attention import sinusoidal_relative_positions
         >>> terms = RelativeAttentionTerms(num_heads=2, head_dim=4)
         >>> terms.build(8)
-        >>> positions = sinusoidal_relative_positions(5, 5, 8)
+        >>> key_positions = terms.project_positions(sinusoidal_relative_positions(5, 5, 8))
         >>> biases = [ops.zeros((2, 4))] * 3
         >>> attention = MultiHeadSelfAttention(num_heads=2, use_bias=False)
         >>> x = ops.ones((1, 5, 8))
-        >>> tuple(attention(x, score_terms=terms.score_terms(positions, biases)).shape)
+        >>> tuple(attention(x, score_terms=terms.score_terms(key_positions, biases)).shape)
         (1, 5, 8)
     """
 
@@ -101,24 +108,37 @@ class RelativeAttentionTerms(keras.layers.Layer):
             shape=(2, self.num_heads, self.head_dim), initializer=init, name="segment_embedding")
         self.built = True
 
-    def score_terms(self, positions, biases, different_segment=None):
-        """The content-bias, position and (with `different_segment` [B, L, Lk]) segment terms.
+    def project_positions(self, positions):
+        """[S, R, H] relative encodings -> [S, R, N, D] position keys, once per layer for both streams."""
+        dtype = self.compute_dtype
+        return ops.einsum("srh,hnd->srnd", ops.cast(positions, dtype), ops.cast(self.position_kernel, dtype))
+
+    def score_terms(self, key_positions, biases, different_segment=None, query_positions=None):
+        """The content-bias, position and (with `different_segment` [B, Lq, Lk]) segment terms.
 
         Args:
-            positions: [B, Lk + L, H] from `sinusoidal_relative_positions`.
+            key_positions: [S, Lk + L, N, D] from `project_positions`.
             biases: (content, position, segment) biases, [N, D] each.
-            different_segment: optional [B, L, Lk] bool from `different_segments`.
+            different_segment: optional [B, Lq, Lk] bool (`different_segments`, rows of the queries).
+            query_positions: optional [B, Lq] int: where each query sits in the L current
+                positions, when the queries are not the L positions in order (XLNet's query
+                stream asks only for its targets).
         """
         content_bias, position_bias, segment_bias = biases
-        dtype = self.compute_dtype
-        key_positions = ops.einsum("brh,hnd->brnd", ops.cast(positions, dtype), ops.cast(self.position_kernel, dtype))
 
         def content(query, key):
             return ops.expand_dims(ops.einsum("nd,bknd->bnk", ops.cast(content_bias, key.dtype), key), 2)
 
         def position(query, key):
-            scores = ops.einsum("bqnd,brnd->bnqr", query + ops.cast(position_bias, query.dtype), key_positions)
-            return rel_shift(scores, ops.shape(key)[1])
+            scores = by_direction(query + ops.cast(position_bias, query.dtype), key_positions)
+            key_length = ops.shape(key)[1]
+            if query_positions is None:
+                return rel_shift(scores, key_length)
+            # Column L - i + j holds the distance from the query at position i to key j.
+            length = ops.shape(key_positions)[1] - key_length
+            columns = (length - ops.cast(query_positions, "int32"))[:, :, None] + ops.arange(key_length)[None, None]
+            columns = ops.broadcast_to(ops.expand_dims(columns, 1), (*ops.shape(scores)[:3], key_length))
+            return ops.take_along_axis(scores, columns, axis=-1)
 
         def segment(query, key):
             both = ops.einsum("bqnd,snd->bnqs", query + ops.cast(segment_bias, query.dtype),

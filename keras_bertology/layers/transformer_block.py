@@ -102,24 +102,23 @@ class TransformerEncoderBlock(keras.layers.Layer):
         return self.dropout_layer(self.output_dense(inner), training=training)
 
     def call(self, x, attention_mask=None, training=None, memory=None, queries=None, score_terms=(),
-             target_mapping=None):
-        """`memory`, `queries`, `score_terms` and `target_mapping` go to the attention (see
+             key_value=None):
+        """`memory`, `queries`, `score_terms` and `key_value` go to the attention (see
         `MultiHeadSelfAttention`); with `queries` the block updates that stream (XLNet's query
         stream), attending to `x`."""
         stream = x if queries is None else queries
         if self.norm_first:
             normed = dict(memory=None if memory is None else self.attention_norm(memory),
                           queries=None if queries is None else self.attention_norm(queries), score_terms=score_terms,
-                          target_mapping=target_mapping)
+                          key_value=key_value)
             stream = stream + self._attention_branch(self.attention_norm(x), attention_mask, training, **normed)
             return stream + self._feed_forward_branch(self.output_norm(stream), training)
         attended = self._attention_branch(x, attention_mask, training, memory=memory, queries=queries,
-                                          score_terms=score_terms, target_mapping=target_mapping)
+                                          score_terms=score_terms, key_value=key_value)
         stream = self.attention_norm(stream + attended)
         return self.output_norm(stream + self._feed_forward_branch(stream, training))
 
-    def compute_output_shape(self, x_shape, attention_mask_shape=None, memory_shape=None, queries_shape=None,
-                             target_mapping_shape=None):
+    def compute_output_shape(self, x_shape, attention_mask_shape=None, memory_shape=None, queries_shape=None):
         return x_shape if queries_shape is None else queries_shape
 
     def get_config(self):

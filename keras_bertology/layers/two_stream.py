@@ -13,9 +13,10 @@ class TwoStreamBlock(keras.layers.Layer):
     The content stream h is BERT's: every position asks with its own content
     and may see itself. The query stream g asks from a position without its
     content (it starts as a learned mask vector), so it can predict that
-    token. Both attend to keys and values from [memory; h] with the same
-    weights, the same relative position and segment terms, and their own
-    masks; with `target_mapping` g holds only the P predicted slots.
+    token. Both attend to the same keys and values from [memory; h]
+    (projected once), with the same weights and relative position encodings
+    (projected once), and their own masks; g holds only the P predicted
+    slots, at `query_positions`, so its attention costs P rows, not L.
 
     Args:
         num_heads, intermediate_size: ints.
@@ -27,14 +28,15 @@ class TwoStreamBlock(keras.layers.Layer):
 
     Call args:
         h: [B, L, H] content stream.
-        positions: [B, M + 2L, H] relative encodings (`sinusoidal_relative_positions`).
+        positions: [S, M + 2L, H] relative encodings (`sinusoidal_relative_positions`).
         biases: (content, position, segment) [N, D] biases.
         content_mask: [B, L, M + L] 1 where the content stream may attend, or None.
-        g: optional [B, P, H] query stream (P = L without `target_mapping`).
-        query_mask: [B, L, M + L] mask of the query stream.
         different_segment: optional [B, L, M + L] bool.
         memory: optional [B, M, H] cached states of the previous segment.
-        target_mapping: optional [B, P, L].
+        g: optional [B, P, H] query stream.
+        query_positions: [B, P] int, the position each query slot predicts.
+        query_mask: [B, P, M + L] mask of the query stream (the rows of its positions).
+        query_different_segment: optional [B, P, M + L] bool (the rows of its positions).
 
     Returns:
         (new h, new g or None).
@@ -45,9 +47,8 @@ class TwoStreamBlock(keras.layers.Layer):
         >>> from keras_bertology.layers.relative_attention import sinusoidal_relative_positions
         >>> block = TwoStreamBlock(num_heads=2, intermediate_size=16)
         >>> h, g = ops.ones((1, 4, 8)), ops.ones((1, 2, 8))
-        >>> mapping = ops.one_hot(ops.convert_to_tensor([[1, 3]]), 4)
-        >>> new_h, new_g = block(h, sinusoidal_relative_positions(4, 4, 8), [ops.zeros((2, 4))] * 3,
-        ...                      None, g=g, query_mask=ops.ones((1, 4, 4)), target_mapping=mapping)
+        >>> new_h, new_g = block(h, sinusoidal_relative_positions(4, 4, 8), [ops.zeros((2, 4))] * 3, None,
+        ...                      g=g, query_positions=ops.convert_to_tensor([[1, 3]]), query_mask=ops.ones((1, 2, 4)))
         >>> tuple(new_h.shape), tuple(new_g.shape)
         ((1, 4, 8), (1, 2, 8))
     """
@@ -77,14 +78,17 @@ class TwoStreamBlock(keras.layers.Layer):
         self.relative.build(hidden)
         self.built = True
 
-    def call(self, h, positions, biases, content_mask, g=None, query_mask=None, different_segment=None,
-             memory=None, target_mapping=None, training=None):
-        terms = self.relative.score_terms(positions, biases, different_segment)
-        new_h = self.block(h, content_mask, training=training, memory=memory, score_terms=terms)
+    def call(self, h, positions, biases, content_mask, different_segment=None, memory=None, g=None,
+             query_positions=None, query_mask=None, query_different_segment=None, training=None):
+        key_positions = self.relative.project_positions(positions)
+        key_value = self.block.attention.key_value(h, memory)
+        terms = self.relative.score_terms(key_positions, biases, different_segment)
+        new_h = self.block(h, content_mask, training=training, memory=memory, score_terms=terms, key_value=key_value)
         if g is None:
             return new_h, None
-        new_g = self.block(h, query_mask, training=training, memory=memory, queries=g, score_terms=terms,
-                           target_mapping=target_mapping)
+        query_terms = self.relative.score_terms(key_positions, biases, query_different_segment, query_positions)
+        new_g = self.block(h, query_mask, training=training, memory=memory, queries=g, score_terms=query_terms,
+                           key_value=key_value)
         return new_h, new_g
 
     def get_config(self):

@@ -25,7 +25,7 @@ class XLNetBackbone(Backbone):
         >>> out = backbone({"token_ids": ops.ones((1, 8), "int32"), "segment_ids": ops.zeros((1, 8), "int32"),
         ...                 "padding_mask": ops.ones((1, 8), "int32")})
         >>> tuple(out["sequence_output"].shape), backbone.count_params()
-        (((1, 8, 16)), 6048)
+        ((1, 8, 16), 6608)
     """
 
     def __init__(self, vocab_size, num_layers, num_heads, hidden_size, intermediate_size, activation="gelu",

@@ -115,27 +115,43 @@ class XLNetEncoder(keras.layers.Layer):
         memory_length = 0 if memory is None else ops.shape(memory)[2]
         content_mask, query_mask = stream_masks(perm_mask, padding_mask, memory_length)
         h = self.dropout_layer(self.word_embedding(token_ids), training=training)
-        g = None
-        if target_mapping is not None:
-            slots = ops.shape(target_mapping)[1]
-            g = ops.broadcast_to(ops.cast(self.mask_embedding, h.dtype), (batch, slots, self.hidden_size))
-            g = self.dropout_layer(g, training=training)
-            if query_mask is None:
-                query_mask = ops.ones((batch, length, memory_length + length), "int32")
         positions = sinusoidal_relative_positions(length, memory_length + length, self.hidden_size, self.clamp_len,
-                                                  bi_data, batch)
+                                                  bi_data)
         positions = self.dropout_layer(ops.cast(positions, h.dtype), training=training)
         segments = None if segment_ids is None else different_segments(segment_ids, memory_length)
+        streams = {}
+        if target_mapping is not None:
+            streams = self._query_stream(target_mapping, query_mask, segments, memory_length + length, h.dtype,
+                                         training)
         layer_inputs = []
         for index, block in enumerate(self.blocks):
             layer_inputs.append(h)
-            h, g = block(h, positions, self.layer_biases(index), content_mask, g=g, query_mask=query_mask,
-                         different_segment=segments, memory=None if memory is None else memory[index],
-                         target_mapping=target_mapping, training=training)
+            h, g = block(h, positions, self.layer_biases(index), content_mask, different_segment=segments,
+                         memory=None if memory is None else memory[index], training=training, **streams)
+            if g is not None:
+                streams["g"] = g
         outputs = {"content": self.dropout_layer(h, training=training), "layer_inputs": ops.stack(layer_inputs)}
-        if g is not None:
+        if target_mapping is not None:
             outputs["query"] = self.dropout_layer(g, training=training)
         return outputs
+
+    def _query_stream(self, target_mapping, query_mask, segments, key_length, dtype, training):
+        """The query stream's start, `g` [B, P, H], and the rows of its target positions.
+
+        A slot's position is the one its one-hot `target_mapping` row picks; an
+        all-zero row (an unused slot) acts as position 0: its output is not
+        transformers' (which zeroes its attention) but no loss reads it.
+        """
+        batch, slots = ops.shape(target_mapping)[0], ops.shape(target_mapping)[1]
+        positions = ops.cast(ops.argmax(target_mapping, axis=-1), "int32")
+        rows = ops.expand_dims(positions, -1)
+        g = ops.broadcast_to(ops.cast(self.mask_embedding, dtype), (batch, slots, self.hidden_size))
+        streams = {"g": self.dropout_layer(g, training=training), "query_positions": positions}
+        streams["query_mask"] = (ops.ones((batch, slots, key_length), "int32") if query_mask is None
+                                 else ops.take_along_axis(query_mask, rows, axis=1))
+        if segments is not None:
+            streams["query_different_segment"] = ops.take_along_axis(segments, rows, axis=1)
+        return streams
 
     def get_config(self):
         config = super().get_config()
