@@ -4,17 +4,18 @@ Both models have the same layers, width, heads, feed-forward, vocabulary,
 sequence length and batch; BERT predicts 15% of the tokens (MLM head with its
 transform), XLNet runs both streams with the query stream on num_predict =
 L / 6 targets (partial prediction), a memory of L / 2 states per layer and
-bi_data. Inputs are fixed random batches from a repeating in-memory
-`tf.data` pipeline (XLNet's from the real permutation stage, drawn once), so
-the timed steps are the models' own: forward, loss, backward and the AdamW
-update, through `model.fit`. After warm-up steps (tracing), rounds alternate
-the two models; the report gives median ms/step over rounds and the ratio
-XLNet / BERT from the same rounds, with the machine recorded.
+bi_data. Inputs are one fixed random batch (XLNet's from the real permutation stage,
+drawn once), so the timed steps are the models' own: forward, loss, backward
+and the AdamW update, each a `train_on_batch` whose loss is read back. After
+warm-up steps (tracing), rounds alternate the two models; a round's time is
+the median of its steps; the report gives the median ms/step over rounds and
+the ratio XLNet / BERT from the same rounds, with the machine recorded.
 
     .venv/bin/python -m benchmarks.bench_xlnet            # ~4 min on 2 cores
     .venv/bin/python -m benchmarks.bench_xlnet --smoke    # tiny shape, 1 round
 
-Results go to `<out>/xlnet_step_time.json` and `.md` (written atomically).
+Results go to `<out>/xlnet_step_time.json` and `.md` (`xlnet_step_time_smoke.*`
+with --smoke), written atomically.
 """
 
 import argparse
@@ -84,22 +85,27 @@ def _xlnet(shape):
 
 
 def measure(build, shape, warmup, steps):
-    """(model, ms per timed step) of `fit` on a repeating fixed batch."""
+    """(median ms of one `train_on_batch` step after `warmup` steps, parameter count).
+
+    Each step returns its loss as a number, so the clock stops only when the step has finished.
+    """
     import keras
-    import tensorflow as tf
 
     from keras_bertology.training.optimization import bert_adamw
 
     model, features = build(shape)
     model.compile(optimizer=bert_adamw(1e-4, 10**6))
-    dataset = tf.data.Dataset.from_tensors(features).repeat().map(model.split_features).prefetch(2)
-    model.fit(dataset, steps_per_epoch=warmup, epochs=1, verbose=0)
-    started = time.perf_counter()
-    model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0)
-    elapsed = time.perf_counter() - started
+    x, y, sample_weight = model.split_features(features)
+    for _ in range(warmup):
+        model.train_on_batch(x, y, sample_weight)
+    times = []
+    for _ in range(steps):
+        started = time.perf_counter()
+        model.train_on_batch(x, y, sample_weight)
+        times.append(1000.0 * (time.perf_counter() - started))
     params = model.count_params()
     keras.backend.clear_session()
-    return 1000.0 * elapsed / steps, params
+    return statistics.median(times), params
 
 
 def run(shapes, rounds, warmup, steps):
@@ -145,12 +151,12 @@ def main(argv=None):
     shapes, rounds, warmup, steps = SHAPES, args.rounds, args.warmup, args.steps
     if args.smoke:
         shapes, rounds, warmup, steps = SMOKE_SHAPE, 1, 1, 2
-    report = {"machine": machine_info(), "rounds": rounds, "warmup_steps": warmup, "steps": steps,
-              "results": run(shapes, rounds, warmup, steps)}
-    args.out.mkdir(parents=True, exist_ok=True)
-    with atomic_write(args.out / "xlnet_step_time.json") as handle:
+    report = {"machine": machine_info(), "smoke": args.smoke, "rounds": rounds, "warmup_steps": warmup,
+              "steps": steps, "results": run(shapes, rounds, warmup, steps)}
+    name = "xlnet_step_time_smoke" if args.smoke else "xlnet_step_time"
+    with atomic_write(args.out / f"{name}.json") as handle:
         json.dump(report, handle, indent=2)
-    with atomic_write(args.out / "xlnet_step_time.md") as handle:
+    with atomic_write(args.out / f"{name}.md") as handle:
         handle.write(render_markdown(report))
     print(render_markdown(report))
     return 0

@@ -101,3 +101,17 @@ def test_masking_benchmark_smoke_writes_complete_report(tmp_path):
         assert value > 0 and math.isfinite(value)
         assert entry["ratio_vs_keras_hub"][name] == pytest.approx(value / entry["rows_per_sec"]["keras_hub_tokens"])
         assert entry["ratio_vs_bert_tokens"][name] == pytest.approx(value / entry["rows_per_sec"]["bert_tokens"])
+
+
+@pytest.mark.slow
+def test_xlnet_benchmark_smoke_writes_complete_report(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_xlnet", "--smoke", "--out", str(tmp_path)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads((tmp_path / "xlnet_step_time_smoke.json").read_text())
+    assert MACHINE_KEYS <= set(report["machine"]) and report["smoke"] is True
+    (entry,) = report["results"].values()
+    bert, xlnet = entry["ms_per_step"]["bert_mlm"], entry["ms_per_step"]["xlnet_plm"]
+    assert bert > 0 and xlnet > 0 and entry["ratio_xlnet_vs_bert"] == pytest.approx(xlnet / bert)
+    assert entry["params"]["bert_mlm"] > 0 and entry["params"]["xlnet_plm"] > 0
+    assert "| tiny_seq32_batch4 |" in (tmp_path / "xlnet_step_time_smoke.md").read_text()
