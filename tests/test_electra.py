@@ -106,6 +106,17 @@ def test_generator_and_discriminator_share_one_embedding_layer():
     assert len({id(v) for v in model.weights}) == len(model.weights)  # one variable each, however reached
 
 
+@pytest.mark.parametrize("hidden,fraction,expected", [
+    (128, 0.25, (32, 1)), (256, 0.25, (64, 1)), (768, 1 / 3, (256, 4)), (1024, 0.25, (256, 4)), (768, 0.26, (200, 2))])
+def test_generator_sizes_follow_the_original_rule(hidden, fraction, expected):
+    """hidden = round(fraction x H), heads = max(1, hidden // 64) (lowered until they divide it)."""
+    discriminator = BertBackbone(vocab_size=VOCAB, num_layers=1, num_heads=hidden // 64, hidden_size=hidden,
+                                 intermediate_size=8, max_positions=8, use_pooler=False)
+    config = generator_config(discriminator, fraction)
+    assert (config["hidden_size"], config["num_heads"]) == expected
+    assert config["intermediate_size"] == 4 * expected[0]
+
+
 def test_detection_loss_never_reaches_the_generator():
     model = _tiny_electra()
     model.compile()

@@ -4,13 +4,17 @@ from keras_bertology.models.generator_discriminator import GeneratorDiscriminato
 
 
 def generator_config(discriminator, fraction, num_layers=None):
-    """ELECTRA's generator sizing: hidden = fraction x the discriminator's (a multiple of 64, at least
-    64), heads = hidden / 64, feed-forward = 4 x hidden; same depth, vocabulary and embeddings."""
-    hidden = max(64, round(discriminator.hidden_size * fraction / 64) * 64)
+    """ELECTRA's generator sizing (google-research/electra `get_generator_config`): hidden =
+    round(fraction x the discriminator's), heads = max(1, hidden // 64) (fewer when they would not
+    divide it), feed-forward = 4 x hidden; same depth, vocabulary and embeddings."""
+    hidden = max(1, round(discriminator.hidden_size * fraction))
+    heads = max(1, hidden // 64)
+    while hidden % heads:
+        heads -= 1
     config = dict(discriminator.get_config())
     for key in ("name", "trainable", "dtype", "use_pooler"):
         config.pop(key, None)
-    config.update(hidden_size=hidden, num_heads=hidden // 64, intermediate_size=4 * hidden, use_pooler=False,
+    config.update(hidden_size=hidden, num_heads=heads, intermediate_size=4 * hidden, use_pooler=False,
                   num_layers=num_layers or discriminator.num_layers,
                   embedding_size=discriminator.embedding_size or discriminator.hidden_size)
     return config
