@@ -291,6 +291,19 @@ def test_pretrain_xlnet_from_the_command_line(tmp_path, capsys):
     assert out["padding_mask"].numpy()[1, 0] == 0 and out["padding_mask"].numpy()[:, -1].tolist() == [1, 1]
     memory = keras.ops.convert_to_numpy(model.get_layer("query_stream").memory)
     assert memory.shape == (2, 8, 16, 128) and np.abs(memory).max() > 0  # the memory is saved with the model
+    # A fresh process resumes from the checkpoint (its classes registered before loading).
+    import subprocess
+    import sys
+
+    from keras_bertology.data.corpus import default_corpus_paths
+
+    argv = ["pretrain", "--model", "xlnet", "--preset", "xlnet-tiny", "--corpus",
+            *[str(path) for path in default_corpus_paths()[:2]], "--steps", "4", "--batch-size", "8",
+            "--out", str(tmp_path / "run"), "--export", str(tmp_path / "export"), "--seq-len", "48",
+            "--vocab-size", "800", "--mem-len", "16", "--resume"]
+    proc = subprocess.run([sys.executable, "-c", "import sys; from keras_bertology.cli import main; "
+                           "sys.exit(main(sys.argv[1:]))", *argv], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 def test_odd_batches_are_refused_when_half_of_each_batch_reads_backwards(tmp_path, capsys):

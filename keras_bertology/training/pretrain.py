@@ -140,6 +140,7 @@ def _tokenizer_for_run(family, documents, checkpoints, options):
 def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options, replica_batch_size):
     """(compiled pretrainer, steps already done): from the newest checkpoint, or new."""
     if checkpoints.latest() is not None:
+        family.backbone_cls, family.pretrainer_cls  # registers the classes load_model looks up
         return checkpoints.load_model()
     backbone = family.backbone_cls(**family.backbone_config(
         options.preset, vocab_size=tokenizer.vocab_size, dtype=options.precision))
