@@ -1,0 +1,1 @@
+"""Fine-tuning: task heads on every encoder, downstream data and their metrics."""
