@@ -19,6 +19,7 @@ import string
 def accuracy(gold, predicted):
     """Share of positions where `predicted` equals `gold`.
 
+    >>> from keras_bertology.finetune.metrics import accuracy
     >>> accuracy(["a", "b", "b"], ["a", "b", "a"])
     0.6666666666666666
     """
@@ -29,6 +30,7 @@ def accuracy(gold, predicted):
 def macro_f1(gold, predicted):
     """Unweighted mean of the per-class F1 over the classes in `gold` or `predicted`.
 
+    >>> from keras_bertology.finetune.metrics import macro_f1
     >>> round(macro_f1(["a", "a", "b", "c"], ["a", "b", "b", "b"]), 4)  # F1: a 2/3, b 1/2, c 0
     0.3889
     """
@@ -46,6 +48,7 @@ def macro_f1(gold, predicted):
 def bio_entities(tags):
     """The set of (type, start, end) chunks of one BIO tag sequence, `end` exclusive.
 
+    >>> from keras_bertology.finetune.metrics import bio_entities
     >>> sorted(bio_entities(["B-PER", "I-PER", "O", "I-LOC", "B-LOC", "I-ORG"]))
     [('LOC', 3, 4), ('LOC', 4, 5), ('ORG', 5, 6), ('PER', 0, 2)]
     """
@@ -66,6 +69,7 @@ def bio_entities(tags):
 def entity_scores(gold_sequences, predicted_sequences):
     """Micro precision, recall and F1 of exact entity matches over all sequences.
 
+    >>> from keras_bertology.finetune.metrics import entity_scores
     >>> entity_scores([["B-PER", "I-PER", "O"]], [["B-PER", "O", "O"]])
     {'precision': 0.0, 'recall': 0.0, 'f1': 0.0}
     """
@@ -85,6 +89,7 @@ def entity_scores(gold_sequences, predicted_sequences):
 def normalize_answer(text):
     """SQuAD's normalisation: lower case, no punctuation, no articles, single spaces.
 
+    >>> from keras_bertology.finetune.metrics import normalize_answer
     >>> normalize_answer("The  Eiffel-Tower!")
     'eiffeltower'
     """
@@ -96,6 +101,7 @@ def normalize_answer(text):
 def exact_match(prediction, answers):
     """1.0 when the normalised prediction equals one of the normalised gold answers.
 
+    >>> from keras_bertology.finetune.metrics import exact_match
     >>> exact_match("the Louvre", ["Louvre", "Musée du Louvre"])
     1.0
     """
@@ -105,6 +111,7 @@ def exact_match(prediction, answers):
 def span_f1(prediction, answers):
     """The best token-overlap F1 of the prediction against the gold answers.
 
+    >>> from keras_bertology.finetune.metrics import span_f1
     >>> round(span_f1("in Paris France", ["Paris"]), 4)  # precision 1/3, recall 1
     0.5
     """
