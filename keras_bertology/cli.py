@@ -2,6 +2,9 @@
 
     bertology pretrain --model FAMILY --preset NAME [--corpus PATH ...] [--steps N]
                        [--batch-size B] [--seq-len L] [--out RUN_DIR] [--export DIR]
+    bertology finetune --task NAME|DATA_DIR --from RUN_DIR [--epochs N] [--batch-size B]
+                       [--learning-rate LR] [--layer-decay D] [--seq-len L] [--seed S]
+                       [--out DIR] [--export DIR]
     bertology export RUN_DIR [--out DIR]
     bertology convert --from-hf HF_DIR --out RUN_DIR [--seq-len L]
     bertology presets
@@ -100,6 +103,8 @@ def build_parser():
                           help="continue the run in --out from its newest checkpoint")
     _add_family_options(pretrain, FAMILIES)
 
+    _add_finetune(commands)
+
     export = commands.add_parser("export", help="export a run folder to a SavedModel")
     export.add_argument("run_dir", metavar="RUN_DIR")
     export.add_argument("--out", metavar="DIR", help="default: savedmodels/<run folder name>")
@@ -114,6 +119,37 @@ def build_parser():
 
     commands.add_parser("presets", help="list every preset with its parameter count")
     return parser
+
+
+def _add_finetune(commands):
+    from keras_bertology.finetune.options import FinetuneOptions
+
+    defaults = FinetuneOptions()
+    builtin = "bbc-news (5-class news topics), wnut16 (Twitter NER)"
+    finetune = commands.add_parser("finetune", help="fine-tune a pretrained or converted encoder on a task")
+    finetune.add_argument("--task", required=True, metavar="NAME|DATA_DIR",
+                          help=f"built-in: {builtin}; or a folder with train and test files (dev optional) "
+                               "as .tsv or .jsonl (text[, text_b], label; or question, context, answers) "
+                               "or .conll (token<TAB>BIO tag)")
+    finetune.add_argument("--from", dest="from_dir", required=True, metavar="RUN_DIR",
+                          help="run folder written by `bertology pretrain` or `bertology convert`")
+    finetune.add_argument("--epochs", type=_positive_int, default=defaults.epochs)
+    finetune.add_argument("--batch-size", type=_positive_int, default=defaults.batch_size)
+    finetune.add_argument("--learning-rate", type=_positive_float, default=defaults.learning_rate,
+                          help="peak rate of AdamW, reached after --warmup of the steps, then decayed "
+                               "linearly to 0")
+    finetune.add_argument("--warmup", type=float, default=defaults.warmup, help="share of steps warming up")
+    finetune.add_argument("--layer-decay", type=_positive_float, default=defaults.layer_decay,
+                          help="layer-wise learning-rate decay of the encoder (1: off; ELECTRA uses 0.8); "
+                               "the task head learns at the full rate")
+    finetune.add_argument("--seq-len", type=_positive_int, help="tokens per example (default: the run's)")
+    finetune.add_argument("--seed", type=int, default=defaults.seed)
+    finetune.add_argument("--max-examples", type=_positive_int,
+                          help="keep the first N examples of each split (quick trials)")
+    finetune.add_argument("--random-init", action="store_true",
+                          help="re-initialise the encoder's weights (a baseline for what pretraining gives)")
+    finetune.add_argument("--out", metavar="DIR", help="results folder (default: runs/finetune-<task>-<time>)")
+    finetune.add_argument("--export", metavar="DIR", help="SavedModel folder (default: savedmodels/<out name>)")
 
 
 def _add_family_options(parser, families):
@@ -143,6 +179,12 @@ def _run_pretrain(args):
         elif name != "command":
             fields[name] = value
     pretrain(PretrainOptions(**fields, family_options=family_options or None))
+
+
+def _run_finetune(args):
+    from keras_bertology.finetune.run import FinetuneOptions, finetune
+
+    finetune(FinetuneOptions(**{name: value for name, value in vars(args).items() if name != "command"}))
 
 
 def _run_export(args):
@@ -183,7 +225,7 @@ def _run_presets(_args):
             print(f"{family.name:<9} {name:<15} {preset['params']:>13,}  {preset['description']}")
 
 
-COMMANDS = {"pretrain": _run_pretrain, "export": _run_export, "convert": _run_convert,
+COMMANDS = {"pretrain": _run_pretrain, "finetune": _run_finetune, "export": _run_export, "convert": _run_convert,
             "presets": _run_presets}
 
 

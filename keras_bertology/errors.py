@@ -20,3 +20,7 @@ class ConfigError(BertologyError):
 
 class CheckpointError(BertologyError):
     """A checkpoint or run folder cannot be loaded into the requested model."""
+
+
+class DataError(BertologyError):
+    """Labeled data for fine-tuning is missing, empty or malformed."""

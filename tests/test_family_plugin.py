@@ -38,11 +38,11 @@ def toy_masker(tokenizer, max_predictions, whole_word=False, toy_rate=0.15):
                          tokenizer.mask_id, tokenizer.pad_id, tokenizer.special_ids)
 
 
-def toy_pack_text(tokenizer, seq_len, first, second=None):
+def toy_pack_segments(segments, seq_len, cls_id, sep_id, pad_id):
     """The family serves text its own way: here every real token is in segment 1."""
-    from keras_bertology.data.packing import pack_text
+    from keras_bertology.data.packing import pack_segments
 
-    packed = pack_text(tokenizer, seq_len, first, second)
+    packed = pack_segments(segments, seq_len, cls_id, sep_id, pad_id)
     return dict(packed, segment_ids=packed["padding_mask"])
 
 
@@ -83,7 +83,7 @@ TOY = ModelFamily(
     masking="dynamic",
     masker_path=f"{__name__}:toy_masker",
     options=(FamilyOption("toy_rate", float, 0.15, "share of tokens masked", minimum=0.05, maximum=0.5),),
-    text_packer_path=f"{__name__}:toy_pack_text",
+    segment_packer_path=f"{__name__}:toy_pack_segments",
 )
 
 

@@ -37,26 +37,36 @@ def tokenize_keeping_mask(tokenizer, strings):
     return per_string.merge_dims(1, 2)[:, :-1]
 
 
-def pack_text(tokenizer, seq_len, first, second=None):
+def pack_text(tokenizer, seq_len, first, second=None, packer=None):
     """Pack string tensors `first` (and `second`) [B] into a dict of [B, seq_len] int32.
 
-    Returns `token_ids`, `segment_ids` (0 for the first segment, 1 for the
-    second) and `padding_mask` (1 for real tokens).
+    Tokenizes (keeping literal mask tokens) and hands the segments to
+    `packer` (`pack_segments` by default: BERT's layout).
     """
     segments = [tokenize_keeping_mask(tokenizer, first)]
     if second is not None:
         segments.append(tokenize_keeping_mask(tokenizer, second))
+    return (packer or pack_segments)(segments, seq_len, tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id)
+
+
+def pack_segments(segments, seq_len, cls_id, sep_id, pad_id):
+    """One or two ragged [B, *] id segments -> BERT's [CLS] A [SEP] (B [SEP]) layout, [B, seq_len] int32.
+
+    Returns `token_ids`, `segment_ids` (0 for the first segment, 1 for the
+    second) and `padding_mask` (1 for real tokens). Any ragged values go
+    through the same trimming and placement, so packing per-piece labels with
+    the specials and padding set to -1 puts each label where its piece lands.
+    """
+    segments = [tf.cast(segment, tf.int32) for segment in segments]
     specials = len(segments) + 1
     # With one segment there is nothing to balance (and ShrinkLongestTrimmer's
     # loop fails on a single segment), so plain truncation does the same job.
-    trimmer = tf_text.ShrinkLongestTrimmer if second is not None else tf_text.WaterfallTrimmer
+    trimmer = tf_text.ShrinkLongestTrimmer if len(segments) > 1 else tf_text.WaterfallTrimmer
     segments = trimmer(seq_len - specials).trim(segments)
     token_ids, segment_ids = tf_text.combine_segments(
-        segments, start_of_sequence_id=tokenizer.cls_id, end_of_segment_id=tokenizer.sep_id
+        segments, start_of_sequence_id=cls_id, end_of_segment_id=sep_id
     )
-    token_ids, padding_mask = tf_text.pad_model_inputs(
-        token_ids, max_seq_length=seq_len, pad_value=tokenizer.pad_id
-    )
+    token_ids, padding_mask = tf_text.pad_model_inputs(token_ids, max_seq_length=seq_len, pad_value=pad_id)
     segment_ids, _ = tf_text.pad_model_inputs(segment_ids, max_seq_length=seq_len, pad_value=0)
     return {
         "token_ids": tf.cast(token_ids, tf.int32),

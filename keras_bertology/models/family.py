@@ -82,9 +82,12 @@ class ModelFamily:
         learning_rate: peak learning rate when --learning-rate is not given.
         prediction_share: masked-LM prediction slots per token when
             --max-predictions is not given (BERT: 20 for 128 tokens, 80 for 512).
-        text_packer_path: `pack(tokenizer, seq_len, first, second=None) -> dict
-            of [B, seq_len] int32`: how the exported model lays out raw text
-            (BERT's [CLS] A [SEP] B [SEP] by default).
+        segment_packer_path: `pack(segments, seq_len, cls_id, sep_id, pad_id) ->
+            dict of [B, seq_len] int32`: how one or two ragged segments of ids
+            become model inputs (BERT's [CLS] A [SEP] B [SEP] by default);
+            served raw text and fine-tuning data are laid out with it.
+        summary_position: the token whose state sums up a sequence for
+            sequence classification: "first" ([CLS]) or "last" (XLNet's <cls>).
         packings: the `--packing` choices the instance builder takes, default
             first; empty when it takes none.
         hf_model_types: the Hugging Face `model_type`s this family imports.
@@ -108,7 +111,8 @@ class ModelFamily:
     converter_path: str | None = None
     masker_path: str = "keras_bertology.data.masking:token_masker"
     options: tuple = ()
-    text_packer_path: str = "keras_bertology.data.packing:pack_text"
+    segment_packer_path: str = "keras_bertology.data.packing:pack_segments"
+    summary_position: str = "first"
     prediction_share: float = 0.15625
     learning_rate: float = 1e-3
     stream_batches: bool = False
@@ -172,8 +176,14 @@ class ModelFamily:
                 if used_by is None or used_by in option.used_by}
 
     def pack_text(self, tokenizer, seq_len, first, second=None):
-        """Raw strings -> the model inputs this family serves with (see `text_packer_path`)."""
-        return import_object(self.text_packer_path)(tokenizer, seq_len, first, second)
+        """Raw strings -> the model inputs this family serves with (see `segment_packer_path`)."""
+        from keras_bertology.data.packing import pack_text
+
+        return pack_text(tokenizer, seq_len, first, second, packer=import_object(self.segment_packer_path))
+
+    def pack_segments(self, segments, seq_len, cls_id, sep_id, pad_id):
+        """Ragged id segments (or per-piece values, with -1 specials) -> this family's layout."""
+        return import_object(self.segment_packer_path)(segments, seq_len, cls_id, sep_id, pad_id)
 
     def convert_hf(self, config, weights):
         """This family's model from a Hugging Face config and tensors (see `converter_path`)."""

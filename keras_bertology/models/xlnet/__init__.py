@@ -22,7 +22,8 @@ XLNET = FAMILY = ModelFamily(
     converter_path="keras_bertology.models.xlnet.convert:convert",
     masking="dynamic",
     masker_path="keras_bertology.models.xlnet.permutation:permutation_masker",
-    text_packer_path="keras_bertology.models.xlnet.packing:pack_text",
+    segment_packer_path="keras_bertology.models.xlnet.packing:pack_segments",
+    summary_position="last",
     prediction_share=1 / 6,
     stream_batches=True,
     options=(

@@ -1,0 +1,35 @@
+"""SavedModel export of a fine-tuned task model, raw strings in, labels and probabilities out.
+
+    import tensorflow as tf, tensorflow_text  # noqa: F401
+    model = tf.saved_model.load("savedmodels/NAME")
+    model.classify(tf.constant(["a text"]))           # {"label", "label_id", "probabilities"}
+    model.classify_pairs(tf.constant(["a"]), tf.constant(["b"]))
+    model.tag(tf.constant(["words split at spaces"]))  # {"tags", "words", "scores"} per word
+    model.answer(tf.constant(["question"]), tf.constant(["context"]))  # {"answer", "score"}
+
+Which signature a model has follows from its task (see assets/bertology.json);
+the first is also `serving_default`. The tokenizer runs inside the graph.
+"""
+
+import json
+
+import keras
+
+from keras_bertology.atomic import atomic_directory
+
+
+def export_task_model(model, kind, task, family, tokenizer, seq_len, export_dir):
+    """Write `model` (a task model of `kind`, see `finetune.tasks`) as a SavedModel at `export_dir`, atomically."""
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    archive.track(tokenizer)
+    endpoints = kind.endpoints(model, task, family, tokenizer, seq_len)
+    for name, (function, signature) in endpoints.items():
+        archive.add_endpoint(name, function, input_signature=signature)
+    with atomic_directory(export_dir) as staging:
+        archive.write_out(str(staging), verbose=False)
+        (staging / "assets").mkdir(exist_ok=True)
+        (staging / "assets" / "bertology.json").write_text(json.dumps({
+            "task": task.name, "kind": task.kind, "family": family.name, "seq_len": seq_len,
+            "labels": list(task.labels), "signatures": list(endpoints)}, indent=2))
+    return export_dir

@@ -1,0 +1,153 @@
+"""The fine-tuning entry point: run folder + labeled data -> task model -> best dev epoch -> test -> export.
+
+`finetune(FinetuneOptions(...))` is what `bertology finetune` runs. The task
+kind (classification, tagging, spans) comes from the data, the encoder and
+tokenizer from the run folder, and the input layout from the run's family,
+so the same loop serves every family and every kind of task.
+"""
+
+import copy
+import math
+import time
+from datetime import datetime
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_bertology.atomic import atomic_file
+from keras_bertology.errors import CheckpointError, ConfigError
+from keras_bertology.export.task_model import export_task_model
+from keras_bertology.finetune.datasets import load_task
+from keras_bertology.finetune.options import FinetuneOptions  # noqa: F401  re-exported
+from keras_bertology.finetune.report import plot_finetuning, results_markdown
+from keras_bertology.finetune.tasks import TASK_KINDS
+from keras_bertology.models.registry import get_family
+from keras_bertology.output_paths import check_output_folder
+from keras_bertology.runs import load_run_model
+from keras_bertology.training.optimization import bert_adamw, layerwise_decay
+from keras_bertology.training.report import write_metrics
+
+
+def finetune(options):
+    """Fine-tune end to end; returns the results dict also written to RUN/results.json."""
+    options.validate()
+    out = Path(options.out or Path("runs") / f"finetune-{Path(options.task).name}-{datetime.now():%Y%m%d-%H%M%S}")
+    export_dir = Path(options.export or Path("savedmodels") / out.name)
+    check_output_folder(out, "--out")
+    check_output_folder(export_dir, "--export", replaced=True)
+    task = load_task(options.task, options.max_examples)
+    run = load_run_model(options.from_dir)
+    if run.tokenizer is None:
+        raise CheckpointError(f"{options.from_dir} has no tokenizer that runs in-graph, so raw text cannot be "
+                              "fed to it; convert a checkpoint that ships its tokenizer")
+    family = get_family(run.family)
+    seq_len = options.seq_len or run.seq_len
+    max_positions = getattr(run.backbone, "max_positions", None)
+    if max_positions is not None and seq_len > max_positions:
+        raise ConfigError(f"--seq-len {seq_len} is above the {max_positions} positions of the encoder in "
+                          f"{options.from_dir}")
+    kind = TASK_KINDS[task.kind]
+    keras.utils.set_random_seed(options.seed)
+    _say(options, f"task {task.name} ({task.kind}): {task.source}")
+    encoded = {split: kind.encode(task, examples, family, run.tokenizer, seq_len)
+               for split, examples in task.splits.items()}
+    backbone = run.backbone
+    if options.random_init:
+        backbone = backbone.__class__.from_config(backbone.get_config())
+    model = kind.build_model(backbone, task, family)
+    steps_per_epoch = math.ceil(len(task.splits["train"]) / options.batch_size)
+    multipliers = layerwise_decay(backbone, options.layer_decay) if options.layer_decay < 1 else None
+    model.compile(optimizer=bert_adamw(options.learning_rate, options.epochs * steps_per_epoch,
+                                       warmup_fraction=options.warmup, lr_multipliers=multipliers),
+                  loss=kind.loss())
+    _say(options, f"encoder: {run.family} from {options.from_dir}"
+                  + (" (weights re-initialised)" if options.random_init else "")
+                  + f", {backbone.count_params():,} parameters; {options.epochs} epochs of {steps_per_epoch} "
+                  f"steps, batch {options.batch_size}, sequence length {seq_len}")
+
+    history, best, started = [], None, time.perf_counter()
+    losses = _StepLosses()
+    for epoch in range(options.epochs):
+        fitted = model.fit(_train_dataset(encoded["train"], options), epochs=epoch + 1, initial_epoch=epoch,
+                           callbacks=[losses], shuffle=False, verbose=options.verbose)
+        dev = _evaluate(kind, model, encoded["dev"], task, "dev", options.batch_size)
+        history.append({"epoch": epoch + 1, "train_loss": float(fitted.history["loss"][-1]), "dev": dev})
+        _say(options, f"epoch {epoch + 1}: dev " + _scores_text(dev))
+        if best is None or dev[kind.primary_metric] > best["dev"][kind.primary_metric]:
+            best = {"epoch": epoch + 1, "dev": dev, "weights": copy.deepcopy(model.get_weights())}
+    train_seconds = time.perf_counter() - started
+    model.set_weights(best["weights"])
+    test = _evaluate(kind, model, encoded["test"], task, "test", options.batch_size)
+
+    with atomic_file(out / "model.keras") as staging:
+        model.save(staging)
+    export_task_model(model, kind, task, family, run.tokenizer, seq_len, export_dir)
+    results = _results(options, task, kind, run, seq_len, history, best, test, train_seconds, losses,
+                       export_dir, backbone.count_params())
+    write_metrics(out / "results.json", results)
+    with atomic_file(out / "results.md") as staging:
+        staging.write_text(results_markdown(results))
+    plot_finetuning(results, out / "training_curve.png")
+    _say(options, f"best dev epoch {best['epoch']}; test " + _scores_text(test))
+    _say(options, f"results: {out}/results.json, results.md, training_curve.png; model: {out}/model.keras; "
+                  f"SavedModel: {export_dir}")
+    return results
+
+
+class _StepLosses(keras.callbacks.Callback):
+    """The training loss after every step (Keras' running mean within the epoch), for the curve."""
+
+    def __init__(self):
+        super().__init__()
+        self.records = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.records.append(float(logs["loss"]))
+
+
+def _train_dataset(encoded, options):
+    dataset = tf.data.Dataset.from_tensor_slices((encoded["inputs"], encoded["targets"], encoded["weights"]))
+    size = len(encoded["weights"]) if not isinstance(encoded["weights"], dict) else \
+        len(next(iter(encoded["weights"].values())))
+    return dataset.shuffle(size, seed=options.seed, reshuffle_each_iteration=True).batch(options.batch_size)
+
+
+def _evaluate(kind, model, encoded, task, split, batch_size):
+    return kind.score(task, task.splits[split], kind.predict(model, encoded, task, task.splits[split], batch_size))
+
+
+def _scores_text(scores):
+    return ", ".join(f"{name} {value:.4f}" for name, value in scores.items())
+
+
+def _say(options, message):
+    if options.verbose:
+        print(message, flush=True)
+
+
+def _results(options, task, kind, run, seq_len, history, best, test, train_seconds, losses, export_dir,
+             parameters):
+    return {
+        "task": task.name,
+        "kind": task.kind,
+        "data": task.source,
+        "examples": {split: len(examples) for split, examples in task.splits.items()},
+        "labels": list(task.labels),
+        "encoder": {"from": str(options.from_dir), "family": run.family, "preset": run.preset,
+                    "parameters": parameters, "random_init": options.random_init},
+        "recipe": {"epochs": options.epochs, "batch_size": options.batch_size,
+                   "learning_rate": options.learning_rate, "warmup": options.warmup,
+                   "layer_decay": options.layer_decay, "seq_len": seq_len, "seed": options.seed},
+        "primary_metric": kind.primary_metric,
+        "best_epoch": best["epoch"],
+        "dev": best["dev"],
+        "test": test,
+        "scores": {f"{split}.{name}": value for split, scores in (("dev", best["dev"]), ("test", test))
+                   for name, value in scores.items()},
+        "history": history,
+        "step_losses": losses.records,
+        "train_seconds": train_seconds,
+        "export_dir": str(export_dir),
+    }

