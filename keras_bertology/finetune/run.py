@@ -69,8 +69,9 @@ def finetune(options):
 
     history, best, started = [], None, time.perf_counter()
     losses = _StepLosses()
+    train = _train_dataset(encoded["train"], options)  # built once, so each epoch gets a new order
     for epoch in range(options.epochs):
-        fitted = model.fit(_train_dataset(encoded["train"], options), epochs=epoch + 1, initial_epoch=epoch,
+        fitted = model.fit(train, epochs=epoch + 1, initial_epoch=epoch,
                            callbacks=[losses], shuffle=False, verbose=options.verbose)
         dev = _evaluate(kind, model, encoded["dev"], task, "dev", options.batch_size)
         history.append({"epoch": epoch + 1, "train_loss": float(fitted.history["loss"][-1]), "dev": dev})
@@ -81,9 +82,9 @@ def finetune(options):
     model.set_weights(best["weights"])
     test = _evaluate(kind, model, encoded["test"], task, "test", options.batch_size)
 
+    export_task_model(model, kind, task, family, run.tokenizer, seq_len, export_dir)
     with atomic_file(out / "model.keras") as staging:
         model.save(staging)
-    export_task_model(model, kind, task, family, run.tokenizer, seq_len, export_dir)
     results = _results(options, task, kind, run, seq_len, history, best, test, train_seconds, losses,
                        export_dir, backbone.count_params())
     write_metrics(out / "results.json", results)

@@ -1,0 +1,304 @@
+"""Fine-tuning: word and span alignment, the CLI on built-in and user data for every family, and exports
+that answer raw strings in a TensorFlow-only process exactly as the Keras model does."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bertology.cli import main
+from keras_bertology.data.corpus import default_corpus_paths, read_corpus
+from keras_bertology.finetune import encoding
+from keras_bertology.finetune.datasets import load_task
+from keras_bertology.finetune.tasks import TASK_KINDS
+from keras_bertology.models import FAMILIES
+from keras_bertology.runs import RunModel, load_run_model, save_run_model
+
+SMALL = dict(num_layers=2, num_heads=2, hidden_size=32, intermediate_size=64)
+WORDS = ("the rain in spain falls mainly on plain wherefore art thou Romeo , ! unbelievably "
+         "antidisestablishmentarianism x 42 café").split()
+
+
+@pytest.fixture(scope="module")
+def sentences():
+    return [s for document in read_corpus(default_corpus_paths()[:1]) for s in document][:3000]
+
+
+@pytest.fixture(scope="module")
+def tokenizers(sentences):
+    return {name: FAMILIES[name].train_tokenizer(sentences, 600) for name in ("bert", "xlnet")}
+
+
+def make_run(path, family_name, sentences, seq_len=32):
+    """A run folder like `bertology pretrain` writes, with a small random encoder."""
+    family = FAMILIES[family_name]
+    tokenizer = family.train_tokenizer(sentences, 600)
+    preset = next(iter(family.presets))
+    config = dict(family.presets[preset]["config"], vocab_size=tokenizer.vocab_size, **SMALL)
+    if "embedding_size" in config:
+        config["embedding_size"] = 16
+    save_run_model(path, RunModel(family_name, family.backbone_cls(**config), tokenizer, seq_len, None, preset))
+    return path
+
+
+@pytest.mark.parametrize("family_name", ["bert", "xlnet"])
+def test_word_labels_sit_on_the_first_piece_of_each_word(family_name, tokenizers):
+    family, tokenizer = FAMILIES[family_name], tokenizers[family_name]
+    rng = np.random.default_rng(0)
+    rows = [list(rng.choice(WORDS, rng.integers(1, 14))) for _ in range(40)]
+    seq_len = 16
+    inputs, word_map = encoding.encode_words(family, tokenizer, seq_len, tf.ragged.constant(rows))
+    token_ids, word_map = inputs["token_ids"].numpy(), word_map.numpy()
+    for row, words in enumerate(rows):
+        pieces = [tokenizer.tokenize(tf.constant([word]))[0].numpy().tolist() for word in words]
+        positions = {int(word_map[row, p]): p for p in np.flatnonzero(word_map[row] >= 0)}
+        assert list(positions) == sorted(positions), "words keep their order"
+        room = seq_len - 2
+        used = np.cumsum([len(p) for p in pieces])
+        for index, word_pieces in enumerate(pieces):
+            if used[index] - len(word_pieces) < room and word_pieces:  # its first piece fits
+                assert token_ids[row, positions[index]] == word_pieces[0]
+            else:
+                assert index not in positions
+
+
+@pytest.mark.parametrize("family_name", ["bert", "xlnet"])
+def test_every_context_piece_knows_its_word_and_the_question_none(family_name, tokenizers):
+    family, tokenizer = FAMILIES[family_name], tokenizers[family_name]
+    questions = ["who art thou", "where falls the rain"]
+    contexts = ["wherefore art thou Romeo ,  unbelievably", "the rain in spain falls mainly on the plain"]
+    inputs, words, word_map = encoding.encode_question_context(family, tokenizer, 40, tf.constant(questions),
+                                                               tf.constant(contexts))
+    for row, context in enumerate(contexts):
+        ids, mapping = inputs["token_ids"].numpy()[row], word_map.numpy()[row]
+        assert [w.decode() for w in words[row].numpy()] == context.split()
+        for index, word in enumerate(context.split()):
+            expected = tokenizer.tokenize(tf.constant([word]))[0].numpy().tolist()
+            assert ids[mapping == index].tolist() == expected
+        question_ids = tokenizer.tokenize(tf.constant([questions[row]]))[0].numpy().tolist()
+        assert (mapping >= 0).sum() == sum(len(tokenizer.tokenize(tf.constant([w]))[0]) for w in context.split())
+        assert all(token in ids[mapping < 0] for token in question_ids)
+
+
+def test_best_spans_is_the_best_allowed_pair():
+    rng = np.random.default_rng(1)
+    start, end = rng.normal(size=(6, 12)).astype("float32"), rng.normal(size=(6, 12)).astype("float32")
+    word_map = np.where(rng.random((6, 12)) < 0.7, rng.integers(0, 5, (6, 12)), -1).astype("int32")
+    word_map[5] = -1  # no context left at all
+    start_word, end_word, score = encoding.best_spans(tf.constant(start), tf.constant(end),
+                                                      tf.constant(word_map), 4)
+    for row in range(5):
+        pairs = [(start[row, s] + end[row, e], s, e) for s in range(12) for e in range(s, min(12, s + 4))
+                 if word_map[row, s] >= 0 and word_map[row, e] >= 0]
+        best, s, e = max(pairs)
+        assert (start_word[row], end_word[row]) == (word_map[row, s], word_map[row, e])
+        np.testing.assert_allclose(score[row], best, rtol=1e-6)
+    assert start_word[5] == -1
+    answers = encoding.join_words(tf.ragged.constant([["a", "b", "c"], ["d"]]), tf.constant([1, -1]),
+                                  tf.constant([2, -1]))
+    assert answers.numpy().tolist() == [b"b c", b""]
+
+
+def test_span_targets_point_at_the_answer_words(tokenizers):
+    family, tokenizer = FAMILIES["bert"], tokenizers["bert"]
+    context = "Romeo , wherefore art thou Romeo ?"
+    examples = [{"question": "who", "context": context, "answers": [{"text": text, "start": context.index(text)}]}
+                for text in ("wherefore art", "thou Romeo", "efore", "Romeo")]
+    long_context = "thou " * 30 + "Romeo"
+    examples.append({"question": "who", "context": long_context,
+                     "answers": [{"text": "Romeo", "start": long_context.index("Romeo")}]})
+    encoded = TASK_KINDS["spans"].encode(None, examples, family, tokenizer, 24)
+    word_map, targets = encoded["word_map"], encoded["targets"]
+    words = context.split()
+    for row, expected in enumerate(["wherefore art", "thou Romeo", "wherefore", "Romeo"]):
+        start, end = targets["start"][row], targets["end"][row]
+        assert encoded["weights"]["start"][row] == 1
+        assert " ".join(words[word_map[row, start]:word_map[row, end] + 1]) == expected
+        assert word_map[row, start - 1] != word_map[row, start] and word_map[row, end + 1] != word_map[row, end]
+    assert encoded["weights"]["start"][4] == 0  # the answer is cut off at 24 tokens: not trained on
+
+
+def _write(path, name, text):
+    path.mkdir(parents=True, exist_ok=True)
+    (path / name).write_text(textwrap.dedent(text).lstrip())
+
+
+def _user_folders(root):
+    """A TSV pair task, a CoNLL tagging task and a JSONL span task, each with a rule the model can learn."""
+    rng = np.random.default_rng(0)
+    rows = ["label\ttext_b\ttext\tnote"]
+    filler = ["art", "thou", "spain", "plain", "Romeo", "falls"]
+    for _ in range(240):
+        label = rng.choice(["wet", "dry"])
+        weather = rng.choice(["rain", "storm", "flood"] if label == "wet" else ["sun", "heat", "drought"])
+        rows.append(f"{label}\t{' '.join(rng.choice(filler, 3))}\tthe {weather} {' '.join(rng.choice(filler, 3))}\tx")
+    for split, part in (("train", rows[:161]), ("dev", rows[:1] + rows[161:201]), ("test", rows[:1] + rows[201:])):
+        _write(root / "pairs", f"{split}.tsv", "\n".join(part) + "\n")
+    sentences = []
+    for _ in range(200):
+        words = list(rng.choice(["the", "rain", "falls", "on", "Romeo", "Juliet"], 6))
+        tags = ["B-person" if w in ("Romeo", "Juliet") else "O" for w in words]
+        sentences.append("\n".join(f"{w}\t{t}" for w, t in zip(words, tags)))
+    _write(root / "tags", "train.conll", "\n\n".join(sentences[:160]) + "\n")
+    _write(root / "tags", "test.conll", "\n\n".join(sentences[160:]) + "\n")
+    spans = []
+    for _ in range(200):
+        name = rng.choice(["Romeo", "Juliet", "Tybalt"])
+        context = f"the rain falls on {name} in spain"
+        spans.append(json.dumps({"question": "on whom does the rain fall", "context": context,
+                                 "answers": [{"text": name, "answer_start": context.index(name)}]}))
+    _write(root / "spans", "train.jsonl", "\n".join(spans[:160]) + "\n")
+    _write(root / "spans", "test.jsonl", "\n".join(spans[160:]) + "\n")
+    return {"pairs": root / "pairs", "tags": root / "tags", "spans": root / "spans"}
+
+
+def _cli(argv):
+    """`bertology` exit status, whether the parser or the command refused the input."""
+    try:
+        return main(argv)
+    except SystemExit as exit:
+        return exit.code
+
+
+def _finetune(task, run, out, *flags):
+    argv = ["finetune", "--task", str(task), "--from", str(run), "--epochs", "2", "--batch-size", "16",
+            "--learning-rate", "5e-3", "--out", str(out), "--export", str(out) + "-export", *flags]
+    return main(argv)
+
+
+SERVE_SCRIPT = """
+import json, sys
+import tensorflow as tf, tensorflow_text  # noqa: F401
+assert not [name for name in sys.modules if name.startswith("keras_bertology")]
+answers = {}
+for path, signature, inputs in json.loads(sys.argv[1]):
+    model = tf.saved_model.load(path)  # kept alive while its functions run
+    out = getattr(model, signature)(*[tf.constant(x) for x in inputs])
+    answers[path] = {name: value.numpy().tolist() for name, value in out.items()}
+    answers[path] = json.loads(json.dumps(answers[path], default=lambda b: b.decode()))
+print(json.dumps(answers))
+"""
+
+
+def _served(requests):
+    """What the SavedModels answer in a fresh process that imports only tensorflow and tensorflow_text."""
+    done = subprocess.run([sys.executable, "-c", SERVE_SCRIPT, json.dumps(requests)], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _keras_predictions(out, task_path, max_examples=None):
+    """The fine-tuned `.keras` model's test predictions, through the same encoding as training."""
+    import keras
+
+    results = json.loads((out / "results.json").read_text())
+    task = load_task(task_path, max_examples)
+    run = load_run_model(out.parent / "run")
+    kind = TASK_KINDS[task.kind]
+    model = keras.saving.load_model(out / "model.keras", compile=False)
+    encoded = kind.encode(task, task.splits["test"], FAMILIES[run.family], run.tokenizer,
+                          results["recipe"]["seq_len"])
+    return task, kind.predict(model, encoded, task, task.splits["test"], 16), model, encoded
+
+
+@pytest.mark.slow
+def test_user_folders_train_export_and_serve_like_the_keras_model(tmp_path, sentences, capsys):
+    run = make_run(tmp_path / "run", "bert", sentences)
+    folders = _user_folders(tmp_path / "data")
+    requests, expected = [], {}
+    for name, folder in folders.items():
+        out = tmp_path / f"ft-{name}"
+        assert _finetune(folder, run, out, "--epochs", "8") == 0, capsys.readouterr().err
+        results = json.loads((out / "results.json").read_text())
+        assert (out / "results.md").read_text().startswith(f"# {folder.name}")
+        assert (out / "training_curve.png").read_bytes()[:4] == b"\x89PNG"
+        assert set(results["test"]) <= {k.split(".", 1)[1] for k in results["scores"]}
+        task, predictions, _, _ = _keras_predictions(out, folder)
+        test = task.splits["test"]
+        if name == "pairs":
+            assert results["test"]["accuracy"] >= 0.9, results["history"]
+            requests.append([f"{out}-export", "classify_pairs", [[e["text"] for e in test],
+                                                                 [e["text_b"] for e in test]]])
+            expected[f"{out}-export"] = ("label", predictions)
+        elif name == "tags":
+            assert results["test"]["f1"] >= 0.75, results["history"]  # always-O scores 0
+            requests.append([f"{out}-export", "tag", [[" ".join(e["words"]) for e in test]]])
+            expected[f"{out}-export"] = ("tags", predictions)
+        else:
+            assert results["test"]["exact_match"] >= 0.9, results["history"]
+            requests.append([f"{out}-export", "answer", [[e["question"] for e in test],
+                                                         [e["context"] for e in test]]])
+            expected[f"{out}-export"] = ("answer", predictions)
+    served = _served(requests)
+    for path, (key, predictions) in expected.items():
+        got = served[path][key]
+        if key == "tags":
+            got = [[tag for tag in row if tag] for row in got]
+        assert got == predictions, path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["bbc-news", "wnut16"])
+def test_built_in_tasks_run_from_the_cli_and_serve_raw_strings(task, tmp_path, sentences, capsys):
+    run = make_run(tmp_path / "run", "bert", sentences)
+    out = tmp_path / "ft"
+    assert _finetune(task, run, out, "--max-examples", "48", "--epochs", "1") == 0, capsys.readouterr().err
+    results = json.loads((out / "results.json").read_text())
+    assert results["examples"] == {"train": 48, "dev": 48, "test": 48}
+    metrics = ("test.accuracy", "test.macro_f1") if task == "bbc-news" else ("test.f1", "test.precision")
+    assert all(0 <= results["scores"][name] <= 1 for name in metrics)
+    task_data, predictions, model, encoded = _keras_predictions(out, task, 48)
+    test = task_data.splits["test"]
+    if task == "bbc-news":
+        served = _served([[f"{out}-export", "classify", [[e["text"] for e in test]]]])[f"{out}-export"]
+        assert served["label"] == predictions
+        probabilities = tf.nn.softmax(model.predict(encoded["inputs"], verbose=0)).numpy()
+        np.testing.assert_allclose(served["probabilities"], probabilities, atol=1e-5)
+    else:
+        served = _served([[f"{out}-export", "tag", [[" ".join(e["words"]) for e in test]]]])[f"{out}-export"]
+        assert [[t for t in row if t] for row in served["tags"]] == predictions
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family_name", sorted(FAMILIES))
+def test_every_family_fine_tunes_from_its_run_folder(family_name, tmp_path, sentences, capsys):
+    run = make_run(tmp_path / "run", family_name, sentences)
+    folder = _user_folders(tmp_path / "data")["pairs"]
+    assert _finetune(folder, run, tmp_path / "ft", "--epochs", "8") == 0, capsys.readouterr().err
+    results = json.loads((tmp_path / "ft" / "results.json").read_text())
+    assert results["encoder"]["family"] == family_name
+    assert results["test"]["accuracy"] >= 0.8, results["history"]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--learning-rate", "nan"], "--learning-rate"),
+    (["--warmup", "1.5"], "--warmup"),
+    (["--seq-len", "4096"], "positions"),
+    (["--layer-decay", "2"], "--layer-decay"),
+    (["--out", "/proc/bertology-out"], "--out"),
+])
+def test_bad_flags_fail_with_one_line(flags, message, tmp_path, sentences, capsys):
+    run = make_run(tmp_path / "run", "bert", sentences)
+    folder = _user_folders(tmp_path / "data")["pairs"]
+    code = _cli(["finetune", "--task", str(folder), "--from", str(run), "--out", str(tmp_path / "ft"), *flags])
+    error = capsys.readouterr().err
+    assert code == 2 and message in error and len(error.strip().splitlines()) == 1, error
+    assert not (tmp_path / "ft").exists()
+
+
+def test_bad_data_and_run_folders_fail_with_one_line(tmp_path, sentences, capsys):
+    run = make_run(tmp_path / "run", "bert", sentences)
+    folder = _user_folders(tmp_path / "data")["pairs"]
+    (folder / "test.tsv").unlink()
+    cases = [(folder, run, "test"), (tmp_path / "nowhere", run, "nowhere"),
+             (_user_folders(tmp_path / "more")["tags"], tmp_path / "not-a-run", "not a finished run folder")]
+    for task, run_dir, message in cases:
+        code = _cli(["finetune", "--task", str(task), "--from", str(run_dir), "--out", str(tmp_path / "ft")])
+        error = capsys.readouterr().err
+        assert code == 2 and message in error and len(error.strip().splitlines()) == 1, error
+        assert not (tmp_path / "ft").exists()
