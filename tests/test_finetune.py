@@ -111,7 +111,7 @@ def test_span_targets_point_at_the_answer_words(tokenizers):
     long_context = "thou " * 30 + "Romeo"
     examples.append({"question": "who", "context": long_context,
                      "answers": [{"text": "Romeo", "start": long_context.index("Romeo")}]})
-    encoded = TASK_KINDS["spans"].encode(None, examples, family, tokenizer, 24)
+    encoded = TASK_KINDS["spans"].encode(None, examples, family, tokenizer, 24, ["token_ids"])
     word_map, targets = encoded["word_map"], encoded["targets"]
     words = context.split()
     for row, expected in enumerate(["wherefore art", "thou Romeo", "wherefore", "Romeo"]):
@@ -202,7 +202,7 @@ def _keras_predictions(out, task_path, max_examples=None):
     kind = TASK_KINDS[task.kind]
     model = keras.saving.load_model(out / "model.keras", compile=False)
     encoded = kind.encode(task, task.splits["test"], FAMILIES[run.family], run.tokenizer,
-                          results["recipe"]["seq_len"])
+                          results["recipe"]["seq_len"], run.backbone.input)
     return task, kind.predict(model, encoded, task, task.splits["test"], 16), model, encoded
 
 

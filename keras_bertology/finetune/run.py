@@ -38,6 +38,9 @@ def finetune(options):
     check_output_folder(out, "--out")
     check_output_folder(export_dir, "--export", replaced=True)
     task = load_task(options.task, options.max_examples)
+    # Seeding clears TensorFlow's kernel cache, which would drop a SentencePiece tokenizer's resource
+    # created before it: seed first, then load the tokenizer.
+    keras.utils.set_random_seed(options.seed)
     run = load_run_model(options.from_dir)
     if run.tokenizer is None:
         raise CheckpointError(f"{options.from_dir} has no tokenizer that runs in-graph, so raw text cannot be "
@@ -49,9 +52,8 @@ def finetune(options):
         raise ConfigError(f"--seq-len {seq_len} is above the {max_positions} positions of the encoder in "
                           f"{options.from_dir}")
     kind = TASK_KINDS[task.kind]
-    keras.utils.set_random_seed(options.seed)
     _say(options, f"task {task.name} ({task.kind}): {task.source}")
-    encoded = {split: kind.encode(task, examples, family, run.tokenizer, seq_len)
+    encoded = {split: kind.encode(task, examples, family, run.tokenizer, seq_len, run.backbone.input)
                for split, examples in task.splits.items()}
     backbone = run.backbone
     if options.random_init:

@@ -29,7 +29,14 @@ class TaskKind:
     name = ""
     primary_metric = ""
 
-    def encode(self, task, examples, family, tokenizer, seq_len):
+    def encode(self, task, examples, family, tokenizer, seq_len, input_names):
+        """The examples as arrays; "inputs" holds exactly `input_names` (the backbone's inputs: a Keras
+        model fed a dict with extra keys would match its inputs by position, not by name)."""
+        encoded = self._encode(task, examples, family, tokenizer, seq_len)
+        encoded["inputs"] = {name: encoded["inputs"][name] for name in input_names}
+        return encoded
+
+    def _encode(self, task, examples, family, tokenizer, seq_len):
         raise NotImplementedError
 
     def build_model(self, backbone, task, family):
@@ -55,7 +62,7 @@ class Classification(TaskKind):
     name = "classification"
     primary_metric = "macro_f1"
 
-    def encode(self, task, examples, family, tokenizer, seq_len):
+    def _encode(self, task, examples, family, tokenizer, seq_len):
         def encode(batch):
             second = tf.constant([e["text_b"] for e in batch]) if task.pairs else None
             return encoding.encode_texts(family, tokenizer, seq_len, tf.constant([e["text"] for e in batch]), second)
@@ -96,7 +103,7 @@ class Tagging(TaskKind):
     name = "tagging"
     primary_metric = "f1"
 
-    def encode(self, task, examples, family, tokenizer, seq_len):
+    def _encode(self, task, examples, family, tokenizer, seq_len):
         index = {tag: i for i, tag in enumerate(task.labels)}
 
         def encode(batch):
@@ -163,7 +170,7 @@ class SpanExtraction(TaskKind):
     primary_metric = "f1"
     max_answer_pieces = 30
 
-    def encode(self, task, examples, family, tokenizer, seq_len):
+    def _encode(self, task, examples, family, tokenizer, seq_len):
         def encode(batch):
             inputs, _, word_map = encoding.encode_question_context(
                 family, tokenizer, seq_len, tf.constant([e["question"] for e in batch]),
