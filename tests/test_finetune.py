@@ -248,8 +248,10 @@ def test_user_folders_train_export_and_serve_like_the_keras_model(tmp_path, sent
 def test_built_in_tasks_run_from_the_cli_and_serve_raw_strings(task, tmp_path, sentences, capsys):
     run = make_run(tmp_path / "run", "bert", sentences)
     out = tmp_path / "ft"
-    assert _finetune(task, run, out, "--max-examples", "48", "--epochs", "1") == 0, capsys.readouterr().err
+    assert _finetune(task, run, out, "--max-examples", "48", "--epochs", "1", "--layer-decay", "0.8") == 0, \
+        capsys.readouterr().err
     results = json.loads((out / "results.json").read_text())
+    assert results["recipe"]["layer_decay"] == 0.8
     assert results["examples"] == {"train": 48, "dev": 48, "test": 48}
     metrics = ("test.accuracy", "test.macro_f1") if task == "bbc-news" else ("test.f1", "test.precision")
     assert all(0 <= results["scores"][name] <= 1 for name in metrics)
