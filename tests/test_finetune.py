@@ -305,3 +305,12 @@ def test_bad_data_and_run_folders_fail_with_one_line(tmp_path, sentences, capsys
         error = capsys.readouterr().err
         assert code == 2 and message in error and len(error.strip().splitlines()) == 1, error
         assert not (tmp_path / "ft").exists()
+
+
+def test_step_losses_undo_the_running_mean_of_each_epoch():
+    from keras_bertology.finetune.run import _StepLosses
+
+    losses = _StepLosses()
+    for batch, running_mean in [(0, 2.0), (1, 1.5), (2, 1.0), (0, 0.8), (1, 0.7)]:
+        losses.on_train_batch_end(batch, {"loss": running_mean})
+    np.testing.assert_allclose(losses.records, [2.0, 1.0, 0.0, 0.8, 0.6])

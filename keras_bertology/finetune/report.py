@@ -1,6 +1,7 @@
 """What a fine-tuning run reports besides results.json: a Markdown table and a training-curve PNG."""
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -37,9 +38,16 @@ def results_markdown(results):
 def plot_finetuning(results, path):
     """Training loss by step and the dev metrics by epoch, the best epoch marked."""
     figure, (loss_axis, dev_axis) = plt.subplots(1, 2, figsize=(11, 4))
-    loss_axis.plot(range(1, len(results["step_losses"]) + 1), results["step_losses"])
-    loss_axis.set(xlabel="step", ylabel="cross-entropy (running mean in the epoch)", title="training loss")
+    losses = np.asarray(results["step_losses"])
+    steps = np.arange(1, len(losses) + 1)
+    window = max(1, min(20, len(losses) // 10))
+    smooth = np.convolve(losses, np.ones(window) / window, mode="valid")
+    loss_axis.plot(steps, losses, alpha=0.3, label="each step")
+    loss_axis.plot(steps[window - 1:], smooth, label=f"mean of {window} steps")
+    loss_axis.set(xlabel="step", ylabel="cross-entropy", title="training loss")
+    loss_axis.legend()
     epochs = [record["epoch"] for record in results["history"]]
+    dev_axis.set_xticks(epochs)
     for name in results["dev"]:
         dev_axis.plot(epochs, [record["dev"][name] for record in results["history"]], marker="o", label=name)
     dev_axis.axvline(results["best_epoch"], color="grey", linestyle=":", label="best epoch")

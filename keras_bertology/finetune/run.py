@@ -100,14 +100,17 @@ def finetune(options):
 
 
 class _StepLosses(keras.callbacks.Callback):
-    """The training loss after every step (Keras' running mean within the epoch), for the curve."""
+    """The loss of every training step, for the curve (Keras logs a running mean within each epoch,
+    from which each step's own loss follows)."""
 
     def __init__(self):
         super().__init__()
-        self.records = []
+        self.records, self._mean = [], 0.0
 
     def on_train_batch_end(self, batch, logs=None):
-        self.records.append(float(logs["loss"]))
+        mean = float(logs["loss"])
+        self.records.append((batch + 1) * mean - batch * (self._mean if batch else 0.0))
+        self._mean = mean
 
 
 def _train_dataset(encoded, options):
