@@ -13,7 +13,6 @@ from datetime import datetime
 from pathlib import Path
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from keras_bertology.atomic import atomic_file
@@ -38,19 +37,7 @@ def finetune(options):
     check_output_folder(out, "--out")
     check_output_folder(export_dir, "--export", replaced=True)
     task = load_task(options.task, options.max_examples)
-    # Seeding clears TensorFlow's kernel cache, which would drop a SentencePiece tokenizer's resource
-    # created before it: seed first, then load the tokenizer.
-    keras.utils.set_random_seed(options.seed)
-    run = load_run_model(options.from_dir)
-    if run.tokenizer is None:
-        raise CheckpointError(f"{options.from_dir} has no tokenizer that runs in-graph, so raw text cannot be "
-                              "fed to it; convert a checkpoint that ships its tokenizer")
-    family = get_family(run.family)
-    seq_len = options.seq_len or run.seq_len
-    max_positions = getattr(run.backbone, "max_positions", None)
-    if max_positions is not None and seq_len > max_positions:
-        raise ConfigError(f"--seq-len {seq_len} is above the {max_positions} positions of the encoder in "
-                          f"{options.from_dir}")
+    run, family, seq_len = _load_encoder(options)
     kind = TASK_KINDS[task.kind]
     _say(options, f"task {task.name} ({task.kind}): {task.source}")
     encoded = {split: kind.encode(task, examples, family, run.tokenizer, seq_len, run.backbone.input)
@@ -69,19 +56,9 @@ def finetune(options):
                   + f", {backbone.count_params():,} parameters; {options.epochs} epochs of {steps_per_epoch} "
                   f"steps, batch {options.batch_size}, sequence length {seq_len}")
 
-    history, best, started = [], None, time.perf_counter()
-    losses = _StepLosses()
-    train = _train_dataset(encoded["train"], options)  # built once, so each epoch gets a new order
-    for epoch in range(options.epochs):
-        fitted = model.fit(train, epochs=epoch + 1, initial_epoch=epoch,
-                           callbacks=[losses], shuffle=False, verbose=options.verbose)
-        dev = _evaluate(kind, model, encoded["dev"], task, "dev", options.batch_size)
-        history.append({"epoch": epoch + 1, "train_loss": float(fitted.history["loss"][-1]), "dev": dev})
-        _say(options, f"epoch {epoch + 1}: dev " + _scores_text(dev))
-        if best is None or dev[kind.primary_metric] > best["dev"][kind.primary_metric]:
-            best = {"epoch": epoch + 1, "dev": dev, "weights": copy.deepcopy(model.get_weights())}
+    started = time.perf_counter()
+    history, best, losses = _train_keeping_best(model, kind, task, encoded, options)
     train_seconds = time.perf_counter() - started
-    model.set_weights(best["weights"])
     test = _evaluate(kind, model, encoded["test"], task, "test", options.batch_size)
 
     export_task_model(model, kind, task, family, run.tokenizer, seq_len, export_dir)
@@ -97,6 +74,40 @@ def finetune(options):
     _say(options, f"results: {out}/results.json, results.md, training_curve.png; model: {out}/model.keras; "
                   f"SavedModel: {export_dir}")
     return results
+
+
+def _load_encoder(options):
+    """(run, family, sequence length) of the run folder in --from, refused when it cannot take raw text."""
+    # Seeding clears TensorFlow's kernel cache, which would drop a SentencePiece tokenizer's resource
+    # created before it: seed first, then load the tokenizer.
+    keras.utils.set_random_seed(options.seed)
+    run = load_run_model(options.from_dir)
+    if run.tokenizer is None:
+        raise CheckpointError(f"{options.from_dir} has no tokenizer that runs in-graph, so raw text cannot be "
+                              "fed to it; convert a checkpoint that ships its tokenizer")
+    seq_len = options.seq_len or run.seq_len
+    max_positions = getattr(run.backbone, "max_positions", None)
+    if max_positions is not None and seq_len > max_positions:
+        raise ConfigError(f"--seq-len {seq_len} is above the {max_positions} positions of the encoder in "
+                          f"{options.from_dir}")
+    return run, get_family(run.family), seq_len
+
+
+def _train_keeping_best(model, kind, task, encoded, options):
+    """Train epoch by epoch, scoring dev after each; leaves `model` with the best epoch's weights.
+    Returns (history, best epoch record, step losses)."""
+    history, best, losses = [], None, _StepLosses()
+    train = _train_dataset(encoded["train"], options)  # built once, so each epoch gets a new order
+    for epoch in range(options.epochs):
+        fitted = model.fit(train, epochs=epoch + 1, initial_epoch=epoch,
+                           callbacks=[losses], shuffle=False, verbose=options.verbose)
+        dev = _evaluate(kind, model, encoded["dev"], task, "dev", options.batch_size)
+        history.append({"epoch": epoch + 1, "train_loss": float(fitted.history["loss"][-1]), "dev": dev})
+        _say(options, f"epoch {epoch + 1}: dev " + _scores_text(dev))
+        if best is None or dev[kind.primary_metric] > best["dev"][kind.primary_metric]:
+            best = {"epoch": epoch + 1, "dev": dev, "weights": copy.deepcopy(model.get_weights())}
+    model.set_weights(best["weights"])
+    return history, best, losses
 
 
 class _StepLosses(keras.callbacks.Callback):
