@@ -130,7 +130,7 @@ def _add_finetune(commands):
     finetune.add_argument("--task", required=True, metavar="NAME|DATA_DIR",
                           help=f"built-in: {builtin}; or a folder with train and test files (dev optional) "
                                "as .tsv or .jsonl (text[, text_b], label; or question, context, answers) "
-                               "or .conll (token<TAB>BIO tag)")
+                               "or .conll / .txt (token<TAB>BIO tag)")
     finetune.add_argument("--from", dest="from_dir", required=True, metavar="RUN_DIR",
                           help="run folder written by `bertology pretrain` or `bertology convert`")
     finetune.add_argument("--epochs", type=_positive_int, default=defaults.epochs)

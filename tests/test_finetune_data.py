@@ -298,3 +298,13 @@ def test_unknown_task_and_file_instead_of_folder(tmp_path):
     (tmp_path / "train.tsv").write_text(TSV_TEST)
     with pytest.raises(DataError, match="train.tsv is a file"):
         load_task(tmp_path / "train.tsv")
+
+
+@pytest.mark.parametrize("ext", ["txt", "tsv"])
+def test_conll_tagging_also_reads_from_txt_and_headerless_tsv(tmp_path, ext):
+    for split in ("train", "test"):
+        (tmp_path / f"{split}.{ext}").write_text("Romeo\tB-person\nfalls\tO\n\nthe\tO\nrain\tO\n")
+    task = load_task(tmp_path)
+    assert task.kind == "tagging" and task.labels == ("O", "B-person")
+    assert task.splits["test"] == [{"words": ["Romeo", "falls"], "tags": ["B-person", "O"]},
+                                   {"words": ["the", "rain"], "tags": ["O", "O"]}]

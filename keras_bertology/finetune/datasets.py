@@ -67,9 +67,11 @@ in one format:
   `{"text", "answer_start"}` objects or the Hugging Face SQuAD form
   `{"text": [...], "answer_start": [...]}`; the answer text must be at
   `answer_start` in the context.
-* `conll` (tagging): `token<TAB>tag` per line (without a tab, the line splits
-  at its last whitespace run), a blank line between sentences; lines starting
-  with `-DOCSTART-` are skipped.
+* `conll` or `txt` (tagging): `token<TAB>tag` per line (without a tab, the
+  line splits at its last whitespace run), a blank line between sentences;
+  lines starting with `-DOCSTART-` are skipped. A `tsv` folder whose train
+  file names no `text` column and starts with a `token<TAB>BIO tag` line is
+  read the same way.
 
 Files are UTF-8 (an initial byte-order mark is dropped). Without a dev file,
 dev is carved from train: the train examples are shuffled by
@@ -108,7 +110,8 @@ BUILTIN_TASKS = {
 }
 
 # File extension of a user folder -> what it holds, for messages.
-_FORMATS = {"tsv": "classification", "jsonl": "classification or spans", "conll": "tagging"}
+_FORMATS = {"tsv": "classification (or tagging without a header)", "jsonl": "classification or spans",
+            "conll": "tagging", "txt": "tagging"}
 _SPAN_FIELDS = {"question", "context", "answers"}
 _TAG = re.compile(r"O|[BI]-\S+")
 _WHOLE_NUMBER = re.compile(r"[+-]?\d+")
@@ -283,7 +286,12 @@ def _data_files(folder: Path):
 
 
 def _parse_tsv(paths):
-    """Classification rows of every TSV file; the train header decides whether examples are pairs."""
+    """Classification rows of every TSV file; the train header decides whether examples are pairs.
+    A train file that starts with a `token<TAB>BIO tag` line and names no `text` column is CoNLL."""
+    first = next((line for line in _read_text(paths["train"]).splitlines() if line.strip()), "")
+    fields = first.split("\t")
+    if len(fields) == 2 and "text" not in fields and _TAG.fullmatch(fields[1].strip()):
+        return _parse_conll(paths)
     rows, pairs = {}, None
     for split, path in paths.items():
         rows[split], pairs = _read_tsv(path, pairs)
@@ -316,7 +324,7 @@ def _parse_conll(paths):
     return "tagging", False, rows
 
 
-_PARSERS = {"tsv": _parse_tsv, "jsonl": _parse_jsonl, "conll": _parse_conll}
+_PARSERS = {"tsv": _parse_tsv, "jsonl": _parse_jsonl, "conll": _parse_conll, "txt": _parse_conll}
 
 
 def _carve_dev(train, path):
