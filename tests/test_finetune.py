@@ -298,8 +298,12 @@ def test_bad_data_and_run_folders_fail_with_one_line(tmp_path, sentences, capsys
     run = make_run(tmp_path / "run", "bert", sentences)
     folder = _user_folders(tmp_path / "data")["pairs"]
     (folder / "test.tsv").unlink()
+    headless = tmp_path / "no-tokenizer"
+    loaded = load_run_model(run)
+    save_run_model(headless, RunModel("bert", loaded.backbone, None, 32))
+    tags = _user_folders(tmp_path / "more")["tags"]
     cases = [(folder, run, "test"), (tmp_path / "nowhere", run, "nowhere"),
-             (_user_folders(tmp_path / "more")["tags"], tmp_path / "not-a-run", "not a finished run folder")]
+             (tags, tmp_path / "not-a-run", "not a finished run folder"), (tags, headless, "no tokenizer")]
     for task, run_dir, message in cases:
         code = _cli(["finetune", "--task", str(task), "--from", str(run_dir), "--out", str(tmp_path / "ft")])
         error = capsys.readouterr().err
