@@ -368,7 +368,7 @@ def test_static_records_keep_each_features_dtype_and_shape(tmp_path):
     rng = np.random.default_rng(0)
     instances = {"token_ids": rng.integers(5, 50, size=(40, 6)).astype(np.int32)}
 
-    def masker(features):
+    def masker(features, seed=None):
         ids = features["token_ids"]
         return {
             "token_ids": ids,

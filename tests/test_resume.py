@@ -12,7 +12,7 @@ from keras_bertology.errors import CheckpointError, ConfigError
 from keras_bertology.models.roberta import ROBERTA
 from keras_bertology.runs import MODEL_DIR, load_run_model
 from keras_bertology.training.callbacks import CheckpointEveryWindow, MetricHistory
-from keras_bertology.training.checkpoints import HISTORY_FILE, MODEL_FILE, RunCheckpoints
+from keras_bertology.training.checkpoints import HISTORY_FILE, MODEL_FILE, RANDOM_STATE_FILE, RunCheckpoints
 from keras_bertology.training.pretrain import PretrainOptions, pretrain
 
 
@@ -147,7 +147,7 @@ def test_checkpoint_is_one_folder_with_its_history(finished):
     checkpoints = RunCheckpoints(tmp_path / "run")
     folder, step = checkpoints.latest()
     assert step == _steps(metrics)[-1] == metrics["steps"] == 6
-    assert sorted(p.name for p in folder.iterdir()) == [HISTORY_FILE, MODEL_FILE]
+    assert sorted(p.name for p in folder.iterdir()) == [HISTORY_FILE, MODEL_FILE, RANDOM_STATE_FILE]
     assert checkpoints.load_history() == metrics["history"]
     kept = sorted(p.name for p in checkpoints.directory.iterdir())
     assert kept == [f"step-{step:07d}" for step in _steps(metrics)[-2:]]
@@ -174,6 +174,7 @@ def test_resume_continues_after_the_newest_checkpoint(tmp_path):
     steps = _steps(pretrain(options))
     checkpoints = RunCheckpoints(tmp_path / "run")
     assert checkpoints.latest()[1] == steps[-1]
+    uninterrupted = [np.asarray(v) for v in checkpoints.load_model()[0].weights]
 
     # Simulate a crash during the last window: its checkpoint never landed.
     shutil.rmtree(checkpoints.latest()[0])
@@ -202,3 +203,6 @@ def test_resume_continues_after_the_newest_checkpoint(tmp_path):
     assert any(np.any(np.asarray(a) != np.asarray(b))
                for a, b in zip(model.trainable_weights, resumed.trainable_weights))
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["steps"] == steps[-1]
+    # The same batches, masks and dropout as the uninterrupted run: the same weights.
+    for variable, expected in zip(resumed.weights, uninterrupted):
+        np.testing.assert_array_equal(np.asarray(variable), expected, err_msg=variable.path)

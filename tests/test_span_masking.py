@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_bertology.data.random_draws import RandomDraws
 from keras_bertology.data.span_masking import SpanMasker, draw_lengths, geometric_span_probs, ngram_probs
 from keras_bertology.errors import ConfigError
 
@@ -99,7 +100,7 @@ def test_length_laws_are_exact():
 @pytest.mark.parametrize("probs", [ngram_probs(3), geometric_span_probs()], ids=["ngram", "geometric"])
 def test_drawn_lengths_follow_the_law(probs):
     draws = 400_000
-    lengths = draw_lengths(probs, [draws]).numpy()
+    lengths = draw_lengths(probs, [draws], RandomDraws()).numpy()
     assert lengths.min() == 1 and lengths.max() <= len(probs)
     frequencies = np.bincount(lengths, minlength=len(probs) + 1)[1:] / draws
     np.testing.assert_array_less(np.abs(frequencies - probs), 5 * np.sqrt(probs * (1 - probs) / draws) + 1e-12)

@@ -19,10 +19,10 @@ plus its continuation pieces) are taken in random order while their pieces
 still fit in n, so a selected word is always masked completely and the count
 may fall short of n by less than one word.
 
-The random ops are stateful, so every call draws a fresh mask: mapped after
-`Dataset.repeat()`, each pass over the data is masked anew (RoBERTa's dynamic
-masking). Masks are not reproducible from run to run, not even after
-`tf.random.set_seed` (checked with TensorFlow 2.21 in tf.data).
+Every random number of one call comes from its `seed` (see `data.random_draws`):
+the input pipeline seeds batch k with (run seed, k), so mapped after
+`Dataset.repeat()` each pass over the data is masked anew (RoBERTa's dynamic
+masking), and a resumed run masks its batches as the uninterrupted run did.
 """
 
 import dataclasses
@@ -30,8 +30,8 @@ import numbers
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_text as tf_text
 
+from keras_bertology.data.random_draws import RandomDraws
 from keras_bertology.errors import ConfigError
 
 # The selectors compute ceil(s * rate) in float32, where 100 * 0.15 comes out
@@ -69,7 +69,8 @@ class MaskingConfig:
 class DynamicMasker:
     """Maps a batched feature dict to a masked one; use it in `Dataset.map` after `batch`.
 
-    Input: `token_ids` [B, L] int32 plus any other keys (passed through).
+    Input: `token_ids` [B, L] int32 plus any other keys (passed through), and
+    optionally the batch's `seed` ([2] integers; a fresh one per call if None).
     Output adds or replaces:
         token_ids       [B, L] int32    masked ids
         padding_mask    [B, L] bool     original token_ids != pad_id
@@ -92,40 +93,76 @@ class DynamicMasker:
         if vocab_size < 1 or any(not 0 <= i < vocab_size for i in ids):
             raise ConfigError(f"mask, pad and special ids {ids} must lie in [0, vocab_size={vocab_size}).")
         self.config = config
-        self.pad_id = pad_id
-        unselectable = sorted(set(ids))
-        rate = config.mask_rate * _FLOAT32_SLACK
-        if config.whole_word:
-            self._start_table, self._special_table = word_tables(word_start_table, vocab_size, unselectable)
-            self._selector = _WholeWordSelector(config.max_predictions, rate, unselectable)
-        else:
-            self._selector = tf_text.RandomItemSelector(config.max_predictions, rate, unselectable)
-        self._chooser = tf_text.MaskValuesChooser(
-            vocab_size, mask_id, config.mask_token_rate, config.random_token_rate
-        )
+        self.vocab_size, self.mask_id, self.pad_id = vocab_size, mask_id, pad_id
+        if not config.whole_word:  # every token is a word of its own
+            word_start_table = np.ones(vocab_size, np.bool_)
+        self._start_table, self._special_table = word_tables(word_start_table, vocab_size, sorted(set(ids)))
 
-    def __call__(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+    def __call__(self, features: dict[str, tf.Tensor], seed=None) -> dict[str, tf.Tensor]:
+        draws = RandomDraws(seed)
         token_ids = tf.convert_to_tensor(features["token_ids"], tf.int32)
-        units = self._words(token_ids) if self.config.whole_word else tf.RaggedTensor.from_tensor(token_ids)
-        masked, positions, original = tf_text.mask_language_model(units, self._selector, self._chooser, axis=1)
-        shape = [token_ids.shape[0], self.config.max_predictions]
-        return {
-            **features,
-            "token_ids": tf.reshape(masked.flat_values, tf.shape(token_ids)),
-            "padding_mask": tf.not_equal(token_ids, self.pad_id),
-            "mask_positions": tf.cast(positions, tf.int32).to_tensor(0, shape=shape),
-            "mask_ids": original.to_tensor(0, shape=shape),
-            "mask_weights": tf.ones_like(positions, tf.float32).to_tensor(0.0, shape=shape),
-        }
+        word_of_token, word_pieces, word_free = word_units(token_ids, self._start_table, self._special_table)
+        budget = token_budget(word_pieces, word_free, self.config.mask_rate, self.config.max_predictions)
+        keys = tf.where(word_free, draws.uniform(tf.shape(word_pieces)), 2.0)
+        order = tf.argsort(keys, axis=1, stable=True)
+        # Words in random order while the running total of their pieces fits the budget.
+        taken_in_order = tf.cumsum(tf.gather(word_pieces, order, batch_dims=1), axis=1) <= budget[:, None]
+        taken_in_order &= tf.gather(word_free, order, batch_dims=1)
+        taken = tf.gather(taken_in_order, tf.argsort(order, axis=1), batch_dims=1)
+        chosen = tf.gather(taken, word_of_token, batch_dims=1)
+        decisions = draws.uniform(tf.shape(token_ids))
+        masked = replace_chosen(token_ids, chosen, decisions, draws, self.vocab_size, self.mask_id,
+                                self.config.mask_token_rate, self.config.random_token_rate)
+        return {**features, **masked_features(token_ids, masked, chosen, self.pad_id, self.config.max_predictions)}
 
-    def _words(self, token_ids: tf.Tensor) -> tf.RaggedTensor:
-        """[B, L] -> [B, (words), (pieces)]; every special id is a word of its own."""
-        starts, _ = word_starts(token_ids, self._start_table, self._special_table)
-        words = tf.RaggedTensor.from_row_starts(
-            tf.reshape(token_ids, [-1]), tf.where(tf.reshape(starts, [-1]))[:, 0], validate=False
-        )
-        words_per_row = tf.reduce_sum(tf.cast(starts, tf.int64), axis=1)
-        return tf.RaggedTensor.from_row_lengths(words, words_per_row, validate=False)
+
+def word_units(token_ids, start_table, special_table):
+    """Word index of each token [B, L], pieces per word [B, L] and selectable words [B, L].
+
+    Word w of a row is the w-th word start and its continuation pieces; rows
+    have fewer than L words, the rest having 0 pieces. A word holding a
+    special id is not selectable.
+    """
+    starts, is_special = word_starts(token_ids, start_table, special_table)
+    word_of_token = tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1
+    batch, length = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
+    segments = tf.reshape(word_of_token + tf.range(batch)[:, None] * length, [-1])
+    word_pieces = tf.reshape(tf.math.unsorted_segment_sum(
+        tf.ones_like(segments), segments, batch * length), [batch, length])
+    has_special = tf.reshape(tf.math.unsorted_segment_max(
+        tf.reshape(tf.cast(is_special, tf.int32), [-1]), segments, batch * length), [batch, length])
+    return word_of_token, word_pieces, (word_pieces > 0) & (has_special <= 0)
+
+
+def token_budget(word_pieces, word_free, mask_rate, max_predictions):
+    """[B] tokens to mask: min(max_predictions, ceil(mask_rate * selectable tokens))."""
+    selectable_tokens = tf.reduce_sum(tf.where(word_free, word_pieces, 0), axis=1)
+    budget = tf.math.ceil(tf.cast(selectable_tokens, tf.float32) * (mask_rate * _FLOAT32_SLACK))
+    return tf.minimum(tf.cast(budget, tf.int32), max_predictions)
+
+
+def replace_chosen(token_ids, chosen, decisions, draws, vocab_size, mask_id, mask_token_rate, random_token_rate):
+    """Chosen tokens become the mask id, a uniformly random id or stay, by `decisions` in [0, 1)."""
+    random_ids = draws.uniform(tf.shape(token_ids), 0, vocab_size, tf.int32)
+    replaced = tf.where(decisions < mask_token_rate, mask_id,
+                        tf.where(decisions < mask_token_rate + random_token_rate, random_ids, token_ids))
+    return tf.where(chosen, replaced, token_ids)
+
+
+def masked_features(token_ids, masked_ids, chosen, pad_id, max_predictions):
+    """The masked-LM features of a batch whose `chosen` tokens [B, L] (at most max_predictions a row)
+    were replaced by `masked_ids`."""
+    everywhere = tf.broadcast_to(tf.range(tf.shape(token_ids)[1]), tf.shape(token_ids))
+    slots = [token_ids.shape[0], max_predictions]
+    positions = tf.ragged.boolean_mask(everywhere, chosen).to_tensor(0, shape=slots)
+    used = tf.sequence_mask(tf.reduce_sum(tf.cast(chosen, tf.int32), axis=1), max_predictions)
+    return {
+        "token_ids": masked_ids,
+        "padding_mask": tf.not_equal(token_ids, pad_id),
+        "mask_positions": positions,
+        "mask_ids": tf.where(used, tf.gather(token_ids, positions, batch_dims=1), 0),
+        "mask_weights": tf.cast(used, tf.float32),
+    }
 
 
 def token_masker(tokenizer, max_predictions, whole_word=False, **rates):
@@ -160,27 +197,3 @@ def word_tables(word_start_table, vocab_size: int, special_ids: list[int]):
     special = np.zeros(vocab_size, np.bool_)
     special[special_ids] = True
     return tf.constant(table | special), tf.constant(special)
-
-
-class _WholeWordSelector(tf_text.RandomItemSelector):
-    """Selects random whole words of [B, (words), (pieces)] within a token budget.
-
-    RandomItemSelector alone would count words, not tokens, against
-    max_predictions; here the budget min(max_predictions, ceil(rate * selectable
-    tokens)) is in tokens, and words are taken in random order while the running
-    total of their pieces fits.
-    """
-
-    def get_selection_mask(self, input_ids, axis=1):
-        selectable = self.get_selectable(input_ids, axis).to_tensor(False)
-        pieces = tf.cast(input_ids.row_lengths(axis=2).to_tensor(0), tf.int32)
-        pieces = tf.where(selectable, pieces, 0)
-        budget = tf.math.ceil(tf.cast(tf.reduce_sum(pieces, axis=1), tf.float32) * self.selection_rate)
-        budget = tf.minimum(tf.cast(budget, tf.int32), self.max_selections_per_batch)
-        # Unselectable words and row padding sort after every real word.
-        keys = tf.where(selectable, tf.random.uniform(tf.shape(pieces)), 2.0)
-        order = tf.argsort(keys, axis=1)
-        taken_in_order = tf.cumsum(tf.gather(pieces, order, batch_dims=1), axis=1) <= budget[:, None]
-        taken_in_order &= tf.gather(selectable, order, batch_dims=1)
-        taken = tf.gather(taken_in_order, tf.argsort(order, axis=1), batch_dims=1)
-        return tf.RaggedTensor.from_tensor(taken, lengths=input_ids.row_lengths())

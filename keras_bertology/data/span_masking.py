@@ -33,7 +33,15 @@ boundaries of its span: with `boundaries=True` the stage adds `span_left`
 import numpy as np
 import tensorflow as tf
 
-from keras_bertology.data.masking import MaskingConfig, word_starts, word_tables
+from keras_bertology.data.masking import (
+    MaskingConfig,
+    masked_features,
+    replace_chosen,
+    token_budget,
+    word_tables,
+    word_units,
+)
+from keras_bertology.data.random_draws import RandomDraws
 from keras_bertology.errors import ConfigError
 
 
@@ -55,10 +63,10 @@ def geometric_span_probs(p=0.2, max_length=10):
     return weights / weights.sum()
 
 
-def draw_lengths(length_probs, shape):
+def draw_lengths(length_probs, shape, draws):
     """int32 lengths 1..len(length_probs) drawn independently from `length_probs`."""
     logits = tf.math.log(tf.constant(np.asarray(length_probs, np.float32)))[None, :]
-    flat = tf.random.categorical(logits, tf.reduce_prod(shape), dtype=tf.int32)
+    flat = draws.categorical(logits, tf.reduce_prod(shape))
     return tf.reshape(flat, shape) + 1
 
 
@@ -104,50 +112,34 @@ class SpanMasker:
         return cls(length_probs, tokenizer.vocab_size, tokenizer.mask_id, tokenizer.pad_id,
                    tokenizer.special_ids, tokenizer.word_start_table, max_predictions=max_predictions, **kwargs)
 
-    def __call__(self, features):
+    def __call__(self, features, seed=None):
+        """Masked features of a batch; `seed` ([2] integers) fixes every draw (a fresh one if None)."""
+        draws = RandomDraws(seed)
         token_ids = tf.convert_to_tensor(features["token_ids"], tf.int32)
-        word_of_token, word_pieces, word_free = self._words(token_ids)
-        span_of_token = tf.gather(self._choose_spans(word_pieces, word_free), word_of_token, batch_dims=1)
+        word_of_token, word_pieces, word_free = word_units(token_ids, self._start_table, self._special_table)
+        span_of_word = self._choose_spans(word_pieces, word_free, draws)
+        span_of_token = tf.gather(span_of_word, word_of_token, batch_dims=1)
         chosen = span_of_token >= 0
-        everywhere = tf.broadcast_to(tf.range(tf.shape(token_ids)[1]), tf.shape(token_ids))
-        slots = [token_ids.shape[0], self.max_predictions]
+        decisions = draws.uniform(tf.shape(token_ids))
+        if self.per_span_decision:  # one draw per span, shared by its tokens
+            decisions = tf.gather(decisions, tf.maximum(span_of_token, 0), batch_dims=1)
+        masked = replace_chosen(token_ids, chosen, decisions, draws, self.vocab_size, self.mask_id,
+                                self.mask_token_rate, self.random_token_rate)
         # The budget keeps the chosen tokens within the prediction slots.
-        positions = tf.ragged.boolean_mask(everywhere, chosen).to_tensor(0, shape=slots)
-        used = tf.sequence_mask(tf.reduce_sum(tf.cast(chosen, tf.int32), axis=1), self.max_predictions)
-        out = {
-            **features,
-            "token_ids": self._replace(token_ids, chosen, span_of_token),
-            "padding_mask": tf.not_equal(token_ids, self.pad_id),
-            "mask_positions": positions,
-            "mask_ids": tf.where(used, tf.gather(token_ids, positions, batch_dims=1), 0),
-            "mask_weights": tf.cast(used, tf.float32),
-        }
+        out = {**features, **masked_features(token_ids, masked, chosen, self.pad_id, self.max_predictions)}
         if self.boundaries:
-            out.update(self._boundary_features(span_of_token, chosen, positions, used))
+            used = out["mask_weights"] > 0
+            out.update(self._boundary_features(span_of_token, chosen, out["mask_positions"], used))
         return out
 
-    def _words(self, token_ids):
-        """Word index of each token [B, L], pieces per word [B, L] and selectable words [B, L]."""
-        starts, is_special = word_starts(token_ids, self._start_table, self._special_table)
-        word_of_token = tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1
-        batch, length = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
-        segments = tf.reshape(word_of_token + tf.range(batch)[:, None] * length, [-1])
-        word_pieces = tf.reshape(tf.math.unsorted_segment_sum(
-            tf.ones_like(segments), segments, batch * length), [batch, length])
-        has_special = tf.reshape(tf.math.unsorted_segment_max(
-            tf.reshape(tf.cast(is_special, tf.int32), [-1]), segments, batch * length), [batch, length])
-        return word_of_token, word_pieces, (word_pieces > 0) & (has_special <= 0)
-
-    def _choose_spans(self, word_pieces, word_free):
+    def _choose_spans(self, word_pieces, word_free, draws):
         """Span id (the candidate's visit step) of every word [B, W], -1 for words left alone."""
         batch, width = tf.shape(word_pieces)[0], tf.shape(word_pieces)[1]
-        selectable_tokens = tf.reduce_sum(tf.where(word_free, word_pieces, 0), axis=1)
-        budget = tf.math.ceil(tf.cast(selectable_tokens, tf.float32) * (self.mask_rate * (1 - 1e-6)))
-        budget = tf.minimum(tf.cast(budget, tf.int32), self.max_predictions)
-        keys = tf.where(word_free, tf.random.uniform(tf.shape(word_pieces)), 2.0)
+        budget = token_budget(word_pieces, word_free, self.mask_rate, self.max_predictions)
+        keys = tf.where(word_free, draws.uniform(tf.shape(word_pieces)), 2.0)
         order = tf.argsort(keys, axis=1, stable=True)
         candidates = tf.reduce_sum(tf.cast(word_free, tf.int32), axis=1)
-        wanted = draw_lengths(self.length_probs, tf.shape(word_pieces))
+        wanted = draw_lengths(self.length_probs, tf.shape(word_pieces), draws)
         padded_pieces = tf.pad(word_pieces, [[0, 0], [0, len(self.length_probs)]])
         padded_free = tf.pad(word_free, [[0, 0], [0, len(self.length_probs)]])
         word_index = tf.range(width)[None, :]
@@ -175,16 +167,6 @@ class SpanMasker:
         _, span_of_word, _ = tf.while_loop(
             more, visit, (tf.constant(0), -tf.ones([batch, width], tf.int32), tf.zeros([batch], tf.int32)))
         return span_of_word
-
-    def _replace(self, token_ids, chosen, span_of_token):
-        """Mask, randomize or keep each chosen token; per span, one draw shared by its tokens."""
-        draws = tf.random.uniform(tf.shape(token_ids))
-        if self.per_span_decision:
-            draws = tf.gather(draws, tf.maximum(span_of_token, 0), batch_dims=1)
-        random_ids = tf.random.uniform(tf.shape(token_ids), 0, self.vocab_size, tf.int32)
-        replaced = tf.where(draws < self.mask_token_rate, self.mask_id,
-                            tf.where(draws < self.mask_token_rate + self.random_token_rate, random_ids, token_ids))
-        return tf.where(chosen, replaced, token_ids)
 
     def _boundary_features(self, span_of_token, chosen, positions, used):
         """Per prediction: the positions just outside its span, and its offset inside the span."""

@@ -16,12 +16,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bertology.data.random_draws import step_seed
 from keras_bertology.errors import BertologyError, ConfigError
 
 _SPEC_KEY = "feature_spec"
 _PARSE_BATCH = 1024
 
-Masker = Callable[[dict[str, tf.Tensor]], dict[str, tf.Tensor]]
+# A masking stage: masker(features, seed=None) -> masked features, every draw fixed by `seed`.
+Masker = Callable[..., dict[str, tf.Tensor]]
 
 
 def write_static_tfrecords(
@@ -30,8 +32,12 @@ def write_static_tfrecords(
     dupe_factor: int,
     path: str,
     batch_size: int = 256,
+    seed: int = 0,
 ) -> int:
     """Writes `dupe_factor` differently masked copies of every instance to one TFRecord file.
+
+    Batch k of the writing is masked with the seed (seed, k), so the same
+    instances and seed always give the same file.
 
     The file appears at `path` only once complete (written to `path + ".tmp"`,
     then renamed), so a crash never leaves a truncated file that looks valid.
@@ -48,7 +54,7 @@ def write_static_tfrecords(
     temp_path = path + ".tmp"
     try:
         with tf.io.TFRecordWriter(temp_path) as writer:
-            for number, batch in enumerate(_masked_batches(instances, masker, dupe_factor, batch_size)):
+            for number, batch in enumerate(_masked_batches(instances, masker, dupe_factor, batch_size, seed)):
                 if number == 0:
                     writer.write(_spec_record(batch))
                 for record in _serialize(batch):
@@ -88,11 +94,11 @@ def read_static_tfrecords(
 
 
 def _masked_batches(
-    instances, masker: Masker, dupe_factor: int, batch_size: int
+    instances, masker: Masker, dupe_factor: int, batch_size: int, seed: int
 ) -> Iterator[dict[str, np.ndarray]]:
     """Masked batches of every dupe in turn; prefetch overlaps masking with serialization."""
-    dataset = tf.data.Dataset.from_tensor_slices(instances).batch(batch_size).repeat(dupe_factor)
-    return dataset.map(masker).prefetch(2).as_numpy_iterator()
+    dataset = tf.data.Dataset.from_tensor_slices(instances).batch(batch_size).repeat(dupe_factor).enumerate()
+    return dataset.map(lambda step, batch: masker(batch, seed=step_seed(seed, step))).prefetch(2).as_numpy_iterator()
 
 
 def _storage_dtype(dtype):

@@ -76,7 +76,8 @@ class ModelFamily:
             dict of arrays`, documents being lists of token-id arrays.
         masking: default masking, "static" (written once) or "dynamic".
         masker_path: `build(tokenizer, max_predictions, whole_word, **options) ->
-            masker`, the masking stage mapped over batches of instances.
+            masker`, the masking stage mapped over batches of instances, called as
+            `masker(batch, seed=[2] ints)` and drawing every random number from the seed.
         options: the family's own settings (`FamilyOption`s), passed by keyword
             to the builders that declare them: masker, instances, pretrainer.
         learning_rate: peak learning rate when --learning-rate is not given.

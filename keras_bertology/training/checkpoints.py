@@ -4,6 +4,7 @@
     RUN_DIR/tokenizer/                           the vocabulary, trained once
     RUN_DIR/checkpoints/step-0000050/            one checkpoint, newest two kept:
         model.keras                              full model + optimizer state
+        random_state.npz                         the model's random-number generator states
         history.json                             metrics of every window up to it
 
 A checkpoint folder is written atomically as one unit, so its model and its
@@ -18,6 +19,7 @@ import re
 from pathlib import Path
 
 import keras
+import numpy as np
 
 from keras_bertology.atomic import atomic_directory, atomic_file, clear_leftovers, remove_directory
 from keras_bertology.errors import CheckpointError, ConfigError
@@ -26,6 +28,7 @@ from keras_bertology.errors import CheckpointError, ConfigError
 _FREE_ON_RESUME = {"resume", "verbose", "out", "export", "strategy"}
 _STEP_FOLDER = re.compile(r"step-(\d+)$")
 MODEL_FILE = "model.keras"
+RANDOM_STATE_FILE = "random_state.npz"
 HISTORY_FILE = "history.json"
 
 
@@ -90,9 +93,11 @@ class RunCheckpoints:
             raise CheckpointError(f"{self.directory} holds no complete checkpoint to resume from")
         folder, step = latest
         try:
-            return keras.saving.load_model(folder / MODEL_FILE), step
+            model = keras.saving.load_model(folder / MODEL_FILE)
         except Exception as error:  # Keras raises many types for damaged archives
             raise CheckpointError(f"cannot resume from {folder / MODEL_FILE}: {error}") from None
+        _restore_random_state(model, folder / RANDOM_STATE_FILE)
+        return model, step
 
     def load_history(self):
         """The metric records saved with the newest checkpoint ([] before the first one)."""
@@ -109,6 +114,29 @@ class RunCheckpoints:
         """Write checkpoint `step` (model + history) as one unit; keep the newest `keep`."""
         with atomic_directory(self.directory / f"step-{step:07d}") as staging:
             model.save(staging / MODEL_FILE)
+            np.savez(staging / RANDOM_STATE_FILE, *[v.numpy() for v in _random_state(model)])
             (staging / HISTORY_FILE).write_text(json.dumps(records, indent=2))
         for _, old in self._complete()[:-keep]:
             remove_directory(old)
+
+
+def _random_state(model):
+    """The variables of `model` that `.keras` files leave out: the seed generators' states (dropout,
+    sampling). Resuming without them would draw other dropout masks than the uninterrupted run."""
+    saved = {id(variable) for variable in model.weights}
+    return [variable for variable in model.variables if id(variable) not in saved]
+
+
+def _restore_random_state(model, path):
+    if not path.is_file():  # a checkpoint of an earlier version: the states start anew
+        return
+    variables = _random_state(model)
+    try:
+        with np.load(path) as stored:
+            values = [stored[f"arr_{index}"] for index in range(len(stored.files))]
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f"cannot resume from {path}: {error}") from None
+    if [value.shape for value in values] != [tuple(variable.shape) for variable in variables]:
+        raise CheckpointError(f"cannot resume from {path}: it holds the random state of another model")
+    for variable, value in zip(variables, values):
+        variable.assign(value)

@@ -36,11 +36,16 @@ class LayerwiseAdamW(keras.optimizers.AdamW):
 
     `lr_multipliers` maps variable paths to factors (missing paths: 1). The
     factor scales the Adam step; the decoupled weight decay keeps the base rate.
+    Variables whose names hold one of `no_decay_names` get no weight decay; it
+    is part of the config, so a run resumed from a checkpoint keeps it.
     """
 
-    def __init__(self, lr_multipliers=None, **kwargs):
+    def __init__(self, lr_multipliers=None, no_decay_names=(), **kwargs):
         super().__init__(**kwargs)
         self.lr_multipliers = dict(lr_multipliers or {})
+        self.no_decay_names = list(no_decay_names)
+        if self.no_decay_names:
+            self.exclude_from_weight_decay(var_names=self.no_decay_names)
 
     def build(self, variables):
         super().build(variables)
@@ -53,7 +58,7 @@ class LayerwiseAdamW(keras.optimizers.AdamW):
         super().update_step(gradient, variable, learning_rate)
 
     def get_config(self):
-        return dict(super().get_config(), lr_multipliers=self.lr_multipliers)
+        return dict(super().get_config(), lr_multipliers=self.lr_multipliers, no_decay_names=self.no_decay_names)
 
 
 def layerwise_decay(backbone, decay):
@@ -71,8 +76,9 @@ def layerwise_decay(backbone, decay):
 def bert_adamw(peak_learning_rate, total_steps, warmup_fraction=0.1, weight_decay=0.01, lr_multipliers=None):
     """AdamW as in BERT pretraining: betas (0.9, 0.999), eps 1e-6, clip-norm 1.0; with
     `lr_multipliers` (see `layerwise_decay`), per-variable learning rates."""
-    optimizer = LayerwiseAdamW(
+    return LayerwiseAdamW(
         lr_multipliers=lr_multipliers,
+        no_decay_names=("bias", "gamma", "beta"),
         learning_rate=WarmupLinearDecay(
             peak_learning_rate, int(total_steps * warmup_fraction), total_steps
         ),
@@ -82,5 +88,3 @@ def bert_adamw(peak_learning_rate, total_steps, warmup_fraction=0.1, weight_deca
         epsilon=1e-6,
         global_clipnorm=1.0,
     )
-    optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
-    return optimizer

@@ -77,7 +77,6 @@ def _pretrain(family, options, documents, run_dir, export_dir, checkpoints):
     instances = _build_instances(family, documents, tokenizer, options, copies)
     _say(options, f"instances: {len(instances['token_ids'])} sequences of {options.seq_len} tokens"
                   + (f" ({copies} builds of the corpus)" if copies > 1 else ""))
-    dataset = _masked_dataset(family, instances, tokenizer, masking, run_dir, options)
 
     steps_per_window, windows = options.steps_per_window, options.windows
     total_steps = windows * steps_per_window
@@ -85,6 +84,7 @@ def _pretrain(family, options, documents, run_dir, export_dir, checkpoints):
         pretrainer, done_steps = _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options,
                                                      options.batch_size // strategy.num_replicas_in_sync)
     backbone = pretrainer.backbone
+    dataset = _masked_dataset(family, instances, tokenizer, masking, run_dir, options, done_steps)
     _say(options, f"model: {options.model} {options.preset}, {backbone.count_params():,} encoder parameters, "
                   f"{masking} masking, {total_steps} steps of batch {options.batch_size} "
                   f"in {windows} logged windows"
@@ -192,20 +192,22 @@ def _build_instances(family, documents, tokenizer, options, copies):
                                   options.family_options, options.batch_size)
 
 
-def _masked_dataset(family, instances, tokenizer, masking, run_dir, options):
+def _masked_dataset(family, instances, tokenizer, masking, run_dir, options, start_step):
+    """The run's batches from `start_step` on: a resumed run goes on where its checkpoint stopped."""
     masker = family.build_masker(tokenizer, options.prediction_slots(family), options.whole_word,
                                  options.family_options)
     if masking == "dynamic":
         # Stream batches stay in order: row r of each batch continues row r's text.
         return make_dataset(instances, options.batch_size, masker=masker, seed=options.seed,
-                            shuffle=not family.stream_batches)
+                            shuffle=not family.stream_batches, start_step=start_step)
     path = run_dir / "data" / f"static_masked_x{options.dupe_factor}.tfrecord"
     if options.resume and path.is_file():
         _say(options, f"static masking: reusing {path}")
     else:
         _say(options, f"static masking: writing {len(instances['token_ids'])} masked instances to {path}")
-        write_static_tfrecords(instances, masker, 1, str(path))
-    return make_dataset(None, options.batch_size, static_path=str(path), seed=options.seed)
+        write_static_tfrecords(instances, masker, 1, str(path), seed=options.seed)
+    return make_dataset(None, options.batch_size, static_path=str(path), seed=options.seed,
+                        start_step=start_step)
 
 
 def _metrics(family, options, pretrainer, records, total_steps, train_seconds, export_dir):

@@ -71,6 +71,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bertology.data.masking import word_tables
+from keras_bertology.data.random_draws import RandomDraws
 from keras_bertology.data.span_masking import draw_lengths, ngram_probs
 from keras_bertology.errors import ConfigError
 
@@ -146,7 +147,9 @@ class PermutationMasker:
         goal = min(self.max_predictions, round(seq_len / self.partial_k))
         return goal - goal // 2, goal // 2
 
-    def __call__(self, features):
+    def __call__(self, features, seed=None):
+        """The permutation features of a batch; `seed` ([2] integers) fixes every draw (fresh if None)."""
+        draws = RandomDraws(seed)
         token_ids = tf.convert_to_tensor(features["token_ids"], tf.int32)
         seq_len, batch_size = token_ids.shape[1], token_ids.shape[0]
         reuse_len, perm_size = self._lengths(seq_len)
@@ -161,9 +164,9 @@ class PermutationMasker:
         halves = [slice(0, reuse_len), slice(reuse_len, seq_len)]
         targets, orders = [], []
         for half, goal in zip(halves, self.goals(seq_len)):
-            chosen = self._sample_targets(token_ids[:, half], functional[:, half], backward, goal)
+            chosen = self._sample_targets(token_ids[:, half], functional[:, half], backward, goal, draws)
             targets.append(chosen)
-            orders.append(_local_perm(chosen, functional[:, half], perm_size))
+            orders.append(_local_perm(chosen, functional[:, half], perm_size, draws))
         rest = seq_len - reuse_len
         # The reuse half comes first in every order: it never sees the rest, which sees all of it.
         perm_mask = tf.concat([
@@ -187,7 +190,7 @@ class PermutationMasker:
                 f"{seq_len - reuse_len}: a local permutation may not straddle the two halves.")
         return reuse_len, perm_size
 
-    def _sample_targets(self, token_ids, functional, backward, goal):
+    def _sample_targets(self, token_ids, functional, backward, goal, draws):
         """bool [B, S]: the targets of one half, sampled in reading order (backward rows flipped)."""
         def reading_order(x):
             return tf.where(backward[:, None], tf.reverse(x, [1]), x)
@@ -195,10 +198,10 @@ class PermutationMasker:
         token_ids, functional = reading_order(token_ids), reading_order(functional)
         selectable = ~functional
         goal = tf.minimum(goal, tf.reduce_sum(tf.cast(selectable, tf.int32), axis=1))
-        chosen = self._place_spans(tf.gather(self._start_table, token_ids), selectable, goal)
-        return reading_order(_top_up(chosen, selectable, goal))
+        chosen = self._place_spans(tf.gather(self._start_table, token_ids), selectable, goal, draws)
+        return reading_order(_top_up(chosen, selectable, goal, draws))
 
-    def _place_spans(self, starts, selectable, goal):
+    def _place_spans(self, starts, selectable, goal, draws):
         """The span phase of `_sample_mask`, all rows at once: one span per row and iteration."""
         batch, width = tf.shape(starts)[0], starts.shape[1]
         position = tf.range(width)[None, :]
@@ -206,11 +209,14 @@ class PermutationMasker:
         word_count = tf.cumsum(tf.cast(starts, tf.int32), axis=1)
         special_count = tf.cumsum(tf.cast(~selectable, tf.int32), axis=1)
 
-        def step(cursor, placed, chosen, stopped):
+        draws_at = draws.per_iteration()
+
+        def step(iteration, cursor, placed, chosen, stopped):
+            step_draws = draws_at(iteration)
             active = ~stopped & (placed < goal) & (cursor < width)
-            n = tf.maximum(tf.minimum(draw_lengths(self.length_probs, [batch]), goal - placed), 1)
+            n = tf.maximum(tf.minimum(draw_lengths(self.length_probs, [batch], step_draws), goal - placed), 1)
             context = n * self.mask_alpha // self.mask_beta
-            left = tf.minimum(tf.cast(tf.random.uniform([batch]) * tf.cast(context, tf.float32), tf.int32),
+            left = tf.minimum(tf.cast(step_draws.uniform([batch]) * tf.cast(context, tf.float32), tf.int32),
                               context - 1)
             begin = tf.minimum(cursor + left, width)
             begin = _first_at_least(begin_count, _count_before(begin_count, begin) + 1)
@@ -223,15 +229,15 @@ class PermutationMasker:
             placing = active & (begin < width) & (end < width)
             take = tf.minimum(end - begin, goal - placed)
             span = ((position >= begin[:, None]) & (position < (begin + take)[:, None])) & placing[:, None]
-            return (tf.where(placing, end + context - left, cursor), placed + tf.where(placing, take, 0),
+            return (iteration + 1, tf.where(placing, end + context - left, cursor), placed + tf.where(placing, take, 0),
                     chosen | span, stopped | (active & ~placing))
 
-        def more(cursor, placed, chosen, stopped):
+        def more(iteration, cursor, placed, chosen, stopped):
             return tf.reduce_any(~stopped & (placed < goal) & (cursor < width))
 
         zeros = tf.zeros([batch], tf.int32)
-        _, _, chosen, _ = tf.while_loop(
-            more, step, (zeros, zeros, tf.zeros_like(starts), tf.zeros([batch], bool)))
+        _, _, _, chosen, _ = tf.while_loop(
+            more, step, (tf.constant(0), zeros, zeros, tf.zeros_like(starts), tf.zeros([batch], bool)))
         return chosen
 
     def _target_features(self, token_ids, targets):
@@ -251,11 +257,11 @@ class PermutationMasker:
         }
 
 
-def _local_perm(targets, functional, perm_size):
+def _local_perm(targets, functional, perm_size, draws):
     """bool [B, S, S], True where i may not attend to j: `_local_perm`'s mask for one half."""
     batch, width = tf.shape(targets)[0], targets.shape[1]
     blocks = width // perm_size
-    order = tf.argsort(tf.random.uniform([batch, perm_size]), axis=1)  # a uniform permutation per row
+    order = tf.argsort(draws.uniform([batch, perm_size]), axis=1)  # a uniform permutation per row
     rank = tf.tile(order, [1, blocks]) + tf.repeat(tf.range(blocks) * perm_size, perm_size)[None, :]
     context = ~targets & ~functional
     rank = tf.where(context, -1, rank)
@@ -264,10 +270,10 @@ def _local_perm(targets, functional, perm_size):
     return (own[:, :, None] <= rank[:, None, :]) & ~context[:, None, :]
 
 
-def _top_up(chosen, selectable, goal):
+def _top_up(chosen, selectable, goal, draws):
     """`chosen` plus uniformly random single selectable tokens up to `goal` per row."""
     free = selectable & ~chosen
-    keys = tf.where(free, tf.random.uniform(tf.shape(chosen)), 2.0)
+    keys = tf.where(free, draws.uniform(tf.shape(chosen)), 2.0)
     rank = tf.argsort(tf.argsort(keys, axis=1), axis=1)
     missing = goal - tf.reduce_sum(tf.cast(chosen, tf.int32), axis=1)
     return chosen | (free & (rank < missing[:, None]))
