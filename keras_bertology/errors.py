@@ -24,3 +24,7 @@ class CheckpointError(BertologyError):
 
 class DataError(BertologyError):
     """Labeled data for fine-tuning is missing, empty or malformed."""
+
+
+class TrainingError(BertologyError):
+    """Training diverged (a loss that is not a finite number); the last good checkpoint is kept."""

@@ -2,16 +2,21 @@
 
 import json
 import shutil
+import signal
+import subprocess
+import sys
+import time
 
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from keras_bertology.data.corpus import default_corpus_paths
-from keras_bertology.errors import CheckpointError, ConfigError
+from keras_bertology.errors import CheckpointError, ConfigError, TrainingError
 from keras_bertology.models.roberta import ROBERTA
 from keras_bertology.runs import MODEL_DIR, load_run_model
-from keras_bertology.training.callbacks import CheckpointEveryWindow, MetricHistory
+from keras_bertology.training.callbacks import CheckpointEveryWindow, MetricHistory, StopOnNonFiniteLoss
 from keras_bertology.training.checkpoints import HISTORY_FILE, MODEL_FILE, RANDOM_STATE_FILE, RunCheckpoints
 from keras_bertology.training.pretrain import PretrainOptions, pretrain
 
@@ -116,6 +121,36 @@ def test_each_window_checkpoint_holds_the_history_up_to_it(tmp_path):
         fit([CheckpointEveryWindow(checkpoints, history), history])
 
 
+def test_a_non_finite_loss_stops_the_run_before_its_weights_reach_a_checkpoint(tmp_path):
+    model = _trained_tiny_model()
+    checkpoints = RunCheckpoints(tmp_path / "run")
+    x = np.ones((24, 4), np.float32)
+    x[16:] = np.nan  # from the fifth batch of 4 on: the third window (steps 5-6) reads NaN inputs
+    history = MetricHistory(steps_per_window=2, batch_size=4)
+    callbacks = [StopOnNonFiniteLoss(2, checkpoints), history, CheckpointEveryWindow(checkpoints, history)]
+    with pytest.raises(TrainingError, match=r"loss became nan between steps 5 and 6.*step-0000004.*step 4"):
+        model.fit(tf.data.Dataset.from_tensor_slices((x, np.ones((24, 3), np.float32))).batch(4), epochs=3,
+                  steps_per_epoch=2, callbacks=callbacks, verbose=0)
+    assert checkpoints.latest()[1] == 4
+    assert all(np.isfinite(np.asarray(v)).all() for v in checkpoints.load_model()[0].weights)
+    with pytest.raises(TrainingError, match="no checkpoint was written"):
+        StopOnNonFiniteLoss(2, RunCheckpoints(tmp_path / "empty")).on_epoch_end(0, {"loss": float("inf")})
+
+
+@pytest.mark.slow
+def test_a_diverging_pretraining_ends_with_one_line_and_a_non_zero_exit(tmp_path):
+    run = subprocess.run(
+        [sys.executable, "-m", "keras_bertology.cli", "pretrain", "--model", "roberta", "--preset", "roberta-tiny",
+         "--corpus", str(default_corpus_paths()[0]), "--steps", "6", "--log-every", "3", "--batch-size", "8",
+         "--seq-len", "32", "--vocab-size", "400", "--learning-rate", "1e30", "--out", str(tmp_path / "run"),
+         "--export", str(tmp_path / "export")], capture_output=True, text=True)
+    assert run.returncode == 2  # the CLI's status for every error it explains
+    error = run.stderr.strip().splitlines()[-1]
+    assert error.startswith("bertology: error: the loss became") and "--learning-rate" in error
+    assert "Traceback" not in run.stderr
+    assert not (tmp_path / "export").exists()
+
+
 def test_unreadable_checkpoints_raise_checkpoint_errors(tmp_path):
     checkpoints = RunCheckpoints(tmp_path / "run")
     with pytest.raises(CheckpointError, match="no complete checkpoint"):
@@ -206,3 +241,54 @@ def test_resume_continues_after_the_newest_checkpoint(tmp_path):
     # The same batches, masks and dropout as the uninterrupted run: the same weights.
     for variable, expected in zip(resumed.weights, uninterrupted):
         np.testing.assert_array_equal(np.asarray(variable), expected, err_msg=variable.path)
+
+
+def _complete_checkpoints_only(run_dir):
+    """Every visible checkpoint folder holds all of its files: a save cut by a kill stays hidden."""
+    for folder in (run_dir / "checkpoints").glob("step-*"):
+        assert sorted(p.name for p in folder.iterdir()) == [HISTORY_FILE, MODEL_FILE, RANDOM_STATE_FILE], folder
+
+
+@pytest.mark.slow
+def test_runs_killed_at_random_moments_end_with_the_weights_of_an_uninterrupted_run(tmp_path):
+    """kill -9 in the middle of a run, three times at random moments (before the first checkpoint, then
+    at random points of later windows, saves included), then --resume: the final weights are exactly those
+    of a run never interrupted. BERT-Tiny: static masking (its file written once), NSP, dropout."""
+    corpus = [str(path) for path in default_corpus_paths()[:2]]  # NSP draws its random B from another document
+    settings = dict(model="bert", preset="bert-tiny", steps=12, log_every=2, corpus=corpus)
+    reference = pretrain(_options(tmp_path / "reference", **settings))
+    expected = [np.asarray(v) for v in RunCheckpoints(tmp_path / "reference" / "run").load_model()[0].weights]
+    keras.backend.clear_session()
+
+    run_dir = tmp_path / "killed" / "run"
+    command = [sys.executable, "-m", "keras_bertology.cli", "pretrain", "--model", "bert", "--preset", "bert-tiny",
+               "--corpus", *corpus, "--steps", "12", "--log-every", "2",
+               "--batch-size", "8", "--seq-len", "32", "--vocab-size", "400", "--out", str(run_dir),
+               "--export", str(tmp_path / "killed" / "export"), "--resume"]
+    rng = np.random.default_rng(1)
+    kills = [(0, rng.uniform(2.0, 6.0)), (4, rng.uniform(0.0, 0.4)), (8, rng.uniform(0.0, 0.4))]
+    for reached, delay in kills:  # kill `delay` seconds after the checkpoint of step `reached`
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 300
+        while reached and _newest_step(run_dir) < reached and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(delay)
+        assert process.poll() is None, "the run ended before it could be killed"
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        _complete_checkpoints_only(run_dir)
+    assert _newest_step(run_dir) < 12
+    finished = subprocess.run(command, capture_output=True, text=True)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    _complete_checkpoints_only(run_dir)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert _steps(metrics) == _steps(reference)
+    final, step = RunCheckpoints(run_dir).load_model()
+    assert step == 12
+    for variable, value in zip(final.weights, expected):
+        np.testing.assert_array_equal(np.asarray(variable), value, err_msg=variable.path)
+
+
+def _newest_step(run_dir):
+    latest = RunCheckpoints(run_dir).latest()
+    return latest[1] if latest else 0

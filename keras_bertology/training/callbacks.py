@@ -1,8 +1,11 @@
 """Callbacks for pretraining runs: metric history, throughput, resumable checkpoints."""
 
+import math
 import time
 
 import keras
+
+from keras_bertology.errors import TrainingError
 
 
 class MetricHistory(keras.callbacks.Callback):
@@ -49,3 +52,30 @@ class CheckpointEveryWindow(keras.callbacks.Callback):
         if not records or records[-1]["step"] != step:
             raise RuntimeError("CheckpointEveryWindow must follow its MetricHistory in the callback list")
         self.checkpoints.save(self.model, step, records)
+
+
+class StopOnNonFiniteLoss(keras.callbacks.Callback):
+    """Ends the run at the first window whose loss is NaN or infinite, before anything saves it.
+
+    It must come first in the callback list, so that the window's diverged
+    weights never reach a checkpoint: the newest checkpoint stays the last
+    good state.
+    """
+
+    def __init__(self, steps_per_window, checkpoints):
+        super().__init__()
+        self.steps_per_window = steps_per_window
+        self.checkpoints = checkpoints
+
+    def on_epoch_end(self, epoch, logs=None):
+        loss = float((logs or {}).get("loss", 0.0))
+        if math.isfinite(loss):
+            return
+        first, last = epoch * self.steps_per_window + 1, (epoch + 1) * self.steps_per_window
+        latest = self.checkpoints.latest()
+        kept = (f"the last good checkpoint, {latest[0]} (step {latest[1]}), is kept" if latest
+                else "no checkpoint was written before it")
+        raise TrainingError(
+            f"the loss became {loss} between steps {first} and {last}; training stopped and {kept}. "
+            "Start a new run (another --out) with a lower --learning-rate, or in --precision float32"
+        )

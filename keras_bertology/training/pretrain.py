@@ -22,7 +22,7 @@ from keras_bertology.data.tokenizers import load_tokenizer
 from keras_bertology.export import export_saved_model
 from keras_bertology.output_paths import check_output_folder
 from keras_bertology.runs import RunModel, save_run_model
-from keras_bertology.training.callbacks import CheckpointEveryWindow, MetricHistory
+from keras_bertology.training.callbacks import CheckpointEveryWindow, MetricHistory, StopOnNonFiniteLoss
 from keras_bertology.training.checkpoints import RunCheckpoints
 from keras_bertology.training.fill_mask import fill_mask_examples, hold_out_sentences
 from keras_bertology.training.optimization import bert_adamw, layerwise_decay
@@ -98,6 +98,7 @@ def _pretrain(family, options, documents, run_dir, export_dir, checkpoints):
         initial_epoch=done_steps // steps_per_window,
         steps_per_epoch=steps_per_window,
         callbacks=[
+            StopOnNonFiniteLoss(steps_per_window, checkpoints),
             history,
             CheckpointEveryWindow(checkpoints, history),
             keras.callbacks.TensorBoard(str(run_dir / "logs"), update_freq="epoch"),
