@@ -141,6 +141,8 @@ CASES = [
      "invalid int value: 'three'"),
     ("layer decay above 1", _pretrain("--layer-decay", "1.5"), "--layer-decay must be a number in (0, 1]"),
     ("NaN layer decay", _pretrain("--layer-decay", "nan"), "finite number above 0"),
+    ("seed above int32", _pretrain("--seed", "4294967296"), "--seed must be a whole number from 0 to 2147483647"),
+    ("negative seed", _pretrain("--seed", "-1"), "--seed must be a whole number from 0"),
     ("unknown flag", _pretrain("--no-such-flag"), "unrecognized arguments: --no-such-flag"),
     ("--out is a file", _pretrain("--out", "{tmp}/a_file"), "is a file"),
     ("--out under /proc", _pretrain("--out", "/proc/bertology/run"), "cannot be written"),

@@ -9,6 +9,7 @@ tokenizer ops):
     model.serve(tf.constant(["a sentence"]))                  # encoder outputs
     model.serve_pairs(tf.constant(["first"]), tf.constant(["second"]))
     model.mlm(tf.constant(["a [MASK] sentence"]))              # MLM logits, every position
+    model.signatures["serve_ids"](token_ids=ids, padding_mask=mask, ...)  # pre-tokenized, [B, seq_len] int32
 
 `serving_default` is `serve`. Every input is packed to the run's sequence
 length (longer texts are truncated, longest segment first); the literal mask
@@ -50,7 +51,8 @@ def export_saved_model(run, export_dir):
     archive.track(backbone if masked_lm is None else masked_lm)
     archive.track(tokenizer)
     archive.add_endpoint("serve", lambda text: encode(text), input_signature=[_STRINGS])
-    signatures = ["serve"]
+    archive.add_endpoint("serve_ids", *ids_endpoint(backbone, seq_len))
+    signatures = ["serve", "serve_ids"]
     if "segment_ids" in input_names:
         archive.add_endpoint("serve_pairs", encode, input_signature=[_STRINGS, _STRINGS])
         signatures.append("serve_pairs")
@@ -68,6 +70,19 @@ def export_saved_model(run, export_dir):
                         "serve_outputs": sorted([*backbone.output, "token_ids", "segment_ids", "padding_mask"])}, indent=2)
         )
     return export_dir
+
+
+def ids_endpoint(model, seq_len):
+    """(function, input signature) serving `model` on pre-tokenized inputs: one [B, seq_len] int32 tensor per
+    model input, named like it (token_ids, padding_mask, ...), for clients that tokenize themselves."""
+    names = list(model.input)
+    specs = [tf.TensorSpec([None, seq_len], tf.int32, name=name) for name in names]
+
+    def serve_ids(*inputs):
+        outputs = model(dict(zip(names, inputs)), training=False)
+        return tf.nest.map_structure(lambda value: tf.cast(value, tf.float32), outputs)
+
+    return serve_ids, specs
 
 
 def _mlm_endpoint(run, family, masked_lm):

@@ -6,6 +6,7 @@
     model.classify_pairs(tf.constant(["a"]), tf.constant(["b"]))
     model.tag(tf.constant(["words split at spaces"]))  # {"tags", "words", "scores"} per word
     model.answer(tf.constant(["question"]), tf.constant(["context"]))  # {"answer", "score"}
+    model.signatures["serve_ids"](token_ids=ids, padding_mask=mask, ...)  # pre-tokenized -> logits
 
 Which signature a model has follows from its task (see assets/bertology.json);
 the first is also `serving_default`. The tokenizer runs inside the graph.
@@ -16,6 +17,7 @@ import json
 import keras
 
 from keras_bertology.atomic import atomic_directory
+from keras_bertology.export.saved_model import ids_endpoint
 
 
 def export_task_model(model, kind, task, family, tokenizer, seq_len, export_dir):
@@ -23,7 +25,8 @@ def export_task_model(model, kind, task, family, tokenizer, seq_len, export_dir)
     archive = keras.export.ExportArchive()
     archive.track(model)
     archive.track(tokenizer)
-    endpoints = kind.endpoints(model, task, family, tokenizer, seq_len)
+    endpoints = dict(kind.endpoints(model, task, family, tokenizer, seq_len))
+    endpoints["serve_ids"] = ids_endpoint(model, seq_len)
     for name, (function, signature) in endpoints.items():
         archive.add_endpoint(name, function, input_signature=signature)
     with atomic_directory(export_dir) as staging:

@@ -5,7 +5,7 @@ import math
 import keras
 
 from keras_bertology.layers import GumbelSampler, MaskedLMHead, ReplacedTokenHead, ReplaceTokens
-from keras_bertology.models.pretrainer import Objective, Pretrainer
+from keras_bertology.models.pretrainer import WEIGHTED_AVERAGE, Objective, Pretrainer
 
 # The generator's masked LM: original ids at the masked positions.
 GENERATOR_MLM = Objective("mlm", label_key="mask_ids", weight_key="mask_weights", predicts_tokens=True)
@@ -13,7 +13,7 @@ GENERATOR_MLM = Objective("mlm", label_key="mask_ids", weight_key="mask_weights"
 
 def _binary_cross_entropy():
     """Per-token sigmoid cross-entropy, averaged over the tokens that carry weight (non-padding)."""
-    return keras.losses.BinaryCrossentropy(from_logits=True, reduction="mean_with_sample_weight")
+    return keras.losses.BinaryCrossentropy(from_logits=True, reduction=WEIGHTED_AVERAGE)
 
 
 def _label_rate(labels, logits):

@@ -12,9 +12,17 @@ from collections.abc import Callable
 import keras
 
 
+# Objectives average their losses over the targets that carry weight: sum(w * loss) / sum(w) over the
+# global batch. `split_features` divides the weights by their mean over the batch it splits (the global
+# batch: it runs before a strategy shares the batch among replicas), and the losses divide the weighted
+# sum by the number of targets; each replica's share then adds up to the global average exactly, where
+# averaging per replica would weigh a replica's few masked tokens like another's many.
+WEIGHTED_AVERAGE = "sum_over_batch_size"
+
+
 def sparse_cross_entropy():
     """Cross-entropy over class logits, averaged over the targets that carry weight."""
-    return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="mean_with_sample_weight")
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=WEIGHTED_AVERAGE)
 
 
 def accuracy(prefix):
@@ -148,18 +156,17 @@ class Pretrainer(keras.Model):
         """A feature dict -> `(x, y, sample_weight)`, as each objective declares.
 
         Inputs are cast to the model's input dtypes; an objective without a
-        weight key weighs every target 1.
+        weight key weighs every target 1. Weights are divided by their mean
+        over the batch (see WEIGHTED_AVERAGE): map this over global batches.
         """
         x = {name: keras.ops.cast(features[name], tensor.dtype) for name, tensor in self.input.items()}
         y, sample_weight = {}, {}
         for objective in self.declared_objectives:
-            if objective.name in self._label_outputs:
-                sample_weight[objective.name] = keras.ops.cast(features[objective.weight_key], "float32")
-                continue
-            labels = features[objective.label_key]
-            y[objective.name] = labels
-            sample_weight[objective.name] = (
-                features[objective.weight_key] if objective.weight_key
-                else keras.ops.ones_like(labels, dtype="float32")
-            )
+            if objective.name not in self._label_outputs:
+                y[objective.name] = features[objective.label_key]
+            if objective.weight_key:
+                weights = keras.ops.cast(features[objective.weight_key], "float32")
+                sample_weight[objective.name] = keras.ops.divide_no_nan(weights, keras.ops.mean(weights))
+            else:
+                sample_weight[objective.name] = keras.ops.ones_like(y[objective.name], dtype="float32")
         return x, y, sample_weight

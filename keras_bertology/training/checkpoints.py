@@ -14,6 +14,7 @@ the ones a killed run left are deleted when the run starts again.
 """
 
 import dataclasses
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -40,8 +41,11 @@ def _write_json(path, payload):
 class RunCheckpoints:
     """The resumable state of one run folder."""
 
-    def __init__(self, run_dir):
+    def __init__(self, run_dir, writer=True):
+        """`writer`: this process writes the folder (False on the workers of a multi-worker run
+        other than the chief, which only read it)."""
         self.run_dir = Path(run_dir)
+        self.writer = writer
         self.directory = self.run_dir / "checkpoints"
         self.tokenizer_dir = self.run_dir / "tokenizer"
         self.options_path = self.run_dir / "options.json"
@@ -69,7 +73,7 @@ class RunCheckpoints:
         Also deletes what a killed save left (its hidden staging folder).
         """
         recorded = {k: v for k, v in dataclasses.asdict(options).items() if k not in _FREE_ON_RESUME}
-        if self.directory.is_dir():  # a run is the only writer of its checkpoints
+        if self.writer and self.directory.is_dir():  # a run is the only writer of its checkpoints
             clear_leftovers(self.directory)
         if self.latest() is not None:
             if not options.resume:
@@ -83,8 +87,9 @@ class RunCheckpoints:
                 raise ConfigError(
                     f"--resume needs the options the run started with; changed: {', '.join(changed)}"
                 )
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        _write_json(self.options_path, recorded)
+        if self.writer:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            _write_json(self.options_path, recorded)
 
     def load_model(self):
         """(compiled model with its optimizer state, step) of the newest checkpoint."""
@@ -118,6 +123,14 @@ class RunCheckpoints:
             (staging / HISTORY_FILE).write_text(json.dumps(records, indent=2))
         for _, old in self._complete()[:-keep]:
             remove_directory(old)
+
+
+def weights_digest(model):
+    """SHA-256 of every weight of `model`, in order: equal digests, bit-identical weights."""
+    digest = hashlib.sha256()
+    for variable in model.weights:
+        digest.update(np.ascontiguousarray(np.asarray(variable)).tobytes())
+    return digest.hexdigest()
 
 
 def _random_state(model):

@@ -3,6 +3,7 @@ optionally ELECTRA's layer-wise learning-rate decay."""
 
 
 import keras
+import tensorflow as tf
 
 
 @keras.saving.register_keras_serializable(package="keras_bertology")
@@ -51,6 +52,20 @@ class LayerwiseAdamW(keras.optimizers.AdamW):
         super().build(variables)
         self._lr_scales = [float(self.lr_multipliers.get(variable.path, 1.0)) for variable in variables]
 
+    def _clip_gradients(self, grads):
+        if _across_replicas():  # clipped once summed over the replicas, in _all_reduce_sum_gradients
+            return grads
+        return super()._clip_gradients(_dense(grads))
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        """Sum over the replicas, then clip by the global norm of the sum: clipping each replica's share
+        by its own norm (what the base class does first) would not clip what the update applies."""
+        reduced = super()._all_reduce_sum_gradients(grads_and_vars)
+        if not _across_replicas():
+            return reduced
+        grads = super()._clip_gradients(_dense([grad for grad, _ in reduced]))
+        return [(grad, variable) for grad, (_, variable) in zip(grads, reduced)]
+
     def update_step(self, gradient, variable, learning_rate):
         scale = self._lr_scales[self._get_variable_index(variable)]
         if scale != 1.0:
@@ -59,6 +74,18 @@ class LayerwiseAdamW(keras.optimizers.AdamW):
 
     def get_config(self):
         return dict(super().get_config(), lr_multipliers=self.lr_multipliers, no_decay_names=self.no_decay_names)
+
+
+def _across_replicas():
+    """In a replica context of a strategy with several replicas (MirroredStrategy, multi-worker, TPU)."""
+    context = tf.distribute.get_replica_context()
+    return context is not None and context.num_replicas_in_sync > 1
+
+
+def _dense(grads):
+    """Embedding-lookup gradients as dense tensors. Their sparse form repeats a row for each lookup (and,
+    all-reduced, for each replica); the update and the clipping norm need each row's sum."""
+    return [tf.convert_to_tensor(grad) if isinstance(grad, tf.IndexedSlices) else grad for grad in grads]
 
 
 def layerwise_decay(backbone, decay):

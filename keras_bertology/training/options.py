@@ -13,7 +13,7 @@ from keras_bertology.models.registry import DEFAULT_MODEL, DEFAULT_PRESET, check
 PRECISIONS = ("float32", "mixed_bfloat16")
 MASKINGS = ("static", "dynamic")
 PACKINGS = ("full-sentences", "doc-sentences")
-STRATEGIES = ("default", "mirrored", "tpu")
+STRATEGIES = ("auto", "default", "mirrored", "multiworker", "tpu")
 
 # A run logs at least this many windows when it has the steps for them, so
 # that its first and last window (and the loss curve) say something.
@@ -75,6 +75,8 @@ class PretrainOptions:
         _check_choice("packing", self.packing, PACKINGS, optional=True)
         _check_choice("precision", self.precision, PRECISIONS)
         _check_choice("strategy", self.strategy, STRATEGIES)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**31:
+            raise ConfigError(f"--seed must be a whole number from 0 to {2**31 - 1} (got {self.seed!r})")
         if self.packing is not None and self.packing not in family.packings:
             raise ConfigError(
                 f"--packing {self.packing} does not apply to --model {family.name}, "

@@ -5,7 +5,9 @@ family goes through the same steps, the family only choosing its tokenizer,
 instance builder, masking and objectives (see `models.family.ModelFamily`).
 """
 
+import atexit
 import shutil
+import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
@@ -23,7 +25,7 @@ from keras_bertology.export import export_saved_model
 from keras_bertology.output_paths import check_output_folder
 from keras_bertology.runs import RunModel, save_run_model
 from keras_bertology.training.callbacks import CheckpointEveryWindow, MetricHistory, StopOnNonFiniteLoss
-from keras_bertology.training.checkpoints import RunCheckpoints
+from keras_bertology.training.checkpoints import RunCheckpoints, weights_digest
 from keras_bertology.training.fill_mask import fill_mask_examples, hold_out_sentences
 from keras_bertology.training.optimization import bert_adamw, layerwise_decay
 from keras_bertology.training.options import PretrainOptions  # noqa: F401  re-exported
@@ -34,7 +36,8 @@ from keras_bertology.training.report import (
     summary_text,
     write_metrics,
 )
-from keras_bertology.training.strategy import make_strategy
+from keras_bertology.training.distributed_fit import fit, replica_batch_size
+from keras_bertology.training.strategy import is_chief, make_strategy
 
 
 def pretrain(options):
@@ -50,19 +53,22 @@ def pretrain(options):
     check_output_folder(run_dir, "--out")
     check_output_folder(export_dir, "--export", replaced=True)
     documents = read_corpus(options.corpus)
+    strategy = make_strategy(options.strategy)
+    chief = is_chief(strategy)
     created = not run_dir.exists()
-    checkpoints = RunCheckpoints(run_dir)
+    checkpoints = RunCheckpoints(run_dir, writer=chief)
     try:
-        return _pretrain(family, options, documents, run_dir, export_dir, checkpoints)
+        return _pretrain(family, options, documents, run_dir, export_dir, checkpoints, strategy)
     except BaseException:
-        if created and checkpoints.latest() is None:
+        if chief and created and checkpoints.latest() is None:
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
 
 
-def _pretrain(family, options, documents, run_dir, export_dir, checkpoints):
+def _pretrain(family, options, documents, run_dir, export_dir, checkpoints, strategy):
+    """Every worker of a multi-worker run trains; only the chief (`checkpoints.writer`) writes files."""
+    replica_batch = replica_batch_size(options.batch_size, strategy)
     checkpoints.start(options)
-    strategy = make_strategy(options.strategy)
     keras.utils.set_random_seed(options.seed)
     _say(options, f"run folder: {run_dir}")
     documents, held_out = hold_out_sentences(documents, np.random.default_rng(options.seed))
@@ -82,9 +88,10 @@ def _pretrain(family, options, documents, run_dir, export_dir, checkpoints):
     total_steps = windows * steps_per_window
     with strategy.scope():
         pretrainer, done_steps = _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options,
-                                                     options.batch_size // strategy.num_replicas_in_sync)
+                                                     replica_batch)
     backbone = pretrainer.backbone
-    dataset = _masked_dataset(family, instances, tokenizer, masking, run_dir, options, done_steps)
+    dataset = _masked_dataset(family, instances, tokenizer, masking, _data_dir(run_dir, checkpoints), options,
+                              done_steps)
     _say(options, f"model: {options.model} {options.preset}, {backbone.count_params():,} encoder parameters, "
                   f"{masking} masking, {total_steps} steps of batch {options.batch_size} "
                   f"in {windows} logged windows"
@@ -92,22 +99,21 @@ def _pretrain(family, options, documents, run_dir, export_dir, checkpoints):
 
     history = MetricHistory(steps_per_window, options.batch_size, checkpoints.load_history())
     started = time.perf_counter()
-    pretrainer.fit(
-        dataset.map(pretrainer.split_features),
+    writes = [CheckpointEveryWindow(checkpoints, history),
+              keras.callbacks.TensorBoard(str(run_dir / "logs"), update_freq="epoch")] if checkpoints.writer else []
+    fit(pretrainer, dataset.map(pretrainer.split_features), strategy,
+        global_batch=options.batch_size,
         epochs=windows,
         initial_epoch=done_steps // steps_per_window,
         steps_per_epoch=steps_per_window,
-        callbacks=[
-            StopOnNonFiniteLoss(steps_per_window, checkpoints),
-            history,
-            CheckpointEveryWindow(checkpoints, history),
-            keras.callbacks.TensorBoard(str(run_dir / "logs"), update_freq="epoch"),
-            *pretrainer.training_callbacks(),
-        ],
-        shuffle=False,  # the input pipeline shuffles
-        verbose=options.verbose,
-    )
+        callbacks=[StopOnNonFiniteLoss(steps_per_window, checkpoints), history, *writes,
+                   *pretrainer.training_callbacks()],
+        verbose=options.verbose)
     train_seconds = time.perf_counter() - started
+    if not checkpoints.writer:  # another worker of the cluster: the chief saves and exports
+        digest = weights_digest(pretrainer)
+        _say(options, f"worker done after {total_steps} steps; weights sha256 {digest} (the chief writes the run)")
+        return {"steps": total_steps, "weights_sha256": digest, "history": history.records}
 
     run = RunModel(options.model, backbone, tokenizer, options.seq_len, pretrainer, options.preset)
     save_run_model(run_dir, run)
@@ -133,8 +139,9 @@ def _tokenizer_for_run(family, documents, checkpoints, options):
     if options.resume and (checkpoints.tokenizer_dir / "tokenizer.json").is_file():
         return load_tokenizer(checkpoints.tokenizer_dir)
     tokenizer = _train_tokenizer(family, documents, options)
-    with atomic_directory(checkpoints.tokenizer_dir) as staging:
-        tokenizer.save(staging)
+    if checkpoints.writer:
+        with atomic_directory(checkpoints.tokenizer_dir) as staging:
+            tokenizer.save(staging)
     return tokenizer
 
 
@@ -193,7 +200,7 @@ def _build_instances(family, documents, tokenizer, options, copies):
                                   options.family_options, options.batch_size)
 
 
-def _masked_dataset(family, instances, tokenizer, masking, run_dir, options, start_step):
+def _masked_dataset(family, instances, tokenizer, masking, data_dir, options, start_step):
     """The run's batches from `start_step` on: a resumed run goes on where its checkpoint stopped."""
     masker = family.build_masker(tokenizer, options.prediction_slots(family), options.whole_word,
                                  options.family_options)
@@ -201,7 +208,7 @@ def _masked_dataset(family, instances, tokenizer, masking, run_dir, options, sta
         # Stream batches stay in order: row r of each batch continues row r's text.
         return make_dataset(instances, options.batch_size, masker=masker, seed=options.seed,
                             shuffle=not family.stream_batches, start_step=start_step)
-    path = run_dir / "data" / f"static_masked_x{options.dupe_factor}.tfrecord"
+    path = data_dir / f"static_masked_x{options.dupe_factor}.tfrecord"
     if options.resume and path.is_file():
         _say(options, f"static masking: reusing {path}")
     else:
@@ -209,6 +216,16 @@ def _masked_dataset(family, instances, tokenizer, masking, run_dir, options, sta
         write_static_tfrecords(instances, masker, 1, str(path), seed=options.seed)
     return make_dataset(None, options.batch_size, static_path=str(path), seed=options.seed,
                         start_step=start_step)
+
+
+def _data_dir(run_dir, checkpoints):
+    """Where the run keeps its prepared data: in the run folder, or for the workers of a cluster other than
+    the chief (which write nothing there), a private temporary folder removed when the process ends."""
+    if checkpoints.writer:
+        return run_dir / "data"
+    private = tempfile.mkdtemp(prefix="bertology-worker-data-")
+    atexit.register(shutil.rmtree, private, True)
+    return Path(private)
 
 
 def _metrics(family, options, pretrainer, records, total_steps, train_seconds, export_dir):
@@ -225,6 +242,7 @@ def _metrics(family, options, pretrainer, records, total_steps, train_seconds, e
         "precision": options.precision,
         "objectives": objective_summary(records, pretrainer.objectives),
         "samples_per_second": float(np.median(steady)),
+        "weights_sha256": weights_digest(pretrainer),
         "train_seconds": train_seconds,
         "export_dir": str(export_dir),
         "history": records,

@@ -1,4 +1,8 @@
-"""tf.distribute strategies by name: one switch for CPU, multi-GPU and Colab TPU runs."""
+"""tf.distribute strategies by name: one switch for CPU, multi-GPU, multi-worker and Colab TPU runs."""
+
+import json
+import os
+from pathlib import Path
 
 import tensorflow as tf
 
@@ -9,20 +13,80 @@ from keras_bertology.training.options import STRATEGIES
 def make_strategy(name="default"):
     """Return the tf.distribute strategy called `name`.
 
-    default: the current (single-device) strategy; mirrored: every local GPU
-    (or the logical CPUs configured before); tpu: the TPU of a Colab runtime
-    or of TPU_NAME, initialised here.
+    auto: a TPU when one is reachable, else every local GPU when there are
+    several, else the default; default: the current (single-device) strategy;
+    mirrored: every local GPU (or the logical CPUs configured before);
+    multiworker: MultiWorkerMirroredStrategy over the cluster of TF_CONFIG;
+    tpu: the TPU of a Colab runtime, a TPU VM or TPU_NAME, initialised here.
     """
+    if name == "auto":
+        name = auto_strategy_name()
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
         return tf.distribute.MirroredStrategy()
+    if name == "multiworker":
+        if "TF_CONFIG" in os.environ:
+            _check_tf_config(os.environ["TF_CONFIG"])
+        return tf.distribute.MultiWorkerMirroredStrategy()
     if name == "tpu":
         try:
-            resolver = tf.distribute.cluster_resolver.TPUClusterResolver()
+            resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=_tpu_address())
             tf.config.experimental_connect_to_cluster(resolver)
             tf.tpu.experimental.initialize_tpu_system(resolver)
         except (ValueError, tf.errors.OpError) as error:
             raise ConfigError(f"--strategy tpu: no TPU could be initialised ({error})") from None
         return tf.distribute.TPUStrategy(resolver)
     raise ConfigError(f"unknown strategy {name!r}; choose one of: {', '.join(STRATEGIES)}")
+
+
+def auto_strategy_name():
+    """What --strategy auto picks here: tpu, mirrored (several GPUs) or default."""
+    if tpu_reachable():
+        return "tpu"
+    return "mirrored" if len(tf.config.list_physical_devices("GPU")) > 1 else "default"
+
+
+def tpu_reachable():
+    """A TPU is announced by the runtime (Colab's COLAB_TPU_ADDR, TPU_NAME) or attached (a TPU VM).
+
+    Only these hints are read: asking the cluster resolver on a machine
+    without TPU would query a cloud metadata server and wait for it.
+    """
+    return bool(os.environ.get("COLAB_TPU_ADDR") or os.environ.get("TPU_NAME")
+                or any(Path("/dev").glob("accel*")) or any(Path("/dev").glob("vfio/[0-9]*")))
+
+
+def _tpu_address():
+    """The resolver's `tpu` argument: Colab's address, TPU_NAME, or "local" on a TPU VM."""
+    if os.environ.get("COLAB_TPU_ADDR"):
+        return "grpc://" + os.environ["COLAB_TPU_ADDR"]
+    return os.environ.get("TPU_NAME") or "local"
+
+
+def _check_tf_config(text):
+    """TF_CONFIG must name this task within a cluster of workers, or the strategy fails obscurely."""
+    try:
+        config = json.loads(text)
+        workers = config["cluster"]["worker"]
+        task = config["task"]
+        if task["type"] not in config["cluster"] or not 0 <= int(task["index"]) < len(config["cluster"][task["type"]]):
+            raise ValueError("task is not in the cluster")
+    except (ValueError, KeyError, TypeError) as error:
+        raise ConfigError(
+            "--strategy multiworker: TF_CONFIG must be JSON like {\"cluster\": {\"worker\": [\"host:port\", "
+            f"...]}}, \"task\": {{\"type\": \"worker\", \"index\": 0}}}} ({error})") from None
+    if not workers:
+        raise ConfigError("--strategy multiworker: TF_CONFIG lists no workers")
+
+
+def is_chief(strategy):
+    """Whether this process writes the run's files: always, except on the workers of a multi-worker
+    cluster other than the chief (worker 0, or the task of type "chief")."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or resolver is None:
+        return True
+    if not resolver.cluster_spec().as_dict():
+        return True
+    return resolver.task_type == "chief" or (resolver.task_type == "worker" and resolver.task_id == 0
+                                             and "chief" not in resolver.cluster_spec().as_dict())

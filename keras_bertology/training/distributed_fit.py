@@ -1,0 +1,90 @@
+"""`fit` under every tf.distribute strategy, multi-worker included.
+
+Keras 3's `Model.fit` fails under MultiWorkerMirroredStrategy
+(keras-team/keras#20585): before the first step it reduces a distributed
+input batch across workers to build the model, and it reduces scalar metrics
+along an axis they lack. For that strategy `fit` here runs the model's own
+`train_step` on every replica through `strategy.run`, with the same callbacks,
+logs and progress bar; every other strategy goes through `Model.fit`.
+
+Each input pipeline of a multi-worker run builds the same global batch and
+keeps its own rows, so the batches, and the masks drawn for them, are those
+of a single-device run with the same global batch.
+"""
+
+import keras
+import tensorflow as tf
+
+from keras_bertology.errors import ConfigError
+
+
+def replica_batch_size(global_batch, strategy):
+    """The batch of one replica: the global batch shared evenly by the strategy's replicas."""
+    replicas = strategy.num_replicas_in_sync
+    if global_batch % replicas:
+        raise ConfigError(f"--batch-size {global_batch} (the global batch) must be a multiple of the "
+                          f"{replicas} replicas, which share each batch evenly")
+    return global_batch // replicas
+
+
+def fit(model, dataset, strategy, *, global_batch, epochs, initial_epoch, steps_per_epoch, callbacks,
+        verbose):
+    """Train `model` on `dataset` (global batches, endless) for epochs `initial_epoch` .. `epochs` - 1."""
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return model.fit(dataset, epochs=epochs, initial_epoch=initial_epoch, steps_per_epoch=steps_per_epoch,
+                         callbacks=callbacks, shuffle=False, verbose=verbose)
+    return _fit_on_replicas(model, dataset, strategy, global_batch, epochs, initial_epoch, steps_per_epoch,
+                            callbacks, verbose)
+
+
+def shard_global_batches(dataset, global_batch, context):
+    """This input pipeline's part of each global batch, in batches of one replica.
+
+    Pipeline p of n keeps rows p * global_batch / n ... of every batch, split
+    into per-replica batches for its local replicas, in order.
+    """
+    rows = global_batch // context.num_input_pipelines
+    first = context.input_pipeline_id * rows
+
+    def own_rows(*batch):
+        return tf.nest.map_structure(lambda tensor: tensor[first:first + rows], batch)
+
+    part = dataset.map(own_rows)
+    return part.rebatch(context.get_per_replica_batch_size(global_batch), drop_remainder=True)
+
+
+def _fit_on_replicas(model, dataset, strategy, global_batch, epochs, initial_epoch, steps_per_epoch,
+                     callbacks, verbose):
+    distributed = strategy.distribute_datasets_from_function(
+        lambda context: shard_global_batches(dataset, global_batch, context))
+    with strategy.scope():
+        # What Model.fit does before its first step, from the batch's shapes instead of a reduced batch.
+        replica_batch = replica_batch_size(global_batch, strategy)
+        model._symbolic_build(data_batch=tf.nest.map_structure(
+            lambda spec: tf.TensorSpec([replica_batch, *spec.shape[1:]], spec.dtype), dataset.element_spec))
+    iterator = iter(distributed)
+
+    @tf.function
+    def train_function(iterator):
+        outputs = strategy.run(model.train_step, args=(next(iterator),))
+        # Metrics are aggregated across replicas by their variables: every replica holds the same values.
+        return {name: strategy.experimental_local_results(value)[0] for name, value in outputs.items()}
+
+    callbacks = keras.callbacks.CallbackList(callbacks, add_history=True, add_progbar=verbose != 0,
+                                             verbose=verbose, epochs=epochs, steps=steps_per_epoch, model=model)
+    model.stop_training = False
+    callbacks.on_train_begin()
+    logs = {}
+    for epoch in range(initial_epoch, epochs):
+        model.reset_metrics()
+        callbacks.on_epoch_begin(epoch)
+        for step in range(steps_per_epoch):
+            callbacks.on_train_batch_begin(step)
+            logs = train_function(iterator)
+            callbacks.on_train_batch_end(step, logs)
+        logs = {name: float(value) for name, value in logs.items()}
+        callbacks.on_epoch_end(epoch, logs)
+        if model.stop_training:
+            break
+    callbacks.on_train_end(logs)
+    return model.history

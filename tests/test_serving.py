@@ -1,0 +1,97 @@
+"""Exported SavedModels as a server sees them: `saved_model_cli show` and `run`, pre-tokenized ids, odd input."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bertology.data.corpus import default_corpus_paths, read_corpus
+from keras_bertology.export import export_saved_model
+from keras_bertology.models.registry import get_family
+from keras_bertology.runs import RunModel
+
+SEQ_LEN = 16
+# saved_model_cli ships with TensorFlow; the tokenizer's ops come from tensorflow-text, so the tool runs
+# in a Python that imported it first (README: "Serving").
+SAVED_MODEL_CLI = [sys.executable, "-c",
+                   "import sys, tensorflow_text; from tensorflow.python.tools import saved_model_cli; "
+                   "sys.argv[0] = 'saved_model_cli'; saved_model_cli.main()"]
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory):
+    """A BERT-Tiny export (random weights, a vocabulary trained on one play) and the model behind it."""
+    family = get_family("bert")
+    sentences = [s for document in read_corpus([str(default_corpus_paths()[0])]) for s in document]
+    tokenizer = family.train_tokenizer(sentences[:2000], 300)
+    backbone = family.backbone_cls(**family.backbone_config("bert-tiny", vocab_size=tokenizer.vocab_size))
+    pretrainer = family.build_pretrainer(backbone, None, "bert-tiny")
+    path = tmp_path_factory.mktemp("serving") / "export"
+    export_saved_model(RunModel("bert", backbone, tokenizer, SEQ_LEN, pretrainer, "bert-tiny"), path)
+    return path, backbone
+
+
+def _cli(*args):
+    result = subprocess.run([*SAVED_MODEL_CLI, *args], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+@pytest.mark.slow
+def test_saved_model_cli_shows_every_named_signature(export):
+    path, _ = export
+    shown = _cli("show", "--dir", str(path), "--all")
+    for signature in ("serving_default", "serve", "serve_pairs", "serve_ids", "mlm"):
+        assert f"signature_def['{signature}']" in shown
+    ids_part = shown.split("signature_def['serve_ids']")[1].split("signature_def[")[0]
+    for name in ("token_ids", "segment_ids", "padding_mask"):
+        assert f"inputs['{name}'] tensor_info:" in ids_part
+    assert f"shape: (-1, {SEQ_LEN})" in ids_part
+    assets = json.loads((path / "assets" / "bertology.json").read_text())
+    assert "serve_ids" in assets["signatures"]
+
+
+@pytest.mark.slow
+def test_saved_model_cli_runs_raw_strings_and_ids_like_the_model(export, tmp_path):
+    path, backbone = export
+    served = tf.saved_model.load(str(path))
+    texts = ["Now is the winter of our discontent.", ""]
+    expected = served.serve(tf.constant(texts))
+    _cli("run", "--dir", str(path), "--tag_set", "serve", "--signature_def", "serve",
+         "--input_exprs", f"text={texts!r}", "--outdir", str(tmp_path / "strings"))
+    np.testing.assert_allclose(np.load(tmp_path / "strings" / "sequence_output.npy"),
+                               expected["sequence_output"].numpy(), atol=1e-6)
+
+    ids = {name: expected[name].numpy().astype(np.int32) for name in ("token_ids", "segment_ids", "padding_mask")}
+    for name, value in ids.items():
+        np.save(tmp_path / f"{name}.npy", value)
+    files = ";".join(f"{name}={tmp_path / name}.npy" for name in ids)
+    _cli("run", "--dir", str(path), "--tag_set", "serve", "--signature_def", "serve_ids",
+         "--inputs", files, "--outdir", str(tmp_path / "ids"))
+    keras_outputs = backbone(ids, training=False)
+    for name in ("sequence_output", "pooled_output"):
+        np.testing.assert_allclose(np.load(tmp_path / "ids" / f"{name}.npy"), np.asarray(keras_outputs[name]),
+                                   atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(served.signatures["serve_ids"](**ids)[name].numpy(), expected[name].numpy(), atol=1e-6)
+
+
+def test_odd_strings_are_served_with_defined_results(export):
+    """Empty strings, invalid UTF-8, text far longer than the model and mixed lengths in one batch."""
+    path, _ = export
+    served = tf.saved_model.load(str(path))
+    long_text = "words and more words " * 2000
+    batch = tf.constant([b"", b"caf\xc3\xa9 \xff\xfe broken bytes", long_text.encode(), b"short"])
+    out = served.serve(batch)
+    assert out["sequence_output"].shape[:2] == (4, SEQ_LEN)
+    assert np.isfinite(out["sequence_output"].numpy()).all()
+    mask = out["padding_mask"].numpy()
+    assert mask[0].sum() == 2  # [CLS] [SEP]: an empty string is a sequence of specials only
+    assert mask[1].sum() > 2  # bytes that are not UTF-8 are replaced, not refused
+    assert mask[2].sum() == SEQ_LEN  # truncated to the model's length
+    alone = served.serve(tf.constant([b"short"]))
+    np.testing.assert_allclose(out["sequence_output"].numpy()[3], alone["sequence_output"].numpy()[0], atol=1e-5)
+    with pytest.raises((ValueError, TypeError, tf.errors.InvalidArgumentError)):
+        served.serve(tf.constant([[b"a", b"b"]]))  # a matrix of strings is not a batch of texts
