@@ -29,8 +29,10 @@ $(TESTING): $(RUNTIME) requirements/test.txt requirements/test-assets.txt
 run: $(RUNTIME)
 	$(BIN)/bertology pretrain --model bert --preset bert-tiny --out runs/bert-tiny-shakespeare --resume
 
+# Two pytest workers (one per core of the CI machine), each taking whole test files so that a file's
+# module fixtures are built once.
 test: $(TESTING)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 benchmark: $(TESTING)
 	$(BIN)/python -m benchmarks.bench_mlm
