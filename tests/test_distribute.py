@@ -6,14 +6,17 @@ be fixed before TensorFlow starts.
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 
 from keras_bertology.data.corpus import default_corpus_paths
+from keras_bertology.training.checkpoints import RunCheckpoints
 
 # One step sequence trained twice in one process: on the default strategy, then on MirroredStrategy over two
 # logical CPUs with the same global batch. Dropout is 0: each replica draws its own masks.
@@ -84,23 +87,94 @@ def _free_ports(count):
     return ports
 
 
+def _worker_command(tmp_path, steps, log_every):
+    return [sys.executable, "-m", "keras_bertology.cli", "pretrain", "--model", "bert", "--preset", "bert-tiny",
+            "--corpus", *[str(p) for p in default_corpus_paths()[:2]], "--steps", str(steps),
+            "--log-every", str(log_every), "--batch-size", "8", "--seq-len", "32", "--vocab-size", "400",
+            "--strategy", "multiworker", "--out", str(tmp_path / "run"), "--export", str(tmp_path / "export"),
+            "--resume"]
+
+
+def _start_workers(command, workers):
+    processes = []
+    for index in range(len(workers)):
+        config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        env = dict(os.environ, TF_CONFIG=json.dumps(config))
+        processes.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    return processes
+
+
+def _finish(processes):
+    outputs = [process.communicate(timeout=600) for process in processes]
+    for process, (out, err) in zip(processes, outputs):
+        assert process.returncode == 0, err[-3000:]
+    return outputs
+
+
 @pytest.mark.slow
 def test_two_workers_on_localhost_pretrain_to_identical_weights(tmp_path):
     """MultiWorkerMirroredStrategy through `bertology pretrain --strategy multiworker`: the chief writes the
     run folder and the export; the other worker only trains. Both end with bit-identical weights."""
-    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
-    command = [sys.executable, "-m", "keras_bertology.cli", "pretrain", "--model", "bert", "--preset", "bert-tiny",
-               "--corpus", *[str(p) for p in default_corpus_paths()[:2]], "--steps", "6", "--log-every", "3",
-               "--batch-size", "8", "--seq-len", "32", "--vocab-size", "400", "--strategy", "multiworker",
-               "--out", str(tmp_path / "run"), "--export", str(tmp_path / "export")]
-    processes = []
-    for index in range(2):
-        config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        env = dict(os.environ, TF_CONFIG=json.dumps(config))
-        processes.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    outputs = [process.communicate(timeout=600) for process in processes]
-    for process, (out, err) in zip(processes, outputs):
-        assert process.returncode == 0, err[-3000:]
+    outputs = _finish(_start_workers(_worker_command(tmp_path, 6, 3), [f"127.0.0.1:{p}" for p in _free_ports(2)]))
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["steps"] == 6 and (tmp_path / "export" / "saved_model.pb").is_file()
     assert f"weights sha256 {metrics['weights_sha256']}" in outputs[1][0]
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_run_stops_the_job_which_resumes_to_completion(tmp_path):
+    workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+    command = _worker_command(tmp_path, 12, 2)
+    chief, other = _start_workers(command, workers)
+    deadline = time.monotonic() + 300
+    while _newest_step(tmp_path / "run") < 4 and chief.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert chief.poll() is None, chief.communicate()[1][-3000:]
+    other.send_signal(signal.SIGKILL)
+    _, err = chief.communicate(timeout=600)
+    other.communicate()
+    assert chief.returncode == 2, err[-3000:]  # the chief reports the lost worker in one line, no traceback
+    assert "another worker of the cluster stopped" in err.strip().splitlines()[-1] and "Traceback" not in err
+    assert 4 <= _newest_step(tmp_path / "run") < 12
+
+    outputs = _finish(_start_workers(command, [f"127.0.0.1:{p}" for p in _free_ports(2)]))  # the job restarted
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["steps"] == 12 and [r["step"] for r in metrics["history"]] == list(range(1, 13))  # windows of 1
+    assert f"weights sha256 {metrics['weights_sha256']}" in outputs[1][0]
+
+
+def _newest_step(run_dir):
+    latest = RunCheckpoints(run_dir).latest()
+    return latest[1] if latest else 0
+
+
+def test_auto_picks_a_tpu_only_when_the_runtime_announces_one(monkeypatch):
+    from keras_bertology.training import strategy
+
+    for name in ("COLAB_TPU_ADDR", "TPU_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(strategy.Path, "glob", lambda self, pattern: iter(()))  # no /dev/accel*, /dev/vfio
+    assert not strategy.tpu_reachable() and strategy.auto_strategy_name() == "default"  # no GPU here either
+    monkeypatch.setenv("COLAB_TPU_ADDR", "10.0.0.2:8470")
+    assert strategy.tpu_reachable() and strategy.auto_strategy_name() == "tpu"
+    assert strategy._tpu_address() == "grpc://10.0.0.2:8470"
+    monkeypatch.delenv("COLAB_TPU_ADDR")
+    monkeypatch.setenv("TPU_NAME", "my-tpu")
+    assert strategy.auto_strategy_name() == "tpu" and strategy._tpu_address() == "my-tpu"
+
+
+def test_unusable_strategies_are_refused_with_one_clear_error(monkeypatch):
+    from keras_bertology.errors import ConfigError
+    from keras_bertology.training.distributed_fit import replica_batch_size
+    from keras_bertology.training.strategy import make_strategy
+
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 3}}')
+    with pytest.raises(ConfigError, match="TF_CONFIG must be JSON like"):
+        make_strategy("multiworker")
+    monkeypatch.setenv("TF_CONFIG", "not json")
+    with pytest.raises(ConfigError, match="TF_CONFIG must be JSON like"):
+        make_strategy("multiworker")
+    three = type("ThreeReplicas", (), {"num_replicas_in_sync": 3})()
+    with pytest.raises(ConfigError, match="--batch-size 32 .* multiple of the 3 replicas"):
+        replica_batch_size(32, three)
+    assert replica_batch_size(33, three) == 11

@@ -15,7 +15,7 @@ of a single-device run with the same global batch.
 import keras
 import tensorflow as tf
 
-from keras_bertology.errors import ConfigError
+from keras_bertology.errors import ConfigError, TrainingError
 
 
 def replica_batch_size(global_batch, strategy):
@@ -74,17 +74,24 @@ def _fit_on_replicas(model, dataset, strategy, global_batch, epochs, initial_epo
                                              verbose=verbose, epochs=epochs, steps=steps_per_epoch, model=model)
     model.stop_training = False
     callbacks.on_train_begin()
-    logs = {}
-    for epoch in range(initial_epoch, epochs):
-        model.reset_metrics()
-        callbacks.on_epoch_begin(epoch)
-        for step in range(steps_per_epoch):
-            callbacks.on_train_batch_begin(step)
-            logs = train_function(iterator)
-            callbacks.on_train_batch_end(step, logs)
-        logs = {name: float(value) for name, value in logs.items()}
-        callbacks.on_epoch_end(epoch, logs)
-        if model.stop_training:
-            break
+    logs, step = {}, initial_epoch * steps_per_epoch
+    try:
+        for epoch in range(initial_epoch, epochs):
+            model.reset_metrics()
+            callbacks.on_epoch_begin(epoch)
+            for batch in range(steps_per_epoch):
+                step += 1
+                callbacks.on_train_batch_begin(batch)
+                logs = train_function(iterator)
+                callbacks.on_train_batch_end(batch, logs)
+            logs = {name: float(value) for name, value in logs.items()}
+            callbacks.on_epoch_end(epoch, logs)
+            if model.stop_training:
+                break
+    except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError) as error:
+        # A lost peer surfaces in whichever collective runs next: a step, a metric reset, a save.
+        raise TrainingError(
+            f"another worker of the cluster stopped at step {step} ({error.message.splitlines()[0]}); "
+            "start every worker again with --resume to go on from the newest checkpoint") from None
     callbacks.on_train_end(logs)
     return model.history
