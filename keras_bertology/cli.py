@@ -122,7 +122,7 @@ def build_parser():
 
 
 def _add_finetune(commands):
-    from keras_bertology.finetune.options import FinetuneOptions
+    from keras_bertology.finetune.options import FINETUNE_STRATEGIES, FinetuneOptions
 
     defaults = FinetuneOptions()
     builtin = "bbc-news (5-class news topics), wnut16 (Twitter NER)"
@@ -144,6 +144,8 @@ def _add_finetune(commands):
                                "the task head learns at the full rate")
     finetune.add_argument("--seq-len", type=_positive_int, help="tokens per example (default: the run's)")
     finetune.add_argument("--seed", type=int, default=defaults.seed)
+    finetune.add_argument("--strategy", choices=FINETUNE_STRATEGIES, default=defaults.strategy,
+                          help="tf.distribute strategy (--batch-size is the global batch)")
     finetune.add_argument("--max-examples", type=_positive_int,
                           help="keep the first N examples of each split (quick trials)")
     finetune.add_argument("--random-init", action="store_true",

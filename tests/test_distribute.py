@@ -77,6 +77,43 @@ def test_mirrored_strategy_on_two_cpus_matches_one_device_with_the_same_global_b
     assert report["single"][-1] < report["single"][0]  # and it trains
 
 
+FINETUNE_MIRRORED = """
+import json, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from pathlib import Path
+from keras_bertology.finetune.options import FinetuneOptions
+from keras_bertology.finetune.run import finetune
+work, run = Path(sys.argv[1]), sys.argv[2]
+data = work / "data"
+data.mkdir()
+for split, rows in (("train", 42), ("test", 12)):
+    lines = ["text\tlabel"] + [f"{'love and joy' if i % 2 else 'war and grief'} line {i}\t{i % 2}" for i in range(rows)]
+    (data / f"{split}.tsv").write_text("\\n".join(lines) + "\\n")
+results = finetune(FinetuneOptions(task=str(data), from_dir=run, epochs=1, batch_size=8, seq_len=32,
+                                   learning_rate=1e-3, strategy="mirrored", out=str(work / "ft"),
+                                   export=str(work / "ft-export"), verbose=0))
+served = tf.saved_model.load(str(work / "ft-export"))
+print(json.dumps({"train": results["examples"]["train"], "step_losses": len(results["step_losses"]),
+                  "accuracy": results["test"]["accuracy"], "recipe": results["recipe"],
+                  "served": [x.decode() for x in served.classify(tf.constant(["love and joy line 99"]))["label"].numpy()]}))
+"""
+
+
+@pytest.mark.slow
+def test_fine_tuning_under_mirrored_strategy_on_two_cpus(two_worker_run, tmp_path):
+    """Two replicas share each global batch of 8; the last partial batch of an epoch is dropped. The encoder
+    is the one two workers pretrained."""
+    result = subprocess.run([sys.executable, "-c", FINETUNE_MIRRORED, str(tmp_path), str(two_worker_run[0] / "run")],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["recipe"]["strategy"] == "mirrored"
+    assert report["step_losses"] == report["train"] // 8  # whole global batches only
+    assert 0.0 <= report["accuracy"] <= 1.0 and report["served"][0] in ("0", "1")
+
+
 def _free_ports(count):
     sockets = [socket.socket() for _ in range(count)]
     for sock in sockets:
@@ -111,11 +148,19 @@ def _finish(processes):
     return outputs
 
 
+@pytest.fixture(scope="module")
+def two_worker_run(tmp_path_factory):
+    """(folder, outputs of both workers) of a 6-step BERT-Tiny pretraining by two workers on localhost."""
+    tmp_path = tmp_path_factory.mktemp("two-workers")
+    outputs = _finish(_start_workers(_worker_command(tmp_path, 6, 3), [f"127.0.0.1:{p}" for p in _free_ports(2)]))
+    return tmp_path, outputs
+
+
 @pytest.mark.slow
-def test_two_workers_on_localhost_pretrain_to_identical_weights(tmp_path):
+def test_two_workers_on_localhost_pretrain_to_identical_weights(two_worker_run):
     """MultiWorkerMirroredStrategy through `bertology pretrain --strategy multiworker`: the chief writes the
     run folder and the export; the other worker only trains. Both end with bit-identical weights."""
-    outputs = _finish(_start_workers(_worker_command(tmp_path, 6, 3), [f"127.0.0.1:{p}" for p in _free_ports(2)]))
+    tmp_path, outputs = two_worker_run
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["steps"] == 6 and (tmp_path / "export" / "saved_model.pb").is_file()
     assert f"weights sha256 {metrics['weights_sha256']}" in outputs[1][0]

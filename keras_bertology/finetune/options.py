@@ -6,6 +6,10 @@ import math
 from keras_bertology.errors import ConfigError
 
 
+# Strategies fine-tuning runs under (`training.strategy`); multi-worker is pretraining only so far.
+FINETUNE_STRATEGIES = ("auto", "default", "mirrored", "tpu")
+
+
 @dataclasses.dataclass
 class FinetuneOptions:
     """Everything `bertology finetune` accepts.
@@ -28,6 +32,7 @@ class FinetuneOptions:
     export: str | None = None
     max_examples: int | None = None
     random_init: bool = False
+    strategy: str = "default"
     verbose: int = 1
 
     def validate(self):
@@ -48,6 +53,9 @@ class FinetuneOptions:
         _check_number("warmup", self.warmup, lambda v: 0 <= v < 1, "in [0, 1)")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise ConfigError(f"--seed must be a whole number (got {self.seed!r})")
+        if self.strategy not in FINETUNE_STRATEGIES:
+            raise ConfigError(f"--strategy must be one of {', '.join(FINETUNE_STRATEGIES)} for fine-tuning "
+                              f"(got {self.strategy!r}; multiworker fine-tuning is not supported yet)")
 
 
 def _flag(name):

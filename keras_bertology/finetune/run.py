@@ -25,8 +25,10 @@ from keras_bertology.finetune.tasks import TASK_KINDS
 from keras_bertology.models.registry import get_family
 from keras_bertology.output_paths import check_output_folder
 from keras_bertology.runs import load_run_model
+from keras_bertology.training.distributed_fit import replica_batch_size
 from keras_bertology.training.optimization import bert_adamw, layerwise_decay
 from keras_bertology.training.report import write_metrics
+from keras_bertology.training.strategy import make_strategy
 
 
 def finetune(options):
@@ -37,27 +39,32 @@ def finetune(options):
     check_output_folder(out, "--out")
     check_output_folder(export_dir, "--export", replaced=True)
     task = load_task(options.task, options.max_examples)
-    run, family, seq_len = _load_encoder(options)
-    kind = TASK_KINDS[task.kind]
-    _say(options, f"task {task.name} ({task.kind}): {task.source}")
-    encoded = {split: kind.encode(task, examples, family, run.tokenizer, seq_len, run.backbone.input)
-               for split, examples in task.splits.items()}
-    backbone = run.backbone
-    if options.random_init:
-        backbone = backbone.__class__.from_config(backbone.get_config())
-    model = kind.build_model(backbone, task, family)
-    steps_per_epoch = math.ceil(len(task.splits["train"]) / options.batch_size)
-    multipliers = layerwise_decay(backbone, options.layer_decay) if options.layer_decay < 1 else None
-    model.compile(optimizer=bert_adamw(options.learning_rate, options.epochs * steps_per_epoch,
-                                       warmup_fraction=options.warmup, lr_multipliers=multipliers),
-                  loss=kind.loss())
+    strategy = make_strategy(options.strategy)
+    replica_batch_size(options.batch_size, strategy)
+    # Several replicas (and TPUs) take whole global batches: the last, partial one of an epoch is dropped.
+    whole_batches = strategy.num_replicas_in_sync > 1 or isinstance(strategy, tf.distribute.TPUStrategy)
+    steps_per_epoch = _steps_per_epoch(len(task.splits["train"]), options.batch_size, whole_batches)
+    with strategy.scope():
+        run, family, seq_len = _load_encoder(options)
+        kind = TASK_KINDS[task.kind]
+        _say(options, f"task {task.name} ({task.kind}): {task.source}")
+        encoded = {split: kind.encode(task, examples, family, run.tokenizer, seq_len, run.backbone.input)
+                   for split, examples in task.splits.items()}
+        backbone = run.backbone
+        if options.random_init:
+            backbone = backbone.__class__.from_config(backbone.get_config())
+        model = kind.build_model(backbone, task, family)
+        multipliers = layerwise_decay(backbone, options.layer_decay) if options.layer_decay < 1 else None
+        model.compile(optimizer=bert_adamw(options.learning_rate, options.epochs * steps_per_epoch,
+                                           warmup_fraction=options.warmup, lr_multipliers=multipliers),
+                      loss=kind.loss())
     _say(options, f"encoder: {run.family} from {options.from_dir}"
                   + (" (weights re-initialised)" if options.random_init else "")
                   + f", {backbone.count_params():,} parameters; {options.epochs} epochs of {steps_per_epoch} "
                   f"steps, batch {options.batch_size}, sequence length {seq_len}")
 
     started = time.perf_counter()
-    history, best, losses = _train_keeping_best(model, kind, task, encoded, options)
+    history, best, losses = _train_keeping_best(model, kind, task, encoded, options, whole_batches)
     train_seconds = time.perf_counter() - started
     test = _evaluate(kind, model, encoded["test"], task, "test", options.batch_size)
 
@@ -93,11 +100,18 @@ def _load_encoder(options):
     return run, get_family(run.family), seq_len
 
 
-def _train_keeping_best(model, kind, task, encoded, options):
+def _steps_per_epoch(examples, batch_size, whole_batches):
+    if whole_batches and examples < batch_size:
+        raise ConfigError(f"{examples} training examples cannot fill one global batch of {batch_size} on several "
+                          "replicas; lower --batch-size")
+    return examples // batch_size if whole_batches else math.ceil(examples / batch_size)
+
+
+def _train_keeping_best(model, kind, task, encoded, options, whole_batches):
     """Train epoch by epoch, scoring dev after each; leaves `model` with the best epoch's weights.
     Returns (history, best epoch record, step losses)."""
     history, best, losses = [], None, _StepLosses()
-    train = _train_dataset(encoded["train"], options)  # built once, so each epoch gets a new order
+    train = _train_dataset(encoded["train"], options, whole_batches)  # built once: each epoch gets a new order
     for epoch in range(options.epochs):
         fitted = model.fit(train, epochs=epoch + 1, initial_epoch=epoch,
                            callbacks=[losses], shuffle=False, verbose=options.verbose)
@@ -124,11 +138,12 @@ class _StepLosses(keras.callbacks.Callback):
         self._mean = mean
 
 
-def _train_dataset(encoded, options):
+def _train_dataset(encoded, options, whole_batches):
     dataset = tf.data.Dataset.from_tensor_slices((encoded["inputs"], encoded["targets"], encoded["weights"]))
     size = len(encoded["weights"]) if not isinstance(encoded["weights"], dict) else \
         len(next(iter(encoded["weights"].values())))
-    return dataset.shuffle(size, seed=options.seed, reshuffle_each_iteration=True).batch(options.batch_size)
+    return dataset.shuffle(size, seed=options.seed, reshuffle_each_iteration=True).batch(
+        options.batch_size, drop_remainder=whole_batches)
 
 
 def _evaluate(kind, model, encoded, task, split, batch_size):
@@ -156,7 +171,8 @@ def _results(options, task, kind, run, seq_len, history, best, test, train_secon
                     "parameters": parameters, "random_init": options.random_init},
         "recipe": {"epochs": options.epochs, "batch_size": options.batch_size,
                    "learning_rate": options.learning_rate, "warmup": options.warmup,
-                   "layer_decay": options.layer_decay, "seq_len": seq_len, "seed": options.seed},
+                   "layer_decay": options.layer_decay, "seq_len": seq_len, "seed": options.seed,
+                   "strategy": options.strategy},
         "primary_metric": kind.primary_metric,
         "best_epoch": best["epoch"],
         "dev": best["dev"],
