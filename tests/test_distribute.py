@@ -128,6 +128,7 @@ def _worker_command(tmp_path, steps, log_every):
     return [sys.executable, "-m", "keras_bertology.cli", "pretrain", "--model", "bert", "--preset", "bert-tiny",
             "--corpus", *[str(p) for p in default_corpus_paths()[:2]], "--steps", str(steps),
             "--log-every", str(log_every), "--batch-size", "8", "--seq-len", "32", "--vocab-size", "400",
+            "--dupe-factor", "1",
             "--strategy", "multiworker", "--out", str(tmp_path / "run"), "--export", str(tmp_path / "export"),
             "--resume"]
 
@@ -169,10 +170,10 @@ def test_two_workers_on_localhost_pretrain_to_identical_weights(two_worker_run):
 @pytest.mark.slow
 def test_a_worker_killed_mid_run_stops_the_job_which_resumes_to_completion(tmp_path):
     workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
-    command = _worker_command(tmp_path, 12, 2)
+    command = _worker_command(tmp_path, 8, 2)
     chief, other = _start_workers(command, workers)
     deadline = time.monotonic() + 300
-    while _newest_step(tmp_path / "run") < 4 and chief.poll() is None and time.monotonic() < deadline:
+    while _newest_step(tmp_path / "run") < 3 and chief.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert chief.poll() is None, chief.communicate()[1][-3000:]
     other.send_signal(signal.SIGKILL)
@@ -180,11 +181,11 @@ def test_a_worker_killed_mid_run_stops_the_job_which_resumes_to_completion(tmp_p
     other.communicate()
     assert chief.returncode == 2, err[-3000:]  # the chief reports the lost worker in one line, no traceback
     assert "another worker of the cluster stopped" in err.strip().splitlines()[-1] and "Traceback" not in err
-    assert 4 <= _newest_step(tmp_path / "run") < 12
+    assert 3 <= _newest_step(tmp_path / "run") < 8
 
     outputs = _finish(_start_workers(command, [f"127.0.0.1:{p}" for p in _free_ports(2)]))  # the job restarted
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    assert metrics["steps"] == 12 and [r["step"] for r in metrics["history"]] == list(range(1, 13))  # windows of 1
+    assert metrics["steps"] == 8 and [r["step"] for r in metrics["history"]] == list(range(1, 9))  # windows of 1
     assert f"weights sha256 {metrics['weights_sha256']}" in outputs[1][0]
 
 

@@ -284,6 +284,7 @@ def test_every_family_fine_tunes_from_its_run_folder(family_name, tmp_path, sent
     (["--seq-len", "4096"], "positions"),
     (["--layer-decay", "2"], "--layer-decay"),
     (["--out", "/proc/bertology-out"], "--out"),
+    (["--strategy", "multiworker"], "invalid choice: 'multiworker'"),
 ])
 def test_bad_flags_fail_with_one_line(flags, message, tmp_path, sentences, capsys):
     run = make_run(tmp_path / "run", "bert", sentences)

@@ -255,7 +255,7 @@ def test_runs_killed_at_random_moments_end_with_the_weights_of_an_uninterrupted_
     at random points of later windows, saves included), then --resume: the final weights are exactly those
     of a run never interrupted. BERT-Tiny: static masking (its file written once), NSP, dropout."""
     corpus = [str(path) for path in default_corpus_paths()[:2]]  # NSP draws its random B from another document
-    settings = dict(model="bert", preset="bert-tiny", steps=12, log_every=2, corpus=corpus)
+    settings = dict(model="bert", preset="bert-tiny", steps=12, log_every=2, corpus=corpus, dupe_factor=2)
     reference = pretrain(_options(tmp_path / "reference", **settings))
     expected = [np.asarray(v) for v in RunCheckpoints(tmp_path / "reference" / "run").load_model()[0].weights]
     keras.backend.clear_session()
@@ -263,7 +263,8 @@ def test_runs_killed_at_random_moments_end_with_the_weights_of_an_uninterrupted_
     run_dir = tmp_path / "killed" / "run"
     command = [sys.executable, "-m", "keras_bertology.cli", "pretrain", "--model", "bert", "--preset", "bert-tiny",
                "--corpus", *corpus, "--steps", "12", "--log-every", "2",
-               "--batch-size", "8", "--seq-len", "32", "--vocab-size", "400", "--out", str(run_dir),
+               "--batch-size", "8", "--seq-len", "32", "--vocab-size", "400", "--dupe-factor", "2",
+               "--out", str(run_dir),
                "--export", str(tmp_path / "killed" / "export"), "--resume"]
     rng = np.random.default_rng(1)
     kills = [(0, rng.uniform(2.0, 6.0)), (4, rng.uniform(0.0, 0.4)), (8, rng.uniform(0.0, 0.4))]
