@@ -15,7 +15,7 @@ from keras_bertology.runs import RunModel
 
 SEQ_LEN = 16
 # saved_model_cli ships with TensorFlow; the tokenizer's ops come from tensorflow-text, so the tool runs
-# in a Python that imported it first (README: "Serving").
+# in a Python that imported it first (savedmodels/README.md: "saved_model_cli").
 SAVED_MODEL_CLI = [sys.executable, "-c",
                    "import sys, tensorflow_text; from tensorflow.python.tools import saved_model_cli; "
                    "sys.argv[0] = 'saved_model_cli'; saved_model_cli.main()"]
