@@ -68,25 +68,16 @@ def _check_tf_config(text):
     """TF_CONFIG must name this task within a cluster of workers, or the strategy fails obscurely."""
     try:
         config = json.loads(text)
-        workers = config["cluster"]["worker"]
         task = config["task"]
-        if task["type"] not in config["cluster"] or not 0 <= int(task["index"]) < len(config["cluster"][task["type"]]):
-            raise ValueError("task is not in the cluster")
+        if not 0 <= int(task["index"]) < len(config["cluster"][task["type"]]):
+            raise ValueError("the task is not one of the cluster's")
     except (ValueError, KeyError, TypeError) as error:
         raise ConfigError(
             "--strategy multiworker: TF_CONFIG must be JSON like {\"cluster\": {\"worker\": [\"host:port\", "
             f"...]}}, \"task\": {{\"type\": \"worker\", \"index\": 0}}}} ({error})") from None
-    if not workers:
-        raise ConfigError("--strategy multiworker: TF_CONFIG lists no workers")
 
 
 def is_chief(strategy):
-    """Whether this process writes the run's files: always, except on the workers of a multi-worker
-    cluster other than the chief (worker 0, or the task of type "chief")."""
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or resolver is None:
-        return True
-    if not resolver.cluster_spec().as_dict():
-        return True
-    return resolver.task_type == "chief" or (resolver.task_type == "worker" and resolver.task_id == 0
-                                             and "chief" not in resolver.cluster_spec().as_dict())
+    """Whether this process writes the run's files: every strategy says so (`should_checkpoint`), and only
+    the chief of a multi-worker cluster does."""
+    return strategy.extended.should_checkpoint
