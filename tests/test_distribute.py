@@ -19,7 +19,9 @@ from keras_bertology.data.corpus import default_corpus_paths
 from keras_bertology.training.checkpoints import RunCheckpoints
 
 # One step sequence trained twice in one process: on the default strategy, then on MirroredStrategy over two
-# logical CPUs with the same global batch. Dropout is 0: each replica draws its own masks.
+# logical CPUs with the same global batch. Dropout is 0: each replica draws its own masks. XLNet keeps
+# Transformer-XL memory per replica (bi_data is off: with it, a replica's rows are laid out for its own
+# forward and backward halves, so the batches of one device differ; tests/test_xlnet_data.py checks that).
 MIRRORED = """
 import json, sys
 import numpy as np, tensorflow as tf, keras
@@ -29,52 +31,88 @@ from keras_bertology.data.pipeline import make_dataset
 from keras_bertology.models.registry import get_family
 from keras_bertology.training.distributed_fit import fit
 from keras_bertology.training.optimization import bert_adamw
+from keras_bertology.training.checkpoints import RunCheckpoints
 from keras_bertology.training.strategy import make_strategy
 
-family = get_family("bert")
+name, preset = sys.argv[1], sys.argv[2]
+family = get_family(name)
 tokenizer = type("T", (), dict(vocab_size=200, pad_id=0, cls_id=2, sep_id=3, mask_id=4, special_ids=[0, 1, 2, 3, 4],
                                word_start_table=np.ones(200, bool)))()
 rng = np.random.default_rng(0)
-instances = {"token_ids": rng.integers(5, 200, (64, 16)).astype("int32"),
-             "segment_ids": np.zeros((64, 16), "int32"), "nsp_labels": rng.integers(0, 2, 64).astype("int32")}
-instances["token_ids"][:, 0], instances["token_ids"][:, -1] = 2, 3
+GLOBAL_BATCH, STEPS = 16, 6
+options = {"mem_len": 8, "bi_data": 0} if family.stream_batches else None
 
-def train(strategy_name):
+def instances(replicas):
+    if family.stream_batches:  # contiguous text: row r of each batch continues row r, for 8 batches
+        documents = [[rng.integers(5, 200, 12).astype("int32") for _ in range(8)] for _ in range(12)]
+        return family.build_instances(documents, 16, dict(cls_id=2, sep_id=3, pad_id=0), np.random.default_rng(0),
+                                      options=options, batch_size=GLOBAL_BATCH, replicas=replicas)
+    ids = rng.integers(5, 200, (64, 16)).astype("int32")
+    ids[:, 0], ids[:, -1] = 2, 3
+    return {"token_ids": ids, "segment_ids": np.zeros((64, 16), "int32"),
+            "nsp_labels": rng.integers(0, 2, 64).astype("int32")}
+
+# (replicas, losses, trainable weights) after STEPS steps; with `stop_at`, the run is checkpointed there
+# and goes on from the checkpoint, reloaded as a resumed run does.
+def train(strategy_name, stop_at=None, checkpoints=None):
+    global rng
+    rng = np.random.default_rng(0)
     strategy = make_strategy(strategy_name)
+    replicas = strategy.num_replicas_in_sync
     keras.utils.set_random_seed(0)
     with strategy.scope():
-        backbone = family.backbone_cls(**family.backbone_config("bert-tiny", vocab_size=200, dropout=0.0,
-                                                                    attention_dropout=0.0))
-        model = family.build_pretrainer(backbone, None, "bert-tiny")
-        model.compile(optimizer=bert_adamw(1e-3, 6))
-    data = make_dataset(instances, 16, masker=family.build_masker(tokenizer, 3), seed=1).map(model.split_features)
+        dropouts = {"dropout": 0.0} if family.stream_batches else {"dropout": 0.0, "attention_dropout": 0.0}
+        backbone = family.backbone_cls(**family.backbone_config(preset, vocab_size=200, **dropouts))
+        model = family.build_pretrainer(backbone, options, preset, GLOBAL_BATCH // replicas)
+        model.compile(optimizer=bert_adamw(1e-3, STEPS))
+    masker = family.build_masker(tokenizer, 3, options=options, replicas=replicas)
+    rows = instances(replicas)
     losses = []
     record = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: losses.append(logs["loss"]))
-    fit(model, data, strategy, global_batch=16, epochs=6, initial_epoch=0, steps_per_epoch=1,
-        callbacks=[record], verbose=0)
-    return strategy.num_replicas_in_sync, losses, [np.asarray(v) for v in model.weights]
+    start = 0
+    for stop in ([stop_at] if stop_at else []) + [STEPS]:
+        if start:
+            checkpoints.save(model, start, [])
+            with strategy.scope():
+                model = checkpoints.load_model()[0]
+        data = make_dataset(rows, GLOBAL_BATCH, masker=masker, seed=1, shuffle=not family.stream_batches,
+                            start_step=start).map(model.split_features)
+        fit(model, data, strategy, global_batch=GLOBAL_BATCH, epochs=stop, initial_epoch=start, steps_per_epoch=1,
+            callbacks=[record], verbose=0)
+        start = stop
+    return replicas, losses, [np.asarray(v) for v in model.trainable_weights]
+
+def gap(a, b):
+    return max(float(np.abs(x - y).max()) for x, y in zip(a[2], b[2]))
 
 single, mirrored = train("default"), train("mirrored")
 assert (single[0], mirrored[0]) == (1, 2), (single[0], mirrored[0])
-weight_gap = max(float(np.abs(a - b).max()) for a, b in zip(single[2], mirrored[2]))
-moved = max(float(np.abs(a - b).max()) for a, b in zip(single[2], train("default")[2]))
-print(json.dumps({"single": single[1], "mirrored": mirrored[1], "weight_gap": weight_gap, "rerun_gap": moved}))
+report = {"single": single[1], "mirrored": mirrored[1], "weight_gap": gap(single, mirrored),
+          "rerun_gap": gap(single, train("default"))}
+if family.stream_batches:  # Transformer-XL memory: each replica's own rows must survive a checkpoint
+    report["resumed_gap"] = gap(mirrored, train("mirrored", 3, RunCheckpoints(sys.argv[3])))
+print(json.dumps(report))
 """
 
 
 @pytest.mark.slow
-def test_mirrored_strategy_on_two_cpus_matches_one_device_with_the_same_global_batch():
-    result = subprocess.run([sys.executable, "-c", MIRRORED], capture_output=True, text=True, timeout=600)
+@pytest.mark.parametrize("name,preset", [("bert", "bert-tiny"), ("xlnet", "xlnet-tiny")])
+def test_mirrored_strategy_on_two_cpus_matches_one_device_with_the_same_global_batch(name, preset, tmp_path):
+    result = subprocess.run([sys.executable, "-c", MIRRORED, name, preset, str(tmp_path)], capture_output=True,
+                            text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     # The two replicas each sum the gradients of half the batch and all-reduce them: the same numbers
     # added in another order, so float32 rounding (~1e-7 relative per operation) is all that differs.
     # Over 6 AdamW steps of lr <= 1e-3 that stays below 1e-5 in every weight, while a wrong split (each
-    # replica training on the whole batch, or on the other half's labels) moves weights by ~1e-3.
+    # replica training on the whole batch, or on the other half's labels; XLNet memory from the other
+    # replica's rows) moves weights by ~1e-3.
     np.testing.assert_allclose(report["mirrored"], report["single"], rtol=1e-5)
     assert report["weight_gap"] < 1e-5, report
     assert report["rerun_gap"] == 0.0  # the single-device run itself is deterministic
     assert report["single"][-1] < report["single"][0]  # and it trains
+    if "resumed_gap" in report:  # checkpointed at step 3 with each replica's memory, reloaded: the same run
+        assert report["resumed_gap"] == 0.0, report
 
 
 FINETUNE_MIRRORED = """

@@ -54,12 +54,16 @@ class Stream:
                 sentence_ids.append(sentence - 1)
         self.tokens, self.sentence_ids = np.array(tokens), np.array(sentence_ids)
 
-    def rows(self, batch_size, bi_data=True):
-        """(tokens, sentence ids) [batch_size, steps]: contiguous rows, then (bi_data) the same reversed."""
+    def rows(self, batch_size, bi_data=True, replicas=1):
+        """(tokens, sentence ids) [batch_size, steps]: contiguous rows, and with bi_data each replica's
+        share of them followed by the same rows reversed."""
         num_rows = batch_size // 2 if bi_data else batch_size
         steps = len(self.tokens) // num_rows
         rows = [x[:num_rows * steps].reshape(num_rows, steps) for x in (self.tokens, self.sentence_ids)]
-        return [np.concatenate([x, x[:, ::-1]]) if bi_data else x for x in rows]
+        if not bi_data:
+            return rows
+        shares = [np.split(x, replicas) for x in rows]
+        return [np.concatenate([part for share in x for part in (share, share[:, ::-1])]) for x in shares]
 
 
 @pytest.fixture(scope="module")
@@ -82,10 +86,15 @@ def _parts(token_ids, segment_ids, reuse_len):
     return token_ids[:reuse_len], token_ids[reuse_len:a_end], token_ids[a_end + 1:-2]
 
 
-def test_rows_continue_across_batches_and_backward_rows_reverse_forward_rows(stream, streamed):
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_rows_continue_across_batches_and_backward_rows_reverse_forward_rows(stream, streamed, replicas):
     """Instance t * B + r is row r's t-th chunk: its reuse part follows the reuse part of batch t - 1 in
-    the stream and A follows the reuse part; rows B/2.. are the forward rows reversed."""
-    rows, _ = stream.rows(8)
+    the stream and A follows the reuse part; rows B/2.. are the forward rows reversed. Shared by two
+    replicas, each replica's four rows are two forward rows, then the same two reversed."""
+    if replicas > 1:
+        streamed = stream_instances(stream.documents, 64, SPECIALS, np.random.default_rng(2), batch_size=8,
+                                    replicas=replicas)
+    rows, _ = stream.rows(8, replicas=replicas)
     steps = rows.shape[1]
     batches = (steps - 64) // 32 + 1
     assert streamed["token_ids"].shape == (batches * 8, 64) and batches > 100
@@ -100,7 +109,10 @@ def test_rows_continue_across_batches_and_backward_rows_reverse_forward_rows(str
         for t in range(batches):
             _, a, _ = _parts(token_ids[t, r], segment_ids[t, r], 32)
             np.testing.assert_array_equal(a, rows[r, 32 * (t + 1):32 * (t + 1) + len(a)])
-    np.testing.assert_array_equal(rows[4:], rows[:4, ::-1])
+    for share in np.split(rows, replicas):
+        np.testing.assert_array_equal(share[len(share) // 2:], share[:len(share) // 2, ::-1])
+    forward = np.concatenate([share[:len(share) // 2] for share in np.split(rows, replicas)])
+    np.testing.assert_array_equal(forward, stream.rows(4, bi_data=False)[0])  # the stream's four rows, in order
 
 
 def test_b_is_whole_sentences_of_its_row_and_continues_a_half_the_time(stream, streamed):
@@ -162,6 +174,8 @@ def test_unidirectional_rows_and_odd_batches(stream):
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(batch_size=7), "must be even"),
+    (dict(batch_size=6, replicas=2), r"batch per replica \(3\) must be even"),
+    (dict(batch_size=6, replicas=4), "batch_size=6 must divide evenly among 4 replicas"),
     (dict(seq_len=4), "seq_len=4 is too small"),
     (dict(reuse_len=0), r"reuse_len=0 must be in \(0, seq_len - 3\)"),
     (dict(reuse_len=61), r"reuse_len=61 must be in \(0, seq_len - 3\) = \(0, 61\)"),
@@ -197,11 +211,12 @@ def _word_rows(rng, num_rows, length):
     return rows
 
 
-def _bidirectional_batches(forward, batch_size):
-    """Batches laid out as stream_instances does: forward rows, then the same rows reversed."""
-    half = batch_size // 2
-    return [_features(np.concatenate([forward[i:i + half], forward[i:i + half, ::-1]]))
-            for i in range(0, len(forward), half)]
+def _bidirectional_batches(forward, batch_size, replicas=1):
+    """Batches laid out as stream_instances does: in each replica's share, forward rows, then the same
+    rows reversed."""
+    half = batch_size // 2 // replicas
+    shares = [np.concatenate([forward[i:i + half], forward[i:i + half, ::-1]]) for i in range(0, len(forward), half)]
+    return [_features(np.concatenate(shares[i:i + replicas])) for i in range(0, len(shares), replicas)]
 
 
 def _targets(out):
@@ -215,8 +230,8 @@ def _runs(flags):
     return np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
 
 
-@pytest.mark.parametrize("unit", ["word", "piece"])
-def test_first_spans_follow_the_inverse_n_law_and_the_context_rule(unit):
+@pytest.mark.parametrize("unit,replicas", [("word", 1), ("piece", 3)])
+def test_first_spans_follow_the_inverse_n_law_and_the_context_rule(unit, replicas):
     """The first span of a half is a clean sample of the span rule.
 
     Rows of two-piece words (no specials), L = 256, goal 24 (12 per half of
@@ -227,15 +242,16 @@ def test_first_spans_follow_the_inverse_n_law_and_the_context_rule(unit):
     (2n pieces; n pieces for unit="piece") with p(n) = (1/n) / H_5 exactly.
     Its start is the left context, uniform in [0, 6n), moved up to the next
     even position (word start): E[start | n] = (6n - 1) / 2 + 1/2 = 3n.
-    Backward rows (the batch's second half) hold reversed rows; read back in
-    reading order they must obey the same law and start spans at word starts.
+    Backward rows (the second half of each replica's share of the batch) hold
+    reversed rows; read back in reading order they must obey the same law and
+    start spans at word starts.
     """
     forward = _word_rows(np.random.default_rng(5), 1500, 256)
-    masker = permutation_masker(FAKE_TOKENIZER, 24, ngram_unit=unit)
-    out = _run(masker, _bidirectional_batches(forward, 300))
+    masker = permutation_masker(FAKE_TOKENIZER, 24, ngram_unit=unit, replicas=replicas)
+    out = _run(masker, _bidirectional_batches(forward, 300, replicas))
     targets = _targets(out)
     np.testing.assert_array_equal(out["target_weights"].sum(axis=1), 24)
-    backward = np.tile(np.repeat([False, True], 150), len(targets) // 300)
+    backward = np.tile(np.repeat([False, True], 150 // replicas), len(targets) // (300 // replicas))
     lengths, starts = [], []
     for row, is_backward in zip(targets, backward):
         for half in (row[:128], row[128:]):
@@ -435,6 +451,9 @@ def test_bad_stage_settings_are_refused(kwargs, message):
         masker(_features(_word_rows(np.random.default_rng(0), 4, 64)))
 
 
-def test_bidirectional_batches_must_be_even():
-    with pytest.raises(ConfigError, match="even batch"):
-        permutation_masker(FAKE_TOKENIZER, 10)(_features(_word_rows(np.random.default_rng(0), 3, 64)))
+@pytest.mark.parametrize("rows,replicas,message", [(3, 1, "even batch"), (6, 2, "even batch"),
+                                                   (6, 4, "does not divide among 4 replicas")])
+def test_bidirectional_batches_must_be_even_per_replica(rows, replicas, message):
+    masker = permutation_masker(FAKE_TOKENIZER, 10, replicas=replicas)
+    with pytest.raises(ConfigError, match=message):
+        masker(_features(_word_rows(np.random.default_rng(0), rows, 64)))

@@ -131,36 +131,40 @@ class ModelFamily:
         return import_object(self.tokenizer_path)(sentences, vocab_size)
 
     def build_instances(self, documents, seq_len, specials, rng, copies=1, packing=None, options=None,
-                        batch_size=None):
-        """Pretraining instances of tokenized `documents`, built `copies` times over the corpus."""
+                        batch_size=None, replicas=1):
+        """Pretraining instances of tokenized `documents`, built `copies` times over the corpus, for a
+        global batch of `batch_size` rows shared by `replicas` (stream families lay rows out for them)."""
         packing = packing or (self.packings[0] if self.packings else None)
         return import_object(self.instances_path)(documents, seq_len, specials, rng, copies, packing,
                                                   **self.option_values(options, "instances"),
-                                                  **self._stream_batch(batch_size))
+                                                  **self._stream_batch(batch_size, replicas))
 
     def build_pretrainer(self, backbone, options=None, preset=None, batch_size=None):
         """The family's pretrainer (objectives and heads) on `backbone`: the preset's pretrainer
-        settings, overridden by the options given."""
+        settings, overridden by the options given; `batch_size` is the batch of one replica."""
         kwargs = dict(self.presets[preset].get("pretrainer", {})) if preset else {}
         kwargs.update({k: v for k, v in self.option_values(options, "pretrainer").items() if v is not None})
         return self.pretrainer_cls(backbone, **kwargs, **self._stream_batch(batch_size))
 
-    def _stream_batch(self, batch_size):
-        """The batch size for builders of stream batches, which need it; nothing for the others."""
+    def _stream_batch(self, batch_size, replicas=None):
+        """The batch size (and replicas) for builders of stream batches, which need them; nothing for
+        the others."""
         if not self.stream_batches:
             return {}
         if not batch_size:
             raise ConfigError(f"--model {self.name} reads its corpus as batch_size streams: give the batch size")
-        return {"batch_size": batch_size}
+        return {"batch_size": batch_size, **({} if replicas is None else {"replicas": replicas})}
 
     def max_predictions(self, seq_len):
         """Prediction slots for `seq_len` tokens when --max-predictions is not given."""
         return max(1, int(self.prediction_share * seq_len))
 
-    def build_masker(self, tokenizer, max_predictions, whole_word=False, options=None):
-        """The family's masking stage for batches of its instances; `options` as `option_values` checks."""
+    def build_masker(self, tokenizer, max_predictions, whole_word=False, options=None, replicas=1):
+        """The family's masking stage for batches of its instances; `options` as `option_values` checks.
+        Stream families also learn how many `replicas` share a batch (as their instances were built)."""
         return import_object(self.masker_path)(tokenizer, max_predictions, whole_word,
-                                               **self.option_values(options, "masker"))
+                                               **self.option_values(options, "masker"),
+                                               **({"replicas": replicas} if self.stream_batches else {}))
 
     def option_values(self, given=None, used_by=None):
         """The family's options (those `used_by` one builder, or all): checked values from `given`,

@@ -5,6 +5,8 @@
     RUN_DIR/checkpoints/step-0000050/            one checkpoint, newest two kept:
         model.keras                              full model + optimizer state
         random_state.npz                         the model's random-number generator states
+        replica_state.npz                        non-trainable state that differs per replica
+                                                 (XLNet's memory under MirroredStrategy), if any
         history.json                             metrics of every window up to it
 
 A checkpoint folder is written atomically as one unit, so its model and its
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from keras_bertology.atomic import atomic_directory, atomic_file, clear_leftovers, remove_directory
 from keras_bertology.errors import CheckpointError, ConfigError
@@ -30,6 +33,7 @@ _FREE_ON_RESUME = {"resume", "verbose", "out", "export", "strategy"}
 _STEP_FOLDER = re.compile(r"step-(\d+)$")
 MODEL_FILE = "model.keras"
 RANDOM_STATE_FILE = "random_state.npz"
+REPLICA_STATE_FILE = "replica_state.npz"
 HISTORY_FILE = "history.json"
 
 
@@ -102,6 +106,7 @@ class RunCheckpoints:
         except Exception as error:  # Keras raises many types for damaged archives
             raise CheckpointError(f"cannot resume from {folder / MODEL_FILE}: {error}") from None
         _restore_random_state(model, folder / RANDOM_STATE_FILE)
+        _restore_replica_state(model, folder / REPLICA_STATE_FILE)
         return model, step
 
     def load_history(self):
@@ -120,6 +125,9 @@ class RunCheckpoints:
         with atomic_directory(self.directory / f"step-{step:07d}") as staging:
             model.save(staging / MODEL_FILE)
             np.savez(staging / RANDOM_STATE_FILE, *[v.numpy() for v in _random_state(model)])
+            replica_state = _replica_state(model)
+            if replica_state:
+                np.savez(staging / REPLICA_STATE_FILE, **replica_state)
             (staging / HISTORY_FILE).write_text(json.dumps(records, indent=2))
         for _, old in self._complete()[:-keep]:
             remove_directory(old)
@@ -153,3 +161,39 @@ def _restore_random_state(model, path):
         raise CheckpointError(f"cannot resume from {path}: it holds the random state of another model")
     for variable, value in zip(variables, values):
         variable.assign(value)
+
+
+def _local_values(variable):
+    """The variable's value on each replica of this process (one value outside tf.distribute)."""
+    strategy = getattr(variable.value, "distribute_strategy", None) or tf.distribute.get_strategy()
+    return strategy.experimental_local_results(variable.value)
+
+
+def _replica_state(model):
+    """{"v{index}_r{replica}": value} for the non-trainable variables whose replicas hold different
+    values: a variable assigned in each replica (XLNet's memory of its own rows). The `.keras`
+    file keeps the first replica's value only."""
+    state = {}
+    for index, variable in enumerate(model.non_trainable_variables):
+        values = [np.asarray(value) for value in _local_values(variable)]
+        if any(not np.array_equal(value, values[0]) for value in values[1:]):
+            state.update({f"v{index}_r{replica}": value for replica, value in enumerate(values)})
+    return state
+
+
+def _restore_replica_state(model, path):
+    if not path.is_file():  # every replica held the same values
+        return
+    try:
+        with np.load(path) as stored:
+            saved = {name: stored[name] for name in stored.files}
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f"cannot resume from {path}: {error}") from None
+    variables = model.non_trainable_variables
+    for name, value in saved.items():
+        index, replica = (int(part[1:]) for part in name.split("_"))
+        components = _local_values(variables[index]) if index < len(variables) else ()
+        if replica >= len(components) or tuple(components[replica].shape) != value.shape:
+            raise CheckpointError(f"cannot resume from {path}: it holds the per-replica state of another "
+                                  "model or number of replicas")
+        components[replica].assign(value)

@@ -21,6 +21,7 @@ from keras_bertology.data.corpus import read_corpus
 from keras_bertology.data.pipeline import make_dataset
 from keras_bertology.data.static_masking import write_static_tfrecords
 from keras_bertology.data.tokenizers import load_tokenizer
+from keras_bertology.errors import ConfigError
 from keras_bertology.export import export_saved_model
 from keras_bertology.output_paths import check_output_folder
 from keras_bertology.runs import RunModel, save_run_model
@@ -80,7 +81,8 @@ def _pretrain(family, options, documents, run_dir, export_dir, checkpoints, stra
     # built dupe_factor times (new pairs, split points and random-next draws),
     # and each copy gets its own mask.
     copies = options.dupe_factor if masking == "static" else 1
-    instances = _build_instances(family, documents, tokenizer, options, copies)
+    replicas = strategy.num_replicas_in_sync
+    instances = _build_instances(family, documents, tokenizer, options, copies, replicas)
     _say(options, f"instances: {len(instances['token_ids'])} sequences of {options.seq_len} tokens"
                   + (f" ({copies} builds of the corpus)" if copies > 1 else ""))
 
@@ -91,7 +93,7 @@ def _pretrain(family, options, documents, run_dir, export_dir, checkpoints, stra
                                                      replica_batch)
     backbone = pretrainer.backbone
     dataset = _masked_dataset(family, instances, tokenizer, masking, _data_dir(run_dir, checkpoints), options,
-                              done_steps)
+                              done_steps, replicas)
     _say(options, f"model: {options.model} {options.preset}, {backbone.count_params():,} encoder parameters, "
                   f"{masking} masking, {total_steps} steps of batch {options.batch_size} "
                   f"in {windows} logged windows"
@@ -149,7 +151,14 @@ def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options, re
     """(compiled pretrainer, steps already done): from the newest checkpoint, or new."""
     if checkpoints.latest() is not None:
         family.backbone_cls, family.pretrainer_cls  # registers the classes load_model looks up
-        return checkpoints.load_model()
+        pretrainer, step = checkpoints.load_model()
+        trained_with = getattr(pretrainer, "batch_size", None)
+        if family.stream_batches and trained_with != replica_batch_size:
+            raise ConfigError(
+                f"this run's streams were laid out for batches of {trained_with} rows per replica; resuming "
+                f"with {replica_batch_size} per replica would tear them apart: resume with the same number "
+                "of devices (--strategy)")
+        return pretrainer, step
     backbone = family.backbone_cls(**family.backbone_config(
         options.preset, vocab_size=tokenizer.vocab_size, dtype=options.precision))
     pretrainer = family.build_pretrainer(backbone, options.family_options, options.preset, replica_batch_size)
@@ -192,18 +201,18 @@ def tokenize_documents(documents, tokenizer, batch_size=8192):
     return tokenized
 
 
-def _build_instances(family, documents, tokenizer, options, copies):
-    """The family's instances, built `copies` times over the corpus."""
+def _build_instances(family, documents, tokenizer, options, copies, replicas):
+    """The family's instances, built `copies` times over the corpus, for batches shared by `replicas`."""
     specials = dict(cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
     return family.build_instances(tokenize_documents(documents, tokenizer), options.seq_len, specials,
                                   np.random.default_rng(options.seed), copies, options.packing,
-                                  options.family_options, options.batch_size)
+                                  options.family_options, options.batch_size, replicas)
 
 
-def _masked_dataset(family, instances, tokenizer, masking, data_dir, options, start_step):
+def _masked_dataset(family, instances, tokenizer, masking, data_dir, options, start_step, replicas):
     """The run's batches from `start_step` on: a resumed run goes on where its checkpoint stopped."""
     masker = family.build_masker(tokenizer, options.prediction_slots(family), options.whole_word,
-                                 options.family_options)
+                                 options.family_options, replicas)
     if masking == "dynamic":
         # Stream batches stay in order: row r of each batch continues row r's text.
         return make_dataset(instances, options.batch_size, masker=masker, seed=options.seed,

@@ -23,8 +23,11 @@ The rule (zihangdai/xlnet data_utils.py: `_create_data`, `batchify`,
    [CLS]. Instance `t * batch_size + r` is row r's t-th chunk, so batch t + 1
    row r continues batch t row r: a Transformer-XL memory of the reuse part
    carried across batches holds the text just before (batches must not be
-   shuffled). Forward rows come first, backward rows after. `stream_start`
-  is 1 on each row's first chunk (of every copy): the memory is reset there.
+   shuffled). Forward rows come first, backward rows after; for R replicas
+   (the original's cores) each replica's slice of the batch holds its
+   forward rows, then their reversals, as the original lays out one host's
+   batch for its cores. `stream_start` is 1 on each row's first chunk (of
+   every copy): the memory is reset there.
 
 Departures from the original:
 - The document separator is `sep_id` (the original's own `<eod>` id does not
@@ -35,8 +38,6 @@ Departures from the original:
   original's passes differ by `pass_id`, which reshuffles its input files).
   `stream_start` resets the memory where one copy ends and the next begins.
 - The label (B continues A or not) is not returned: XLNet does not train on it.
-- With one core per host the original's layout is exactly this one; its
-  per-core interleaving of forward and backward rows is not reproduced.
 - The original's `_split_a_and_b` may return None near the row end; under the
   walk's `i + seq_len <= row length` condition that never happens, so it is
   not reproduced (the number of batches is the same).
@@ -67,16 +68,18 @@ _FUNCTIONAL_TOKENS = 3
 
 
 def stream_instances(documents: Documents, seq_len: int, specials: dict, rng: np.random.Generator,
-                     copies: int = 1, packing: str | None = None, *, batch_size: int,
+                     copies: int = 1, packing: str | None = None, *, batch_size: int, replicas: int = 1,
                      reuse_len: int | None = None, bi_data: bool = True) -> dict[str, np.ndarray]:
     """XLNet instances in stream order: index `t * batch_size + r` is row r's t-th chunk.
 
     Returns token_ids, segment_ids and padding_mask (all ones: every position
     is text) [N, seq_len] int32, N = copies * batches * batch_size, and
     `stream_start` [N] int32 (1 on a row's first chunk, where the memory
-    starts empty). `packing` is accepted for the common signature and must be None.
+    starts empty). `batch_size` is the global batch, shared by `replicas` in
+    equal contiguous slices. `packing` is accepted for the common signature
+    and must be None.
     """
-    reuse_len = _check_config(seq_len, batch_size, reuse_len, bi_data, copies, packing)
+    reuse_len = _check_config(seq_len, batch_size, replicas, reuse_len, bi_data, copies, packing)
     tokens, sentence_ids = _stream(_clean_documents(documents), specials["sep_id"])
     num_rows = batch_size // 2 if bi_data else batch_size
     num_step = len(tokens) // num_rows
@@ -89,8 +92,7 @@ def stream_instances(documents: Documents, seq_len: int, specials: dict, rng: np
     rows = tokens[:num_rows * num_step].reshape(num_rows, num_step)
     row_sentences = sentence_ids[:num_rows * num_step].reshape(num_rows, num_step)
     if bi_data:
-        rows = np.concatenate([rows, rows[:, ::-1]])
-        row_sentences = np.concatenate([row_sentences, row_sentences[:, ::-1]])
+        rows, row_sentences = (_with_reversals(x, replicas) for x in (rows, row_sentences))
     boundaries = [np.flatnonzero(np.diff(s)) + 1 for s in row_sentences]  # p where sentence p-1 != p
     num_batches = (num_step - seq_len) // reuse_len + 1
     token_ids = np.empty((copies, num_batches, batch_size, seq_len), np.int32)
@@ -112,7 +114,13 @@ def stream_instances(documents: Documents, seq_len: int, specials: dict, rng: np
             "padding_mask": np.ones_like(token_ids), "stream_start": stream_start.reshape(-1)}
 
 
-def _check_config(seq_len, batch_size, reuse_len, bi_data, copies, packing) -> int:
+def _with_reversals(rows: np.ndarray, replicas: int) -> np.ndarray:
+    """[n, S] forward rows -> [2n, S]: each replica's forward rows followed by the same rows reversed."""
+    per_replica = rows.reshape(replicas, -1, rows.shape[1])
+    return np.concatenate([per_replica, per_replica[:, :, ::-1]], axis=1).reshape(-1, rows.shape[1])
+
+
+def _check_config(seq_len, batch_size, replicas, reuse_len, bi_data, copies, packing) -> int:
     """The reuse length to use, after refusing settings that cannot give an instance."""
     if packing is not None:
         raise ConfigError(f"XLNet streams contiguous text; packing must be None, got {packing!r}.")
@@ -120,10 +128,12 @@ def _check_config(seq_len, batch_size, reuse_len, bi_data, copies, packing) -> i
         raise ConfigError(f"copies={copies} must be at least 1.")
     if batch_size < 1:
         raise ConfigError(f"batch_size={batch_size} must be at least 1.")
-    if bi_data and batch_size % 2:
+    if batch_size % replicas:
+        raise ConfigError(f"batch_size={batch_size} must divide evenly among {replicas} replicas.")
+    if bi_data and batch_size // replicas % 2:
         raise ConfigError(
-            f"bi_data puts each forward row's reversed copy in the same batch, so batch_size={batch_size} "
-            "must be even (or set bi_data=False)."
+            f"bi_data puts each forward row's reversed copy in the same replica batch, so the batch per "
+            f"replica ({batch_size // replicas}) must be even (or set bi_data=False)."
         )
     if seq_len < 2 + _FUNCTIONAL_TOKENS:
         raise ConfigError(

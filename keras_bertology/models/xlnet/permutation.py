@@ -22,7 +22,8 @@ token into its input), segment_ids and padding_mask unchanged. The rule
    in tokens, so it may end inside a word. Then targets are topped up with
    single tokens drawn uniformly among the non-special ones left, until the
    goal is met (these may be any piece of a word, as in the original).
-3. Backward rows (the second half of the batch with `bi_data`) hold reversed
+3. Backward rows (with `bi_data` the second half of each replica's slice of
+   the batch) hold reversed
    text; each half of theirs is flipped to reading order, sampled, and the
    targets flipped back (the original's `reverse`), so spans are words there too.
 4. Factorization orders (`_local_perm`): positions m * perm_size + k of a half
@@ -61,8 +62,8 @@ Departures from the original, each deliberate:
   original also starts a word at each punctuation piece.
 
 Which rows are backward is read from their place in the batch, so batches
-must be those of `stream_instances` in order: not shuffled, batch_size the
-one the instances were built with.
+must be those of `stream_instances` in order: not shuffled, batch_size and
+replicas those the instances were built with.
 """
 
 import numbers
@@ -76,8 +77,8 @@ from keras_bertology.data.span_masking import draw_lengths, ngram_probs
 from keras_bertology.errors import ConfigError
 
 
-def permutation_masker(tokenizer, max_predictions, whole_word=False, *, reuse_len=None, perm_size=None,
-                       partial_k=6, bi_data=True, **options):
+def permutation_masker(tokenizer, max_predictions, whole_word=False, *, replicas=1, reuse_len=None,
+                       perm_size=None, partial_k=6, bi_data=True, **options):
     """XLNet's stage for `tokenizer`; spans are whole words always (`whole_word` is accepted for the
     common signature). `options`: max_gram, mask_alpha, mask_beta, ngram_unit of `PermutationMasker`.
 
@@ -97,8 +98,8 @@ def permutation_masker(tokenizer, max_predictions, whole_word=False, *, reuse_le
     special_ids = sorted({tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id, tokenizer.mask_id,
                           *tokenizer.special_ids})
     return PermutationMasker(tokenizer.vocab_size, special_ids, tokenizer.word_start_table, max_predictions,
-                             reuse_len=reuse_len, perm_size=perm_size, partial_k=partial_k, bi_data=bi_data,
-                             **options)
+                             replicas=replicas, reuse_len=reuse_len, perm_size=perm_size, partial_k=partial_k,
+                             bi_data=bi_data, **options)
 
 
 class PermutationMasker:
@@ -112,16 +113,17 @@ class PermutationMasker:
         perm_size: length of a local permutation (default reuse_len); it must
             divide both halves, so no order mixes the two.
         partial_k: K of partial prediction: round(seq_len / K) targets.
-        bi_data: the second half of each batch holds reversed rows.
+        replicas: the number of equal slices the batch is shared by.
+        bi_data: the second half of each replica's slice holds reversed rows.
         max_gram, mask_alpha, mask_beta: span lengths 1..max_gram and the
             context of n * mask_alpha // mask_beta tokens per span.
         ngram_unit: "word" (n whole words) or "piece" (n pieces, the original).
     """
 
-    def __init__(self, vocab_size, special_ids, word_start_table, max_predictions, reuse_len=None,
+    def __init__(self, vocab_size, special_ids, word_start_table, max_predictions, replicas=1, reuse_len=None,
                  perm_size=None, partial_k=6, bi_data=True, max_gram=5, mask_alpha=6, mask_beta=1,
                  ngram_unit="word"):
-        for name, value in [("max_predictions", max_predictions), ("max_gram", max_gram),
+        for name, value in [("max_predictions", max_predictions), ("replicas", replicas), ("max_gram", max_gram),
                             ("mask_alpha", mask_alpha), ("mask_beta", mask_beta)]:
             _check_positive_int(name, value)
         for name, value in [("reuse_len", reuse_len), ("perm_size", perm_size)]:
@@ -137,7 +139,7 @@ class PermutationMasker:
         if any(not 0 <= i < vocab_size for i in special_ids):
             raise ConfigError(f"special ids {list(special_ids)} must lie in [0, vocab_size={vocab_size}).")
         self.max_predictions, self.reuse_len, self.perm_size = max_predictions, reuse_len, perm_size
-        self.partial_k, self.bi_data = partial_k, bi_data
+        self.partial_k, self.bi_data, self.replicas = partial_k, bi_data, replicas
         self.length_probs = ngram_probs(max_gram)
         self.mask_alpha, self.mask_beta, self.ngram_unit = mask_alpha, mask_beta, ngram_unit
         self._start_table, self._special_table = word_tables(word_start_table, vocab_size, list(special_ids))
@@ -153,14 +155,19 @@ class PermutationMasker:
         token_ids = tf.convert_to_tensor(features["token_ids"], tf.int32)
         seq_len, batch_size = token_ids.shape[1], token_ids.shape[0]
         reuse_len, perm_size = self._lengths(seq_len)
-        if self.bi_data and batch_size is not None and batch_size % 2:
-            raise ConfigError(f"bi_data needs an even batch (forward rows, then their reversals); got {batch_size}.")
+        if batch_size is not None and batch_size % self.replicas:
+            raise ConfigError(f"A batch of {batch_size} rows does not divide among {self.replicas} replicas.")
+        if self.bi_data and batch_size is not None and batch_size // self.replicas % 2:
+            raise ConfigError(f"bi_data needs an even batch per replica (forward rows, then their reversals); "
+                              f"got {batch_size // self.replicas}.")
         functional = tf.gather(self._special_table, token_ids)
         if "padding_mask" in features:
             functional |= ~tf.cast(features["padding_mask"], tf.bool)
         batch = tf.shape(token_ids)[0]
-        # With bi_data the second half of the batch holds the reversed rows.
-        backward = tf.range(batch) >= batch - batch // 2 if self.bi_data else tf.zeros([batch], bool)
+        # With bi_data the second half of each replica's slice holds the reversed rows.
+        per_replica = batch // self.replicas
+        backward = (tf.range(batch) % per_replica >= per_replica // 2 if self.bi_data
+                    else tf.zeros([batch], bool))
         halves = [slice(0, reuse_len), slice(reuse_len, seq_len)]
         targets, orders = [], []
         for half, goal in zip(halves, self.goals(seq_len)):
