@@ -2,6 +2,9 @@
 
     bertology pretrain --model FAMILY --preset NAME [--corpus PATH ...] [--steps N]
                        [--batch-size B] [--seq-len L] [--out RUN_DIR] [--export DIR]
+    bertology prepare --model FAMILY --corpus PATH|GLOB ... --out DATA_DIR [--shards N]
+                      [--runner NAME] [--workers N] [-- BEAM_OPTIONS]
+    bertology pretrain --data DATA_DIR --preset NAME [--steps N] ...
     bertology finetune --task NAME|DATA_DIR --from RUN_DIR [--epochs N] [--batch-size B]
                        [--learning-rate LR] [--layer-decay D] [--seq-len L] [--seed S]
                        [--out DIR] [--export DIR]
@@ -52,14 +55,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser():
     from keras_bertology.models import FAMILIES
-    from keras_bertology.training.options import (
-        MASKINGS,
-        MIN_WINDOWS,
-        PACKINGS,
-        PRECISIONS,
-        STRATEGIES,
-        PretrainOptions,
-    )
+    from keras_bertology.training.options import MIN_WINDOWS, PRECISIONS, STRATEGIES, PretrainOptions
 
     defaults = PretrainOptions()
     parser = _Parser(prog="bertology", description=__doc__.split("\n\n")[0])
@@ -67,27 +63,14 @@ def build_parser():
                                      parser_class=_Parser)
 
     pretrain = commands.add_parser("pretrain", help="pretrain a model on a corpus and export it")
-    pretrain.add_argument("--model", choices=sorted(FAMILIES), default=defaults.model)
-    pretrain.add_argument("--preset", default=defaults.preset, help="see `bertology presets`")
-    pretrain.add_argument("--corpus", nargs="+", metavar="PATH",
-                          help="text files or folders (default: the bundled Shakespeare plays)")
+    _add_data_flags(pretrain, defaults, FAMILIES)
+    pretrain.add_argument("--data", metavar="DATA_DIR",
+                          help="train from the shards of `bertology prepare` instead of reading --corpus; "
+                               "the data options (--model, --seq-len, --masking, ...) come from its manifest")
     pretrain.add_argument("--steps", type=_positive_int, default=defaults.steps)
-    pretrain.add_argument("--batch-size", type=_positive_int, default=defaults.batch_size)
-    pretrain.add_argument("--seq-len", type=_positive_int, default=defaults.seq_len)
+    pretrain.add_argument("--batch-size", type=_positive_int, default=defaults.batch_size, help="the global batch")
     pretrain.add_argument("--out", metavar="RUN_DIR", help="run folder (default: runs/<run name>)")
     pretrain.add_argument("--export", metavar="DIR", help="SavedModel folder (default: savedmodels/<run name>)")
-    pretrain.add_argument("--vocab-size", type=_positive_int, default=defaults.vocab_size)
-    pretrain.add_argument("--masking", choices=MASKINGS,
-                          help="static (BERT default, written once) or dynamic (RoBERTa default)")
-    pretrain.add_argument("--packing", choices=PACKINGS,
-                          help="MLM-only families: FULL-SENTENCES (default, may cross documents) "
-                               "or DOC-SENTENCES")
-    pretrain.add_argument("--whole-word", action="store_true", help="whole-word masking")
-    pretrain.add_argument("--dupe-factor", type=_positive_int, default=defaults.dupe_factor,
-                          help="masked copies per instance with static masking")
-    pretrain.add_argument("--max-predictions", type=_positive_int, default=defaults.max_predictions,
-                          help="masked-LM prediction slots per sequence (default: the family's share of "
-                               "--seq-len: 20 of 128 for BERT, 19 for ELECTRA)")
     pretrain.add_argument("--learning-rate", type=_positive_float, default=defaults.learning_rate,
                           help="peak learning rate (default: the family's, 1e-3; 3e-4 for ELECTRA)")
     pretrain.add_argument("--layer-decay", type=_positive_float, default=defaults.layer_decay,
@@ -98,11 +81,10 @@ def build_parser():
                                f"{MIN_WINDOWS} windows); --steps is rounded up to whole windows")
     pretrain.add_argument("--precision", choices=PRECISIONS, default=defaults.precision)
     pretrain.add_argument("--strategy", choices=STRATEGIES, default=defaults.strategy)
-    pretrain.add_argument("--seed", type=int, default=defaults.seed)
     pretrain.add_argument("--resume", action="store_true",
                           help="continue the run in --out from its newest checkpoint")
-    _add_family_options(pretrain, FAMILIES)
 
+    _add_prepare(commands, FAMILIES)
     _add_finetune(commands)
 
     export = commands.add_parser("export", help="export a run folder to a SavedModel")
@@ -154,6 +136,65 @@ def _add_finetune(commands):
     finetune.add_argument("--export", metavar="DIR", help="SavedModel folder (default: savedmodels/<out name>)")
 
 
+def _add_data_flags(parser, defaults, families):
+    """The flags that decide a run's data, shared by `pretrain` and `prepare`."""
+    from keras_bertology.data.corpus import CORPUS_FORMATS
+    from keras_bertology.training.options import MASKINGS, PACKINGS
+
+    parser.add_argument("--model", choices=sorted(families), default=defaults.model)
+    parser.add_argument("--preset", default=defaults.preset, help="see `bertology presets`")
+    parser.add_argument("--corpus", nargs="+", metavar="PATH",
+                        help="text files, folders or glob patterns, .gz read as they are "
+                             "(default: the bundled Shakespeare plays)")
+    parser.add_argument("--corpus-format", choices=CORPUS_FORMATS, default=defaults.corpus_format,
+                        help="auto: by name (*.md plays, *.jsonl, else text with blank lines between documents); "
+                             "bert: one sentence per line, blank lines between documents; jsonl: --text-field "
+                             "of each JSON line")
+    parser.add_argument("--text-field", default=defaults.text_field, help="the text of a JSON Lines record")
+    parser.add_argument("--skip-bad-records", action="store_true",
+                        help="skip (and count) lines that are not UTF-8 or not valid JSON, instead of stopping")
+    parser.add_argument("--seq-len", type=_positive_int, default=defaults.seq_len)
+    parser.add_argument("--vocab-size", type=_positive_int, default=defaults.vocab_size)
+    parser.add_argument("--masking", choices=MASKINGS,
+                        help="static (BERT default, written once) or dynamic (RoBERTa default)")
+    parser.add_argument("--packing", choices=PACKINGS,
+                        help="MLM-only families: FULL-SENTENCES (default, may cross documents) or DOC-SENTENCES")
+    parser.add_argument("--whole-word", action="store_true", help="whole-word masking")
+    parser.add_argument("--dupe-factor", type=_positive_int, default=defaults.dupe_factor,
+                        help="masked copies per instance with static masking")
+    parser.add_argument("--max-predictions", type=_positive_int, default=defaults.max_predictions,
+                        help="masked-LM prediction slots per sequence (default: the family's share of "
+                             "--seq-len: 20 of 128 for BERT, 19 for ELECTRA)")
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    _add_family_options(parser, families)
+
+
+def _add_prepare(commands, families):
+    from keras_bertology.prepare.options import PrepareOptions
+
+    defaults = PrepareOptions(out="")
+    prepare = commands.add_parser(
+        "prepare", help="turn a corpus of any size into sharded TFRecords of a family's instances (Apache Beam)")
+    prepare.add_argument("--out", required=True, metavar="DATA_DIR", help="the folder of shards and manifest")
+    _add_data_flags(prepare, defaults, families)
+    prepare.add_argument("--shards", type=_positive_int,
+                         help="shard files (default: one per 16 MB of text, at least one per worker)")
+    prepare.add_argument("--runner", default=defaults.runner,
+                         help="Beam runner: DirectRunner (local processes), FlinkRunner, SparkRunner, "
+                              "DataflowRunner, ...; its pipeline options go after `--`")
+    prepare.add_argument("--workers", type=_positive_int, help="DirectRunner processes (default: the cores)")
+    prepare.add_argument("--tokenizer", metavar="DIR",
+                         help="use this saved tokenizer (or run folder's) instead of training one")
+    prepare.add_argument("--tokenizer-sample-mb", type=_positive_float, default=defaults.tokenizer_sample_mb,
+                         help="text the tokenizer is trained on, taken evenly from the corpus files")
+    prepare.add_argument("--batch-size", type=_positive_int, default=defaults.batch_size,
+                         help="stream families (XLNet): the global batch the streams are laid out for")
+    prepare.add_argument("--replicas", type=_positive_int, default=defaults.replicas,
+                         help="stream families (XLNet): the replicas that will share each batch")
+    prepare.add_argument("pipeline_args", nargs="*", metavar="-- BEAM_OPTION",
+                         help="further Beam pipeline options, e.g. -- --flink_master=host:8081")
+
+
 def _add_family_options(parser, families):
     """One group of flags per family that has its own settings; a flag shared by families appears once."""
     seen = set()
@@ -170,17 +211,29 @@ def _add_family_options(parser, families):
                                help=f"{option.help} (default {option.default})", **kind)
 
 
-def _run_pretrain(args):
-    from keras_bertology.training.pretrain import PretrainOptions, pretrain
-
+def _options(args, options_class, **extra):
+    """The options object of a command from its parsed flags (family flags gathered in one dict)."""
     fields, family_options = {}, {}
     for name, value in vars(args).items():
         if name.startswith("family_"):
             if value is not None:
                 family_options[name.removeprefix("family_")] = value
-        elif name != "command":
+        elif name not in ("command", "given"):
             fields[name] = value
-    pretrain(PretrainOptions(**fields, family_options=family_options or None))
+    return options_class(**fields, family_options=family_options or None, **extra)
+
+
+def _run_pretrain(args):
+    from keras_bertology.training.pretrain import PretrainOptions, pretrain
+
+    pretrain(_options(args, PretrainOptions), given=args.given)
+
+
+def _run_prepare(args):
+    from keras_bertology.prepare.options import PrepareOptions
+    from keras_bertology.prepare.pipeline import prepare
+
+    prepare(_options(args, PrepareOptions))
 
 
 def _run_finetune(args):
@@ -227,14 +280,16 @@ def _run_presets(_args):
             print(f"{family.name:<9} {name:<15} {preset['params']:>13,}  {preset['description']}")
 
 
-COMMANDS = {"pretrain": _run_pretrain, "finetune": _run_finetune, "export": _run_export, "convert": _run_convert,
+COMMANDS = {"pretrain": _run_pretrain, "prepare": _run_prepare, "finetune": _run_finetune, "export": _run_export, "convert": _run_convert,
             "presets": _run_presets}
 
 
 def main(argv=None):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.given = _given_flags(parser, args.command, sys.argv[1:] if argv is None else argv)
     from keras_bertology.errors import BertologyError
     from keras_bertology.native_logs import quiet_native_logs
 
@@ -250,6 +305,14 @@ def main(argv=None):
         print("bertology: interrupted", file=sys.stderr)
         return 130
     return 0
+
+
+def _given_flags(parser, command, argv):
+    """The option names (dests) typed on the command line, as opposed to defaults."""
+    subparser = next(action for action in parser._subparsers._group_actions if action.dest == "command") \
+        .choices[command]
+    flags = subparser._option_string_actions
+    return {flags[token.split("=")[0]].dest for token in argv if token.split("=")[0] in flags}
 
 
 def _fail(message):

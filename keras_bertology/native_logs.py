@@ -20,6 +20,8 @@ _NOISE = re.compile(
     r"|I\d{4} [\d:.]+ +\d+ \S+:\d+\] .*"  # native INFO lines
     r"|[EW]\d{4} [\d:.]+ +\d+ \S+:\d+\] .*(?:cuInit|CUDA|cuda|cuDNN|cuFFT|cuBLAS|TensorRT|oneDNN).*"
     r"|To enable the following instructions: .*in other operations, rebuild TensorFlow.*"
+    r"|WARNING:root:apitools not found, and bigquery client libraries are not available.*"  # Beam's workers
+    r"|INFO:__main__:Logging handler created\."
     r")$"
 )
 

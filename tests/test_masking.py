@@ -309,7 +309,7 @@ def test_static_write_is_atomic(instances, tmp_path, monkeypatch):
     subset = {key: value[:512] for key, value in instances.items()}
     path = tmp_path / "masked.tfrecord"
     path.write_bytes(b"previous run")
-    real_serialize = static_masking._serialize
+    real_serialize = static_masking.serialize_examples
     calls = []
 
     def failing_serialize(batch):
@@ -318,7 +318,7 @@ def test_static_write_is_atomic(instances, tmp_path, monkeypatch):
             raise OSError("disk full")
         return real_serialize(batch)
 
-    monkeypatch.setattr(static_masking, "_serialize", failing_serialize)
+    monkeypatch.setattr(static_masking, "serialize_examples", failing_serialize)
     with pytest.raises(OSError, match="disk full"):
         write_static_tfrecords(subset, make_masker(), 2, str(path), batch_size=128)
     assert path.read_bytes() == b"previous run"

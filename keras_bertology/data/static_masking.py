@@ -57,7 +57,7 @@ def write_static_tfrecords(
             for number, batch in enumerate(_masked_batches(instances, masker, dupe_factor, batch_size, seed)):
                 if number == 0:
                     writer.write(_spec_record(batch))
-                for record in _serialize(batch):
+                for record in serialize_examples(batch):
                     writer.write(record)
                 progress.add(len(batch["token_ids"]))
         os.replace(temp_path, path)
@@ -84,7 +84,7 @@ def read_static_tfrecords(
     spec = _read_spec(path)
     _check_length(path, spec, "token_ids", seq_len, "seq_len")
     _check_length(path, spec, "mask_positions", max_predictions, "max_predictions")
-    stored = {key: tf.io.FixedLenFeature(shape, _storage_dtype(dtype)) for key, (dtype, shape) in spec.items()}
+    stored = {key: tf.io.FixedLenFeature(shape, storage_dtype(dtype)) for key, (dtype, shape) in spec.items()}
 
     def parse(records):
         parsed = tf.io.parse_example(records, stored)
@@ -101,7 +101,7 @@ def _masked_batches(
     return dataset.map(lambda step, batch: masker(batch, seed=step_seed(seed, step))).prefetch(2).as_numpy_iterator()
 
 
-def _storage_dtype(dtype):
+def storage_dtype(dtype):
     """Floats are stored as float lists, every integer or bool as int64."""
     return tf.float32 if tf.as_dtype(dtype).is_floating else tf.int64
 
@@ -112,7 +112,8 @@ def _spec_record(batch: dict[str, np.ndarray]) -> bytes:
     return tf.train.Example(features=tf.train.Features(feature={_SPEC_KEY: feature})).SerializeToString()
 
 
-def _serialize(batch: dict[str, np.ndarray]) -> Iterator[bytes]:
+def serialize_examples(batch: dict[str, np.ndarray]) -> Iterator[bytes]:
+    """One serialized tf.train.Example per row of `batch`, each feature flattened (see `storage_dtype`)."""
     columns = {key: value.reshape(len(value), -1) for key, value in batch.items()}
     for row in range(len(batch["token_ids"])):
         feature = {}

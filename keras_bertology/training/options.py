@@ -19,6 +19,9 @@ STRATEGIES = ("auto", "default", "mirrored", "multiworker", "tpu")
 # that its first and last window (and the loss curve) say something.
 MIN_WINDOWS = 10
 
+# The options that decide what the instances are: prepared shards fix them (see `with_prepared_data`).
+RECIPE_FIELDS = ("model", "seq_len", "vocab_size", "masking", "packing", "whole_word", "dupe_factor",
+                 "max_predictions")
 _POSITIVE_INTS = ("steps", "batch_size", "seq_len", "vocab_size", "dupe_factor", "log_every")
 _SPECIAL_POSITIONS = 3  # [CLS] and up to two [SEP]s are never masked
 
@@ -30,6 +33,10 @@ class PretrainOptions:
     model: str = DEFAULT_MODEL
     preset: str = DEFAULT_PRESET
     corpus: list | None = None
+    corpus_format: str = "auto"
+    text_field: str = "text"
+    skip_bad_records: bool = False
+    data: str | None = None  # prepared shards (`bertology prepare`) instead of --corpus
     steps: int = 600
     batch_size: int = 32
     seq_len: int = 128
@@ -93,6 +100,25 @@ class PretrainOptions:
                 or not 0 < self.layer_decay <= 1:
             raise ConfigError(f"--layer-decay must be a number in (0, 1] (got {self.layer_decay!r})")
         return family
+
+    def with_prepared_data(self, manifest, given=()):
+        """These options with the data options of prepared shards (`manifest`). An option in `given`
+        (set by the user) that disagrees with the shards is refused, as is --corpus beside --data."""
+        recipe = manifest["recipe"]
+        if "corpus" in given and self.corpus:
+            raise ConfigError("--corpus and --data exclude each other: the shards in --data are the corpus")
+        for name in RECIPE_FIELDS:
+            if name in given and getattr(self, name) != recipe[name]:
+                raise ConfigError(f"{_flag(name)} {getattr(self, name)} disagrees with the shards in {self.data}, "
+                                  f"prepared with {_flag(name)} {recipe[name]}; leave it out or prepare again")
+        family_options = dict(self.family_options or {})
+        for name, value in recipe["family_options"].items():
+            if name in family_options and family_options[name] != value:
+                raise ConfigError(f"{_flag(name)} {family_options[name]} disagrees with the shards in {self.data}, "
+                                  f"prepared with {_flag(name)} {value}")
+            family_options[name] = value
+        return dataclasses.replace(self, **{name: recipe[name] for name in RECIPE_FIELDS},
+                                   family_options=family_options or None)
 
     def peak_learning_rate(self, family):
         """--learning-rate, or the family's default."""

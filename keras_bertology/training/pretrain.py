@@ -17,8 +17,11 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bertology.atomic import atomic_directory
-from keras_bertology.data.corpus import read_corpus
+from keras_bertology.data.corpus import BadRecords, read_corpus
 from keras_bertology.data.pipeline import make_dataset
+from keras_bertology.data.recipe import build_instances, build_masker, copies_of, masking_of
+from keras_bertology.data.shards import (
+    TOKENIZER_DIR, read_manifest, sample_instances, shard_dataset, tokenizer_fingerprint)
 from keras_bertology.data.static_masking import write_static_tfrecords
 from keras_bertology.data.tokenizers import load_tokenizer
 from keras_bertology.errors import ConfigError
@@ -41,50 +44,79 @@ from keras_bertology.training.distributed_fit import fit, replica_batch_size
 from keras_bertology.training.strategy import is_chief, make_strategy
 
 
-def pretrain(options):
+def pretrain(options, given=()):
     """Run pretraining end to end; returns the metrics dict also written to metrics.json.
 
-    Bad input is refused before anything is written; a run that fails before
-    its first checkpoint removes the run folder it created.
+    With `options.data` (shards of `bertology prepare`) the data options come
+    from its manifest; `given` names the options the user set explicitly,
+    which must then agree with it. Bad input is refused before anything is
+    written; a run that fails before its first checkpoint removes the run
+    folder it created.
     """
+    manifest = None
+    if options.data:
+        manifest = read_manifest(options.data)
+        options = options.with_prepared_data(manifest, given)
     family = options.validate()
     run_name = Path(options.out).name if options.out else _default_run_name(options)
     run_dir = Path(options.out or Path("runs") / run_name)
     export_dir = Path(options.export or Path("savedmodels") / run_name)
     check_output_folder(run_dir, "--out")
     check_output_folder(export_dir, "--export", replaced=True)
-    documents = read_corpus(options.corpus)
+    source = _Source(manifest) if manifest else _Source.read(options)
     strategy = make_strategy(options.strategy)
     chief = is_chief(strategy)
     created = not run_dir.exists()
     checkpoints = RunCheckpoints(run_dir, writer=chief)
     try:
-        return _pretrain(family, options, documents, run_dir, export_dir, checkpoints, strategy)
+        return _pretrain(family, options, source, run_dir, export_dir, checkpoints, strategy)
     except BaseException:
         if chief and created and checkpoints.latest() is None:
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
 
 
-def _pretrain(family, options, documents, run_dir, export_dir, checkpoints, strategy):
+class _Source:
+    """Where a run's instances come from: a corpus read into memory now, or prepared shards."""
+
+    def __init__(self, manifest=None, documents=None):
+        self.manifest, self.documents = manifest, documents
+
+    @classmethod
+    def read(cls, options):
+        bad = BadRecords(skip=options.skip_bad_records)
+        documents = read_corpus(options.corpus, options.corpus_format, options.text_field, bad)
+        if bad.count:
+            _say(options, f"skipped {bad.count} bad records, for example: " + "; ".join(bad.examples))
+        return cls(documents=documents)
+
+
+def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strategy):
     """Every worker of a multi-worker run trains; only the chief (`checkpoints.writer`) writes files."""
     replica_batch = replica_batch_size(options.batch_size, strategy)
+    replicas = strategy.num_replicas_in_sync
     checkpoints.start(options)
     keras.utils.set_random_seed(options.seed)
     _say(options, f"run folder: {run_dir}")
-    documents, held_out = hold_out_sentences(documents, np.random.default_rng(options.seed))
-    _say(options, f"corpus: {len(documents)} documents, {sum(map(len, documents))} sentences "
-                  f"({len(held_out)} held out for the fill-in examples)")
-    tokenizer = _tokenizer_for_run(family, documents, checkpoints, options)
-    masking = options.masking or family.masking
-    # Static masking follows create_pretraining_data: the instances themselves are
-    # built dupe_factor times (new pairs, split points and random-next draws),
-    # and each copy gets its own mask.
-    copies = options.dupe_factor if masking == "static" else 1
-    replicas = strategy.num_replicas_in_sync
-    instances = _build_instances(family, documents, tokenizer, options, copies, replicas)
-    _say(options, f"instances: {len(instances['token_ids'])} sequences of {options.seq_len} tokens"
-                  + (f" ({copies} builds of the corpus)" if copies > 1 else ""))
+    masking, copies = masking_of(family, options), copies_of(family, options)
+    if source.manifest:
+        manifest = source.manifest
+        tokenizer = _prepared_tokenizer(options, checkpoints, manifest)
+        if manifest["recipe"].get("stream_batches") and manifest["recipe"]["replicas"] != replicas:
+            raise ConfigError(f"the shards in {options.data} lay their streams out for "
+                              f"{manifest['recipe']['replicas']} replicas, and this run has {replicas}; "
+                              "prepare them with --replicas " + str(replicas))
+        instances, held_out = sample_instances(options.data, manifest), manifest.get("held_out", [])
+        _say(options, f"data: {options.data}: {manifest['instances']} instances in {len(manifest['shards'])} "
+                      f"shards, from {manifest['documents']} documents")
+    else:
+        documents, held_out = hold_out_sentences(source.documents, np.random.default_rng(options.seed))
+        _say(options, f"corpus: {len(documents)} documents, {sum(map(len, documents))} sentences "
+                      f"({len(held_out)} held out for the fill-in examples)")
+        tokenizer = _tokenizer_for_run(family, documents, checkpoints, options)
+        instances = build_instances(family, documents, tokenizer, options, replicas)
+        _say(options, f"instances: {len(instances['token_ids'])} sequences of {options.seq_len} tokens"
+                      + (f" ({copies} builds of the corpus)" if copies > 1 else ""))
 
     steps_per_window, windows = options.steps_per_window, options.windows
     total_steps = windows * steps_per_window
@@ -92,8 +124,13 @@ def _pretrain(family, options, documents, run_dir, export_dir, checkpoints, stra
         pretrainer, done_steps = _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options,
                                                      replica_batch)
     backbone = pretrainer.backbone
-    dataset = _masked_dataset(family, instances, tokenizer, masking, _data_dir(run_dir, checkpoints), options,
-                              done_steps, replicas)
+    if source.manifest:
+        masker = build_masker(family, tokenizer, options, replicas) if masking == "dynamic" else None
+        dataset = shard_dataset(options.data, source.manifest, options.batch_size, seed=options.seed,
+                                start_step=done_steps, masker=masker)
+    else:
+        dataset = _masked_dataset(family, instances, tokenizer, masking, _data_dir(run_dir, checkpoints),
+                                  options, done_steps, replicas)
     _say(options, f"model: {options.model} {options.preset}, {backbone.count_params():,} encoder parameters, "
                   f"{masking} masking, {total_steps} steps of batch {options.batch_size} "
                   f"in {windows} logged windows"
@@ -136,6 +173,19 @@ def _pretrain(family, options, documents, run_dir, export_dir, checkpoints, stra
     return metrics
 
 
+def _prepared_tokenizer(options, checkpoints, manifest):
+    """The tokenizer of the shards, kept in the run folder; a resumed run's must be the same."""
+    prepared = Path(options.data) / TOKENIZER_DIR
+    if checkpoints.tokenizer_dir.is_dir() and options.resume:
+        if tokenizer_fingerprint(checkpoints.tokenizer_dir) != manifest["tokenizer_sha256"]:
+            raise ConfigError(f"the shards in {options.data} were made with another tokenizer than the run in "
+                              f"{checkpoints.run_dir} was trained with")
+    elif checkpoints.writer:
+        with atomic_directory(checkpoints.tokenizer_dir) as staging:
+            shutil.copytree(prepared, staging, dirs_exist_ok=True)
+    return load_tokenizer(prepared)
+
+
 def _tokenizer_for_run(family, documents, checkpoints, options):
     """The run's own vocabulary when resuming, else one trained now and kept in the run folder."""
     if options.resume and (checkpoints.tokenizer_dir / "tokenizer.json").is_file():
@@ -173,6 +223,8 @@ def _default_run_name(options):
 
 
 def _corpus_label(options):
+    if options.data:
+        return str(options.data)
     return "the default corpus" if not options.corpus else ", ".join(map(str, options.corpus))
 
 
@@ -187,32 +239,9 @@ def _train_tokenizer(family, documents, options):
     return family.train_tokenizer(sentences, options.vocab_size)
 
 
-def tokenize_documents(documents, tokenizer, batch_size=8192):
-    """Documents of sentences -> documents of int32 id arrays, tokenized in large in-graph batches."""
-    sentences = [sentence for document in documents for sentence in document]
-    ids = []
-    for start in range(0, len(sentences), batch_size):
-        ragged = tokenizer.tokenize(tf.constant(sentences[start:start + batch_size]))
-        ids.extend(np.asarray(row, dtype=np.int32) for row in ragged.numpy())
-    tokenized, offset = [], 0
-    for document in documents:
-        tokenized.append(ids[offset:offset + len(document)])
-        offset += len(document)
-    return tokenized
-
-
-def _build_instances(family, documents, tokenizer, options, copies, replicas):
-    """The family's instances, built `copies` times over the corpus, for batches shared by `replicas`."""
-    specials = dict(cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
-    return family.build_instances(tokenize_documents(documents, tokenizer), options.seq_len, specials,
-                                  np.random.default_rng(options.seed), copies, options.packing,
-                                  options.family_options, options.batch_size, replicas)
-
-
 def _masked_dataset(family, instances, tokenizer, masking, data_dir, options, start_step, replicas):
     """The run's batches from `start_step` on: a resumed run goes on where its checkpoint stopped."""
-    masker = family.build_masker(tokenizer, options.prediction_slots(family), options.whole_word,
-                                 options.family_options, replicas)
+    masker = build_masker(family, tokenizer, options, replicas)
     if masking == "dynamic":
         # Stream batches stay in order: row r of each batch continues row r's text.
         return make_dataset(instances, options.batch_size, masker=masker, seed=options.seed,

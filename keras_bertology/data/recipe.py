@@ -1,0 +1,82 @@
+"""The data recipe of a pretraining run: documents -> ids -> the family's instances -> masked copies.
+
+`bertology pretrain` runs it once over a corpus held in memory; `bertology
+prepare` runs it on each shard's documents. Both call the same functions with
+the same options, so they give instances of the same kind and statistics.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from keras_bertology.data.random_draws import step_seed
+from keras_bertology.training.options import RECIPE_FIELDS
+# The family options that the instances and masking use (the others configure the model).
+_DATA_BUILDERS = ("instances", "masker")
+
+
+def tokenize_documents(documents, tokenizer, batch_size=8192):
+    """Documents of sentences -> documents of int32 id arrays, tokenized in large in-graph batches."""
+    sentences = [sentence for document in documents for sentence in document]
+    ids = []
+    for start in range(0, len(sentences), batch_size):
+        ragged = tokenizer.tokenize(tf.constant(sentences[start:start + batch_size]))
+        ids.extend(np.asarray(row, dtype=np.int32) for row in ragged.numpy())
+    tokenized, offset = [], 0
+    for document in documents:
+        tokenized.append(ids[offset:offset + len(document)])
+        offset += len(document)
+    return tokenized
+
+
+def masking_of(family, options):
+    """"static" or "dynamic": --masking, or the family's own."""
+    return options.masking or family.masking
+
+
+def copies_of(family, options):
+    """How many times the instances are built: static masking follows create_pretraining_data, which
+    builds the instances dupe_factor times (new pairs, split points, random-next draws), one mask each."""
+    return options.dupe_factor if masking_of(family, options) == "static" else 1
+
+
+def build_instances(family, documents, tokenizer, options, replicas=1, rng=None):
+    """The family's instances of `documents` (lists of sentences), `copies_of` times over."""
+    specials = dict(cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
+    rng = np.random.default_rng(options.seed) if rng is None else rng
+    return family.build_instances(tokenize_documents(documents, tokenizer), options.seq_len, specials, rng,
+                                  copies_of(family, options), options.packing, options.family_options,
+                                  options.batch_size, replicas)
+
+
+def build_masker(family, tokenizer, options, replicas=1):
+    return family.build_masker(tokenizer, options.prediction_slots(family), options.whole_word,
+                               options.family_options, replicas)
+
+
+def masked_batches(instances, masker, seed, key=0, batch_size=256):
+    """Masked copies of `instances`, batch by batch (numpy): batch k masked with the seed (seed, k)
+    folded with `key` (a shard's number), so every shard draws its own masks."""
+    dataset = tf.data.Dataset.from_tensor_slices(instances).batch(batch_size).enumerate()
+
+    def mask(step, batch):
+        return masker(batch, seed=tf.random.experimental.stateless_fold_in(step_seed(seed, step), key))
+
+    return dataset.map(mask).prefetch(2).as_numpy_iterator()
+
+
+def recipe_of(family, options, tokenizer, replicas=1):
+    """What the instances were made with, as the manifest of prepared shards records it."""
+    recipe = {name: getattr(options, name) for name in RECIPE_FIELDS}
+    recipe.update(model=family.name, vocab_size=tokenizer.vocab_size, masking=masking_of(family, options),
+                  packing=options.packing or (family.packings[0] if family.packings else None),
+                  max_predictions=options.prediction_slots(family), seed=options.seed,
+                  family_options={name: value for name, value in family.option_values(options.family_options).items()
+                                  if any(builder in _DATA_BUILDERS for builder in _used_by(family, name))},
+                  stream_batches=family.stream_batches)
+    if family.stream_batches:
+        recipe.update(batch_size=options.batch_size, replicas=replicas)
+    return recipe
+
+
+def _used_by(family, name):
+    return next(option.used_by for option in family.options if option.name == name)

@@ -1,0 +1,1 @@
+"""`bertology prepare`: a corpus of any size -> sharded TFRecords of a family's instances, on Apache Beam."""

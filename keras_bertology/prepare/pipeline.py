@@ -1,0 +1,304 @@
+"""`bertology prepare` on Apache Beam: corpus files -> documents -> shards of a family's instances.
+
+1. The tokenizer: loaded (--tokenizer), or trained on a bounded sample of the
+   corpus (about --tokenizer-sample-mb of text, taken evenly from the files).
+2. The Beam pipeline: each corpus file is read as a stream of documents
+   (`data.corpus.iter_documents`) and each document goes to a shard chosen
+   by a hash of (seed, file, document number), so the same corpus and seed
+   give the same shards on any runner. Each shard's documents are sorted,
+   turned into the family's instances by the recipe `bertology pretrain`
+   uses in memory (`data.recipe`), masked there for static masking, and
+   written as one TFRecord file. A worker holds one shard's documents and
+   instances at a time.
+3. The manifest: features, instance counts, the tokenizer's fingerprint, the
+   recipe, the sources and the bad records skipped. The data folder is
+   written beside its destination and moved into place complete.
+
+The runner is Beam's: DirectRunner with --workers local processes by
+default, or any other by name (`--runner FlinkRunner` and its pipeline
+options after `--`); the output folder must then be storage the workers and
+this machine share.
+"""
+
+import json
+import logging
+import os
+import threading
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from keras_bertology.atomic import atomic_directory
+from keras_bertology.data.corpus import BadRecords, corpus_files, default_corpus_paths, iter_documents
+from keras_bertology.data.recipe import build_instances, build_masker, masked_batches, masking_of, recipe_of
+from keras_bertology.data.shards import (
+    FORMAT, MANIFEST_FILE, TOKENIZER_DIR, VERSION, shard_name, tokenizer_fingerprint, write_shard)
+from keras_bertology.data.tokenizers import load_tokenizer
+from keras_bertology.errors import BertologyError, ConfigError, CorpusError
+from keras_bertology.models.registry import get_family
+from keras_bertology.output_paths import check_output_folder
+from keras_bertology.prepare.options import GZIP_RATIO
+from keras_bertology.training.fill_mask import hold_out_sentences
+
+logging.disable(logging.WARNING)  # Beam's import warns about cloud clients that local runs do not use
+try:
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+finally:
+    logging.disable(logging.NOTSET)
+
+SUMMARY_FILE = "shards.jsonl"
+ERRORS_FILE = "errors.jsonl"
+
+
+def prepare(options):
+    """Run `bertology prepare`; returns the manifest written to `options.out`."""
+    family = options.validate()
+    check_output_folder(options.out, "--out", replaced=True)
+    files = corpus_files(options.corpus or default_corpus_paths())
+    corpus_bytes = sum(f.stat().st_size * (GZIP_RATIO if f.name.lower().endswith(".gz") else 1) for f in files)
+    shards = options.shard_count(corpus_bytes)
+    recipe_options = options.recipe_options()
+    with atomic_directory(options.out) as staging:
+        sample = _sample(files, options)
+        sample, held_out = hold_out_sentences(sample, np.random.default_rng(options.seed))
+        tokenizer = _tokenizer(family, sample, options)
+        tokenizer.save(staging / TOKENIZER_DIR)
+        fingerprint = tokenizer_fingerprint(staging / TOKENIZER_DIR)
+        recipe = recipe_of(family, recipe_options, tokenizer, options.replicas)
+        _say(options, f"preparing {len(files)} corpus files (~{corpus_bytes / 2**20:.1f} MB of text) into "
+                      f"{shards} shards of {family.name} instances, {recipe['masking']} masking, on "
+                      f"{options.runner}" + (f" with {options.local_workers()} workers"
+                                             if options.runner == "DirectRunner" else ""))
+        started = time.perf_counter()
+        job = ShardJob(recipe_options=recipe_options, replicas=options.replicas, shards=shards,
+                       staging=str(staging), fingerprint=fingerprint, corpus_format=options.corpus_format,
+                       text_field=options.text_field, skip_bad_records=options.skip_bad_records,
+                       held_out=frozenset(held_out))
+        _run_with_progress(job, [str(f) for f in files], options)
+        seconds = time.perf_counter() - started
+        summaries, bad = _collect(staging, options)
+        if not summaries:
+            raise CorpusError("The corpus has no text (only empty or whitespace-only files): "
+                              + ", ".join(map(str, files)))
+        manifest = _manifest(FORMAT, VERSION, recipe, fingerprint, summaries, bad, files, options, seconds)
+        manifest["held_out"] = held_out
+        (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2))
+    _report(manifest, options)
+    return manifest
+
+
+class ShardJob:
+    """What every Beam worker needs to read documents and build shards (plain data: it is pickled)."""
+
+    def __init__(self, **settings):
+        self.__dict__.update(settings)
+
+    def shard_of(self, file_index, document_index):
+        key = f"{self.recipe_options.seed}:{file_index}:{document_index}".encode()
+        return zlib.crc32(key) % self.shards
+
+
+def read_documents(indexed_file, job):
+    """(shard, (file index, document number, sentences)) of one corpus file; its bad records (or the
+    error that stopped it) as a tagged "report" output."""
+    file_index, path = indexed_file
+    bad = BadRecords(skip=job.skip_bad_records)
+    try:
+        for number, document in enumerate(iter_documents(path, job.corpus_format, job.text_field, bad)):
+            kept = [sentence for sentence in document if sentence not in job.held_out]
+            if kept:
+                yield job.shard_of(file_index, number), (file_index, number, kept)
+    except CorpusError as error:
+        yield beam.pvalue.TaggedOutput("report", {"file": path, "error": str(error)})
+        return
+    yield beam.pvalue.TaggedOutput("report", {"file": path, "skipped": bad.count, "examples": bad.examples})
+
+
+class BuildShard(beam.DoFn):
+    """One shard's documents -> its instances (masked for static masking) -> its file."""
+
+    def __init__(self, job):
+        super().__init__()
+        self.job = job
+        self.family = self.tokenizer = self.masker = None
+
+    def setup(self):
+        self.family = get_family(self.job.recipe_options.model)
+        self.tokenizer = load_tokenizer(Path(self.job.staging) / TOKENIZER_DIR)
+        self.masker = build_masker(self.family, self.tokenizer, self.job.recipe_options, self.job.replicas)
+
+    def process(self, keyed):
+        shard, documents = keyed
+        documents = [document for _, _, document in sorted(documents, key=lambda item: item[:2])]
+        job, name = self.job, shard_name(shard, self.job.shards)
+        try:
+            instances = build_instances(self.family, documents, self.tokenizer, job.recipe_options, job.replicas,
+                                        np.random.default_rng([job.recipe_options.seed, shard]))
+        except ConfigError as error:
+            _write_line(Path(job.staging) / ERRORS_FILE, {"file": name, "error": f"shard {name}: {error}"})
+            return
+        count = len(instances["token_ids"])
+        if count == 0:
+            return
+        static = masking_of(self.family, job.recipe_options) == "static"
+        batches = masked_batches(instances, self.masker, job.recipe_options.seed, shard) if static else [instances]
+        header = {"family": self.family.name, "tokenizer_sha256": job.fingerprint}
+        header = write_shard(str(Path(job.staging) / name), batches, header, count)
+        tokens = int(np.sum(instances["token_ids"] != self.tokenizer.pad_id))
+        _write_line(Path(job.staging) / SUMMARY_FILE, {
+            "file": name, "instances": count, "documents": len(documents),
+            "sentences": sum(map(len, documents)), "tokens": tokens, "features": header["features"]})
+        yield name
+
+
+def _run_with_progress(job, files, options):
+    """Run the Beam pipeline in a thread while a progress bar counts the shards written."""
+    import keras
+
+    failure = []
+    worker = threading.Thread(target=_run_pipeline, args=(job, files, options, failure), daemon=True)
+    worker.start()
+    progress = keras.utils.Progbar(job.shards, unit_name="shard") if options.verbose else None
+    staging, shown = Path(job.staging), 0
+    while worker.is_alive():
+        worker.join(timeout=1.0)
+        done = len(list(staging.glob("shard-*.tfrecord")))
+        if progress is not None and done > shown:
+            progress.update(done)
+            shown = done
+    if failure:
+        error = failure[0]
+        if isinstance(error, BertologyError):
+            raise error
+        raise CorpusError(f"the {options.runner} pipeline failed: {_last_line(error)}") from None
+
+
+def _run_pipeline(job, files, options, failure):
+    logging.getLogger("apache_beam").setLevel(logging.CRITICAL)  # a failure is reported once, by prepare
+    # Types are not declared: documents are plain lists of strings.
+    arguments = [f"--runner={options.runner}", "--default_sdk_harness_log_level=ERROR", "--no_pipeline_type_check"]
+    if options.runner == "DirectRunner":
+        arguments += [f"--direct_num_workers={options.local_workers()}",
+                      "--direct_running_mode=" + ("multi_processing" if options.local_workers() > 1
+                                                  else "in_memory")]
+    try:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # the workers' TensorFlow start-up notices
+        with beam.Pipeline(options=PipelineOptions(arguments + list(options.pipeline_args))) as pipeline:
+            read = (pipeline
+                    | "Files" >> beam.Create(list(enumerate(files)))
+                    | "Spread" >> beam.Reshuffle()
+                    | "Documents" >> beam.FlatMap(read_documents, job).with_outputs("report", main="documents"))
+            _ = read.report | "Reports" >> beam.Map(_write_report, job.staging)
+            _ = (read.documents
+                 | "ByShard" >> beam.GroupByKey()
+                 | "Build" >> beam.ParDo(BuildShard(job)))
+    except BaseException as error:  # reported by the main thread
+        failure.append(error)
+
+
+def _write_report(report, staging):
+    _write_line(Path(staging) / (ERRORS_FILE if "error" in report else "reports.jsonl"), report)
+
+
+def _write_line(path, record):
+    """Append one JSON line (one short write: concurrent workers do not interleave)."""
+    with open(path, "a", encoding="utf-8") as stream:
+        stream.write(json.dumps(record) + "\n")
+
+
+def _read_lines(path):
+    if not path.is_file():
+        return []
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    path.unlink()
+    return lines
+
+
+def _collect(staging, options):
+    """(one summary per written shard, BadRecords of the corpus); raises the first error found."""
+    errors = _read_lines(staging / ERRORS_FILE)
+    if errors:
+        raise CorpusError(sorted(errors, key=lambda e: e["file"])[0]["error"])
+    bad = BadRecords(skip=True)
+    for report in _read_lines(staging / "reports.jsonl"):
+        bad.merge(BadRecords(skip=True, count=report["skipped"], examples=report["examples"]))
+    summaries = {summary["file"]: summary for summary in _read_lines(staging / SUMMARY_FILE)}
+    return [summaries[name] for name in sorted(summaries)], bad
+
+
+def _manifest(format_name, version, recipe, fingerprint, summaries, bad, files, options, seconds):
+    features = summaries[0]["features"]
+    if any(summary["features"] != features for summary in summaries):
+        raise CorpusError("the shards came out with different features: " + ", ".join(
+            f"{s['file']}: {s['features']}" for s in summaries[:2]))
+    totals = {key: sum(summary[key] for summary in summaries) for key in ("instances", "documents", "sentences",
+                                                                           "tokens")}
+    return {
+        "format": format_name, "version": version, "recipe": recipe, "tokenizer_sha256": fingerprint,
+        "features": features, **totals,
+        "shards": [{"file": s["file"], "instances": s["instances"], "documents": s["documents"]}
+                   for s in summaries],
+        "sources": [str(f) for f in files], "corpus_format": options.corpus_format,
+        "skipped_records": {"count": bad.count, "examples": bad.examples},
+        "runner": options.runner, "prepare_seconds": round(seconds, 3),
+    }
+
+
+def _sample(files, options):
+    """Documents of about --tokenizer-sample-mb of text, taken evenly from the files (the first
+    documents of each): the tokenizer's training text, and where the fill-in examples are held out."""
+    budget = options.tokenizer_sample_mb * 2**20
+    share = max(budget / len(files), 64 * 2**10)
+    documents, taken = [], 0
+    for file in files:
+        in_file = 0
+        for document in iter_documents(file, options.corpus_format, options.text_field,
+                                       BadRecords(skip=options.skip_bad_records)):
+            documents.append(document)
+            size = sum(len(sentence) + 1 for sentence in document)
+            in_file, taken = in_file + size, taken + size
+            if in_file >= share or taken >= budget:
+                break
+        if taken >= budget:
+            break
+    if not documents:
+        raise CorpusError("The corpus has no text (only empty or whitespace-only files): "
+                          + ", ".join(map(str, files)))
+    return documents
+
+
+def _tokenizer(family, sample, options):
+    """--tokenizer, or one trained on the sample."""
+    if options.tokenizer:
+        folder = Path(options.tokenizer)
+        folder = folder / TOKENIZER_DIR if (folder / TOKENIZER_DIR).is_dir() else folder
+        if not folder.is_dir():
+            raise ConfigError(f"--tokenizer {options.tokenizer} is not a folder")
+        _say(options, f"tokenizer: {folder}")
+        return load_tokenizer(folder)
+    sentences = [sentence for document in sample for sentence in document]
+    size = sum(len(sentence) + 1 for sentence in sentences) / 2**20
+    _say(options, f"training a vocabulary of up to {options.vocab_size} tokens on {size:.1f} MB of text")
+    return family.train_tokenizer(sentences, options.vocab_size)
+
+
+def _report(manifest, options):
+    skipped = manifest["skipped_records"]
+    _say(options, f"{manifest['instances']} instances from {manifest['documents']} documents "
+                  f"({manifest['tokens']} tokens) in {len(manifest['shards'])} shards, "
+                  f"{manifest['prepare_seconds']:.1f} s; manifest: {Path(options.out) / 'manifest.json'}")
+    if skipped["count"]:
+        _say(options, f"skipped {skipped['count']} bad records, for example: " + "; ".join(skipped["examples"]))
+
+
+def _last_line(error):
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    return lines[-1] if lines else type(error).__name__
+
+
+def _say(options, message):
+    if options.verbose:
+        print(message, flush=True)
