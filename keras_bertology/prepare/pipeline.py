@@ -138,7 +138,9 @@ class BuildShard(beam.DoFn):
             instances = build_instances(self.family, documents, self.tokenizer, job.recipe_options, job.replicas,
                                         np.random.default_rng([job.recipe_options.seed, shard]))
         except ConfigError as error:
-            _write_line(Path(job.staging) / ERRORS_FILE, {"file": name, "error": f"shard {name}: {error}"})
+            _write_line(Path(job.staging) / ERRORS_FILE, {
+                "file": name, "error": f"shard {name}, {len(documents)} documents: {error} (use fewer --shards "
+                                       "for a corpus of few documents)"})
             return
         count = len(instances["token_ids"])
         if count == 0:

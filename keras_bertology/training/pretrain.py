@@ -24,7 +24,7 @@ from keras_bertology.data.shards import (
     TOKENIZER_DIR, read_manifest, sample_instances, shard_dataset, tokenizer_fingerprint)
 from keras_bertology.data.static_masking import write_static_tfrecords
 from keras_bertology.data.tokenizers import load_tokenizer
-from keras_bertology.errors import ConfigError
+from keras_bertology.errors import ConfigError, CorpusError
 from keras_bertology.export import export_saved_model
 from keras_bertology.output_paths import check_output_folder
 from keras_bertology.runs import RunModel, save_run_model
@@ -69,7 +69,12 @@ def pretrain(options, given=()):
     created = not run_dir.exists()
     checkpoints = RunCheckpoints(run_dir, writer=chief)
     try:
-        return _pretrain(family, options, source, run_dir, export_dir, checkpoints, strategy)
+        try:
+            return _pretrain(family, options, source, run_dir, export_dir, checkpoints, strategy)
+        except tf.errors.DataLossError as error:  # a damaged record inside a shard (their headers were checked)
+            raise CorpusError(f"a record of the shards in {options.data} is damaged "
+                              f"({error.message.splitlines()[0]}); prepare the data again (a run with "
+                              "checkpoints can then --resume)") from None
     except BaseException:
         if chief and created and checkpoints.latest() is None:
             shutil.rmtree(run_dir, ignore_errors=True)
