@@ -9,7 +9,7 @@ import pytest
 
 from keras_bertology.cli import main
 from keras_bertology.data.corpus import default_corpus_paths, read_corpus
-from keras_bertology.data.recipe import build_instances
+from keras_bertology.data.recipe import tokenize_documents
 from keras_bertology.data.shards import sample_instances, shard_name
 from keras_bertology.data.tokenizers import load_tokenizer
 from keras_bertology.models.registry import get_family
@@ -100,22 +100,29 @@ def test_every_family_prepares_and_pretrains_from_its_shards(tmp_path, model, pr
 @pytest.mark.slow
 def test_prepared_and_in_memory_instances_have_the_same_statistics(tmp_path):
     """The default corpus, BERT's NSP pairs at seq_len 128: both paths run the same recipe, the shards on
-    their own documents. Tolerances: the instance count moves by the random target lengths (about
-    +-0.5% here); NSP labels are Bernoulli(1/2): 5 standard errors; lengths within 1%."""
+    their own documents. The in-memory path is built with 5 seeds; with 38 long documents its statistics
+    move with the seed (the random targets and random-next draws decide how sentences are grouped, and
+    a chunk of one segment always takes a random next), so each statistic of the prepared instances
+    must lie within 4 standard deviations (over the seeds) of their mean: the instance count, the share
+    of actual-next labels, the mean length and the mean length of segment B."""
     data = tmp_path / "data"
     manifest = prepare(PrepareOptions(out=str(data), model="bert", preset="bert-tiny", masking="dynamic",
                                       vocab_size=4000, shards=4, workers=2, verbose=0))
     prepared = sample_instances(data, manifest, limit=manifest["instances"])
-    options = PretrainOptions(model="bert", preset="bert-tiny", masking="dynamic", vocab_size=4000)
-    in_memory = build_instances(get_family("bert"), read_corpus(), load_tokenizer(data / "tokenizer"), options)
-    count, expected = len(prepared["token_ids"]), len(in_memory["token_ids"])
-    assert abs(count - expected) < 0.02 * expected, (count, expected)
-    for labels in (prepared["nsp_labels"], in_memory["nsp_labels"]):
-        assert abs(labels.mean() - 0.5) < 5 * np.sqrt(0.25 / len(labels)), labels.mean()
-    lengths = [np.mean(np.sum(x["token_ids"] != 0, axis=1)) for x in (prepared, in_memory)]
-    assert abs(lengths[0] - lengths[1]) < 0.01 * lengths[1], lengths
-    second = [np.mean(np.sum(x["segment_ids"], axis=1)) for x in (prepared, in_memory)]
-    assert abs(second[0] - second[1]) < 0.02 * second[1], second
+    family, tokenizer = get_family("bert"), load_tokenizer(data / "tokenizer")
+    documents = tokenize_documents(read_corpus(), tokenizer)
+    specials = dict(cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
+    in_memory = [family.build_instances(documents, 128, specials, np.random.default_rng(seed)) for seed in range(5)]
+
+    def statistics(instances):
+        return {"count": len(instances["token_ids"]), "next share": instances["nsp_labels"].mean(),
+                "length": np.mean(np.sum(instances["token_ids"] != tokenizer.pad_id, axis=1)),
+                "B length": np.mean(np.sum(instances["segment_ids"], axis=1))}
+
+    ours, theirs = statistics(prepared), [statistics(instances) for instances in in_memory]
+    for name, value in ours.items():
+        values = [stats[name] for stats in theirs]
+        assert abs(value - np.mean(values)) < 4 * np.std(values, ddof=1), (name, value, values)
 
 
 @pytest.mark.slow
