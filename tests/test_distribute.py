@@ -262,3 +262,21 @@ def test_unusable_strategies_are_refused_with_one_clear_error(monkeypatch):
     with pytest.raises(ConfigError, match="--batch-size 32 .* multiple of the 3 replicas"):
         replica_batch_size(32, three)
     assert replica_batch_size(33, three) == 11
+
+
+@pytest.mark.slow
+def test_two_workers_train_from_prepared_shards_each_reading_its_own(tmp_path):
+    """`pretrain --data` under MultiWorkerMirroredStrategy: each worker reads every other shard (its input
+    context's share) and builds its half of each global batch; the replicas stay bit-identical."""
+    from keras_bertology.prepare.options import PrepareOptions
+    from keras_bertology.prepare.pipeline import prepare
+
+    prepare(PrepareOptions(out=str(tmp_path / "data"), model="roberta", preset="roberta-tiny", seq_len=32,
+                           corpus=[str(p) for p in default_corpus_paths()[:2]], vocab_size=400, shards=2, workers=1,
+                           verbose=0))
+    command = [sys.executable, "-m", "keras_bertology.cli", "pretrain", "--data", str(tmp_path / "data"),
+               "--preset", "roberta-tiny", "--steps", "4", "--log-every", "2", "--batch-size", "8",
+               "--strategy", "multiworker", "--out", str(tmp_path / "run"), "--export", str(tmp_path / "export")]
+    outputs = _finish(_start_workers(command, [f"127.0.0.1:{p}" for p in _free_ports(2)]))
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["steps"] == 4 and f"weights sha256 {metrics['weights_sha256']}" in outputs[1][0]

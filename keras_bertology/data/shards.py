@@ -103,7 +103,7 @@ def read_manifest(data_dir):
 
 
 def shard_dataset(data_dir, manifest, batch_size, *, seed=0, start_step=0, masker=None, shuffle_block=4096,
-                  cycle_length=4):
+                  cycle_length=4, pipeline=(0, 1)):
     """Fixed-shape batches start_step, start_step + 1, ... of an endless stream of passes over the shards.
 
     Pass e reads the shards in a random order seeded by (seed, e), `cycle_length`
@@ -116,8 +116,18 @@ def shard_dataset(data_dir, manifest, batch_size, *, seed=0, start_step=0, maske
     `cycle_length` shards, and masks nothing twice.
     Stream shards (XLNet) are read one at a time in order, without the shuffle,
     so row r of a batch continues row r of the one before.
+    `pipeline` (index, count): input pipeline `index` of `count` (a worker of
+    a cluster) reads shards index, index + count, ... only, with masks of its own.
     """
     recipe = manifest["recipe"]
+    index, count = pipeline
+    if count > 1:
+        if recipe.get("stream_batches"):
+            raise ConfigError("stream shards lay out whole global batches: they cannot be split among workers")
+        if len(manifest["shards"]) < count:
+            raise ConfigError(f"the {len(manifest['shards'])} shards in {data_dir} cannot be shared by {count} "
+                              f"workers: prepare at least {count} (--shards)")
+        manifest = dict(manifest, shards=manifest["shards"][index::count])
     if recipe.get("stream_batches"):
         if batch_size != recipe["batch_size"]:
             raise ConfigError(f"the shards in {data_dir} hold streams laid out for batches of {recipe['batch_size']}; "
@@ -161,7 +171,10 @@ def shard_dataset(data_dir, manifest, batch_size, *, seed=0, start_step=0, maske
 
     def parsed(step, records):
         batch = parse(records)
-        return batch if masker is None else masker(batch, seed=step_seed(seed, step))
+        if masker is None:
+            return batch
+        return masker(batch, seed=tf.random.experimental.stateless_fold_in(step_seed(seed, step), index)
+                      if count > 1 else step_seed(seed, step))
 
     records = tf.data.Dataset.range(first_pass, _NEVER).flat_map(pass_records)
     batches = records.batch(batch_size, drop_remainder=True)

@@ -2,14 +2,16 @@
 
 1. The tokenizer: loaded (--tokenizer), or trained on a bounded sample of the
    corpus (about --tokenizer-sample-mb of text, taken evenly from the files).
-2. The Beam pipeline: each corpus file is read as a stream of documents
-   (`data.corpus.iter_documents`) and each document goes to a shard chosen
-   by a hash of (seed, file, document number), so the same corpus and seed
-   give the same shards on any runner. Each shard's documents are sorted,
-   turned into the family's instances by the recipe `bertology pretrain`
-   uses in memory (`data.recipe`), masked there for static masking, and
-   written as one TFRecord file. A worker holds one shard's documents and
-   instances at a time.
+2. The Beam pipeline, in two stages. Each corpus file is read as a stream
+   of documents (`data.corpus.iter_documents`) and each document is
+   appended to a part file of the shard chosen by a hash of (seed, file,
+   document number), so the same corpus and seed give the same shards on
+   any runner; documents never travel through the runner's shuffle. Once
+   every file is read, each shard's documents (in file and document order)
+   become the family's instances by the recipe `bertology pretrain` uses in
+   memory (`data.recipe`), masked there for static masking, and one
+   TFRecord file. A worker holds one document, or one shard's documents and
+   instances, at a time.
 3. The manifest: features, instance counts, the tokenizer's fingerprint, the
    recipe, the sources and the bad records skipped. The data folder is
    written beside its destination and moved into place complete.
@@ -20,9 +22,11 @@ options after `--`); the output folder must then be storage the workers and
 this machine share.
 """
 
+import contextlib
 import json
 import logging
 import os
+import shutil
 import threading
 import time
 import zlib
@@ -35,7 +39,9 @@ from keras_bertology.data.corpus import BadRecords, corpus_files, default_corpus
 from keras_bertology.data.recipe import build_instances, build_masker, masked_batches, masking_of, recipe_of
 from keras_bertology.data.shards import (
     FORMAT, MANIFEST_FILE, TOKENIZER_DIR, VERSION, shard_name, tokenizer_fingerprint, write_shard)
-from keras_bertology.data.tokenizers import load_tokenizer
+from keras_bertology.convert.hf_tokenizer import load_hf_tokenizer
+from keras_bertology.data.tokenizers import CONFIG_FILE as TOKENIZER_CONFIG
+from keras_bertology.data.tokenizers import WordPieceTokenizer, load_tokenizer
 from keras_bertology.errors import BertologyError, ConfigError, CorpusError
 from keras_bertology.models.registry import get_family
 from keras_bertology.output_paths import check_output_folder
@@ -51,6 +57,7 @@ finally:
 
 SUMMARY_FILE = "shards.jsonl"
 ERRORS_FILE = "errors.jsonl"
+PARTS_DIR = "parts"
 
 
 def prepare(options):
@@ -76,7 +83,7 @@ def prepare(options):
         job = ShardJob(recipe_options=recipe_options, replicas=options.replicas, shards=shards,
                        staging=str(staging), fingerprint=fingerprint, corpus_format=options.corpus_format,
                        text_field=options.text_field, skip_bad_records=options.skip_bad_records,
-                       held_out=frozenset(held_out))
+                       held_out=frozenset(held_out), threads=_threads_per_worker(options))
         _run_with_progress(job, [str(f) for f in files], options)
         seconds = time.perf_counter() - started
         summaries, bad = _collect(staging, options)
@@ -101,20 +108,59 @@ class ShardJob:
         return zlib.crc32(key) % self.shards
 
 
-def read_documents(indexed_file, job):
-    """(shard, (file index, document number, sentences)) of one corpus file; its bad records (or the
-    error that stopped it) as a tagged "report" output."""
+def spill_documents(indexed_file, job):
+    """Stream one corpus file's documents to the part files of their shards; yields the file's report
+    (its bad records, or the error that stopped it). Memory: one document and small write buffers."""
     file_index, path = indexed_file
     bad = BadRecords(skip=job.skip_bad_records)
+    parts = _PartWriter(Path(job.staging) / PARTS_DIR, file_index)
     try:
         for number, document in enumerate(iter_documents(path, job.corpus_format, job.text_field, bad)):
             kept = [sentence for sentence in document if sentence not in job.held_out]
             if kept:
-                yield job.shard_of(file_index, number), (file_index, number, kept)
+                parts.add(job.shard_of(file_index, number), kept)
     except CorpusError as error:
-        yield beam.pvalue.TaggedOutput("report", {"file": path, "error": str(error)})
+        yield {"file": path, "error": str(error)}
         return
-    yield beam.pvalue.TaggedOutput("report", {"file": path, "skipped": bad.count, "examples": bad.examples})
+    finally:
+        parts.flush()
+    yield {"file": path, "skipped": bad.count, "examples": bad.examples}
+
+
+class _PartWriter:
+    """Buffered appends of documents (one JSON line each) to PARTS/<shard>/<file index>.jsonl."""
+
+    def __init__(self, folder, file_index, limit=8 * 2**20):
+        self.folder, self.name, self.limit = folder, f"{file_index:08d}.jsonl", limit
+        self.buffers, self.size = {}, 0
+        for stale in folder.glob(f"*/{self.name}"):  # an earlier attempt at this file, retried by the runner
+            stale.unlink()
+
+    def add(self, shard, sentences):
+        line = json.dumps(sentences) + "\n"
+        self.buffers.setdefault(shard, []).append(line)
+        self.size += len(line)
+        if self.size >= self.limit:
+            self.flush()
+
+    def flush(self):
+        for shard, lines in self.buffers.items():
+            folder = self.folder / f"{shard:05d}"
+            folder.mkdir(parents=True, exist_ok=True)
+            with open(folder / self.name, "a", encoding="utf-8") as stream:
+                stream.writelines(lines)
+        self.buffers, self.size = {}, 0
+
+
+def _shard_documents(folder):
+    """The documents spilled for one shard, in (file, document) order."""
+    if not folder.is_dir():
+        return []
+    documents = []
+    for part in sorted(folder.iterdir()):
+        with open(part, encoding="utf-8") as stream:
+            documents.extend(json.loads(line) for line in stream)
+    return documents
 
 
 class BuildShard(beam.DoFn):
@@ -126,14 +172,22 @@ class BuildShard(beam.DoFn):
         self.family = self.tokenizer = self.masker = None
 
     def setup(self):
+        import tensorflow as tf
+
+        # Local workers share the machine's cores: each runs TensorFlow on its share.
+        with contextlib.suppress(RuntimeError):  # already set where this process ran TensorFlow before
+            tf.config.threading.set_intra_op_parallelism_threads(self.job.threads)
+            tf.config.threading.set_inter_op_parallelism_threads(self.job.threads)
         self.family = get_family(self.job.recipe_options.model)
         self.tokenizer = load_tokenizer(Path(self.job.staging) / TOKENIZER_DIR)
         self.masker = build_masker(self.family, self.tokenizer, self.job.recipe_options, self.job.replicas)
 
-    def process(self, keyed):
-        shard, documents = keyed
-        documents = [document for _, _, document in sorted(documents, key=lambda item: item[:2])]
+    def process(self, shard):
         job, name = self.job, shard_name(shard, self.job.shards)
+        parts = Path(job.staging) / PARTS_DIR / f"{shard:05d}"
+        documents = _shard_documents(parts)
+        if not documents:
+            return
         try:
             instances = build_instances(self.family, documents, self.tokenizer, job.recipe_options, job.replicas,
                                         np.random.default_rng([job.recipe_options.seed, shard]))
@@ -149,6 +203,7 @@ class BuildShard(beam.DoFn):
         batches = masked_batches(instances, self.masker, job.recipe_options.seed, shard) if static else [instances]
         header = {"family": self.family.name, "tokenizer_sha256": job.fingerprint}
         header = write_shard(str(Path(job.staging) / name), batches, header, count)
+        shutil.rmtree(parts)
         tokens = int(np.sum(instances["token_ids"] != self.tokenizer.pad_id))
         _write_line(Path(job.staging) / SUMMARY_FILE, {
             "file": name, "instances": count, "documents": len(documents),
@@ -189,16 +244,28 @@ def _run_pipeline(job, files, options, failure):
     try:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # the workers' TensorFlow start-up notices
         with beam.Pipeline(options=PipelineOptions(arguments + list(options.pipeline_args))) as pipeline:
-            read = (pipeline
-                    | "Files" >> beam.Create(list(enumerate(files)))
-                    | "Spread" >> beam.Reshuffle()
-                    | "Documents" >> beam.FlatMap(read_documents, job).with_outputs("report", main="documents"))
-            _ = read.report | "Reports" >> beam.Map(_write_report, job.staging)
-            _ = (read.documents
-                 | "ByShard" >> beam.GroupByKey()
+            # Stage 1 streams every file's documents to their shards' part files on disk; stage 2 starts
+            # once all are read (the global count waits for them) and builds each shard from its parts.
+            reports = (pipeline
+                       | "Files" >> beam.Create(list(enumerate(files)))
+                       | "SpreadFiles" >> beam.Reshuffle()
+                       | "Spill" >> beam.FlatMap(spill_documents, job))
+            _ = reports | "Reports" >> beam.Map(_write_report, job.staging)
+            _ = (reports
+                 | "AllRead" >> beam.combiners.Count.Globally()
+                 | "Shards" >> beam.FlatMap(lambda _: range(job.shards))
+                 | "SpreadShards" >> beam.Reshuffle()
                  | "Build" >> beam.ParDo(BuildShard(job)))
     except BaseException as error:  # reported by the main thread
         failure.append(error)
+
+
+def _threads_per_worker(options):
+    """TensorFlow threads of one worker: the cores shared by the local workers (DirectRunner), else 0
+    (TensorFlow's own choice, on a worker machine of another runner)."""
+    if options.runner != "DirectRunner":
+        return 0
+    return max(1, (os.cpu_count() or 1) // options.local_workers())
 
 
 def _write_report(report, staging):
@@ -221,6 +288,7 @@ def _read_lines(path):
 
 def _collect(staging, options):
     """(one summary per written shard, BadRecords of the corpus); raises the first error found."""
+    shutil.rmtree(staging / PARTS_DIR, ignore_errors=True)
     errors = _read_lines(staging / ERRORS_FILE)
     if errors:
         raise CorpusError(sorted(errors, key=lambda e: e["file"])[0]["error"])
@@ -273,14 +341,22 @@ def _sample(files, options):
 
 
 def _tokenizer(family, sample, options):
-    """--tokenizer, or one trained on the sample."""
+    """--tokenizer (a saved tokenizer, a run folder or prepared data holding one, a Hugging Face folder
+    with vocab.txt, spiece.model, vocab.json + merges.txt or tokenizer.json, or a bare WordPiece
+    vocab.txt), or one trained on the sample."""
     if options.tokenizer:
-        folder = Path(options.tokenizer)
-        folder = folder / TOKENIZER_DIR if (folder / TOKENIZER_DIR).is_dir() else folder
-        if not folder.is_dir():
-            raise ConfigError(f"--tokenizer {options.tokenizer} is not a folder")
-        _say(options, f"tokenizer: {folder}")
-        return load_tokenizer(folder)
+        given = Path(options.tokenizer)
+        _say(options, f"tokenizer: {given}")
+        if given.is_file():
+            return WordPieceTokenizer(given)
+        folder = given / TOKENIZER_DIR if (given / TOKENIZER_DIR).is_dir() else given
+        if (folder / TOKENIZER_CONFIG).is_file() and "type" in json.loads((folder / TOKENIZER_CONFIG).read_text()):
+            return load_tokenizer(folder)
+        tokenizer = load_hf_tokenizer(folder, model_vocab_size=2**31) if folder.is_dir() else None
+        if tokenizer is None:
+            raise ConfigError(f"--tokenizer {given}: no tokenizer there (a saved tokenizer, a run folder, a "
+                              "Hugging Face folder or a vocab.txt)")
+        return tokenizer
     sentences = [sentence for document in sample for sentence in document]
     size = sum(len(sentence) + 1 for sentence in sentences) / 2**20
     _say(options, f"training a vocabulary of up to {options.vocab_size} tokens on {size:.1f} MB of text")

@@ -28,13 +28,19 @@ def replica_batch_size(global_batch, strategy):
 
 
 def fit(model, dataset, strategy, *, global_batch, epochs, initial_epoch, steps_per_epoch, callbacks,
-        verbose):
-    """Train `model` on `dataset` (global batches, endless) for epochs `initial_epoch` .. `epochs` - 1."""
+        verbose, worker_dataset=None):
+    """Train `model` on `dataset` (global batches, endless) for epochs `initial_epoch` .. `epochs` - 1.
+
+    `worker_dataset`, when given, is `InputContext -> dataset` of that input
+    pipeline's own share of each global batch (global_batch / pipelines rows,
+    read from its own files): multi-worker runs then use it instead of
+    building every global batch on every worker.
+    """
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return model.fit(dataset, epochs=epochs, initial_epoch=initial_epoch, steps_per_epoch=steps_per_epoch,
                          callbacks=callbacks, shuffle=False, verbose=verbose)
     return _fit_on_replicas(model, dataset, strategy, global_batch, epochs, initial_epoch, steps_per_epoch,
-                            callbacks, verbose)
+                            callbacks, verbose, worker_dataset)
 
 
 def shard_global_batches(dataset, global_batch, context):
@@ -54,9 +60,13 @@ def shard_global_batches(dataset, global_batch, context):
 
 
 def _fit_on_replicas(model, dataset, strategy, global_batch, epochs, initial_epoch, steps_per_epoch,
-                     callbacks, verbose):
-    distributed = strategy.distribute_datasets_from_function(
-        lambda context: shard_global_batches(dataset, global_batch, context))
+                     callbacks, verbose, worker_dataset=None):
+    def pipeline(context):
+        if worker_dataset is None:
+            return shard_global_batches(dataset, global_batch, context)
+        return worker_dataset(context).rebatch(context.get_per_replica_batch_size(global_batch), drop_remainder=True)
+
+    distributed = strategy.distribute_datasets_from_function(pipeline)
     with strategy.scope():
         # What Model.fit does before its first step, from the batch's shapes instead of a reduced batch.
         replica_batch = replica_batch_size(global_batch, strategy)

@@ -129,10 +129,17 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         pretrainer, done_steps = _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options,
                                                      replica_batch)
     backbone = pretrainer.backbone
+    worker_dataset = None
     if source.manifest:
         masker = build_masker(family, tokenizer, options, replicas) if masking == "dynamic" else None
         dataset = shard_dataset(options.data, source.manifest, options.batch_size, seed=options.seed,
                                 start_step=done_steps, masker=masker)
+        if not source.manifest["recipe"]["stream_batches"]:
+            def worker_dataset(context):  # a cluster's worker reads its own shards
+                pipelines = context.num_input_pipelines
+                return shard_dataset(options.data, source.manifest, options.batch_size // pipelines,
+                                     seed=options.seed, start_step=done_steps, masker=masker,
+                                     pipeline=(context.input_pipeline_id, pipelines)).map(pretrainer.split_features)
     else:
         dataset = _masked_dataset(family, instances, tokenizer, masking, _data_dir(run_dir, checkpoints),
                                   options, done_steps, replicas)
@@ -152,7 +159,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         steps_per_epoch=steps_per_window,
         callbacks=[StopOnNonFiniteLoss(steps_per_window, checkpoints), history, *writes,
                    *pretrainer.training_callbacks()],
-        verbose=options.verbose)
+        verbose=options.verbose, worker_dataset=worker_dataset)
     train_seconds = time.perf_counter() - started
     if not checkpoints.writer:  # another worker of the cluster: the chief saves and exports
         digest = weights_digest(pretrainer)
