@@ -53,6 +53,8 @@ def pretrain(options, given=()):
     written; a run that fails before its first checkpoint removes the run
     folder it created.
     """
+    # First: a multi-worker strategy must configure TensorFlow before anything runs (reading shards does).
+    strategy = make_strategy(options.strategy)
     manifest = None
     if options.data:
         manifest = read_manifest(options.data)
@@ -64,7 +66,6 @@ def pretrain(options, given=()):
     check_output_folder(run_dir, "--out")
     check_output_folder(export_dir, "--export", replaced=True)
     source = _Source(manifest) if manifest else _Source.read(options)
-    strategy = make_strategy(options.strategy)
     chief = is_chief(strategy)
     created = not run_dir.exists()
     checkpoints = RunCheckpoints(run_dir, writer=chief)
