@@ -10,9 +10,10 @@ TESTING := $(VENV)/.test-installed
 
 .PHONY: run test benchmark clean
 
-$(RUNTIME): setup.py requirements/base.txt requirements/corpus.txt
+$(RUNTIME): setup.py requirements/base.txt requirements/protobuf.txt requirements/corpus.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) -r requirements/base.txt
+	$(PIP) --no-deps -r requirements/protobuf.txt
 	$(PIP) --no-deps -r requirements/corpus.txt
 	$(PIP) --no-deps -e .
 	touch $@

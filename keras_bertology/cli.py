@@ -239,7 +239,7 @@ def _run_prepare(args):
 def _run_finetune(args):
     from keras_bertology.finetune.run import FinetuneOptions, finetune
 
-    finetune(FinetuneOptions(**{name: value for name, value in vars(args).items() if name != "command"}))
+    finetune(FinetuneOptions(**{name: value for name, value in vars(args).items() if name not in ("command", "given")}))
 
 
 def _run_export(args):

@@ -9,9 +9,6 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bertology.data.random_draws import step_seed
-from keras_bertology.training.options import RECIPE_FIELDS
-# The family options that the instances and masking use (the others configure the model).
-_DATA_BUILDERS = ("instances", "masker")
 
 
 def tokenize_documents(documents, tokenizer, batch_size=8192):
@@ -62,21 +59,3 @@ def masked_batches(instances, masker, seed, key=0, batch_size=256):
         return masker(batch, seed=tf.random.experimental.stateless_fold_in(step_seed(seed, step), key))
 
     return dataset.map(mask).prefetch(2).as_numpy_iterator()
-
-
-def recipe_of(family, options, tokenizer, replicas=1):
-    """What the instances were made with, as the manifest of prepared shards records it."""
-    recipe = {name: getattr(options, name) for name in RECIPE_FIELDS}
-    recipe.update(model=family.name, vocab_size=tokenizer.vocab_size, masking=masking_of(family, options),
-                  packing=options.packing or (family.packings[0] if family.packings else None),
-                  max_predictions=options.prediction_slots(family), seed=options.seed,
-                  family_options={name: value for name, value in family.option_values(options.family_options).items()
-                                  if any(builder in _DATA_BUILDERS for builder in _used_by(family, name))},
-                  stream_batches=family.stream_batches)
-    if family.stream_batches:
-        recipe.update(batch_size=options.batch_size, replicas=replicas)
-    return recipe
-
-
-def _used_by(family, name):
-    return next(option.used_by for option in family.options if option.name == name)

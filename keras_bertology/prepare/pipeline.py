@@ -35,11 +35,11 @@ from pathlib import Path
 import numpy as np
 
 from keras_bertology.atomic import atomic_directory
+from keras_bertology.convert.hf_tokenizer import load_hf_tokenizer
 from keras_bertology.data.corpus import BadRecords, corpus_files, default_corpus_paths, iter_documents
-from keras_bertology.data.recipe import build_instances, build_masker, masked_batches, masking_of, recipe_of
+from keras_bertology.data.recipe import build_instances, build_masker, masked_batches, masking_of
 from keras_bertology.data.shards import (
     FORMAT, MANIFEST_FILE, TOKENIZER_DIR, VERSION, shard_name, tokenizer_fingerprint, write_shard)
-from keras_bertology.convert.hf_tokenizer import load_hf_tokenizer
 from keras_bertology.data.tokenizers import CONFIG_FILE as TOKENIZER_CONFIG
 from keras_bertology.data.tokenizers import WordPieceTokenizer, load_tokenizer
 from keras_bertology.errors import BertologyError, ConfigError, CorpusError
@@ -47,6 +47,7 @@ from keras_bertology.models.registry import get_family
 from keras_bertology.output_paths import check_output_folder
 from keras_bertology.prepare.options import GZIP_RATIO
 from keras_bertology.training.fill_mask import hold_out_sentences
+from keras_bertology.training.options import RECIPE_FIELDS
 
 logging.disable(logging.WARNING)  # Beam's import warns about cloud clients that local runs do not use
 try:
@@ -55,6 +56,8 @@ try:
 finally:
     logging.disable(logging.NOTSET)
 
+# The family options that the instances and masking use (the others configure the model).
+_DATA_BUILDERS = ("instances", "masker")
 SUMMARY_FILE = "shards.jsonl"
 ERRORS_FILE = "errors.jsonl"
 PARTS_DIR = "parts"
@@ -64,6 +67,9 @@ def prepare(options):
     """Run `bertology prepare`; returns the manifest written to `options.out`."""
     family = options.validate()
     check_output_folder(options.out, "--out", replaced=True)
+    out = Path(options.out)
+    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST_FILE).is_file():
+        raise ConfigError(f"--out {out} holds other files; prepared data replaces its folder: choose a new one")
     files = corpus_files(options.corpus or default_corpus_paths())
     corpus_bytes = sum(f.stat().st_size * (GZIP_RATIO if f.name.lower().endswith(".gz") else 1) for f in files)
     shards = options.shard_count(corpus_bytes)
@@ -258,6 +264,24 @@ def _run_pipeline(job, files, options, failure):
                  | "Build" >> beam.ParDo(BuildShard(job)))
     except BaseException as error:  # reported by the main thread
         failure.append(error)
+
+
+def recipe_of(family, options, tokenizer, replicas=1):
+    """What the instances were made with, as the manifest of prepared shards records it."""
+    recipe = {name: getattr(options, name) for name in RECIPE_FIELDS}
+    recipe.update(model=family.name, vocab_size=tokenizer.vocab_size, masking=masking_of(family, options),
+                  packing=options.packing or (family.packings[0] if family.packings else None),
+                  max_predictions=options.prediction_slots(family), seed=options.seed,
+                  family_options={name: value for name, value in family.option_values(options.family_options).items()
+                                  if any(builder in _DATA_BUILDERS for builder in _used_by(family, name))},
+                  stream_batches=family.stream_batches)
+    if family.stream_batches:
+        recipe.update(batch_size=options.batch_size, replicas=replicas)
+    return recipe
+
+
+def _used_by(family, name):
+    return next(option.used_by for option in family.options if option.name == name)
 
 
 def _threads_per_worker(options):
