@@ -79,26 +79,6 @@ def test_pretrain_from_the_shards_trains_and_exports(bert_data, tmp_path, capsys
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model, preset, flags", [  # BERT and RoBERTa: the tests above and below
-    ("albert", "albert-tiny", {}),
-    ("spanbert", "spanbert-tiny", {}),
-    ("electra", "electra-tiny", {}),
-    ("xlnet", "xlnet-tiny", {"batch_size": 8}),
-])
-def test_every_family_prepares_and_pretrains_from_its_shards(tmp_path, model, preset, flags):
-    from keras_bertology.training.pretrain import pretrain
-
-    data = tmp_path / "data"
-    manifest = prepare(PrepareOptions(out=str(data), model=model, preset=preset, corpus=PLAYS[:4], seq_len=32,
-                                      vocab_size=1000, shards=2, workers=1, verbose=0, **flags))
-    assert manifest["recipe"]["model"] == model and manifest["instances"] > 0
-    metrics = pretrain(PretrainOptions(data=str(data), preset=preset, steps=1, batch_size=8, verbose=0,
-                                       out=str(tmp_path / "run"), export=str(tmp_path / "export")))
-    assert metrics["model"] == model and metrics["seq_len"] == 32
-    assert all(np.isfinite(record["loss"]) for record in metrics["history"])
-
-
-@pytest.mark.slow
 def test_prepared_and_in_memory_instances_have_the_same_statistics(tmp_path):
     """The default corpus, BERT's NSP pairs at seq_len 128: both paths run the same recipe, the shards on
     their own documents. The in-memory path is built with 5 seeds; with 38 long documents its statistics

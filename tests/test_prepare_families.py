@@ -1,0 +1,32 @@
+"""`bertology prepare` then `bertology pretrain --data` for every family (BERT's and RoBERTa's runs are in
+test_prepare.py). A file of its own so that the test workers share the slow runs evenly."""
+
+import numpy as np
+import pytest
+
+from keras_bertology.data.corpus import default_corpus_paths
+from keras_bertology.prepare.options import PrepareOptions
+from keras_bertology.prepare.pipeline import prepare
+from keras_bertology.training.options import PretrainOptions
+
+PLAYS = [str(path) for path in default_corpus_paths()[:4]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model, preset, flags", [
+    ("albert", "albert-tiny", {}),
+    ("spanbert", "spanbert-tiny", {}),
+    ("electra", "electra-tiny", {}),
+    ("xlnet", "xlnet-tiny", {"batch_size": 8}),
+])
+def test_every_family_prepares_and_pretrains_from_its_shards(tmp_path, model, preset, flags):
+    from keras_bertology.training.pretrain import pretrain
+
+    data = tmp_path / "data"
+    manifest = prepare(PrepareOptions(out=str(data), model=model, preset=preset, corpus=PLAYS, seq_len=32,
+                                      vocab_size=1000, shards=2, workers=1, verbose=0, **flags))
+    assert manifest["recipe"]["model"] == model and manifest["instances"] > 0
+    metrics = pretrain(PretrainOptions(data=str(data), preset=preset, steps=1, batch_size=8, verbose=0,
+                                       out=str(tmp_path / "run"), export=str(tmp_path / "export")))
+    assert metrics["model"] == model and metrics["seq_len"] == 32
+    assert all(np.isfinite(record["loss"]) for record in metrics["history"])
