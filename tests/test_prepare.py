@@ -51,6 +51,12 @@ def test_prepare_writes_shards_a_manifest_and_the_tokenizer(bert_data):
     assert sum(s["instances"] for s in manifest["shards"]) == manifest["instances"] > 3000
     assert sum(s["documents"] for s in manifest["shards"]) == manifest["documents"] == 8
     assert len(manifest["held_out"]) == 5 and manifest["skipped_records"]["count"] == 0
+    # --dupe-factor 2: the documents are built into instances twice, so the instances hold about twice the
+    # corpus' tokens (each build covers each sentence about once; specials and random-next B segments
+    # add some); a single build would stay near 1x.
+    corpus_tokens = sum(map(len, (s for d in tokenize_documents(read_corpus(PLAYS), load_tokenizer(out / "tokenizer"))
+                                  for s in d)))
+    assert 1.8 < manifest["tokens"] / corpus_tokens < 2.6, (manifest["tokens"], corpus_tokens)
     sample = sample_instances(out, manifest, limit=500)
     assert sample["token_ids"].shape == (500, 64) and sample["token_ids"].dtype == np.int32
 

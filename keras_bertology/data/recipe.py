@@ -8,7 +8,6 @@ the same options, so they give instances of the same kind and statistics.
 import numpy as np
 import tensorflow as tf
 
-from keras_bertology.data.random_draws import step_seed
 
 
 def tokenize_documents(documents, tokenizer, batch_size=8192):
@@ -48,14 +47,3 @@ def build_instances(family, documents, tokenizer, options, replicas=1, rng=None)
 def build_masker(family, tokenizer, options, replicas=1):
     return family.build_masker(tokenizer, options.prediction_slots(family), options.whole_word,
                                options.family_options, replicas)
-
-
-def masked_batches(instances, masker, seed, key=0, batch_size=256):
-    """Masked copies of `instances`, batch by batch (numpy): batch k masked with the seed (seed, k)
-    folded with `key` (a shard's number), so every shard draws its own masks."""
-    dataset = tf.data.Dataset.from_tensor_slices(instances).batch(batch_size).enumerate()
-
-    def mask(step, batch):
-        return masker(batch, seed=tf.random.experimental.stateless_fold_in(step_seed(seed, step), key))
-
-    return dataset.map(mask).prefetch(2).as_numpy_iterator()

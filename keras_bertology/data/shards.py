@@ -141,9 +141,8 @@ def shard_dataset(data_dir, manifest, batch_size, *, seed=0, start_step=0, maske
     first_pass, offset = divmod(start_step * batch_size, total)
     groups = -(-len(manifest["shards"]) // cycle_length)
 
-    def group_records(epoch, group, skip):
-        """The records of shard group `group` of pass `epoch`, the first `skip` left out."""
-        order = tf.argsort(tf.random.stateless_uniform([len(manifest["shards"])], step_seed(seed, epoch, ORDER)))
+    def group_records(epoch, order, group, skip):
+        """The records of shard group `group` of pass `epoch` (shards in `order`), the first `skip` left out."""
         members = order[group * cycle_length:(group + 1) * cycle_length]
         records = tf.data.Dataset.from_tensor_slices(tf.gather(paths, members)).interleave(
             lambda path: tf.data.TFRecordDataset(path).skip(1), cycle_length=cycle_length, block_length=1)
@@ -165,7 +164,7 @@ def shard_dataset(data_dir, manifest, batch_size, *, seed=0, start_step=0, maske
         ends = tf.cumsum(sizes)
         starts = ends - sizes
         live = tf.data.Dataset.range(groups).filter(lambda group: ends[group] > skip)
-        return live.flat_map(lambda group: group_records(epoch, group, tf.maximum(skip - starts[group], 0)))
+        return live.flat_map(lambda group: group_records(epoch, order, group, tf.maximum(skip - starts[group], 0)))
 
     parse = _parser(manifest)
 

@@ -54,7 +54,7 @@ def write_static_tfrecords(
     temp_path = path + ".tmp"
     try:
         with tf.io.TFRecordWriter(temp_path) as writer:
-            for number, batch in enumerate(_masked_batches(instances, masker, dupe_factor, batch_size, seed)):
+            for number, batch in enumerate(masked_batches(instances, masker, seed, dupe_factor, batch_size)):
                 if number == 0:
                     writer.write(_spec_record(batch))
                 for record in serialize_examples(batch):
@@ -93,12 +93,20 @@ def read_static_tfrecords(
     return tf.data.TFRecordDataset(path).skip(1).batch(_PARSE_BATCH).map(parse).unbatch()
 
 
-def _masked_batches(
-    instances, masker: Masker, dupe_factor: int, batch_size: int, seed: int
-) -> Iterator[dict[str, np.ndarray]]:
-    """Masked batches of every dupe in turn; prefetch overlaps masking with serialization."""
+def masked_batches(instances, masker: Masker, seed: int, dupe_factor: int = 1, batch_size: int = 256,
+                   key=None) -> Iterator[dict[str, np.ndarray]]:
+    """Masked batches (numpy) of every dupe in turn: batch k masked with the seed (seed, k), folded with
+    `key` when given (a shard's number, so every shard draws its own masks); prefetch overlaps masking
+    with serialization."""
     dataset = tf.data.Dataset.from_tensor_slices(instances).batch(batch_size).repeat(dupe_factor).enumerate()
-    return dataset.map(lambda step, batch: masker(batch, seed=step_seed(seed, step))).prefetch(2).as_numpy_iterator()
+
+    def mask(step, batch):
+        step_key = step_seed(seed, step)
+        if key is not None:
+            step_key = tf.random.experimental.stateless_fold_in(step_key, key)
+        return masker(batch, seed=step_key)
+
+    return dataset.map(mask).prefetch(2).as_numpy_iterator()
 
 
 def storage_dtype(dtype):

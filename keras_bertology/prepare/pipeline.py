@@ -37,9 +37,10 @@ import numpy as np
 from keras_bertology.atomic import atomic_directory
 from keras_bertology.convert.hf_tokenizer import load_hf_tokenizer
 from keras_bertology.data.corpus import BadRecords, corpus_files, default_corpus_paths, iter_documents
-from keras_bertology.data.recipe import build_instances, build_masker, masked_batches, masking_of
+from keras_bertology.data.recipe import build_instances, build_masker, masking_of
 from keras_bertology.data.shards import (
     FORMAT, MANIFEST_FILE, TOKENIZER_DIR, VERSION, shard_name, tokenizer_fingerprint, write_shard)
+from keras_bertology.data.static_masking import masked_batches
 from keras_bertology.data.tokenizers import CONFIG_FILE as TOKENIZER_CONFIG
 from keras_bertology.data.tokenizers import WordPieceTokenizer, load_tokenizer
 from keras_bertology.errors import BertologyError, ConfigError, CorpusError
@@ -206,7 +207,7 @@ class BuildShard(beam.DoFn):
         if count == 0:
             return
         static = masking_of(self.family, job.recipe_options) == "static"
-        batches = masked_batches(instances, self.masker, job.recipe_options.seed, shard) if static else [instances]
+        batches = masked_batches(instances, self.masker, job.recipe_options.seed, key=shard) if static else [instances]
         header = {"family": self.family.name, "tokenizer_sha256": job.fingerprint}
         header = write_shard(str(Path(job.staging) / name), batches, header, count)
         shutil.rmtree(parts)
