@@ -71,6 +71,9 @@ def build_parser():
     pretrain.add_argument("--batch-size", type=_positive_int, default=defaults.batch_size, help="the global batch")
     pretrain.add_argument("--out", metavar="RUN_DIR", help="run folder (default: runs/<run name>)")
     pretrain.add_argument("--export", metavar="DIR", help="SavedModel folder (default: savedmodels/<run name>)")
+    pretrain.add_argument("--no-export", action="store_true",
+                          help="write the run folder only, no SavedModel nor fill-in examples "
+                               "(`bertology export RUN_DIR` exports it later)")
     pretrain.add_argument("--learning-rate", type=_positive_float, default=defaults.learning_rate,
                           help="peak learning rate (default: the family's, 1e-3; 3e-4 for ELECTRA)")
     pretrain.add_argument("--layer-decay", type=_positive_float, default=defaults.layer_decay,

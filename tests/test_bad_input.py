@@ -148,6 +148,7 @@ CASES = [
     ("--out under /proc", _pretrain("--out", "/proc/bertology/run"), "cannot be written"),
     ("--export is a file", _pretrain("--export", "{tmp}/a_file"), "is a file"),
     ("--export under /proc", _pretrain("--export", "/proc/bertology/sm"), "cannot be written"),
+    ("--export and --no-export", _pretrain("--export", "{tmp}/sm", "--no-export"), "contradict each other"),
     # convert
     ("missing checkpoint folder", ["convert", "--from-hf", "{tmp}/nowhere", "--out", "{tmp}/c"], "not a folder"),
     ("no config.json", ["convert", "--from-hf", "{tmp}/hf_no_config", "--out", "{tmp}/c"], "config.json not found"),

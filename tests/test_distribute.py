@@ -163,13 +163,13 @@ def _free_ports(count):
     return ports
 
 
-def _worker_command(tmp_path, steps, log_every):
+def _worker_command(tmp_path, steps, log_every, *extra):
     return [sys.executable, "-m", "keras_bertology.cli", "pretrain", "--model", "bert", "--preset", "bert-tiny",
             "--corpus", *[str(p) for p in default_corpus_paths()[:2]], "--steps", str(steps),
             "--log-every", str(log_every), "--batch-size", "8", "--seq-len", "32", "--vocab-size", "400",
             "--dupe-factor", "1",
-            "--strategy", "multiworker", "--out", str(tmp_path / "run"), "--export", str(tmp_path / "export"),
-            "--resume"]
+            "--strategy", "multiworker", "--out", str(tmp_path / "run"), "--resume",
+            *(extra or ["--export", str(tmp_path / "export")])]
 
 
 def _start_workers(command, workers):
@@ -209,7 +209,7 @@ def test_two_workers_on_localhost_pretrain_to_identical_weights(two_worker_run):
 @pytest.mark.slow
 def test_a_worker_killed_mid_run_stops_the_job_which_resumes_to_completion(tmp_path):
     workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
-    command = _worker_command(tmp_path, 8, 2)
+    command = _worker_command(tmp_path, 8, 2, "--no-export")
     chief, other = _start_workers(command, workers)
     deadline = time.monotonic() + 300
     while _newest_step(tmp_path / "run") < 3 and chief.poll() is None and time.monotonic() < deadline:
@@ -277,7 +277,7 @@ def test_two_workers_train_from_prepared_shards_each_reading_its_own(tmp_path):
                            verbose=0))
     command = [sys.executable, "-m", "keras_bertology.cli", "pretrain", "--data", str(tmp_path / "data"),
                "--preset", "roberta-tiny", "--steps", "4", "--log-every", "2", "--batch-size", "8",
-               "--strategy", "multiworker", "--out", str(tmp_path / "run"), "--export", str(tmp_path / "export")]
+               "--strategy", "multiworker", "--out", str(tmp_path / "run"), "--no-export"]
     outputs = _finish(_start_workers(command, [f"127.0.0.1:{p}" for p in _free_ports(2)]))
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["steps"] == 4 and f"weights sha256 {metrics['weights_sha256']}" in outputs[1][0]

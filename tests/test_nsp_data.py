@@ -261,14 +261,14 @@ def _topic_corpus(path, rng, documents=4, sentences=400, words=12):
 @pytest.mark.slow
 def test_nsp_learns_when_random_next_pairs_are_easy_to_spot(tmp_path):
     """Chance is 0.5 (about half the pairs are random-next). With NSP wired right, the
-    last logged window scores about 0.99 (0.99-1.0 over seeds 0-2; learned by step
-    ~160 of 400). Labels rolled or shuffled against their pairs leave it near 0.5;
+    last logged window scores about 0.99 (0.99-1.0 over seeds 0-2; above 0.9 from step
+    ~120-160 of 200). Labels rolled or shuffled against their pairs leave it near 0.5;
     an NSP sample weight of 0 never trains NSP (and the weighted accuracy reads 0.0)."""
     corpus = tmp_path / "topics.txt"
     _topic_corpus(corpus, np.random.default_rng(0))
     metrics = pretrain(PretrainOptions(
-        model="bert", preset="bert-tiny", corpus=[str(corpus)], steps=400, batch_size=32, seq_len=32,
-        vocab_size=1000, learning_rate=2e-3, out=str(tmp_path / "run"), export=str(tmp_path / "export"),
+        model="bert", preset="bert-tiny", corpus=[str(corpus)], steps=200, batch_size=32, seq_len=32,
+        vocab_size=1000, learning_rate=2e-3, out=str(tmp_path / "run"), no_export=True,
         verbose=0, masking="dynamic", seed=0))
     nsp = metrics["objectives"]["nsp"]
     assert nsp["last"]["accuracy"] >= 0.9, nsp

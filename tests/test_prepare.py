@@ -122,7 +122,7 @@ def test_a_run_from_shards_resumes_exactly(tmp_path):
     prepare(PrepareOptions(out=str(data), model="roberta", preset="roberta-tiny", corpus=PLAYS[:2], seq_len=32,
                            vocab_size=1000, shards=3, workers=1, verbose=0))
     options = PretrainOptions(data=str(data), preset="roberta-tiny", steps=4, batch_size=8, log_every=1, verbose=0,
-                              out=str(tmp_path / "run"), export=str(tmp_path / "export"))
+                              out=str(tmp_path / "run"), no_export=True)
     whole = pretrain(options)["weights_sha256"]
     shutil.rmtree(tmp_path / "run" / "checkpoints" / "step-0000004")
     resumed = pretrain(PretrainOptions(**{**options.__dict__, "resume": True}))

@@ -1,6 +1,8 @@
 """`bertology prepare` then `bertology pretrain --data` for every family (BERT's and RoBERTa's runs are in
 test_prepare.py). A file of its own so that the test workers share the slow runs evenly."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -27,6 +29,9 @@ def test_every_family_prepares_and_pretrains_from_its_shards(tmp_path, model, pr
                                       vocab_size=1000, shards=2, workers=1, verbose=0, **flags))
     assert manifest["recipe"]["model"] == model and manifest["instances"] > 0
     metrics = pretrain(PretrainOptions(data=str(data), preset=preset, steps=1, batch_size=8, verbose=0,
-                                       out=str(tmp_path / "run"), export=str(tmp_path / "export")))
+                                       out=str(tmp_path / "run"), no_export=True))
     assert metrics["model"] == model and metrics["seq_len"] == 32
+    # --no-export: the run folder only (the family's CLI test exports and serves it).
+    assert metrics["export_dir"] is None and metrics["fill_mask"] == [] and (tmp_path / "run" / "model").is_dir()
+    assert not (tmp_path / "export").exists() and not (Path.cwd() / "savedmodels" / "run").exists()
     assert all(np.isfinite(record["loss"]) for record in metrics["history"])

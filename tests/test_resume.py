@@ -25,7 +25,7 @@ def _options(tmp_path, **overrides):
     settings = dict(
         model="roberta", preset="roberta-tiny", corpus=[str(default_corpus_paths()[0])],
         steps=6, log_every=3, batch_size=8, seq_len=32, vocab_size=400,
-        out=str(tmp_path / "run"), export=str(tmp_path / "export"), verbose=0,
+        out=str(tmp_path / "run"), no_export=True, verbose=0,
     )
     return PretrainOptions(**dict(settings, **overrides))
 
@@ -265,7 +265,7 @@ def test_runs_killed_at_random_moments_end_with_the_weights_of_an_uninterrupted_
                "--corpus", *corpus, "--steps", "12", "--log-every", "2",
                "--batch-size", "8", "--seq-len", "32", "--vocab-size", "400", "--dupe-factor", "2",
                "--out", str(run_dir),
-               "--export", str(tmp_path / "killed" / "export"), "--resume"]
+               "--no-export", "--resume"]
     rng = np.random.default_rng(1)
     kills = [(0, rng.uniform(2.0, 6.0)), (4, rng.uniform(0.0, 0.4)), (8, rng.uniform(0.0, 0.4))]
     for reached, delay in kills:  # kill `delay` seconds after the checkpoint of step `reached`

@@ -18,10 +18,10 @@ token ("[MASK]" or "<mask>", see assets/bertology.json) becomes the mask id.
 
 import json
 
-import keras
 import tensorflow as tf
 
 from keras_bertology.atomic import atomic_directory
+from keras_bertology.export.archive import write_saved_model
 from keras_bertology.errors import CheckpointError
 from keras_bertology.models.registry import get_family
 
@@ -47,20 +47,14 @@ def export_saved_model(run, export_dir):
         return dict(outputs, **packed)
 
     masked_lm = run.pretrainer.masked_lm_model(tokenizer.mask_id) if run.pretrainer is not None else None
-    archive = keras.export.ExportArchive()
-    archive.track(backbone if masked_lm is None else masked_lm)
-    archive.track(tokenizer)
-    archive.add_endpoint("serve", lambda text: encode(text), input_signature=[_STRINGS])
-    archive.add_endpoint("serve_ids", *ids_endpoint(backbone, seq_len))
-    signatures = ["serve", "serve_ids"]
+    endpoints = {"serve": (lambda text: encode(text), [_STRINGS]), "serve_ids": ids_endpoint(backbone, seq_len)}
     if "segment_ids" in input_names:
-        archive.add_endpoint("serve_pairs", encode, input_signature=[_STRINGS, _STRINGS])
-        signatures.append("serve_pairs")
+        endpoints["serve_pairs"] = (encode, [_STRINGS, _STRINGS])
     if masked_lm is not None:
-        archive.add_endpoint("mlm", _mlm_endpoint(run, family, masked_lm), input_signature=[_STRINGS])
-        signatures.append("mlm")
+        endpoints["mlm"] = (_mlm_endpoint(run, family, masked_lm), [_STRINGS])
+    signatures = list(endpoints)
     with atomic_directory(export_dir) as staging:
-        archive.write_out(str(staging), verbose=False)
+        write_saved_model(staging, [backbone if masked_lm is None else masked_lm, tokenizer], endpoints)
         (staging / "assets").mkdir(exist_ok=True)
         (staging / "assets" / "bertology.json").write_text(
             json.dumps({"family": run.family, "preset": run.preset, "seq_len": seq_len,

@@ -14,23 +14,17 @@ the first is also `serving_default`. The tokenizer runs inside the graph.
 
 import json
 
-import keras
-
 from keras_bertology.atomic import atomic_directory
+from keras_bertology.export.archive import write_saved_model
 from keras_bertology.export.saved_model import ids_endpoint
 
 
 def export_task_model(model, kind, task, family, tokenizer, seq_len, export_dir):
     """Write `model` (a task model of `kind`, see `finetune.tasks`) as a SavedModel at `export_dir`, atomically."""
-    archive = keras.export.ExportArchive()
-    archive.track(model)
-    archive.track(tokenizer)
     endpoints = dict(kind.endpoints(model, task, family, tokenizer, seq_len))
     endpoints["serve_ids"] = ids_endpoint(model, seq_len)
-    for name, (function, signature) in endpoints.items():
-        archive.add_endpoint(name, function, input_signature=signature)
     with atomic_directory(export_dir) as staging:
-        archive.write_out(str(staging), verbose=False)
+        write_saved_model(staging, [model, tokenizer], endpoints)
         (staging / "assets").mkdir(exist_ok=True)
         (staging / "assets" / "bertology.json").write_text(json.dumps({
             "task": task.name, "kind": task.kind, "family": family.name, "seq_len": seq_len,

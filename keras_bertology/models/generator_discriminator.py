@@ -6,6 +6,7 @@ import keras
 
 from keras_bertology.layers import GumbelSampler, MaskedLMHead, ReplacedTokenHead, ReplaceTokens
 from keras_bertology.models.pretrainer import WEIGHTED_AVERAGE, Objective, Pretrainer
+from keras_bertology.models.ranked_precision import RankedPrecision
 
 # The generator's masked LM: original ids at the masked positions.
 GENERATOR_MLM = Objective("mlm", label_key="mask_ids", weight_key="mask_weights", predicts_tokens=True)
@@ -21,26 +22,30 @@ def _label_rate(labels, logits):
 
 
 def _detection_metrics(prefix):
-    """Accuracy, precision and recall on replaced tokens, the area under the ROC curve (0.5 for
-    guessing, whatever the threshold), and the replaced rate itself (the accuracy of always
-    answering "original" is 1 minus that rate)."""
+    """Accuracy, precision and recall on replaced tokens (at the 0.5 threshold), the threshold-free
+    area under the ROC curve (0.5 for guessing) and ranked precision (precision = recall when flagging
+    as many tokens as were replaced; the replaced rate for guessing), and the replaced rate itself (the
+    accuracy of always answering "original" is 1 minus that rate)."""
     return [
         keras.metrics.BinaryAccuracy(name=f"{prefix}accuracy", threshold=0.0),
         keras.metrics.Precision(name=f"{prefix}precision", thresholds=0.0),
         keras.metrics.Recall(name=f"{prefix}recall", thresholds=0.0),
         keras.metrics.AUC(name=f"{prefix}auc", from_logits=True),
+        RankedPrecision(name=f"{prefix}ranked_precision"),
         keras.metrics.MeanMetricWrapper(_label_rate, name=f"{prefix}replaced_rate"),
     ]
 
 
 def _detection_chance(window):
     """Always answering "original" scores 1 - rate in accuracy and the label entropy in loss;
-    a coin that says "replaced" at the rate scores the rate in precision and recall; AUC 0.5."""
+    a coin that says "replaced" at the rate scores the rate in precision, recall and ranked precision;
+    AUC 0.5."""
     rate = window.get("replaced_rate")
     if rate is None or not 0 < rate < 1:
         return {}
     entropy = -(rate * math.log(rate) + (1 - rate) * math.log(1 - rate))
-    return {"accuracy": 1 - rate, "loss": entropy, "precision": rate, "recall": rate, "auc": 0.5}
+    return {"accuracy": 1 - rate, "loss": entropy, "precision": rate, "recall": rate, "ranked_precision": rate,
+            "auc": 0.5}
 
 
 def replaced_token_detection(loss_weight):

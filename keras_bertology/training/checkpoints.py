@@ -29,7 +29,7 @@ from keras_bertology.atomic import atomic_directory, atomic_file, clear_leftover
 from keras_bertology.errors import CheckpointError, ConfigError
 
 # Options that may change between the start of a run and its resumption.
-_FREE_ON_RESUME = {"resume", "verbose", "out", "export", "strategy"}
+_FREE_ON_RESUME = {"resume", "verbose", "out", "export", "no_export", "strategy"}
 _STEP_FOLDER = re.compile(r"step-(\d+)$")
 MODEL_FILE = "model.keras"
 RANDOM_STATE_FILE = "random_state.npz"

@@ -42,6 +42,7 @@ class PretrainOptions:
     seq_len: int = 128
     out: str | None = None
     export: str | None = None
+    no_export: bool = False  # keep the run folder only (`bertology export RUN_DIR` exports it later)
     vocab_size: int = 8000
     masking: str | None = None
     packing: str | None = None
@@ -62,6 +63,8 @@ class PretrainOptions:
         """Raise ConfigError for values that cannot work; returns the model family."""
         family = get_family(self.model)
         check_preset(family, self.preset)
+        if self.no_export and self.export:
+            raise ConfigError("--export and --no-export contradict each other; keep one")
         for name in _POSITIVE_INTS + (("max_predictions",) if self.max_predictions is not None else ()):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -62,9 +62,10 @@ def pretrain(options, given=()):
     family = options.validate()
     run_name = Path(options.out).name if options.out else _default_run_name(options)
     run_dir = Path(options.out or Path("runs") / run_name)
-    export_dir = Path(options.export or Path("savedmodels") / run_name)
+    export_dir = None if options.no_export else Path(options.export or Path("savedmodels") / run_name)
     check_output_folder(run_dir, "--out")
-    check_output_folder(export_dir, "--export", replaced=True)
+    if export_dir:
+        check_output_folder(export_dir, "--export", replaced=True)
     source = _Source(manifest) if manifest else _Source.read(options)
     chief = is_chief(strategy)
     created = not run_dir.exists()
@@ -169,7 +170,8 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
 
     run = RunModel(options.model, backbone, tokenizer, options.seq_len, pretrainer, options.preset)
     save_run_model(run_dir, run)
-    export_saved_model(run, export_dir)
+    if export_dir:
+        export_saved_model(run, export_dir)
     metrics = _metrics(family, options, pretrainer, history.records, total_steps, train_seconds, export_dir)
     last = {name: summary["last"] for name, summary in metrics["objectives"].items()}
     chance = chance_levels(instances, tokenizer, pretrainer.declared_objectives, last)
@@ -178,7 +180,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
     metrics.update(masking=masking, instances=family.instance_kind(options.packing),
                    family_options=family.option_values(options.family_options),
                    windows=len(history.records), steps_per_window=steps_per_window,
-                   fill_mask=fill_mask_examples(export_dir, tokenizer, held_out))
+                   fill_mask=fill_mask_examples(export_dir, tokenizer, held_out) if export_dir else [])
     write_metrics(run_dir / "metrics.json", metrics)
     plot_training_curves(history.records, pretrainer.objectives, run_dir / "loss_curve.png",
                          f"{options.model} {options.preset} on {_corpus_label(options)}")
@@ -295,6 +297,6 @@ def _metrics(family, options, pretrainer, records, total_steps, train_seconds, e
         "samples_per_second": float(np.median(steady)),
         "weights_sha256": weights_digest(pretrainer),
         "train_seconds": train_seconds,
-        "export_dir": str(export_dir),
+        "export_dir": str(export_dir) if export_dir else None,
         "history": records,
     }

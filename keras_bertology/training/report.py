@@ -92,7 +92,7 @@ def summary_text(metrics, run_dir):
             lines.append(f"  {example['text']}")
             lines.append(f"      answer '{example['answer']}' ranked {example['answer_rank']:,}; "
                          f"model: {guesses}")
-    lines += [f"metrics and loss curve: {run_dir}", f"SavedModel: {metrics['export_dir']}"]
+    lines += [f"metrics and loss curve: {run_dir}", f"SavedModel: {metrics['export_dir'] or 'none (--no-export)'}"]
     return "\n".join(lines)
 
 

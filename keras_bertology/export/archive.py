@@ -1,0 +1,30 @@
+"""Writing a SavedModel from Keras layers, a tokenizer and endpoint functions, tracing each endpoint once."""
+
+import keras
+import tensorflow as tf
+
+
+def write_saved_model(path, tracked, endpoints):
+    """Write a SavedModel at `path` whose signatures are `endpoints`, {name: (function, input signature)};
+    the first is also `serving_default`.
+
+    `tracked` are the objects whose variables and resources the endpoints use
+    (Keras layers, `tf.Module` tokenizers). `keras.export.ExportArchive` traces
+    every endpoint to list the variables it reads, then `tf.saved_model.save`
+    traces them all again in its save context, and it saves every variable
+    twice; here the root holds the variables and the tokenizers itself, so each
+    endpoint is traced once and each variable saved once (an export takes about
+    half the time and two thirds of the disk).
+    """
+    root = tf.Module()
+    # The TensorFlow variables under the Keras ones, each saved once and referenced directly: a
+    # TF1-style loader (saved_model_cli run) restores only those it reaches so, not Keras layers' own.
+    root.model_variables = [variable.value for layer in tracked if isinstance(layer, keras.layers.Layer)
+                            for variable in layer.variables]
+    root.resources = [obj for obj in tracked if not isinstance(obj, keras.layers.Layer)]  # tokenizers' tables
+    signatures = {}
+    for name, (function, input_signature) in endpoints.items():
+        signatures[name] = tf.function(function, input_signature=input_signature, autograph=False)
+        setattr(root, name, signatures[name])
+    signatures["serving_default"] = signatures[next(iter(endpoints))]
+    tf.saved_model.save(root, str(path), signatures=signatures)
