@@ -251,8 +251,8 @@ def _complete_checkpoints_only(run_dir):
 
 @pytest.mark.slow
 def test_runs_killed_at_random_moments_end_with_the_weights_of_an_uninterrupted_run(tmp_path):
-    """kill -9 in the middle of a run, three times at random moments (before the first checkpoint, then
-    at random points of later windows, saves included), then --resume: the final weights are exactly those
+    """kill -9 in the middle of a run, twice at random moments (before the first checkpoint, then at a
+    random point of a later window, saves included), then --resume: the final weights are exactly those
     of a run never interrupted. BERT-Tiny: static masking (its file written once), NSP, dropout."""
     corpus = [str(path) for path in default_corpus_paths()[:2]]  # NSP draws its random B from another document
     settings = dict(model="bert", preset="bert-tiny", steps=12, log_every=2, corpus=corpus, dupe_factor=2)
@@ -267,7 +267,7 @@ def test_runs_killed_at_random_moments_end_with_the_weights_of_an_uninterrupted_
                "--out", str(run_dir),
                "--no-export", "--resume"]
     rng = np.random.default_rng(1)
-    kills = [(0, rng.uniform(2.0, 6.0)), (4, rng.uniform(0.0, 0.4)), (8, rng.uniform(0.0, 0.4))]
+    kills = [(0, rng.uniform(2.0, 6.0)), (6, rng.uniform(0.0, 0.4))]
     for reached, delay in kills:  # kill `delay` seconds after the checkpoint of step `reached`
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 300
