@@ -10,3 +10,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # default on some processors, move logits of magnitude ~7 by up to 1.4e-6 relative (1.01e-5 absolute
 # in test_hf_convert); TensorFlow's own kernels keep every parity test inside the bound on any CPU.
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+# `--precision auto` would train in bfloat16 on a CI machine with AMX or AVX512-BF16: the tests pin float32
+# (subprocesses inherit it), so that what they compare does not depend on the processor.
+os.environ.setdefault("BERTOLOGY_PRECISION", "float32")

@@ -6,11 +6,12 @@ refuses anything that cannot work before a slow step starts.
 
 import dataclasses
 import math
+import os
 
 from keras_bertology.errors import ConfigError
 from keras_bertology.models.registry import DEFAULT_MODEL, DEFAULT_PRESET, check_preset, get_family
 
-PRECISIONS = ("float32", "mixed_bfloat16")
+PRECISIONS = ("auto", "float32", "mixed_bfloat16")
 MASKINGS = ("static", "dynamic")
 PACKINGS = ("full-sentences", "doc-sentences")
 STRATEGIES = ("auto", "default", "mirrored", "multiworker", "tpu")
@@ -52,7 +53,8 @@ class PretrainOptions:
     learning_rate: float | None = None  # None: the family's peak rate (1e-3 for BERT's quick runs)
     layer_decay: float = 1.0  # ELECTRA's layer-wise learning-rate decay (0.8); 1 turns it off
     log_every: int = 50
-    precision: str = "float32"
+    # auto: mixed_bfloat16 where the processor has native bf16, else float32; BERTOLOGY_PRECISION sets the default
+    precision: str = dataclasses.field(default_factory=lambda: os.environ.get("BERTOLOGY_PRECISION", "auto"))
     strategy: str = "default"
     seed: int = 0
     resume: bool = False

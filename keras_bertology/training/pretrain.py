@@ -41,6 +41,7 @@ from keras_bertology.training.report import (
     write_metrics,
 )
 from keras_bertology.training.distributed_fit import fit, replica_batch_size
+from keras_bertology.training.precision import resolve_precision
 from keras_bertology.training.strategy import is_chief, make_strategy
 
 
@@ -129,6 +130,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
     total_steps = windows * steps_per_window
     with strategy.scope():
         pretrainer, done_steps = _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options,
+                                                     resolve_precision(options.precision, strategy),
                                                      replica_batch)
     backbone = pretrainer.backbone
     worker_dataset = None
@@ -146,7 +148,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         dataset = _masked_dataset(family, instances, tokenizer, masking, _data_dir(run_dir, checkpoints),
                                   options, done_steps, replicas)
     _say(options, f"model: {options.model} {options.preset}, {backbone.count_params():,} encoder parameters, "
-                  f"{masking} masking, {total_steps} steps of batch {options.batch_size} "
+                  f"{pretrainer.dtype_policy.name}, {masking} masking, {total_steps} steps of batch {options.batch_size} "
                   f"in {windows} logged windows"
                   + (f", resuming after step {done_steps}" if done_steps else ""))
 
@@ -212,8 +214,8 @@ def _tokenizer_for_run(family, documents, checkpoints, options):
     return tokenizer
 
 
-def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options, replica_batch_size):
-    """(compiled pretrainer, steps already done): from the newest checkpoint, or new."""
+def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options, precision, replica_batch_size):
+    """(compiled pretrainer, steps already done): from the newest checkpoint (in its own precision), or new."""
     if checkpoints.latest() is not None:
         family.backbone_cls, family.pretrainer_cls  # registers the classes load_model looks up
         pretrainer, step = checkpoints.load_model()
@@ -225,7 +227,7 @@ def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options, re
                 "of devices (--strategy)")
         return pretrainer, step
     backbone = family.backbone_cls(**family.backbone_config(
-        options.preset, vocab_size=tokenizer.vocab_size, dtype=options.precision))
+        options.preset, vocab_size=tokenizer.vocab_size, dtype=precision))
     pretrainer = family.build_pretrainer(backbone, options.family_options, options.preset, replica_batch_size)
     multipliers = layerwise_decay(backbone, options.layer_decay) if options.layer_decay < 1 else None
     pretrainer.compile(optimizer=bert_adamw(options.peak_learning_rate(family), total_steps,
@@ -292,7 +294,7 @@ def _metrics(family, options, pretrainer, records, total_steps, train_seconds, e
         "seq_len": options.seq_len,
         "max_predictions": options.prediction_slots(family),
         "learning_rate": options.peak_learning_rate(family),
-        "precision": options.precision,
+        "precision": pretrainer.dtype_policy.name,
         "objectives": objective_summary(records, pretrainer.objectives),
         "samples_per_second": float(np.median(steady)),
         "weights_sha256": weights_digest(pretrainer),

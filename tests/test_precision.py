@@ -1,0 +1,32 @@
+"""`--precision auto`: bfloat16 only where the processor computes it natively."""
+
+import pytest
+import tensorflow as tf
+
+from keras_bertology.training.precision import cpu_flags, resolve_precision
+
+DEFAULT = tf.distribute.get_strategy()
+
+
+@pytest.mark.parametrize("flags, gpus, expected", [
+    ({"avx2", "fma"}, [], "float32"),                       # emulated bf16: 2.4x slower than float32
+    ({"avx512f", "avx512_bf16"}, [], "mixed_bfloat16"),
+    ({"amx_bf16", "amx_tile"}, [], "mixed_bfloat16"),
+    ({"avx2"}, [(8, 0)], "mixed_bfloat16"),                 # A100 and later
+    ({"avx512_bf16"}, [(7, 0)], "float32"),                 # V100: the GPU computes, without bf16
+    ({"avx2"}, [(9, 0), (7, 5)], "float32"),                # the slowest GPU decides
+])
+def test_auto_picks_bfloat16_only_on_native_hardware(flags, gpus, expected):
+    assert resolve_precision("auto", DEFAULT, flags=flags, gpus=gpus) == expected
+
+
+def test_an_explicit_precision_is_kept():
+    for precision in ("float32", "mixed_bfloat16"):
+        assert resolve_precision(precision, DEFAULT, flags=set(), gpus=[]) == precision
+
+
+def test_cpu_flags_read_the_first_processor(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx2 amx_bf16\n\nprocessor\t: 1\nflags\t\t: fpu\n")
+    assert cpu_flags(cpuinfo) == {"fpu", "avx2", "amx_bf16"}
+    assert cpu_flags(tmp_path / "missing") == set()
