@@ -83,6 +83,9 @@ def build_parser():
                           help=f"at most this many steps per logged window (fewer when needed for "
                                f"{MIN_WINDOWS} windows); --steps is rounded up to whole windows")
     pretrain.add_argument("--precision", choices=PRECISIONS, default=defaults.precision)
+    pretrain.add_argument("--backend", choices=BACKENDS, default=os.environ.get("KERAS_BACKEND", "tensorflow"),
+                          help="Keras backend the model trains on (default: KERAS_BACKEND, else tensorflow); the "
+                               "input pipelines run TensorFlow either way, and a JAX run is exported by TensorFlow")
     pretrain.add_argument("--strategy", choices=STRATEGIES, default=defaults.strategy)
     pretrain.add_argument("--resume", action="store_true",
                           help="continue the run in --out from its newest checkpoint")
@@ -221,7 +224,7 @@ def _options(args, options_class, **extra):
         if name.startswith("family_"):
             if value is not None:
                 family_options[name.removeprefix("family_")] = value
-        elif name not in ("command", "given"):
+        elif name not in ("command", "given", "backend"):  # the backend is the process's, set by main
             fields[name] = value
     return options_class(**fields, family_options=family_options or None, **extra)
 
@@ -287,12 +290,35 @@ COMMANDS = {"pretrain": _run_pretrain, "prepare": _run_prepare, "finetune": _run
             "presets": _run_presets}
 
 
+BACKENDS = ("tensorflow", "jax")
+
+
+def _select_backend(argv):
+    """Keras reads KERAS_BACKEND once, when first imported: `--backend` must set it before anything imports
+    Keras. Returns what is wrong with the backend asked for, or None."""
+    asked = [argv[i + 1] for i, token in enumerate(argv[:-1]) if token == "--backend"]
+    asked += [token.split("=", 1)[1] for token in argv if token.startswith("--backend=")]
+    if asked and asked[-1] in BACKENDS:  # another value: the parser refuses it
+        os.environ["KERAS_BACKEND"] = asked[-1]
+    backend = os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    if backend not in BACKENDS:
+        return f"KERAS_BACKEND={backend}: bertology runs on {' or '.join(BACKENDS)}"
+    keras = sys.modules.get("keras")
+    if keras is not None and keras.config.backend() != backend:
+        return (f"--backend {backend}: this Python process already runs Keras on {keras.config.backend()}; "
+                "run bertology in a fresh process")
+    return None
+
+
 def main(argv=None):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    conflict = _select_backend(argv)
+    if conflict:
+        return _fail(conflict)
     parser = build_parser()
     args = parser.parse_args(argv)
-    args.given = _given_flags(parser, args.command, sys.argv[1:] if argv is None else argv)
+    args.given = _given_flags(parser, args.command, argv)
     from keras_bertology.errors import BertologyError
     from keras_bertology.native_logs import quiet_native_logs
 

@@ -163,13 +163,12 @@ def _free_ports(count):
     return ports
 
 
-def _worker_command(tmp_path, steps, log_every, *extra):
+def _worker_command(tmp_path, steps, log_every):
     return [sys.executable, "-m", "keras_bertology.cli", "pretrain", "--model", "bert", "--preset", "bert-tiny",
             "--corpus", *[str(p) for p in default_corpus_paths()[:2]], "--steps", str(steps),
             "--log-every", str(log_every), "--batch-size", "8", "--seq-len", "32", "--vocab-size", "400",
-            "--dupe-factor", "1",
-            "--strategy", "multiworker", "--out", str(tmp_path / "run"), "--resume",
-            *(extra or ["--export", str(tmp_path / "export")])]
+            "--dupe-factor", "1", "--strategy", "multiworker", "--out", str(tmp_path / "run"), "--resume",
+            "--no-export"]
 
 
 def _start_workers(command, workers):
@@ -190,16 +189,27 @@ def _finish(processes):
 
 @pytest.fixture(scope="module")
 def two_worker_run(tmp_path_factory):
-    """(folder, outputs of both workers) of a 6-step BERT-Tiny pretraining by two workers on localhost."""
+    """(folder, outputs of both workers) of a 6-step RoBERTa-Tiny pretraining by two workers on localhost, from
+    the shards of `bertology prepare` (the killed-worker test below trains from --corpus)."""
+    from keras_bertology.prepare.options import PrepareOptions
+    from keras_bertology.prepare.pipeline import prepare
+
     tmp_path = tmp_path_factory.mktemp("two-workers")
-    outputs = _finish(_start_workers(_worker_command(tmp_path, 6, 3), [f"127.0.0.1:{p}" for p in _free_ports(2)]))
+    prepare(PrepareOptions(out=str(tmp_path / "data"), model="roberta", preset="roberta-tiny", seq_len=32,
+                           corpus=[str(p) for p in default_corpus_paths()[:2]], vocab_size=400, shards=2, workers=1,
+                           verbose=0))
+    command = [sys.executable, "-m", "keras_bertology.cli", "pretrain", "--data", str(tmp_path / "data"),
+               "--preset", "roberta-tiny", "--steps", "6", "--log-every", "3", "--batch-size", "8",
+               "--strategy", "multiworker", "--out", str(tmp_path / "run"), "--export", str(tmp_path / "export")]
+    outputs = _finish(_start_workers(command, [f"127.0.0.1:{p}" for p in _free_ports(2)]))
     return tmp_path, outputs
 
 
 @pytest.mark.slow
 def test_two_workers_on_localhost_pretrain_to_identical_weights(two_worker_run):
-    """MultiWorkerMirroredStrategy through `bertology pretrain --strategy multiworker`: the chief writes the
-    run folder and the export; the other worker only trains. Both end with bit-identical weights."""
+    """MultiWorkerMirroredStrategy through `bertology pretrain --data ... --strategy multiworker`: each worker
+    reads every other shard (its input context's share) and builds its half of each global batch; the chief
+    writes the run folder and the export, the other worker only trains. Both end with bit-identical weights."""
     tmp_path, outputs = two_worker_run
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["steps"] == 6 and (tmp_path / "export" / "saved_model.pb").is_file()
@@ -209,7 +219,7 @@ def test_two_workers_on_localhost_pretrain_to_identical_weights(two_worker_run):
 @pytest.mark.slow
 def test_a_worker_killed_mid_run_stops_the_job_which_resumes_to_completion(tmp_path):
     workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
-    command = _worker_command(tmp_path, 8, 2, "--no-export")
+    command = _worker_command(tmp_path, 8, 2)
     chief, other = _start_workers(command, workers)
     deadline = time.monotonic() + 300
     while _newest_step(tmp_path / "run") < 3 and chief.poll() is None and time.monotonic() < deadline:
@@ -263,21 +273,3 @@ def test_unusable_strategies_are_refused_with_one_clear_error(monkeypatch):
     with pytest.raises(ConfigError, match="--batch-size 32 .* multiple of the 3 replicas"):
         replica_batch_size(32, three)
     assert replica_batch_size(33, three) == 11
-
-
-@pytest.mark.slow
-def test_two_workers_train_from_prepared_shards_each_reading_its_own(tmp_path):
-    """`pretrain --data` under MultiWorkerMirroredStrategy: each worker reads every other shard (its input
-    context's share) and builds its half of each global batch; the replicas stay bit-identical."""
-    from keras_bertology.prepare.options import PrepareOptions
-    from keras_bertology.prepare.pipeline import prepare
-
-    prepare(PrepareOptions(out=str(tmp_path / "data"), model="roberta", preset="roberta-tiny", seq_len=32,
-                           corpus=[str(p) for p in default_corpus_paths()[:2]], vocab_size=400, shards=2, workers=1,
-                           verbose=0))
-    command = [sys.executable, "-m", "keras_bertology.cli", "pretrain", "--data", str(tmp_path / "data"),
-               "--preset", "roberta-tiny", "--steps", "4", "--log-every", "2", "--batch-size", "8",
-               "--strategy", "multiworker", "--out", str(tmp_path / "run"), "--no-export"]
-    outputs = _finish(_start_workers(command, [f"127.0.0.1:{p}" for p in _free_ports(2)]))
-    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    assert metrics["steps"] == 4 and f"weights sha256 {metrics['weights_sha256']}" in outputs[1][0]

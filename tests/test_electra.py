@@ -245,4 +245,7 @@ def test_discriminator_learns_to_spot_a_fixed_generators_replacements():
     after = model.evaluate(data.take(4), return_dict=True, verbose=0)
     assert before["rtd_auc"] < 0.6 and after["rtd_auc"] > 0.75, (before, after)
     assert after["rtd_recall"] > after["rtd_replaced_rate"] and after["rtd_precision"] > after["rtd_replaced_rate"]
+    # Flagging as many tokens as were replaced: guessing finds the rate, this discriminator far more.
+    assert before["rtd_ranked_precision"] < 1.5 * before["rtd_replaced_rate"], before
+    assert after["rtd_ranked_precision"] > 2 * after["rtd_replaced_rate"], after
     assert after["mlm_loss"] == pytest.approx(before["mlm_loss"], rel=0.05)  # the generator stayed as it was

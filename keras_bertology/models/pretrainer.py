@@ -152,21 +152,25 @@ class Pretrainer(keras.Model):
         if self.built:
             self.optimizer.build(self.trainable_variables)
 
-    def split_features(self, features):
+    def split_features(self, features, ops=None):
         """A feature dict -> `(x, y, sample_weight)`, as each objective declares.
 
         Inputs are cast to the model's input dtypes; an objective without a
         weight key weighs every target 1. Weights are divided by their mean
         over the batch (see WEIGHTED_AVERAGE): map this over global batches.
+        `ops`: the namespace computing it (`cast`, `mean`, `divide_no_nan`,
+        `ones_like`), `keras.ops` by default; a tf.data pipeline feeding a
+        model on another backend than TensorFlow passes TensorFlow's.
         """
-        x = {name: keras.ops.cast(features[name], tensor.dtype) for name, tensor in self.input.items()}
+        ops = ops or keras.ops
+        x = {name: ops.cast(features[name], tensor.dtype) for name, tensor in self.input.items()}
         y, sample_weight = {}, {}
         for objective in self.declared_objectives:
             if objective.name not in self._label_outputs:
                 y[objective.name] = features[objective.label_key]
             if objective.weight_key:
-                weights = keras.ops.cast(features[objective.weight_key], "float32")
-                sample_weight[objective.name] = keras.ops.divide_no_nan(weights, keras.ops.mean(weights))
+                weights = ops.cast(features[objective.weight_key], "float32")
+                sample_weight[objective.name] = ops.divide_no_nan(weights, ops.mean(weights))
             else:
-                sample_weight[objective.name] = keras.ops.ones_like(y[objective.name], dtype="float32")
+                sample_weight[objective.name] = ops.ones_like(y[objective.name], dtype="float32")
         return x, y, sample_weight

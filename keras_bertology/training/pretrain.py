@@ -26,11 +26,13 @@ from keras_bertology.data.static_masking import write_static_tfrecords
 from keras_bertology.data.tokenizers import load_tokenizer
 from keras_bertology.errors import ConfigError, CorpusError
 from keras_bertology.export import export_saved_model
+from keras_bertology.export.from_other_backend import export_in_tensorflow
 from keras_bertology.output_paths import check_output_folder
 from keras_bertology.runs import RunModel, save_run_model
 from keras_bertology.training.callbacks import CheckpointEveryWindow, MetricHistory, StopOnNonFiniteLoss
 from keras_bertology.training.checkpoints import RunCheckpoints, weights_digest
 from keras_bertology.training.fill_mask import fill_mask_examples, hold_out_sentences
+from keras_bertology.training.model_batches import model_batches
 from keras_bertology.training.optimization import bert_adamw, layerwise_decay
 from keras_bertology.training.options import PretrainOptions  # noqa: F401  re-exported
 from keras_bertology.training.report import (
@@ -141,9 +143,10 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         if not source.manifest["recipe"]["stream_batches"]:
             def worker_dataset(context):  # a cluster's worker reads its own shards
                 pipelines = context.num_input_pipelines
-                return shard_dataset(options.data, source.manifest, options.batch_size // pipelines,
-                                     seed=options.seed, start_step=done_steps, masker=masker,
-                                     pipeline=(context.input_pipeline_id, pipelines)).map(pretrainer.split_features)
+                shards = shard_dataset(options.data, source.manifest, options.batch_size // pipelines,
+                                       seed=options.seed, start_step=done_steps, masker=masker,
+                                       pipeline=(context.input_pipeline_id, pipelines))
+                return model_batches(shards, pretrainer)
     else:
         dataset = _masked_dataset(family, instances, tokenizer, masking, _data_dir(run_dir, checkpoints),
                                   options, done_steps, replicas)
@@ -156,7 +159,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
     started = time.perf_counter()
     writes = [CheckpointEveryWindow(checkpoints, history),
               keras.callbacks.TensorBoard(str(run_dir / "logs"), update_freq="epoch")] if checkpoints.writer else []
-    fit(pretrainer, dataset.map(pretrainer.split_features), strategy,
+    fit(pretrainer, model_batches(dataset, pretrainer), strategy,
         global_batch=options.batch_size,
         epochs=windows,
         initial_epoch=done_steps // steps_per_window,
@@ -172,8 +175,10 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
 
     run = RunModel(options.model, backbone, tokenizer, options.seq_len, pretrainer, options.preset)
     save_run_model(run_dir, run)
-    if export_dir:
+    if export_dir and keras.config.backend() == "tensorflow":
         export_saved_model(run, export_dir)
+    elif export_dir:
+        export_in_tensorflow(run_dir, export_dir)
     metrics = _metrics(family, options, pretrainer, history.records, total_steps, train_seconds, export_dir)
     last = {name: summary["last"] for name, summary in metrics["objectives"].items()}
     chance = chance_levels(instances, tokenizer, pretrainer.declared_objectives, last)
@@ -295,6 +300,7 @@ def _metrics(family, options, pretrainer, records, total_steps, train_seconds, e
         "max_predictions": options.prediction_slots(family),
         "learning_rate": options.peak_learning_rate(family),
         "precision": pretrainer.dtype_policy.name,
+        "backend": keras.config.backend(),
         "objectives": objective_summary(records, pretrainer.objectives),
         "samples_per_second": float(np.median(steady)),
         "weights_sha256": weights_digest(pretrainer),

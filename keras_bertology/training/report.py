@@ -71,19 +71,19 @@ def _entropy(shares):
 
 def summary_text(metrics, run_dir):
     """The end-of-run report: speed, each objective against chance, the fill-in examples, paths."""
+    rows = [(f"{name} {metric.replace('_', ' ')}", summary, metric)
+            for name, summary in metrics["objectives"].items()
+            for metric in summary["first"] if metric != "step" and summary["first"][metric] is not None]
+    width = max([14] + [len(label) + 1 for label, _, _ in rows])
     lines = [
         f"done: {metrics['steps']} steps in {metrics['train_seconds']:.0f} s "
         f"({metrics['samples_per_second']:.1f} samples/s), {metrics['windows']} logged windows "
         f"of {metrics['steps_per_window']} steps",
-        f"{'':<14}{'first window':>13} -> {'last window':<12} chance",
+        f"{'':<{width}}{'first window':>13} -> {'last window':<12} chance",
     ]
-    for name, summary in metrics["objectives"].items():
-        chance = summary.get("chance", {})
-        first, last = summary["first"], summary["last"]
-        for metric in (key for key in first if key != "step" and first[key] is not None):
-            label = f"{name} {metric.replace('_', ' ')}"
-            lines.append(f"{label:<14}{first[metric]:>13.3f} -> {last[metric]:<12.3f} "
-                         + _chance_words(chance, metric))
+    for label, summary, metric in rows:
+        lines.append(f"{label:<{width}}{summary['first'][metric]:>13.3f} -> {summary['last'][metric]:<12.3f} "
+                     + _chance_words(summary.get("chance", {}), metric))
     if metrics.get("fill_mask"):
         lines.append(f"what the model learned: top-{len(metrics['fill_mask'][0]['top'])} fill-ins for one "
                      "masked word in lines held out of training")

@@ -4,6 +4,7 @@ import json
 import os
 from pathlib import Path
 
+import keras
 import tensorflow as tf
 
 from keras_bertology.errors import ConfigError
@@ -13,14 +14,22 @@ from keras_bertology.training.options import STRATEGIES
 def make_strategy(name="default"):
     """Return the tf.distribute strategy called `name`.
 
+    On a Keras backend other than TensorFlow (JAX) only the default strategy
+    exists (tf.distribute replicates TensorFlow models only): auto picks it,
+    the others are refused.
+
     auto: a TPU when one is reachable, else every local GPU when there are
     several, else the default; default: the current (single-device) strategy;
     mirrored: every local GPU (or the logical CPUs configured before);
     multiworker: MultiWorkerMirroredStrategy over the cluster of TF_CONFIG;
     tpu: the TPU of a Colab runtime, a TPU VM or TPU_NAME, initialised here.
     """
+    backend = keras.config.backend()
     if name == "auto":
-        name = auto_strategy_name()
+        name = auto_strategy_name() if backend == "tensorflow" else "default"
+    if backend != "tensorflow" and name != "default":
+        raise ConfigError(f"--strategy {name} distributes with tf.distribute, which replicates TensorFlow models "
+                          f"only; on --backend {backend} train with --strategy default (one device)")
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":

@@ -1,0 +1,72 @@
+"""`bertology pretrain --backend jax`: the model trains on JAX from the same tf.data pipelines, and the run is
+exported by a TensorFlow process to a SavedModel that serves the JAX-trained weights."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bertology.data.corpus import default_corpus_paths
+from keras_bertology.runs import load_run_model
+from keras_bertology.training.checkpoints import weights_digest
+
+PLAYS = [str(path) for path in default_corpus_paths()[:2]]
+
+
+def _bertology(*argv):
+    return subprocess.run([sys.executable, "-m", "keras_bertology.cli", *map(str, argv)], capture_output=True,
+                          text=True, timeout=900)
+
+
+@pytest.mark.slow
+def test_pretrain_on_jax_exports_the_weights_it_trained(tmp_path):
+    run_dir, export_dir = tmp_path / "run", tmp_path / "export"
+    done = _bertology("pretrain", "--backend", "jax", "--model", "bert", "--preset", "bert-tiny", "--corpus", *PLAYS,
+                      "--steps", "4", "--log-every", "2", "--batch-size", "8", "--seq-len", "32", "--vocab-size", "400",
+                      "--out", run_dir, "--export", export_dir)
+    assert done.returncode == 0, done.stderr[-3000:]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["backend"] == "jax" and metrics["steps"] == 4
+    assert all(np.isfinite(record["loss"]) for record in metrics["history"])
+    assert metrics["fill_mask"]  # ranked by the export's `mlm` signature
+
+    run = load_run_model(run_dir)  # here on TensorFlow: the run folder is backend-neutral
+    assert weights_digest(run.pretrainer) == metrics["weights_sha256"]  # the very weights JAX trained
+    served = tf.saved_model.load(str(export_dir))
+    rng = np.random.default_rng(0)
+    inputs = {"token_ids": rng.integers(5, run.tokenizer.vocab_size, (3, 32)).astype("int32"),
+              "segment_ids": np.repeat([[0] * 16 + [1] * 16], 3, axis=0).astype("int32"),
+              "padding_mask": np.ones((3, 32), "int32")}
+    inputs["padding_mask"][1, 20:] = 0
+    expected = run.backbone.predict(inputs, verbose=0)
+    got = served.signatures["serve_ids"](**{name: tf.constant(value) for name, value in inputs.items()})
+    np.testing.assert_allclose(got["sequence_output"].numpy(), expected["sequence_output"], atol=1e-5)
+
+
+def test_tf_distribute_strategies_are_refused_on_jax(tmp_path):
+    done = _bertology("pretrain", "--backend", "jax", "--strategy", "mirrored", "--corpus", *PLAYS,
+                      "--out", tmp_path / "run")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--strategy mirrored distributes with tf.distribute" in done.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_process_already_running_keras_on_tensorflow_cannot_switch(monkeypatch, capsys):
+    from keras_bertology.cli import main
+
+    monkeypatch.setenv("KERAS_BACKEND", "tensorflow")  # restored afterwards: main sets it from --backend
+    assert main(["pretrain", "--backend", "jax", "--steps", "1"]) == 2
+    assert "already runs Keras on tensorflow; run bertology in a fresh process" in capsys.readouterr().err
+
+
+def test_a_backend_bertology_does_not_run_on_is_one_clear_error(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "keras_bertology.cli", "presets"], capture_output=True, text=True,
+                          env={**os.environ, "KERAS_BACKEND": "torch"}, timeout=300)
+    assert done.returncode == 2 and done.stderr.strip() == "bertology: error: KERAS_BACKEND=torch: bertology runs on " \
+                                                             "tensorflow or jax"
+    done = _bertology("pretrain", "--backend", "numpy", "--out", tmp_path / "run")
+    assert done.returncode == 2 and "invalid choice: 'numpy'" in done.stderr and "Traceback" not in done.stderr
