@@ -46,12 +46,18 @@ def quiet_native_logs():
     finally:
         sys.stderr.flush()
         os.dup2(real_stderr, 2)  # closes the pipe's last write end: the forwarder sees EOF
-        forwarder.join(timeout=5)
-        os.close(real_stderr)
+        # Its last lines come out before whatever the caller prints next (on a loaded machine that can take
+        # seconds); the forwarder closes its own copy of the real descriptor, which may outlive this wait.
+        forwarder.join(timeout=60)
 
 
 def _forward(read_end, destination):
-    with os.fdopen(read_end, "rb") as lines:
-        for line in lines:
-            if not is_noise(line.decode("utf-8", "replace").rstrip("\r\n")):
-                os.write(destination, line)
+    try:
+        with os.fdopen(read_end, "rb") as lines:
+            for line in lines:
+                if not is_noise(line.decode("utf-8", "replace").rstrip("\r\n")):
+                    os.write(destination, line)
+    except OSError:  # the real stderr went away (its reader quit): nothing left to show the lines to
+        pass
+    finally:
+        os.close(destination)
