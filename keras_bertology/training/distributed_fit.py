@@ -12,6 +12,8 @@ keeps its own rows, so the batches, and the masks drawn for them, are those
 of a single-device run with the same global batch.
 """
 
+import traceback
+
 import keras
 import tensorflow as tf
 
@@ -99,7 +101,10 @@ def _fit_on_replicas(model, dataset, strategy, global_batch, epochs, initial_epo
             if model.stop_training:
                 break
     except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError) as error:
-        # A lost peer surfaces in whichever collective runs next: a step, a metric reset, a save.
+        # A lost peer surfaces in whichever collective runs next: a step, a metric reset, a save. The frames
+        # of the failed collective hold an unclosed thread pool of tf.distribute; freed now, it shuts down
+        # cleanly instead of at interpreter exit, where its pipes may already be closed (a stray OSError).
+        traceback.clear_frames(error.__traceback__)
         raise TrainingError(
             f"another worker of the cluster stopped at step {step} ({error.message.splitlines()[0]}); "
             "start every worker again with --resume to go on from the newest checkpoint") from None
