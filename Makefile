@@ -45,8 +45,9 @@ test: $(TESTING)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 	KERAS_BACKEND=jax $(BIN)/python -m pytest -q -n 2 --dist loadfile $(JAX_TESTS)
 
+# The peer suite: every pretraining model against keras-hub and transformers (eager, compiled), CPU.
 benchmark: $(TESTING)
-	$(BIN)/python -m benchmarks.bench_mlm
+	$(BIN)/python -m benchmarks.peer_suite
 
 clean:
 	rm -rf $(VENV) runs savedmodels/*/

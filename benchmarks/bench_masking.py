@@ -1,13 +1,16 @@
-"""Masking-stage throughput: every keras-bertology stage beside keras-hub's MaskedLMMaskGenerator.
+"""Masking-stage throughput: every keras-bertology stage beside keras-hub's and Hugging Face's.
 
 Each stage masks the same synthetic batches (WordPiece-like ids, a third of
-them continuation pieces; [CLS] A [SEP] B [SEP] then padding) inside a
-`tf.data` pipeline (`from_tensors(batch).repeat().map(stage)`), the way
-training uses it; the pipeline runs on all cores with one batch in flight, so
-the number is the stage's cost per batch. Rounds alternate the stages so slow
-drift of the machine hits all of them; the report gives the median rows per
-second over rounds and each stage's ratio to BERT's token masking and to
-keras-hub's generator measured in the same run.
+them continuation pieces; [CLS] A [SEP] B [SEP] then padding). Ours and
+keras-hub's MaskedLMMaskGenerator run inside a `tf.data` pipeline
+(`from_tensors(batch).repeat().map(stage)`), the way training uses them, on
+all cores with one batch in flight; transformers' data collators (token,
+whole-word and permutation LM, the peers of BERT's, BERT's whole-word and
+XLNet's stages) are called on the same batch the way a PyTorch DataLoader
+calls them. Rounds alternate the stages so slow drift of the machine hits all
+of them; the report gives the median rows per second over rounds and each
+stage's ratio to BERT's token masking, to keras-hub's generator and to its
+transformers peer, measured in the same run.
 
 Run from the repository root:
 
@@ -32,7 +35,11 @@ from benchmarks.bench_mlm import DEFAULT_OUT, atomic_write, machine_info  # noqa
 VOCAB, CLS, SEP, MASK, PAD = 30522, 101, 102, 103, 0
 FIRST_CONTINUATION = 20000  # ids from here on continue a word
 SHAPES = {"seq128_batch32": (128, 32), "seq512_batch8": (512, 8)}
-STAGES = ("bert_tokens", "bert_whole_word", "albert_ngram", "spanbert_spans", "keras_hub_tokens")
+STAGES = ("bert_tokens", "bert_whole_word", "albert_ngram", "spanbert_spans", "electra_tokens",
+          "xlnet_permutation", "keras_hub_tokens", "hf_tokens", "hf_whole_word", "hf_permutation")
+# Each of our stages and the transformers collator that does the same job.
+HF_PEERS = {"bert_tokens": "hf_tokens", "electra_tokens": "hf_tokens", "bert_whole_word": "hf_whole_word",
+            "xlnet_permutation": "hf_permutation"}
 
 
 def synthetic_batch(seq_len, batch, seed=0):
@@ -52,10 +59,11 @@ def build_stage(name, max_predictions):
 
     starts = np.arange(VOCAB) < FIRST_CONTINUATION
     common = dict(vocab_size=VOCAB, mask_id=MASK, pad_id=PAD, special_ids=[CLS, SEP])
-    if name in ("bert_tokens", "bert_whole_word"):
+    if name in ("bert_tokens", "bert_whole_word", "electra_tokens"):
         from keras_bertology.data.masking import DynamicMasker, MaskingConfig
 
-        config = MaskingConfig(max_predictions=max_predictions, whole_word=name == "bert_whole_word")
+        rates = dict(mask_token_rate=0.85, random_token_rate=0.0) if name == "electra_tokens" else {}
+        config = MaskingConfig(max_predictions=max_predictions, whole_word=name == "bert_whole_word", **rates)
         return DynamicMasker(config, word_start_table=starts, **common)
     if name in ("albert_ngram", "spanbert_spans"):
         from keras_bertology.data.span_masking import SpanMasker, geometric_span_probs, ngram_probs
@@ -64,6 +72,16 @@ def build_stage(name, max_predictions):
         probs = geometric_span_probs() if spans else ngram_probs(3)
         return SpanMasker(probs, word_start_table=starts, max_predictions=max_predictions,
                           per_span_decision=spans, boundaries=spans, **common)
+    if name == "xlnet_permutation":
+        import tensorflow as tf
+
+        from keras_bertology.models.xlnet.permutation import PermutationMasker
+
+        masker = PermutationMasker(VOCAB, [PAD, CLS, SEP, MASK], starts, max_predictions)
+        return lambda features: masker({**features, "segment_ids": tf.zeros_like(features["token_ids"]),
+                                        "padding_mask": tf.not_equal(features["token_ids"], PAD)})
+    if name.startswith("hf_"):
+        return CollatorStage(name)
     import keras_hub
 
     generator = keras_hub.layers.MaskedLMMaskGenerator(
@@ -72,17 +90,67 @@ def build_stage(name, max_predictions):
     return lambda features: generator(features["token_ids"])
 
 
+class CollatorStage:
+    """A transformers data collator over a WordPiece vocabulary laid out like the synthetic ids (the same
+    specials at the same ids, "##" pieces from FIRST_CONTINUATION on), returning NumPy batches. It is
+    called on tokenized examples, as a DataLoader calls it; whole-word masking finds words by the
+    examples' character offsets, as transformers' tokenizers give them."""
+
+    KINDS = {"hf_tokens": "DataCollatorForLanguageModeling", "hf_whole_word": "DataCollatorForLanguageModeling",
+             "hf_permutation": "DataCollatorForPermutationLanguageModeling"}
+
+    def __init__(self, name):
+        import tempfile
+
+        import transformers
+
+        words = {PAD: "[PAD]", 100: "[UNK]", CLS: "[CLS]", SEP: "[SEP]", MASK: "[MASK]"}
+        vocab = [words.get(i, f"##p{i}" if i >= FIRST_CONTINUATION else f"w{i}") for i in range(VOCAB)]
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "vocab.txt"
+            path.write_text("\n".join(vocab) + "\n")
+            tokenizer = transformers.BertTokenizerFast(vocab_file=str(path))
+        options = {} if name == "hf_permutation" else {"mlm_probability": 0.15}
+        if name == "hf_whole_word":
+            options["whole_word_mask"] = True
+        self.whole_word = name == "hf_whole_word"
+        self.collator = getattr(transformers, self.KINDS[name])(tokenizer, return_tensors="np", **options)
+
+    def examples(self, batch):
+        """The batch's rows as tokenized examples (with character offsets for whole-word masking)."""
+        rows = []
+        for ids in batch:
+            row = {"input_ids": ids.tolist()}
+            if self.whole_word:  # three characters a piece; a space before each word's first piece
+                offsets, end = [], 0
+                for token in ids:
+                    start = end if token >= FIRST_CONTINUATION else end + 1
+                    end = start + 3
+                    offsets.append((start, end))
+                row["offset_mapping"] = offsets
+            rows.append(row)
+        return rows
+
+    def __call__(self, examples):
+        return self.collator(examples)
+
+
 def measure(stage, batch, warmup, batches):
-    """Rows per second of `stage` mapped over a repeating batch, after `warmup` batches."""
+    """Rows per second of `stage` over a repeating batch, after `warmup` batches: mapped in tf.data for a
+    TensorFlow stage, called on the rows (as a DataLoader does) for a transformers collator."""
     import tensorflow as tf
 
-    dataset = tf.data.Dataset.from_tensors({"token_ids": tf.constant(batch)}).repeat().map(stage).prefetch(1)
-    iterator = iter(dataset)
+    if isinstance(stage, CollatorStage):
+        examples = stage.examples(batch)
+        produce = lambda: stage(examples)  # noqa: E731
+    else:
+        dataset = tf.data.Dataset.from_tensors({"token_ids": tf.constant(batch)}).repeat().map(stage).prefetch(1)
+        produce = iter(dataset).__next__
     for _ in range(warmup):
-        next(iterator)
+        produce()
     started = time.perf_counter()
     for _ in range(batches):
-        next(iterator)
+        produce()
     return batches * len(batch) / (time.perf_counter() - started)
 
 
@@ -105,6 +173,7 @@ def run(rounds, warmup, batches, shapes):
             "rows_per_sec": medians, "rounds": measured,
             "ratio_vs_bert_tokens": {name: value / medians["bert_tokens"] for name, value in medians.items()},
             "ratio_vs_keras_hub": {name: value / medians["keras_hub_tokens"] for name, value in medians.items()},
+            "ratio_vs_transformers": {name: medians[name] / medians[peer] for name, peer in HF_PEERS.items()},
         }
     return results
 
@@ -116,10 +185,13 @@ def render_markdown(report):
              f"median of {report['settings']['rounds']} rounds of {report['settings']['batches']} batches.", ""]
     for shape, entry in report["shapes"].items():
         lines += [f"## {shape} (max_predictions {entry['max_predictions']})", "",
-                  "| stage | rows/s | vs BERT tokens | vs keras-hub |", "|---|---|---|---|"]
+                  "| stage | rows/s | vs BERT tokens | vs keras-hub | vs its transformers collator |",
+                  "|---|---|---|---|---|"]
         for name in STAGES:
+            peer = entry["ratio_vs_transformers"].get(name)
             lines.append(f"| {name} | {entry['rows_per_sec'][name]:,.0f} | "
-                         f"{entry['ratio_vs_bert_tokens'][name]:.2f} | {entry['ratio_vs_keras_hub'][name]:.2f} |")
+                         f"{entry['ratio_vs_bert_tokens'][name]:.2f} | {entry['ratio_vs_keras_hub'][name]:.2f} | "
+                         + (f"{peer:.2f} ({HF_PEERS[name]}) |" if peer else "- |"))
         lines.append("")
     return "\n".join(lines)
 

@@ -87,7 +87,7 @@ def test_smoke_benchmark_writes_complete_report(tmp_path):
 
 @pytest.mark.slow
 def test_masking_benchmark_smoke_writes_complete_report(tmp_path):
-    from benchmarks.bench_masking import STAGES
+    from benchmarks.bench_masking import HF_PEERS, STAGES
 
     proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_masking", "--smoke", "--out", str(tmp_path)],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
@@ -101,6 +101,8 @@ def test_masking_benchmark_smoke_writes_complete_report(tmp_path):
         assert value > 0 and math.isfinite(value)
         assert entry["ratio_vs_keras_hub"][name] == pytest.approx(value / entry["rows_per_sec"]["keras_hub_tokens"])
         assert entry["ratio_vs_bert_tokens"][name] == pytest.approx(value / entry["rows_per_sec"]["bert_tokens"])
+    assert entry["ratio_vs_transformers"] == pytest.approx(
+        {name: entry["rows_per_sec"][name] / entry["rows_per_sec"][peer] for name, peer in HF_PEERS.items()})
 
 
 @pytest.mark.slow
@@ -115,3 +117,30 @@ def test_xlnet_benchmark_smoke_writes_complete_report(tmp_path):
     assert bert > 0 and xlnet > 0 and entry["ratio_xlnet_vs_bert"] == pytest.approx(xlnet / bert)
     assert entry["params"]["bert_mlm"] > 0 and entry["params"]["xlnet_plm"] > 0
     assert "| tiny_seq32_batch4 |" in (tmp_path / "xlnet_step_time_smoke.md").read_text()
+
+
+@pytest.mark.slow
+def test_peer_suite_smoke_trains_the_same_architecture_in_every_system(tmp_path):
+    """The peer suite's smoke shape: each system trains, and ours and transformers' model hold exactly the
+    same parameters (the same architecture, so the ratio compares like with like)."""
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.peer_suite", "--smoke", "--out", str(tmp_path),
+                           "--models", "albert", "electra", "--systems", "ours", "keras_hub", "torch_eager"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["peers_smoke.json", "peers_smoke.md", "peers_smoke.png"]
+    report = json.loads((tmp_path / "peers_smoke.json").read_text())
+    assert report["machine"]["cpu_model"] is not None and report["rooflines"]["float32"] > 0
+    by_model = {entry["model"]: entry for entry in report["entries"]}
+    assert sorted(by_model) == ["albert", "electra"]
+    assert set(by_model["electra"]["systems"]) == {"ours", "torch_eager"}  # keras-hub has no ELECTRA task
+    for name, entry in by_model.items():
+        systems = entry["systems"]
+        assert systems["ours"]["num_params"] == systems["torch_eager"]["num_params"], name
+        for system, summary in systems.items():
+            assert summary["samples_per_sec"] > 0 and math.isfinite(summary["rounds"][0]["final_loss"]), system
+            assert 0 < summary["mfu"] < 1, (name, system)
+        assert entry["ratios"] == pytest.approx(
+            {peer: systems["ours"]["samples_per_sec"] / systems[peer]["samples_per_sec"]
+             for peer in systems if peer != "ours"})
+    markdown = (tmp_path / "peers_smoke.md").read_text()
+    assert all(f"| {name} (" in markdown for name in by_model)

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The peer suite on a GPU machine (see ../shared/GPU.md): ours and keras-hub on Keras' JAX backend,
+# transformers on PyTorch (eager and torch.compile), bf16, the shapes of the H100 figures.
+#
+#   bash benchmarks/gpu_peers.sh download      # here: the Keras wheels the GPU machine lacks, into .whl/
+#   bash benchmarks/gpu_peers.sh run OUT_DIR   # there: writes OUT_DIR/gpu_peers.{json,md,png}
+set -euo pipefail
+cd "$(dirname "$0")/.."
+case "${1:-}" in
+  download)
+    python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d .whl \
+      keras==3.15.1 keras-hub==0.32.0 namex optree kagglehub kagglesdk==0.1.28
+    grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude ;;
+  run)
+    out="${2:?give the output folder}"
+    python3 -m pip install -q --no-index --no-deps --target .site .whl/*.whl
+    export PYTHONPATH="$PWD/.site:$PWD" KERAS_BACKEND=jax
+    python3 -m benchmarks.peer_suite --backend jax --device gpu --precisions mixed_bfloat16 \
+      --shapes gpu_base128 gpu_base512 gpu_large128 --rounds 2 --name gpu_peers --out "$out" ;;
+  *) echo "usage: $0 download | run OUT_DIR" >&2; exit 2 ;;
+esac

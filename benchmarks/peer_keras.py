@@ -1,0 +1,88 @@
+"""The Keras systems of the peer suite: keras-bertology's pretrainers and keras-hub's tasks.
+
+Both train with `fit` on the shared batches held in memory, with AdamW(1e-4)
+and each system's own default `jit_compile` (TensorFlow on a CPU: off; JAX:
+XLA always).
+"""
+
+import keras
+
+from benchmarks.peer_models import our_config, synthetic_features
+
+OPTIMIZER = "AdamW(learning_rate=1e-4)"
+
+
+def _batches(x, y, weights, batch_size):
+    """The shared arrays as endless training batches: a prefetched tf.data pipeline on TensorFlow, a
+    Python generator on other backends (the GPU machine has no TensorFlow)."""
+    x, y, weights = keras.tree.map_structure(keras.ops.convert_to_numpy, (x, y, weights))
+    if keras.config.backend() == "tensorflow":
+        import tensorflow as tf
+
+        data = tf.data.Dataset.from_tensor_slices((x, y, weights))
+        return data.batch(batch_size, drop_remainder=True).repeat().prefetch(tf.data.AUTOTUNE)
+    rows = len(keras.tree.flatten(x)[0])
+
+    def cycle():
+        while True:
+            for start in range(0, rows - batch_size + 1, batch_size):
+                yield keras.tree.map_structure(lambda a: a[start:start + batch_size], (x, y, weights))
+
+    return cycle()
+
+
+def build_ours(model, shape, precision):
+    """Our family's pretrainer at `shape`, compiled with its declared objectives, and its batches."""
+    from keras_bertology.models.registry import FAMILIES
+
+    family = FAMILIES[model.family]
+    config = our_config(model, shape)
+    backbone = family.backbone_cls(**config, dtype=precision)
+    pretrainer = family.build_pretrainer(backbone, preset=model.preset)
+    pretrainer.compile(optimizer=keras.optimizers.AdamW(1e-4))
+    features = synthetic_features(model, shape, config["vocab_size"])
+    x, y, weights = pretrainer.split_features(features)
+    return pretrainer, _batches(x, y, weights, shape.batch_size)
+
+
+def build_keras_hub(model, shape, precision):
+    """keras-hub's masked-LM task on a backbone of the same shape (MLM only: keras-hub has no NSP/SOP)."""
+    import keras_hub
+
+    config = our_config(model, shape)
+    common = dict(vocabulary_size=config["vocab_size"], num_layers=shape.num_layers, num_heads=shape.num_heads,
+                  hidden_dim=shape.hidden_size, intermediate_dim=shape.intermediate_size,
+                  max_sequence_length=config["max_positions"], dtype=precision)
+    if model.family == "albert":
+        backbone = keras_hub.models.AlbertBackbone(embedding_dim=config["embedding_size"], num_groups=1,
+                                                   num_inner_repetitions=1, num_segments=2, **common)
+    elif model.family == "roberta":
+        backbone = keras_hub.models.RobertaBackbone(**common)
+    else:
+        backbone = keras_hub.models.BertBackbone(num_segments=2, **common)
+    task = getattr(keras_hub.models, model.hub_task)(backbone, preprocessor=None)
+    task.compile(
+        optimizer=keras.optimizers.AdamW(1e-4),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="mean_with_sample_weight"),
+        weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+    )
+    features = synthetic_features(model, shape, config["vocab_size"])
+    x = {name: features[name] for name in task.input} if isinstance(task.input, dict) else features["token_ids"]
+    return task, _batches(x, features["mask_ids"], features["mask_weights"], shape.batch_size)
+
+
+def train_keras(model, dataset, clock, steps):
+    """`fit` for the warm-up and timed steps, every step reported to `clock`."""
+    from benchmarks.peer_timing import keras_callback
+
+    # keras.Model.fit itself: keras-hub's Task.fit would want TensorFlow for a preprocessor it does not have.
+    keras.Model.fit(model, dataset, epochs=1, steps_per_epoch=clock.warmup + steps, verbose=0,
+                    callbacks=[keras_callback(clock)])
+    details = {"num_params": int(model.count_params()), "jit_compile": bool(model.jit_compile)}
+    if keras.config.backend() == "jax":
+        import jax
+
+        stats = jax.devices()[0].memory_stats() or {}
+        if "peak_bytes_in_use" in stats:
+            details["device_peak_mib"] = stats["peak_bytes_in_use"] / 2 ** 20
+    return details

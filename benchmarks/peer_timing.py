@@ -1,0 +1,71 @@
+"""One clock for every system of the peer suite: Keras `fit` callbacks and PyTorch loops report to it.
+
+The first `warmup` steps (tracing, compilation, first-touch allocation) are
+not timed. A step ends when its loss has been read back as a Python float,
+so the clock never stops while work is still queued.
+"""
+
+import os
+import resource
+import time
+
+from benchmarks.bench_mlm import _cpu_seconds, _machine_cpu_seconds
+
+
+class StepClock:
+    """Times steps `warmup` .. `warmup + steps - 1` of a training loop."""
+
+    def __init__(self, warmup):
+        self.warmup = warmup
+        self.created = time.perf_counter()
+        self.start = self.end = None
+        self.cpu_start = self.cpu_end = None
+        self.machine_start = self.machine_end = None
+        self.last_loss = None
+
+    def begin_step(self, index):
+        if index == self.warmup:
+            self.start = time.perf_counter()
+            self.cpu_start = _cpu_seconds()
+            self.machine_start = _machine_cpu_seconds()
+
+    def end_step(self, loss):
+        self.last_loss = float(loss)
+        self.end = time.perf_counter()
+        self.cpu_end = _cpu_seconds()
+        self.machine_end = _machine_cpu_seconds()
+
+    def result(self, steps, batch_size, seq_len):
+        """Throughput, memory and how busy the machine was while the timed steps ran."""
+        seconds = self.end - self.start
+        own_cpu = self.cpu_end - self.cpu_start
+        others = None
+        if self.machine_start and self.machine_end:
+            busy, total, _ = (end - start for end, start in zip(self.machine_end, self.machine_start))
+            others = max(0.0, busy - own_cpu) / total if total > 0 else None
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        return {
+            "samples_per_sec": steps * batch_size / seconds,
+            "tokens_per_sec": steps * batch_size * seq_len / seconds,
+            "ms_per_step": 1000.0 * seconds / steps,
+            "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+            "cpu_busy": own_cpu / (seconds * cores),
+            "others_cpu_busy": others,
+            "warmup_s": self.start - self.created,
+            "final_loss": self.last_loss,
+        }
+
+
+def keras_callback(clock):
+    """A Keras callback that reports each `fit` step to `clock`."""
+    import keras
+    import numpy as np
+
+    class Clocked(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            clock.begin_step(batch)
+
+        def on_train_batch_end(self, batch, logs=None):
+            clock.end_step(np.asarray(logs["loss"]))
+
+    return Clocked()

@@ -1,0 +1,158 @@
+"""The PyTorch systems of the peer suite: Hugging Face transformers, eager and `torch.compile`d.
+
+Each trains the architecture of one of our pretrainers at the same shape on
+the same arrays, with AdamW(1e-4), SDPA attention, and bf16 autocast where
+ours trains in mixed_bfloat16. Like ours, it computes masked-LM logits only
+at the masked positions (the encoder's states are gathered there before the
+head), so both do the same work; the models' own `forward` would project
+every token onto the vocabulary.
+"""
+
+import torch
+import torch.nn.functional as F
+
+from benchmarks.peer_models import generator_hidden, our_config, synthetic_features
+
+
+def _gather(states, positions):
+    return states.gather(1, positions.unsqueeze(-1).expand(-1, -1, states.shape[-1]))
+
+
+def _mlm_loss(logits, batch):
+    losses = F.cross_entropy(logits.flatten(0, 1).float(), batch["mask_ids"].flatten(), reduction="none")
+    weights = batch["mask_weights"].flatten()
+    return (losses * weights).sum() / weights.sum()
+
+
+def _hf_config(cls_name, config, shape, **extra):
+    import transformers
+
+    return getattr(transformers, cls_name)(
+        vocab_size=config["vocab_size"], hidden_size=shape.hidden_size, num_hidden_layers=shape.num_layers,
+        num_attention_heads=shape.num_heads, intermediate_size=shape.intermediate_size,
+        max_position_embeddings=config["max_positions"] + extra.pop("position_offset", 0),
+        attn_implementation="sdpa", **extra)
+
+
+def _bert(config, shape):
+    from transformers import BertForPreTraining
+
+    model = BertForPreTraining(_hf_config("BertConfig", config, shape))
+
+    def loss(batch):
+        states, pooled = model.bert(input_ids=batch["token_ids"], token_type_ids=batch["segment_ids"],
+                                    attention_mask=batch["padding_mask"], return_dict=False)[:2]
+        mlm = _mlm_loss(model.cls.predictions(_gather(states, batch["mask_positions"])), batch)
+        return mlm + F.cross_entropy(model.cls.seq_relationship(pooled).float(), batch["nsp_labels"])
+
+    return model, loss
+
+
+def _roberta(config, shape):
+    from transformers import RobertaForMaskedLM
+
+    # RoBERTa's positions start after the padding id: two more rows in its table, as in the released models.
+    model = RobertaForMaskedLM(_hf_config("RobertaConfig", config, shape, position_offset=2, type_vocab_size=1,
+                                          pad_token_id=1, layer_norm_eps=config["layer_norm_epsilon"]))
+
+    def loss(batch):
+        states = model.roberta(input_ids=batch["token_ids"], attention_mask=batch["padding_mask"],
+                               return_dict=False)[0]
+        return _mlm_loss(model.lm_head(_gather(states, batch["mask_positions"])), batch)
+
+    return model, loss
+
+
+def _albert(config, shape):
+    from transformers import AlbertForPreTraining
+
+    model = AlbertForPreTraining(_hf_config("AlbertConfig", config, shape, embedding_size=config["embedding_size"],
+                                            hidden_act="gelu_new", num_hidden_groups=1, inner_group_num=1))
+
+    def loss(batch):
+        states, pooled = model.albert(input_ids=batch["token_ids"], token_type_ids=batch["segment_ids"],
+                                      attention_mask=batch["padding_mask"], return_dict=False)[:2]
+        mlm = _mlm_loss(model.predictions(_gather(states, batch["mask_positions"])), batch)
+        return mlm + F.cross_entropy(model.sop_classifier(pooled).float(), batch["sop_labels"])
+
+    return model, loss
+
+
+def _electra(config, shape, generator_hidden):
+    from transformers import ElectraForMaskedLM, ElectraForPreTraining
+
+    discriminator = ElectraForPreTraining(_hf_config("ElectraConfig", config, shape,
+                                                     embedding_size=config["embedding_size"]))
+    heads = max(1, generator_hidden // 64)
+    while generator_hidden % heads:
+        heads -= 1
+    generator_shape = type(shape)(shape.num_layers, generator_hidden, heads, 4 * generator_hidden,
+                                  shape.seq_len, shape.batch_size, shape.warmup, shape.steps)
+    generator = ElectraForMaskedLM(_hf_config("ElectraConfig", config, generator_shape,
+                                              embedding_size=config["embedding_size"]))
+    # One set of embeddings, as ours: the generator's output layer stays tied to the (shared) token table.
+    generator.electra.embeddings = discriminator.electra.embeddings
+    generator.generator_lm_head.weight = discriminator.electra.embeddings.word_embeddings.weight
+    model = torch.nn.ModuleDict({"generator": generator, "discriminator": discriminator})
+
+    def loss(batch):
+        positions, original = batch["mask_positions"], batch["mask_ids"]
+        states = generator.electra(input_ids=batch["token_ids"], token_type_ids=batch["segment_ids"],
+                                   attention_mask=batch["padding_mask"], return_dict=False)[0]
+        logits = generator.generator_lm_head(generator.generator_predictions(_gather(states, positions)))
+        mlm = _mlm_loss(logits, batch)
+        with torch.no_grad():  # gumbel-max sampling at temperature 1; no gradient reaches the generator
+            gumbel = -torch.log(-torch.log(torch.rand_like(logits, dtype=torch.float32).clamp(1e-9, 1.0)))
+            sampled = (logits.float() + gumbel).argmax(-1)
+            corrupted = batch["token_ids"].scatter(1, positions, sampled)
+            replaced = torch.zeros_like(batch["token_ids"], dtype=torch.float32).scatter(
+                1, positions, (sampled != original).float())
+        judged = discriminator(input_ids=corrupted, token_type_ids=batch["segment_ids"],
+                               attention_mask=batch["padding_mask"]).logits
+        mask = batch["padding_mask"].float()
+        rtd = (F.binary_cross_entropy_with_logits(judged.float(), replaced, reduction="none") * mask).sum() / mask.sum()
+        return mlm + 50.0 * rtd
+
+    return model, loss
+
+
+BUILDERS = {"bert": _bert, "roberta": _roberta, "albert": _albert}
+
+
+def build_torch(model, shape, precision, compiled, device="cpu"):
+    """(step function, parameter count) of the transformers peer of `model` on `device` ("cpu", "cuda")."""
+    torch.manual_seed(0)
+    config = our_config(model, shape)
+    if model.family == "electra":
+        module, loss = _electra(config, shape, generator_hidden(model, shape))
+    else:
+        module, loss = BUILDERS[model.family](config, shape)
+    module.to(device).train()
+    optimizer = torch.optim.AdamW(module.parameters(), lr=1e-4, fused=device == "cuda")
+    if compiled:
+        loss = torch.compile(loss)
+    features = synthetic_features(model, shape, config["vocab_size"])
+    tensors = {name: (torch.from_numpy(value).long() if value.dtype.kind == "i" else torch.from_numpy(value))
+               .to(device) for name, value in features.items()}
+    batches = [{name: value[i * shape.batch_size:(i + 1) * shape.batch_size] for name, value in tensors.items()}
+               for i in range(len(features["token_ids"]) // shape.batch_size)]
+    bf16 = precision == "mixed_bfloat16"
+
+    def step(index):
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
+            value = loss(batches[index % len(batches)])
+        value.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return value.item()
+
+    # Unique parameters: the shared ELECTRA embeddings count once, as in our model.
+    return step, sum(p.numel() for p in module.parameters())
+
+
+def train_torch(step, clock, steps):
+    """The warm-up and timed steps; returns the GPU's peak memory when there is one."""
+    for index in range(clock.warmup + steps):
+        clock.begin_step(index)
+        clock.end_step(step(index))
+    return {"device_peak_mib": torch.cuda.max_memory_allocated() / 2 ** 20} if torch.cuda.is_available() else {}
