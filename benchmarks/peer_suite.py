@@ -225,7 +225,7 @@ def plot(report, path):
 
     entries = report["entries"]
     peers = [p for p in SYSTEMS[1:] if any(p in e["ratios"] for e in entries)]
-    figure, axis = plt.subplots(figsize=(max(6, 1.2 * len(entries) + 2), 4))
+    figure, axis = plt.subplots(figsize=(max(6, 1.2 * len(entries) + 2), 4.6))
     width = 0.8 / max(1, len(peers))
     for offset, peer in enumerate(peers):
         xs = [i + offset * width for i, e in enumerate(entries) if peer in e["ratios"]]
@@ -238,7 +238,7 @@ def plot(report, path):
                          fontsize=8)
     axis.set_ylabel("training throughput ratio")
     axis.set_title(f"keras-bertology vs peers ({report['machine']['cpu_model']})", fontsize=9)
-    axis.legend(fontsize=7)
+    axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=len(peers))  # below the bars
     figure.tight_layout()
     staging = path.with_name(f".{path.name}.tmp")
     figure.savefig(staging, dpi=120, format="png")

@@ -122,16 +122,17 @@ def test_xlnet_benchmark_smoke_writes_complete_report(tmp_path):
 @pytest.mark.slow
 def test_peer_suite_smoke_trains_the_same_architecture_in_every_system(tmp_path):
     """The peer suite's smoke shape: each system trains, and ours and transformers' model hold exactly the
-    same parameters (the same architecture, so the ratio compares like with like)."""
+    same parameters (the same architecture, so the ratio compares like with like). ELECTRA: the one whose
+    peer must share embeddings and tie the generator's output to them as ours does."""
     proc = subprocess.run([sys.executable, "-m", "benchmarks.peer_suite", "--smoke", "--out", str(tmp_path),
-                           "--models", "albert", "electra", "--systems", "ours", "keras_hub", "torch_eager"],
+                           "--models", "electra", "--systems", "ours", "keras_hub", "torch_eager"],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["peers_smoke.json", "peers_smoke.md", "peers_smoke.png"]
     report = json.loads((tmp_path / "peers_smoke.json").read_text())
     assert report["machine"]["cpu_model"] is not None and report["rooflines"]["float32"] > 0
     by_model = {entry["model"]: entry for entry in report["entries"]}
-    assert sorted(by_model) == ["albert", "electra"]
+    assert sorted(by_model) == ["electra"]  # the model whose two encoders share one set of embeddings
     assert set(by_model["electra"]["systems"]) == {"ours", "torch_eager"}  # keras-hub has no ELECTRA task
     for name, entry in by_model.items():
         systems = entry["systems"]
