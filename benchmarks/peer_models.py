@@ -91,12 +91,13 @@ def our_config(model, shape):
     return config
 
 
-def generator_hidden(model, shape):
-    """ELECTRA's generator width at `shape` (the preset's fraction of the discriminator's), else None."""
+def generator_width(model, shape):
+    """ELECTRA's generator (hidden, heads) at `shape`, by the preset's fraction; None for other models."""
+    from keras_bertology.models.electra.pretrainer import generator_width as width
     from keras_bertology.models.registry import FAMILIES
 
     fraction = FAMILIES[model.family].presets[model.preset].get("pretrainer", {}).get("generator_fraction")
-    return max(1, round(shape.hidden_size * fraction)) if fraction else None
+    return width(shape.hidden_size, fraction) if fraction else None
 
 
 def synthetic_features(model, shape, vocab_size, seed=1234):
@@ -133,7 +134,7 @@ def train_flops(model, shape):
     predicted positions (every system here computes logits only there).
     """
     config = our_config(model, shape)
-    vocab_size, generator = config["vocab_size"], generator_hidden(model, shape)
+    vocab_size, generator = config["vocab_size"], (generator_width(model, shape) or (None,))[0]
     tokens, slots = shape.batch_size * shape.seq_len, shape.batch_size * shape.predictions
     hidden = shape.hidden_size
     width = config.get("embedding_size") or hidden

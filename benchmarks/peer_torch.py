@@ -11,7 +11,7 @@ every token onto the vocabulary.
 import torch
 import torch.nn.functional as F
 
-from benchmarks.peer_models import generator_hidden, our_config, synthetic_features
+from benchmarks.peer_models import generator_width, our_config, synthetic_features
 
 
 def _gather(states, positions):
@@ -78,15 +78,13 @@ def _albert(config, shape):
     return model, loss
 
 
-def _electra(config, shape, generator_hidden):
+def _electra(config, shape, generator):
     from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
     discriminator = ElectraForPreTraining(_hf_config("ElectraConfig", config, shape,
                                                      embedding_size=config["embedding_size"]))
-    heads = max(1, generator_hidden // 64)
-    while generator_hidden % heads:
-        heads -= 1
-    generator_shape = type(shape)(shape.num_layers, generator_hidden, heads, 4 * generator_hidden,
+    hidden, heads = generator
+    generator_shape = type(shape)(shape.num_layers, hidden, heads, 4 * hidden,
                                   shape.seq_len, shape.batch_size, shape.warmup, shape.steps)
     generator = ElectraForMaskedLM(_hf_config("ElectraConfig", config, generator_shape,
                                               embedding_size=config["embedding_size"]))
@@ -124,7 +122,7 @@ def build_torch(model, shape, precision, compiled, device="cpu"):
     torch.manual_seed(0)
     config = our_config(model, shape)
     if model.family == "electra":
-        module, loss = _electra(config, shape, generator_hidden(model, shape))
+        module, loss = _electra(config, shape, generator_width(model, shape))
     else:
         module, loss = BUILDERS[model.family](config, shape)
     module.to(device).train()

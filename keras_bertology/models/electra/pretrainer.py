@@ -3,14 +3,21 @@
 from keras_bertology.models.generator_discriminator import GeneratorDiscriminator
 
 
+def generator_width(discriminator_hidden, fraction):
+    """(hidden, heads) of ELECTRA's generator: round(fraction x the discriminator's hidden size), one head per
+    64 units (fewer when they would not divide it)."""
+    hidden = max(1, round(discriminator_hidden * fraction))
+    heads = max(1, hidden // 64)
+    while hidden % heads:
+        heads -= 1
+    return hidden, heads
+
+
 def generator_config(discriminator, fraction, num_layers=None):
     """ELECTRA's generator sizing (google-research/electra `get_generator_config`): hidden =
     round(fraction x the discriminator's), heads = max(1, hidden // 64) (fewer when they would not
     divide it), feed-forward = 4 x hidden; same depth, vocabulary and embeddings."""
-    hidden = max(1, round(discriminator.hidden_size * fraction))
-    heads = max(1, hidden // 64)
-    while hidden % heads:
-        heads -= 1
+    hidden, heads = generator_width(discriminator.hidden_size, fraction)
     config = dict(discriminator.get_config())
     for key in ("name", "trainable", "dtype", "use_pooler"):
         config.pop(key, None)
