@@ -38,7 +38,8 @@ def build_ours(model, shape, precision):
     family = FAMILIES[model.family]
     config = our_config(model, shape)
     backbone = family.backbone_cls(**config, dtype=precision)
-    pretrainer = family.build_pretrainer(backbone, preset=model.preset)
+    pretrainer = family.build_pretrainer(backbone, options=dict(model.options), preset=model.preset,
+                                         batch_size=shape.batch_size)
     pretrainer.compile(optimizer=keras.optimizers.AdamW(1e-4))
     features = synthetic_features(model, shape, config["vocab_size"])
     x, y, weights = pretrainer.split_features(features)

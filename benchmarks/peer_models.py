@@ -4,8 +4,11 @@ Every system of one measurement (ours, keras-hub, transformers on PyTorch)
 trains the same architecture at the same shape on the same arrays: random
 token ids (no padding), two segments, `predictions` distinct masked
 positions per row with random target ids, and a random sentence-pair label
-for the models with one (NSP, SOP). The arrays come from a fixed seed, so
-every fresh worker process rebuilds exactly the same batches.
+for the models with one (NSP, SOP). SpanBERT's rows mask whole spans and
+carry their boundaries; XLNet's carry a factorization order (perm_mask) and
+its `predictions` targets. The arrays come from a fixed seed, so every fresh
+worker process rebuilds exactly the same batches (NumPy only: the GPU
+machine has no TensorFlow).
 """
 
 import dataclasses
@@ -58,6 +61,9 @@ class PeerModel:
     pair_label: the sentence-pair objective's feature ("nsp_labels", "sop_labels") or None.
     hub_task: keras-hub's pretraining task class, None where keras-hub has none.
     hf_model: the transformers model the PyTorch peers train.
+    targets: how the rows choose what to predict: "tokens" (MLM), "spans" (SpanBERT's spans and
+        their boundaries) or "permutation" (XLNet's factorization order).
+    options: our family's options for the pretrainer (XLNet: no memory, forward rows only).
     """
 
     family: str
@@ -66,6 +72,8 @@ class PeerModel:
     pair_label: str | None
     hub_task: str | None
     hf_model: str
+    targets: str = "tokens"
+    options: tuple = ()
 
 
 MODELS = {
@@ -75,7 +83,16 @@ MODELS = {
                         "AlbertForPreTraining"),
     "electra": PeerModel("electra", "electra-base", "generator MLM + 50 x RTD", None, None,
                          "ElectraForPreTraining + ElectraForMaskedLM"),
+    "spanbert": PeerModel("spanbert", "spanbert-base", "MLM + SBO (spans)", None, "BertMaskedLM",
+                          "BertForMaskedLM + span boundary head", targets="spans"),
+    # Memory and backward rows are off in every system: transformers' XLNet has no bi_data in training,
+    # and a memory would make one step depend on the last.
+    "xlnet": PeerModel("xlnet", "xlnet-base", "two-stream PLM, no memory", None, None, "XLNetLMHeadModel",
+                       targets="permutation", options=(("mem_len", 0), ("bi_data", 0))),
 }
+
+SPAN_LENGTH = 4  # SpanBERT's mean span (3.8 pieces), rounded
+SBO_POSITION_WIDTH = 200  # the boundary head's offset embedding, as SpanBertPretrainer's default
 
 
 def our_config(model, shape):
@@ -103,27 +120,77 @@ def generator_width(model, shape):
 def synthetic_features(model, shape, vocab_size, seed=1234):
     """The shared batches as one dict of numpy arrays, `BATCHES_IN_MEMORY` batches long."""
     rng = np.random.default_rng(seed)
-    rows, length, slots = BATCHES_IN_MEMORY * shape.batch_size, shape.seq_len, shape.predictions
+    rows, length = BATCHES_IN_MEMORY * shape.batch_size, shape.seq_len
     features = {
         "token_ids": rng.integers(1000, vocab_size, size=(rows, length), dtype=np.int32),
         "segment_ids": np.repeat((np.arange(length) >= length // 2)[None].astype(np.int32), rows, axis=0),
         "padding_mask": np.ones((rows, length), np.int32),
-        # Distinct positions, never the first or last token, in increasing order as the maskers give them.
-        "mask_positions": np.sort(np.argsort(rng.random((rows, length - 2)), axis=1)[:, :slots] + 1,
-                                  axis=1).astype(np.int32),
-        "mask_ids": rng.integers(1000, vocab_size, size=(rows, slots), dtype=np.int32),
-        "mask_weights": np.ones((rows, slots), np.float32),
     }
+    targets = {"tokens": _token_targets, "spans": _span_targets, "permutation": _permutation_targets}
+    features.update(targets[model.targets](rng, features["token_ids"], shape.predictions, vocab_size))
     if model.pair_label:
         features[model.pair_label] = rng.integers(0, 2, size=(rows,), dtype=np.int32)
     return features
 
 
-def _encoder_flops(tokens, seq_len, hidden, intermediate, layers):
-    """Forward matmul FLOPs of `layers` Transformer layers over `tokens` tokens in rows of `seq_len`."""
+def _distinct_positions(rng, rows, choices, count):
+    """`count` distinct values of range(choices) per row, in increasing order."""
+    return np.sort(np.argsort(rng.random((rows, choices)), axis=1)[:, :count], axis=1).astype(np.int32)
+
+
+def _token_targets(rng, token_ids, slots, vocab_size):
+    """MLM: distinct positions, never the first or last token, in increasing order as the maskers give them."""
+    rows, length = token_ids.shape
+    return {"mask_positions": _distinct_positions(rng, rows, length - 2, slots) + 1,
+            "mask_ids": rng.integers(1000, vocab_size, size=(rows, slots), dtype=np.int32),
+            "mask_weights": np.ones((rows, slots), np.float32)}
+
+
+def _span_targets(rng, token_ids, slots, vocab_size):
+    """SpanBERT: spans of `SPAN_LENGTH` pieces apart from each other, their boundaries and offsets."""
+    rows, length = token_ids.shape
+    spans = -(-slots // SPAN_LENGTH)
+    # Blocks of a span and one more piece, so that every span keeps its right boundary unmasked.
+    starts = 1 + (SPAN_LENGTH + 1) * _distinct_positions(rng, rows, (length - 2) // (SPAN_LENGTH + 1), spans)
+    offsets = np.tile(np.arange(SPAN_LENGTH, dtype=np.int32), spans)[:slots]
+    starts = np.repeat(starts, SPAN_LENGTH, axis=1)[:, :slots]
+    return {**_token_targets(rng, token_ids, slots, vocab_size), "mask_positions": starts + offsets,
+            "span_left": starts - 1, "span_right": starts + SPAN_LENGTH,
+            "span_offset": np.broadcast_to(offsets, starts.shape).copy()}
+
+
+def _permutation_targets(rng, token_ids, slots, vocab_size):
+    """XLNet: `slots` targets per row predicted last, in a random order among themselves; every other
+    token sees all the non-targets (perm_mask[i, j] = 1: i may not attend to j), as XLNet's sampler."""
+    rows, length = token_ids.shape
+    positions = _distinct_positions(rng, rows, length, slots)
+    rank = np.full((rows, length), -1, np.int32)
+    np.put_along_axis(rank, positions, np.argsort(rng.random((rows, slots)), axis=1).astype(np.int32), axis=1)
+    is_target = rank >= 0
+    perm_mask = (rank[:, :, None] <= rank[:, None, :]) & is_target[:, None, :]
+    return {"perm_mask": perm_mask.astype(np.float32),
+            "target_mapping": np.eye(length, dtype=np.float32)[positions],
+            "target_ids": np.take_along_axis(token_ids, positions, axis=1),
+            "target_weights": np.ones((rows, slots), np.float32)}
+
+
+def _encoder_flops(tokens, seq_len, hidden, intermediate, layers, position_keys=0):
+    """Forward matmul FLOPs of `layers` Transformer layers over `tokens` tokens in rows of `seq_len`;
+    `position_keys` relative positions per query add their scores (XLNet: 2 x seq_len)."""
     projections = 2 * tokens * (4 * hidden * hidden + 2 * hidden * intermediate)
-    attention = 2 * 2 * tokens * seq_len * hidden  # scores and the weighted sum of values
+    attention = 2 * tokens * (2 * seq_len + position_keys) * hidden  # scores, position scores, weighted sum
     return layers * (projections + attention)
+
+
+def _xlnet_flops(shape, slots):
+    """XLNet's content stream over every token, its query stream over the targets (query and output
+    projections, feed-forward, attention to the content) and the relative positions' projection
+    (once per batch), in every layer."""
+    hidden, length, layers = shape.hidden_size, shape.seq_len, shape.num_layers
+    content = _encoder_flops(shape.batch_size * length, length, hidden, shape.intermediate_size, layers,
+                             position_keys=2 * length)
+    query = layers * 2 * slots * (2 * hidden * hidden + 2 * hidden * shape.intermediate_size + 4 * length * hidden)
+    return content + query + layers * 2 * (2 * length) * hidden * hidden
 
 
 def train_flops(model, shape):
@@ -138,6 +205,8 @@ def train_flops(model, shape):
     tokens, slots = shape.batch_size * shape.seq_len, shape.batch_size * shape.predictions
     hidden = shape.hidden_size
     width = config.get("embedding_size") or hidden
+    if model.targets == "permutation":  # XLNet: its LM head is the tied embedding alone
+        return 3 * (_xlnet_flops(shape, slots) + 2 * slots * hidden * vocab_size)
     forward = _encoder_flops(tokens, shape.seq_len, hidden, shape.intermediate_size, shape.num_layers)
     if width != hidden:
         forward += 2 * tokens * width * hidden  # embedding projection
@@ -148,4 +217,6 @@ def train_flops(model, shape):
         forward += 2 * tokens * (hidden * hidden + hidden)
     else:
         forward += 2 * slots * (hidden * width + width * vocab_size)
+    if model.targets == "spans":  # SpanBERT's boundary head: two transforms from [left; right; offset]
+        forward += 2 * slots * ((2 * hidden + SBO_POSITION_WIDTH) * hidden + hidden * width + width * vocab_size)
     return 3 * forward

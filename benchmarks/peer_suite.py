@@ -1,7 +1,8 @@
 """The peer suite: training throughput of each pretraining model against keras-hub and transformers.
 
-For every model (BERT MLM+NSP, RoBERTa, ALBERT MLM+SOP, ELECTRA), shape and
-precision it measures ours, keras-hub's task where keras-hub has one, and
+For every model (BERT MLM+NSP, RoBERTa, ALBERT MLM+SOP, ELECTRA, SpanBERT
+MLM+SBO, XLNet), shape and precision it measures ours, keras-hub's task where
+keras-hub has one, and
 Hugging Face transformers on PyTorch eager and `torch.compile`d, all on the
 same arrays (see peer_models.py). Each measurement is a fresh process; rounds
 alternate the systems so slow drift of the machine hits all of them, and the
@@ -211,9 +212,25 @@ def render_markdown(report):
         lines.append(f"| {entry['model']} ({entry['objectives']}) | {entry['shape_text']} | {entry['precision']} | "
                      + " | ".join(rates) + " | " + " | ".join(ratio_text)
                      + f" | {systems['ours']['mfu']:.1%} | {memory} |")
-    lines += ["", "keras-hub has no pretraining task for ELECTRA: its column is empty there. Its BERT and ALBERT "
-              "tasks train MLM only (no NSP / SOP head), so they do slightly less work than ours.", ""]
+    lines += ["", *_footnotes({entry["model"] for entry in report["entries"]}), ""]
     return "\n".join(lines)
+
+
+def _footnotes(models):
+    """What a reader must know to read the ratios of `models` (names of MODELS)."""
+    no_task = sorted(m for m in models if not MODELS[m].hub_task)
+    less_work = sorted(m for m in models if MODELS[m].hub_task and MODELS[m].objectives != "MLM")
+    notes = []
+    if no_task:
+        notes.append(f"keras-hub has no pretraining task for {', '.join(no_task)}: its column is empty there.")
+    if less_work:
+        notes.append(f"keras-hub's masked-LM task trains MLM alone where ours adds a second objective "
+                     f"({', '.join(f'{m}: {MODELS[m].objectives}' for m in less_work)}): it does less work "
+                     "per step than ours there.")
+    if "xlnet" in models:
+        notes.append("XLNet: both streams, the targets predicted last in a random order, no memory and no "
+                     "backward rows in either system, so every step does the same work.")
+    return notes
 
 
 def plot(report, path):

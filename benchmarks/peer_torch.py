@@ -18,9 +18,9 @@ def _gather(states, positions):
     return states.gather(1, positions.unsqueeze(-1).expand(-1, -1, states.shape[-1]))
 
 
-def _mlm_loss(logits, batch):
-    losses = F.cross_entropy(logits.flatten(0, 1).float(), batch["mask_ids"].flatten(), reduction="none")
-    weights = batch["mask_weights"].flatten()
+def _mlm_loss(logits, batch, labels="mask_ids", weights="mask_weights"):
+    losses = F.cross_entropy(logits.flatten(0, 1).float(), batch[labels].flatten(), reduction="none")
+    weights = batch[weights].flatten()
     return (losses * weights).sum() / weights.sum()
 
 
@@ -114,7 +114,63 @@ def _electra(config, shape, generator):
     return model, loss
 
 
-BUILDERS = {"bert": _bert, "roberta": _roberta, "albert": _albert}
+class SpanBoundaryHead(torch.nn.Module):
+    """SpanBERT's boundary objective as ours builds it: [x_left; x_right; p_offset] through two
+    Dense -> GELU -> LayerNorm, then the decoder tied to the token embeddings plus a bias."""
+
+    def __init__(self, hidden, vocab_size, token_embedding, eps, positions=32, position_width=200):
+        super().__init__()
+        self.position = torch.nn.Embedding(positions, position_width)
+        layers = []
+        for width in (2 * hidden + position_width, hidden):
+            layers += [torch.nn.Linear(width, hidden), torch.nn.GELU(), torch.nn.LayerNorm(hidden, eps=eps)]
+        self.transform = torch.nn.Sequential(*layers)
+        self.token_embedding = token_embedding
+        self.bias = torch.nn.Parameter(torch.zeros(vocab_size))
+
+    def forward(self, states, left, right, offset):
+        features = torch.cat([_gather(states, left), _gather(states, right), self.position(offset)], dim=-1)
+        return F.linear(self.transform(features), self.token_embedding.weight, self.bias)
+
+
+def _spanbert(config, shape):
+    from transformers import BertForMaskedLM
+
+    from benchmarks.peer_models import SBO_POSITION_WIDTH
+
+    model = BertForMaskedLM(_hf_config("BertConfig", config, shape, layer_norm_eps=config["layer_norm_epsilon"]))
+    boundary = SpanBoundaryHead(shape.hidden_size, config["vocab_size"], model.bert.embeddings.word_embeddings,
+                                config["layer_norm_epsilon"], position_width=SBO_POSITION_WIDTH)
+    module = torch.nn.ModuleDict({"bert": model, "sbo": boundary})
+
+    def loss(batch):
+        states = model.bert(input_ids=batch["token_ids"], token_type_ids=batch["segment_ids"],
+                            attention_mask=batch["padding_mask"], return_dict=False)[0]
+        mlm = _mlm_loss(model.cls(_gather(states, batch["mask_positions"])), batch)
+        return mlm + _mlm_loss(boundary(states, batch["span_left"], batch["span_right"], batch["span_offset"]), batch)
+
+    return module, loss
+
+
+def _xlnet(config, shape):
+    from transformers import XLNetConfig, XLNetLMHeadModel
+
+    model = XLNetLMHeadModel(XLNetConfig(
+        vocab_size=config["vocab_size"], d_model=shape.hidden_size, n_layer=shape.num_layers,
+        n_head=shape.num_heads, d_inner=shape.intermediate_size, ff_activation=config["activation"],
+        untie_r=config["untie_r"], attn_type="bi", bi_data=False, clamp_len=config["clamp_len"], mem_len=None,
+        dropout=config["dropout"], layer_norm_eps=config["layer_norm_epsilon"]))
+
+    def loss(batch):
+        logits = model(input_ids=batch["token_ids"], token_type_ids=batch["segment_ids"],
+                       attention_mask=batch["padding_mask"], perm_mask=batch["perm_mask"],
+                       target_mapping=batch["target_mapping"], use_mems=False).logits
+        return _mlm_loss(logits, batch, "target_ids", "target_weights")
+
+    return model, loss
+
+
+BUILDERS = {"bert": _bert, "roberta": _roberta, "albert": _albert, "spanbert": _spanbert, "xlnet": _xlnet}
 
 
 def build_torch(model, shape, precision, compiled, device="cpu"):

@@ -1,0 +1,60 @@
+"""The peer suite compares like with like: each peer holds our model's parameters, on valid batches.
+
+The suite's ratios mean something only if transformers' model is the same
+architecture as ours (counted here parameter for parameter) and every
+system's batches are valid pretraining rows of that model's objective.
+"""
+
+import numpy as np
+import pytest
+
+from benchmarks.peer_models import MODELS, SHAPES, SPAN_LENGTH, our_config, synthetic_features
+
+TINY = SHAPES["tiny"]
+# transformers' RoBERTa has two more position rows (its positions start after the padding id) and a
+# one-row token-type table; ours has neither.
+EXTRA_IN_TRANSFORMERS = {"roberta": 3 * TINY.hidden_size}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_transformers_peer_holds_our_parameters(name):
+    pytest.importorskip("torch")
+    from benchmarks.peer_keras import build_ours
+    from benchmarks.peer_torch import build_torch
+
+    ours, _ = build_ours(MODELS[name], TINY, "float32")
+    _, torch_params = build_torch(MODELS[name], TINY, "float32", compiled=False)
+    assert torch_params - ours.count_params() == EXTRA_IN_TRANSFORMERS.get(name, 0)
+
+
+def _rows(name, shape=SHAPES["small"]):
+    config = our_config(MODELS[name], shape)
+    return synthetic_features(MODELS[name], shape, config["vocab_size"]), shape
+
+
+def test_span_rows_mask_whole_spans_between_unmasked_boundaries():
+    features, shape = _rows("spanbert")
+    positions, left, right = features["mask_positions"], features["span_left"], features["span_right"]
+    offset = features["span_offset"]
+    assert positions.shape == (4 * shape.batch_size, shape.predictions)
+    assert np.all(positions == left + 1 + offset) and np.all(right - left == SPAN_LENGTH + 1)
+    assert np.all(left >= 0) and np.all(right < shape.seq_len)
+    for row, lefts, rights in zip(positions, left, right):
+        assert len(set(row)) == len(row)  # no position predicted twice
+        assert not set(lefts) & set(row) and not set(rights) & set(row)  # boundaries stay visible
+
+
+def test_permutation_rows_follow_one_factorization_order():
+    features, shape = _rows("xlnet")
+    perm_mask, mapping = features["perm_mask"], features["target_mapping"]
+    targets = mapping.sum(axis=1) > 0  # [rows, L]
+    assert np.all(mapping.sum(axis=2) == 1) and np.all(targets.sum(axis=1) == shape.predictions)
+    assert np.all(features["target_ids"] == np.einsum("rpl,rl->rp", mapping, features["token_ids"]))
+    # Only targets are hidden, each from itself, and exactly one target sees all the others.
+    assert np.all(perm_mask.max(axis=1) == targets)
+    assert np.all(np.diagonal(perm_mask, axis1=1, axis2=2) == targets)
+    hidden_targets = np.where(targets[:, :, None], perm_mask, 0).sum(axis=2)
+    for row, is_target in zip(hidden_targets, targets):
+        # The k-th target of the order is hidden from itself and from those after it: P, P-1, ..., 1.
+        assert sorted(row[is_target]) == list(range(1, shape.predictions + 1))
+
