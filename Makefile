@@ -31,8 +31,9 @@ run: $(RUNTIME)
 	$(BIN)/bertology pretrain --model bert --preset bert-tiny --out runs/bert-tiny-shakespeare --resume
 
 # Two pytest workers (one per core of the CI machine), each taking whole test files so that a file's
-# module fixtures are built once. Then the model code on the JAX backend: every family's parity with
-# transformers at 1e-5, the real MiniLM weights and the pretrainers (test_layers.py passes there too).
+# module fixtures are built once, the longest files first (tests/conftest.py). Then the model code on
+# the JAX backend: every family's parity with transformers at 1e-5, the real MiniLM weights and the
+# pretrainers (test_layers.py passes there too).
 JAX_TESTS := tests/test_hf_parity.py tests/test_minilm_parity.py tests/test_pretrainer.py \
 	tests/test_attention_streams.py tests/test_ranked_precision.py \
 	tests/test_xlnet.py::test_content_stream_matches_transformers \
@@ -42,7 +43,7 @@ JAX_TESTS := tests/test_hf_parity.py tests/test_minilm_parity.py tests/test_pret
 	tests/test_albert.py::test_albert_pretraining_heads_match_transformers \
 	tests/test_spanbert.py::test_span_boundary_head_matches_a_numpy_reference
 test: $(TESTING)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 	KERAS_BACKEND=jax $(BIN)/python -m pytest -q -n 2 --dist loadfile $(JAX_TESTS)
 
 # The peer suite: every pretraining model against keras-hub and transformers (eager, compiled), CPU.

@@ -1,8 +1,10 @@
 """The Keras systems of the peer suite: keras-bertology's pretrainers and keras-hub's tasks.
 
 Both train with `fit` on the shared batches held in memory, with AdamW(1e-4)
-and each system's own default `jit_compile` (TensorFlow on a CPU: off; JAX:
-XLA always).
+and each system's own default `jit_compile`: ours compiles its step with XLA
+on one device (`--xla auto`), keras-hub takes Keras' choice (on TensorFlow with
+only CPUs: no XLA; JAX: XLA always). The variant `ours_no_xla` measures ours
+with XLA off.
 """
 
 import keras
@@ -31,8 +33,11 @@ def _batches(x, y, weights, batch_size):
     return cycle()
 
 
-def build_ours(model, shape, precision):
-    """Our family's pretrainer at `shape`, compiled with its declared objectives, and its batches."""
+def build_ours(model, shape, precision, xla="auto"):
+    """Our family's pretrainer at `shape`, compiled with its declared objectives as `bertology pretrain
+    --xla` compiles it, and its batches."""
+    from keras_bertology.training.xla import resolve_jit_compile
+
     from keras_bertology.models.registry import FAMILIES
 
     family = FAMILIES[model.family]
@@ -40,7 +45,7 @@ def build_ours(model, shape, precision):
     backbone = family.backbone_cls(**config, dtype=precision)
     pretrainer = family.build_pretrainer(backbone, options=dict(model.options), preset=model.preset,
                                          batch_size=shape.batch_size)
-    pretrainer.compile(optimizer=keras.optimizers.AdamW(1e-4))
+    pretrainer.compile(optimizer=keras.optimizers.AdamW(1e-4), jit_compile=resolve_jit_compile(xla))
     features = synthetic_features(model, shape, config["vocab_size"])
     x, y, weights = pretrainer.split_features(features)
     return pretrainer, _batches(x, y, weights, shape.batch_size)

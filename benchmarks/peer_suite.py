@@ -32,8 +32,10 @@ from benchmarks.peer_models import MODELS, SHAPES, train_flops
 
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results"
 SYSTEMS = ("ours", "keras_hub", "torch_eager", "torch_compile")
-LABELS = {"ours": "keras-bertology", "keras_hub": "keras-hub", "torch_eager": "HF torch eager",
-          "torch_compile": "HF torch.compile"}
+# Configurations of ours measured beside the default one when asked (--systems), never a peer.
+VARIANTS = ("ours_no_xla",)
+LABELS = {"ours": "keras-bertology", "ours_no_xla": "keras-bertology without XLA", "keras_hub": "keras-hub",
+          "torch_eager": "HF torch eager", "torch_compile": "HF torch.compile"}
 GOALS = {"keras_hub": 1.2, "torch_eager": 1.0, "torch_compile": 1.0}
 PRECISIONS = ("float32", "mixed_bfloat16")
 WORKER_TIMEOUT_S = 3600
@@ -46,10 +48,13 @@ def measure(model_name, shape_name, precision, system, steps, device):
 
     model, shape = MODELS[model_name], SHAPES[shape_name]
     steps = steps or shape.steps
-    if system in ("ours", "keras_hub"):
+    if system in ("ours", "ours_no_xla", "keras_hub"):
         from benchmarks.peer_keras import build_keras_hub, build_ours, train_keras
 
-        keras_model, dataset = (build_ours if system == "ours" else build_keras_hub)(model, shape, precision)
+        if system == "keras_hub":
+            keras_model, dataset = build_keras_hub(model, shape, precision)
+        else:
+            keras_model, dataset = build_ours(model, shape, precision, xla="off" if system == "ours_no_xla" else "auto")
         clock = StepClock(shape.warmup)
         details = train_keras(keras_model, dataset, clock, steps)
     else:
@@ -170,7 +175,9 @@ def measure_entry(args, out_dir, model_name, shape_name, precision, rooflines):
         "model": model_name, "objectives": MODELS[model_name].objectives, "shape": shape_name,
         "shape_text": shape.describe(), "precision": precision, "steps": steps, "warmup": shape.warmup,
         "train_flops_per_step": flops, "systems": summary,
-        "ratios": {peer: ours / summary[peer]["samples_per_sec"] for peer in summary if peer != "ours"},
+        "ratios": {peer: ours / summary[peer]["samples_per_sec"] for peer in summary if peer in GOALS},
+        # How much faster the default configuration of ours is than each measured variant of it.
+        "variants": {name: ours / summary[name]["samples_per_sec"] for name in summary if name in VARIANTS},
     }
 
 
@@ -186,6 +193,8 @@ def _versions():
 
 def render_markdown(report):
     machine = report["machine"]
+    variants = [v for v in VARIANTS if any(v in entry["systems"] for entry in report["entries"])]
+    columns = SYSTEMS[:1] + tuple(variants) + SYSTEMS[1:]
     lines = [
         f"# Peer suite: {report['name']}",
         "",
@@ -200,18 +209,21 @@ def render_markdown(report):
         f"{machine['torch']}, transformers {machine['transformers']}; {machine['date']}. Matmul roofline: "
         + ", ".join(f"{p} {v / 1e9:.0f} GFLOP/s" for p, v in report["rooflines"].items()) + ".",
         "",
-        "| model | shape | precision | " + " | ".join(f"{LABELS[s]} samples/s" for s in SYSTEMS)
-        + " | ours/hub | ours/eager | ours/compile | ours MFU | memory MiB (ours / eager) |",
-        "|---|---|---|" + "---|" * (len(SYSTEMS) + 5),
+        "| model | shape | precision | " + " | ".join(f"{LABELS[s]} samples/s" for s in columns)
+        + " | ours/hub | ours/eager | ours/compile | ours MFU | memory MiB (ours / eager) |"
+        + "".join(f" ours / {LABELS[v]} |" for v in variants),
+        "|---|---|---|" + "---|" * (len(columns) + 5 + len(variants)),
     ]
     for entry in report["entries"]:
         systems, ratios = entry["systems"], entry["ratios"]
-        rates = [f"{systems[s]['samples_per_sec']:.1f}" if s in systems else "-" for s in SYSTEMS]
+        rates = [f"{systems[s]['samples_per_sec']:.1f}" if s in systems else "-" for s in columns]
         ratio_text = [f"{ratios[p]:.2f}" if p in ratios else "-" for p in SYSTEMS[1:]]
         memory = " / ".join(f"{systems[s]['memory_mib']:.0f}" if s in systems else "-" for s in ("ours", "torch_eager"))
         lines.append(f"| {entry['model']} ({entry['objectives']}) | {entry['shape_text']} | {entry['precision']} | "
                      + " | ".join(rates) + " | " + " | ".join(ratio_text)
-                     + f" | {systems['ours']['mfu']:.1%} | {memory} |")
+                     + f" | {systems['ours']['mfu']:.1%} | {memory} |"
+                     + "".join(f" {entry['variants'][v]:.2f} |" if v in entry.get("variants", {}) else " - |"
+                               for v in variants))
     lines += ["", *_footnotes({entry["model"] for entry in report["entries"]}), ""]
     return "\n".join(lines)
 
@@ -255,7 +267,8 @@ def plot(report, path):
                          fontsize=8)
     axis.set_ylabel("training throughput ratio")
     axis.set_title(f"keras-bertology vs peers ({report['machine']['cpu_model']})", fontsize=9)
-    axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=len(peers))  # below the bars
+    if peers:
+        axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=len(peers))  # below the bars
     figure.tight_layout()
     staging = path.with_name(f".{path.name}.tmp")
     figure.savefig(staging, dpi=120, format="png")
@@ -293,7 +306,8 @@ def parse_args(argv=None):
     parser.add_argument("--models", nargs="+", choices=sorted(MODELS), default=list(MODELS))
     parser.add_argument("--shapes", nargs="+", choices=sorted(SHAPES), default=["small", "base"])
     parser.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
-    parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
+    parser.add_argument("--systems", nargs="+", choices=SYSTEMS + VARIANTS, default=list(SYSTEMS),
+                        help="the systems to measure; ours is always measured (ours_no_xla: ours with XLA off)")
     parser.add_argument("--backend", choices=("tensorflow", "jax"), default="tensorflow",
                         help="Keras backend of ours and keras-hub (the GPU machine has JAX, not TensorFlow)")
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
@@ -311,6 +325,7 @@ def parse_args(argv=None):
     parser.add_argument("--system", help=argparse.SUPPRESS)
     parser.add_argument("--result-file", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    args.systems = ["ours", *dict.fromkeys(s for s in args.systems if s != "ours")]
     if args.smoke:
         args.shapes, args.precisions, args.rounds = ["tiny"], ["float32"], 1
     if args.rounds < 1 or (args.steps is not None and args.steps < 1):

@@ -11,6 +11,7 @@ breakdowns, and take throughput from `bench_mlm.py`.
 
     .venv/bin/python -m benchmarks.profile_mlm --system ours --config small_float32
     .venv/bin/python -m benchmarks.profile_mlm --system keras_hub --config small_float32
+    .venv/bin/python -m benchmarks.profile_mlm --peer roberta --shape small   # a peer-suite model of ours
 """
 
 import argparse
@@ -75,6 +76,8 @@ def main():
     parser.add_argument("--warmup-steps", type=int, default=3)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--jit-compile", action="store_true")
+    parser.add_argument("--peer", help="profile ours on this peer-suite model (benchmarks/peer_models.py) instead")
+    parser.add_argument("--shape", default="small", help="the peer-suite shape of --peer")
     parser.add_argument("--top", type=int, default=20)
     parser.add_argument("--logdir", help="keep the trace here (default: a temporary folder)")
     args = parser.parse_args()
@@ -82,10 +85,18 @@ def main():
     import keras
     import tensorflow as tf
 
-    config = bench_mlm.CONFIGS[args.config]
     keras.utils.set_random_seed(0)
-    model = bench_mlm.build_model(config, args.system, jit_compile=args.jit_compile)
-    dataset = bench_mlm.make_dataset(config, args.system)
+    if args.peer:
+        from benchmarks.peer_keras import build_ours
+        from benchmarks.peer_models import MODELS, SHAPES
+
+        model, dataset = build_ours(MODELS[args.peer], SHAPES[args.shape], "float32",
+                                    xla="on" if args.jit_compile else "off")
+        args.system, args.config = "ours", f"{args.peer} {args.shape}"
+    else:
+        config = bench_mlm.CONFIGS[args.config]
+        model = bench_mlm.build_model(config, args.system, jit_compile=args.jit_compile)
+        dataset = bench_mlm.make_dataset(config, args.system)
     model.fit(dataset, epochs=1, steps_per_epoch=args.warmup_steps, verbose=0)
 
     with tempfile.TemporaryDirectory(prefix="profile_mlm_") as tmp:

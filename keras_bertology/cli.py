@@ -55,7 +55,8 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser():
     from keras_bertology.models import FAMILIES
-    from keras_bertology.training.options import MIN_WINDOWS, PRECISIONS, STRATEGIES, PretrainOptions
+    from keras_bertology.training.options import (MIN_WINDOWS, PRECISIONS, STRATEGIES, XLA_CHOICES,
+                                                  PretrainOptions)
 
     defaults = PretrainOptions()
     parser = _Parser(prog="bertology", description=__doc__.split("\n\n")[0])
@@ -83,6 +84,9 @@ def build_parser():
                           help=f"at most this many steps per logged window (fewer when needed for "
                                f"{MIN_WINDOWS} windows); --steps is rounded up to whole windows")
     pretrain.add_argument("--precision", choices=PRECISIONS, default=defaults.precision)
+    pretrain.add_argument("--xla", choices=XLA_CHOICES, default=defaults.xla,
+                          help="XLA-compiled train steps (auto: on when training on one device with TensorFlow; "
+                               "JAX compiles every step)")
     pretrain.add_argument("--backend", choices=BACKENDS, default=os.environ.get("KERAS_BACKEND", "tensorflow"),
                           help="Keras backend the model trains on (default: KERAS_BACKEND, else tensorflow); the "
                                "input pipelines run TensorFlow either way, and a JAX run is exported by TensorFlow")

@@ -13,8 +13,28 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 # `--precision auto` would train in bfloat16 on a CI machine with AMX or AVX512-BF16: the tests pin float32
 # (subprocesses inherit it), so that what they compare does not depend on the processor.
 os.environ.setdefault("BERTOLOGY_PRECISION", "float32")
+# `--xla auto` compiles every train step with XLA on one device: seconds of compilation per run, which the
+# suite's tiny runs of a few steps never win back. Tests run without it; test_xla.py and one CLI run
+# (test_cli.py) train with it.
+os.environ.setdefault("BERTOLOGY_XLA", "off")
 # Two pytest workers (and the processes they start) share the CI machine's two cores: one TensorFlow
 # thread each instead of a pool per core that spins against the other worker's. The suite's models are
 # tiny; measured on the two-core machine, test_electra + test_albert under `-n 2`: 157 s -> 127 s.
 os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
+
+
+# The two workers take whole files (`--dist loadfile --no-loadscope-reorder`, see the Makefile) in
+# collection order: the longest files first (measured in CI, longest first), so that the files handed
+# out last are short ones and both workers finish close together.
+LONGEST_FILES = (
+    "test_finetune.py", "test_distribute.py", "test_cli.py", "test_benchmark_smoke.py", "test_xlnet.py",
+    "test_electra.py", "test_resume.py", "test_albert.py", "test_prepare.py", "test_spanbert.py",
+    "test_notebooks.py", "test_jax_backend.py", "test_prepare_families.py", "test_task_models.py",
+    "test_presets.py", "test_family_plugin.py", "test_nsp_data.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: index for index, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's own order stays

@@ -86,7 +86,8 @@ def _keras_outputs(run_dir):
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "model,preset,extra",
-    [("bert", "bert-tiny", []), ("roberta", "roberta-tiny", ["--packing", "doc-sentences", "--whole-word"])],
+    [("bert", "bert-tiny", []),
+     ("roberta", "roberta-tiny", ["--packing", "doc-sentences", "--whole-word", "--xla", "on"])],
 )
 def test_pretrain_writes_run_and_export_that_serves_the_same_numbers(tmp_path, model, preset, extra):
     run_dir, export_dir, result = _quick_pretrain(model, preset, tmp_path, *extra)
@@ -110,6 +111,7 @@ def test_pretrain_writes_run_and_export_that_serves_the_same_numbers(tmp_path, m
     _check_fill_mask_examples(metrics["fill_mask"], result.stdout)
     assert metrics["masking"] == ("static" if model == "bert" else "dynamic")
     assert metrics["whole_word"] == ("--whole-word" in extra)
+    assert metrics["xla"] == ("--xla" in extra)  # the tests' default is off (conftest.py)
     assert metrics["instances"] == ("sentence_pair_instances" if model == "bert"
                                     else "packed_instances (doc-sentences)")
     assert (run_dir / "loss_curve.png").read_bytes()[:4] == b"\x89PNG"

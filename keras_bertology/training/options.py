@@ -12,6 +12,7 @@ from keras_bertology.errors import ConfigError
 from keras_bertology.models.registry import DEFAULT_MODEL, DEFAULT_PRESET, check_preset, get_family
 
 PRECISIONS = ("auto", "float32", "mixed_bfloat16")
+XLA_CHOICES = ("auto", "on", "off")
 MASKINGS = ("static", "dynamic")
 PACKINGS = ("full-sentences", "doc-sentences")
 STRATEGIES = ("auto", "default", "mirrored", "multiworker", "tpu")
@@ -55,6 +56,8 @@ class PretrainOptions:
     log_every: int = 50
     # auto: mixed_bfloat16 where the processor has native bf16, else float32; BERTOLOGY_PRECISION sets the default
     precision: str = dataclasses.field(default_factory=lambda: os.environ.get("BERTOLOGY_PRECISION", "auto"))
+    # auto: XLA-compiled steps on one device (see training/xla.py); BERTOLOGY_XLA sets the default
+    xla: str = dataclasses.field(default_factory=lambda: os.environ.get("BERTOLOGY_XLA", "auto"))
     strategy: str = "default"
     seed: int = 0
     resume: bool = False
@@ -86,6 +89,7 @@ class PretrainOptions:
         _check_choice("masking", self.masking, MASKINGS, optional=True)
         _check_choice("packing", self.packing, PACKINGS, optional=True)
         _check_choice("precision", self.precision, PRECISIONS)
+        _check_choice("xla", self.xla, XLA_CHOICES)
         _check_choice("strategy", self.strategy, STRATEGIES)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**31:
             raise ConfigError(f"--seed must be a whole number from 0 to {2**31 - 1} (got {self.seed!r})")

@@ -45,6 +45,7 @@ from keras_bertology.training.report import (
 from keras_bertology.training.distributed_fit import fit, replica_batch_size
 from keras_bertology.training.precision import resolve_precision
 from keras_bertology.training.strategy import is_chief, make_strategy
+from keras_bertology.training.xla import resolve_jit_compile
 
 
 def pretrain(options, given=()):
@@ -134,6 +135,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         pretrainer, done_steps = _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options,
                                                      resolve_precision(options.precision, strategy),
                                                      replica_batch)
+        pretrainer.jit_compile = resolve_jit_compile(options.xla)
     backbone = pretrainer.backbone
     worker_dataset = None
     if source.manifest:
@@ -151,7 +153,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         dataset = _masked_dataset(family, instances, tokenizer, masking, _data_dir(run_dir, checkpoints),
                                   options, done_steps, replicas)
     _say(options, f"model: {options.model} {options.preset}, {backbone.count_params():,} encoder parameters, "
-                  f"{pretrainer.dtype_policy.name}, {masking} masking, {total_steps} steps of batch {options.batch_size} "
+                  f"{pretrainer.dtype_policy.name}{', XLA' if pretrainer.jit_compile else ''}, {masking} masking, {total_steps} steps of batch {options.batch_size} "
                   f"in {windows} logged windows"
                   + (f", resuming after step {done_steps}" if done_steps else ""))
 
@@ -301,6 +303,7 @@ def _metrics(family, options, pretrainer, records, total_steps, train_seconds, e
         "learning_rate": options.peak_learning_rate(family),
         "precision": pretrainer.dtype_policy.name,
         "backend": keras.config.backend(),
+        "xla": bool(pretrainer.jit_compile),
         "objectives": objective_summary(records, pretrainer.objectives),
         "samples_per_second": float(np.median(steady)),
         "weights_sha256": weights_digest(pretrainer),
