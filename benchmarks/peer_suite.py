@@ -80,13 +80,17 @@ def roofline(precision, backend, device):
         import jax
 
         matmul = jax.jit(matmul)
-    np.asarray(keras.ops.convert_to_numpy(matmul(a, a))[0, 0])
+
+    def wait(c):  # one element read back waits for the device (as float32: TF hands NumPy no bf16 scalar)
+        keras.ops.convert_to_numpy(keras.ops.cast(c[0, 0], "float32"))
+
+    wait(matmul(a, a))
     best = float("inf")
     for _ in range(5):
         started = time.perf_counter()
         for _ in range(4):
             c = matmul(a, a)
-        keras.ops.convert_to_numpy(c[0, 0])
+        wait(c)
         best = min(best, (time.perf_counter() - started) / 4)
     name = None
     if device == "gpu":

@@ -8,6 +8,8 @@
     bertology finetune --task NAME|DATA_DIR --from RUN_DIR [--epochs N] [--batch-size B]
                        [--learning-rate LR] [--layer-decay D] [--seq-len L] [--seed S]
                        [--out DIR] [--export DIR]
+    bertology study [--scale tiny|small|base|smoke] [--corpus PATH ...] [--arms NAME ...]
+                    [--tasks NAME|DATA_DIR ...] [--seeds N] [--out STUDY_DIR]
     bertology export RUN_DIR [--out DIR]
     bertology convert --from-hf HF_DIR --out RUN_DIR [--seq-len L]
     bertology presets
@@ -96,6 +98,7 @@ def build_parser():
 
     _add_prepare(commands, FAMILIES)
     _add_finetune(commands)
+    _add_study(commands)
 
     export = commands.add_parser("export", help="export a run folder to a SavedModel")
     export.add_argument("run_dir", metavar="RUN_DIR")
@@ -144,6 +147,33 @@ def _add_finetune(commands):
                           help="re-initialise the encoder's weights (a baseline for what pretraining gives)")
     finetune.add_argument("--out", metavar="DIR", help="results folder (default: runs/finetune-<task>-<time>)")
     finetune.add_argument("--export", metavar="DIR", help="SavedModel folder (default: savedmodels/<out name>)")
+    finetune.add_argument("--no-export", action="store_true",
+                          help="write the results folder only, no SavedModel")
+
+
+def _add_study(commands):
+    from keras_bertology.data.corpus import CORPUS_FORMATS
+    from keras_bertology.study.arms import ARM_NAMES, SCALES
+    from keras_bertology.study.options import StudyOptions
+
+    defaults = StudyOptions()
+    study = commands.add_parser(
+        "study", help="pretrain every objective at equal compute, fine-tune each, compare (resumable)")
+    study.add_argument("--out", default=defaults.out, metavar="STUDY_DIR",
+                       help="the study folder; run the same command again to resume an interrupted study")
+    study.add_argument("--scale", choices=list(SCALES), default=defaults.scale,
+                       help="tiny: 2 CPU cores, about an hour; small: a GPU; base: a TPU slice; smoke: a check")
+    study.add_argument("--corpus", nargs="+", metavar="PATH", help="as for pretrain (default: the bundled plays)")
+    study.add_argument("--corpus-format", choices=CORPUS_FORMATS, default=defaults.corpus_format)
+    study.add_argument("--text-field", default=defaults.text_field)
+    study.add_argument("--arms", nargs="+", choices=ARM_NAMES, default=list(defaults.arms), metavar="ARM",
+                       help=f"the objectives to compare, of {', '.join(ARM_NAMES)} (default: all); the first "
+                            "sets the compute budget")
+    study.add_argument("--tasks", nargs="+", default=list(defaults.tasks), metavar="NAME|DATA_DIR",
+                       help="fine-tuning tasks, as `finetune --task` takes them")
+    study.add_argument("--seeds", type=_positive_int, default=defaults.seeds, help="fine-tuning seeds per run")
+    study.add_argument("--seed", type=int, default=defaults.seed, help="the pretraining runs' seed")
+    study.add_argument("--vocab-size", type=_positive_int, default=defaults.vocab_size)
 
 
 def _add_data_flags(parser, defaults, families):
@@ -252,6 +282,13 @@ def _run_finetune(args):
     finetune(FinetuneOptions(**{name: value for name, value in vars(args).items() if name not in ("command", "given")}))
 
 
+def _run_study(args):
+    from keras_bertology.study.run import StudyOptions, study
+
+    fields = {name: value for name, value in vars(args).items() if name not in ("command", "given")}
+    study(StudyOptions(**dict(fields, arms=tuple(fields["arms"]), tasks=tuple(fields["tasks"]))))
+
+
 def _run_export(args):
     from keras_bertology.export import export_saved_model
     from keras_bertology.output_paths import check_output_folder
@@ -290,8 +327,8 @@ def _run_presets(_args):
             print(f"{family.name:<9} {name:<15} {preset['params']:>13,}  {preset['description']}")
 
 
-COMMANDS = {"pretrain": _run_pretrain, "prepare": _run_prepare, "finetune": _run_finetune, "export": _run_export, "convert": _run_convert,
-            "presets": _run_presets}
+COMMANDS = {"pretrain": _run_pretrain, "prepare": _run_prepare, "finetune": _run_finetune, "study": _run_study,
+            "export": _run_export, "convert": _run_convert, "presets": _run_presets}
 
 
 BACKENDS = ("tensorflow", "jax")

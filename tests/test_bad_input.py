@@ -149,6 +149,20 @@ CASES = [
     ("--export is a file", _pretrain("--export", "{tmp}/a_file"), "is a file"),
     ("--export under /proc", _pretrain("--export", "/proc/bertology/sm"), "cannot be written"),
     ("--export and --no-export", _pretrain("--export", "{tmp}/sm", "--no-export"), "contradict each other"),
+    # finetune
+    ("finetune --export and --no-export",
+     ["finetune", "--task", "bbc-news", "--from", "{tmp}/run", "--export", "{tmp}/e", "--no-export"],
+     "contradict each other"),
+    # study
+    ("study --seeds 0", ["study", "--seeds", "0", "--out", "{tmp}/s"], "--seeds"),
+    ("study unknown arm", ["study", "--arms", "bert", "gpt", "--out", "{tmp}/s"], "invalid choice: 'gpt'"),
+    ("study missing task folder", ["study", "--scale", "smoke", "--tasks", "{tmp}/nowhere", "--out", "{tmp}/s"],
+     "nowhere"),
+    ("study empty corpus", ["study", "--scale", "smoke", "--corpus", "{tmp}/empty.txt", "--out", "{tmp}/s"],
+     "no text"),
+    ("study --out holding other files", ["study", "--scale", "smoke", "--out", "{tmp}/hidden_only"],
+     "holds other files"),
+    ("study --out under /proc", ["study", "--out", "/proc/bertology/s"], "cannot be written"),
     # convert
     ("missing checkpoint folder", ["convert", "--from-hf", "{tmp}/nowhere", "--out", "{tmp}/c"], "not a folder"),
     ("no config.json", ["convert", "--from-hf", "{tmp}/hf_no_config", "--out", "{tmp}/c"], "config.json not found"),

@@ -30,6 +30,7 @@ class FinetuneOptions:
     seed: int = 0
     out: str | None = None
     export: str | None = None
+    no_export: bool = False  # results and model.keras only (a study fine-tunes many models it never serves)
     max_examples: int | None = None
     random_init: bool = False
     strategy: str = "default"
@@ -39,6 +40,8 @@ class FinetuneOptions:
         """Raise ConfigError for values that cannot work, before anything slow starts."""
         if not self.task:
             raise ConfigError("--task is required: a built-in task name or a data folder")
+        if self.no_export and self.export:
+            raise ConfigError("--export and --no-export contradict each other; keep one")
         if not self.from_dir:
             raise ConfigError("--from is required: a run folder from `bertology pretrain` or `bertology convert`")
         for name in ("epochs", "batch_size") + tuple(n for n in ("seq_len", "max_examples")

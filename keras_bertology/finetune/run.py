@@ -35,9 +35,10 @@ def finetune(options):
     """Fine-tune end to end; returns the results dict also written to RUN/results.json."""
     options.validate()
     out = Path(options.out or Path("runs") / f"finetune-{Path(options.task).name}-{datetime.now():%Y%m%d-%H%M%S}")
-    export_dir = Path(options.export or Path("savedmodels") / out.name)
+    export_dir = None if options.no_export else Path(options.export or Path("savedmodels") / out.name)
     check_output_folder(out, "--out")
-    check_output_folder(export_dir, "--export", replaced=True)
+    if export_dir:
+        check_output_folder(export_dir, "--export", replaced=True)
     task = load_task(options.task, options.max_examples)
     strategy = make_strategy(options.strategy)
     replica_batch_size(options.batch_size, strategy)
@@ -68,7 +69,8 @@ def finetune(options):
     train_seconds = time.perf_counter() - started
     test = _evaluate(kind, model, encoded["test"], task, "test", options.batch_size)
 
-    export_task_model(model, kind, task, family, run.tokenizer, seq_len, export_dir)
+    if export_dir:
+        export_task_model(model, kind, task, family, run.tokenizer, seq_len, export_dir)
     with atomic_file(out / "model.keras") as staging:
         model.save(staging)
     results = _results(options, task, kind, run, seq_len, history, best, test, train_seconds, losses,
@@ -78,8 +80,8 @@ def finetune(options):
         staging.write_text(results_markdown(results))
     plot_finetuning(results, out / "training_curve.png")
     _say(options, f"best dev epoch {best['epoch']}; test " + _scores_text(test))
-    _say(options, f"results: {out}/results.json, results.md, training_curve.png; model: {out}/model.keras; "
-                  f"SavedModel: {export_dir}")
+    _say(options, f"results: {out}/results.json, results.md, training_curve.png; model: {out}/model.keras"
+                  + (f"; SavedModel: {export_dir}" if export_dir else ""))
     return results
 
 
@@ -182,5 +184,5 @@ def _results(options, task, kind, run, seq_len, history, best, test, train_secon
         "history": history,
         "step_losses": losses.records,
         "train_seconds": train_seconds,
-        "export_dir": str(export_dir),
+        "export_dir": str(export_dir) if export_dir else None,
     }

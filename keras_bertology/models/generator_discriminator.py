@@ -133,6 +133,12 @@ class GeneratorDiscriminator(Pretrainer):
     def training_callbacks(self):
         return [TwoStageSchedule(self.two_stage_steps)] if self.two_stage_steps else []
 
+    def training_stages(self, total_steps):
+        if not self.two_stage_steps:
+            return [(total_steps, None)]
+        first = min(self.two_stage_steps, total_steps)
+        return [(first, 1), (total_steps - first, 2)]
+
     def set_stage(self, stage):
         """Two-stage variant: 1 trains the generator only, 2 the discriminator only, None both."""
         for layer in (self.generator, self.get_layer("mlm_head")):

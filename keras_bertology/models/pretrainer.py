@@ -132,6 +132,16 @@ class Pretrainer(keras.Model):
         """Keras callbacks this pretrainer needs during `fit` (e.g. a schedule of stages); none by default."""
         return []
 
+    def training_stages(self, total_steps):
+        """[(steps, stage)] of a run of `total_steps`: what trains when, for counting its compute
+        (`training.flops`). One stage, `None` (everything trains), by default."""
+        return [(total_steps, None)]
+
+    def set_stage(self, stage):
+        """Make `stage` of `training_stages` the one that trains; nothing to do with a single stage."""
+        if stage is not None:
+            raise ValueError(f"{type(self).__name__} trains in a single stage (got stage {stage!r})")
+
     def masked_lm_model(self, mask_id=None):
         """backbone inputs + `mask_positions` -> the "mlm" logits, for serving fill-in-the-blank;
         None when the pretrainer has no masked LM over its backbone to serve. `mask_id` is the

@@ -24,6 +24,8 @@ MIN_WINDOWS = 10
 # The options that decide what the instances are: prepared shards fix them (see `with_prepared_data`).
 RECIPE_FIELDS = ("model", "seq_len", "vocab_size", "masking", "packing", "whole_word", "dupe_factor",
                  "max_predictions")
+# The sizes `encoder` may set: a preset's architecture at another depth and width.
+ENCODER_SIZES = ("num_layers", "hidden_size", "num_heads", "intermediate_size")
 _POSITIVE_INTS = ("steps", "batch_size", "seq_len", "vocab_size", "dupe_factor", "log_every")
 _SPECIAL_POSITIONS = 3  # [CLS] and up to two [SEP]s are never masked
 
@@ -63,6 +65,7 @@ class PretrainOptions:
     resume: bool = False
     verbose: int = 1
     family_options: dict | None = None  # the family's own settings, see `ModelFamily.options`
+    encoder: dict | None = None  # the preset's sizes replaced (ENCODER_SIZES), e.g. by `bertology study`
 
     def validate(self):
         """Raise ConfigError for values that cannot work; returns the model family."""
@@ -105,10 +108,32 @@ class PretrainOptions:
         if self.family_options is not None and not isinstance(self.family_options, dict):
             raise ConfigError(f"family_options must be a dict (got {self.family_options!r})")
         family.option_values(self.family_options)
+        self._check_encoder(family)
         if not isinstance(self.layer_decay, (int, float)) or not math.isfinite(self.layer_decay) \
                 or not 0 < self.layer_decay <= 1:
             raise ConfigError(f"--layer-decay must be a number in (0, 1] (got {self.layer_decay!r})")
         return family
+
+    def _check_encoder(self, family):
+        if self.encoder is None:
+            return
+        if not isinstance(self.encoder, dict) or set(self.encoder) - set(ENCODER_SIZES):
+            raise ConfigError(f"encoder sizes must be a dict of {', '.join(ENCODER_SIZES)} (got {self.encoder!r})")
+        for name, value in self.encoder.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"encoder {name} must be a whole number of at least 1 (got {value!r})")
+        config = self.backbone_config(family)
+        if config["hidden_size"] % config["num_heads"]:
+            raise ConfigError(f"encoder hidden_size {config['hidden_size']} is not a multiple of its "
+                              f"{config['num_heads']} heads")
+
+    def backbone_config(self, family, **overrides):
+        """The preset's backbone config with the `encoder` sizes; a factored embedding wider than the new
+        hidden size is narrowed to half of it (ELECTRA's and ALBERT's embeddings are narrower)."""
+        config = family.backbone_config(self.preset, **(self.encoder or {}))
+        if self.encoder and config.get("embedding_size", 0) > config["hidden_size"]:
+            config["embedding_size"] = config["hidden_size"] // 2
+        return dict(config, **overrides)
 
     def with_prepared_data(self, manifest, given=()):
         """These options with the data options of prepared shards (`manifest`). An option in `given`

@@ -132,10 +132,10 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
     steps_per_window, windows = options.steps_per_window, options.windows
     total_steps = windows * steps_per_window
     with strategy.scope():
+        precision = resolve_precision(options.precision, strategy)
         pretrainer, done_steps = _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options,
-                                                     resolve_precision(options.precision, strategy),
-                                                     replica_batch)
-        pretrainer.jit_compile = resolve_jit_compile(options.xla)
+                                                     precision, replica_batch)
+        pretrainer.jit_compile = resolve_jit_compile(options.xla, pretrainer.dtype_policy.name)
     backbone = pretrainer.backbone
     worker_dataset = None
     if source.manifest:
@@ -233,8 +233,8 @@ def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options, pr
                 f"with {replica_batch_size} per replica would tear them apart: resume with the same number "
                 "of devices (--strategy)")
         return pretrainer, step
-    backbone = family.backbone_cls(**family.backbone_config(
-        options.preset, vocab_size=tokenizer.vocab_size, dtype=precision))
+    backbone = family.backbone_cls(**options.backbone_config(family, vocab_size=tokenizer.vocab_size,
+                                                             dtype=precision))
     pretrainer = family.build_pretrainer(backbone, options.family_options, options.preset, replica_batch_size)
     multipliers = layerwise_decay(backbone, options.layer_decay) if options.layer_decay < 1 else None
     pretrainer.compile(optimizer=bert_adamw(options.peak_learning_rate(family), total_steps,
@@ -295,6 +295,7 @@ def _metrics(family, options, pretrainer, records, total_steps, train_seconds, e
     return {
         "model": options.model,
         "preset": options.preset,
+        "encoder": options.encoder,
         "whole_word": options.whole_word,
         "steps": total_steps,
         "batch_size": options.batch_size,

@@ -1,0 +1,1 @@
+"""`bertology study`: the pretraining objectives compared at equal compute, downstream."""

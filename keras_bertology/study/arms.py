@@ -1,0 +1,116 @@
+"""What the objective study compares (its arms) and at which sizes (its scales).
+
+Each arm is one pretraining objective as the library trains it: a family,
+its preset, and the few options that make the variant (static masking, NSP
+in place of SOP, the two-stage ELECTRA). Everything else is the family's own
+default, so no objective is tuned more than another. The claims each arm
+speaks to come from the seeds (the papers' own comparisons).
+"""
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Arm:
+    """One pretraining objective of the study.
+
+    Attributes:
+        name: the row's name in the results.
+        model, preset: the family and the preset whose architecture it trains (at the scale's size).
+        objective: what it trains, in words.
+        masking: --masking when the arm departs from the family's default.
+        family_options: the family's own options, (name, value) pairs.
+        step_share_options: family options set to a share of the arm's steps, (name, share) pairs
+            (the two-stage ELECTRA trains its generator alone for half of them).
+    """
+
+    name: str
+    model: str
+    preset: str
+    objective: str
+    masking: str | None = None
+    family_options: tuple = ()
+    step_share_options: tuple = ()
+
+    def options_for(self, steps):
+        """The family options of a run of `steps` steps."""
+        options = dict(self.family_options)
+        options.update({name: max(1, round(share * steps)) for name, share in self.step_share_options})
+        return options or None
+
+
+ARMS = (
+    Arm("bert", "bert", "bert-tiny", "MLM + NSP, static masking (x10)"),
+    Arm("roberta", "roberta", "roberta-tiny", "MLM, dynamic masking, FULL-SENTENCES"),
+    Arm("roberta-static", "roberta", "roberta-tiny", "MLM, static masking (x10), FULL-SENTENCES",
+        masking="static"),
+    Arm("spanbert", "spanbert", "spanbert-tiny", "span masking, MLM + SBO"),
+    Arm("albert", "albert", "albert-tiny", "MLM + SOP, shared layers, n-gram masking"),
+    Arm("albert-nsp", "albert", "albert-tiny", "MLM + NSP, shared layers, n-gram masking",
+        family_options=(("sentence_task", "nsp"),)),
+    Arm("electra", "electra", "electra-tiny", "generator MLM + 50 x replaced token detection"),
+    Arm("electra-two-stage", "electra", "electra-tiny",
+        "two-stage: generator MLM alone, then detection with the generator frozen",
+        step_share_options=(("two_stage_steps", 0.5),)),
+    Arm("xlnet", "xlnet", "xlnet-tiny", "permutation LM, two streams, memory"),
+)
+ARM_NAMES = tuple(arm.name for arm in ARMS)
+
+# The seeds' claims the study can check: (claim, arm, the arm it is compared with, relation, task or None
+# for every task). Relations: "better", "same" (a wash), "at least" (as well as); see study/report.py.
+CLAIMS = (
+    ("ELECTRA learns more per unit of compute than MLM", "electra", "bert", "better", None),
+    ("span masking + SBO beats token masking on extraction (tagging)", "spanbert", "bert", "better", "wnut16"),
+    ("dynamic masking is a wash against static", "roberta", "roberta-static", "same", None),
+    ("NSP does not help: MLM alone does as well", "roberta-static", "bert", "at least", None),
+    ("SOP beats NSP", "albert", "albert-nsp", "better", None),
+    ("joint ELECTRA beats its two-stage variant", "electra", "electra-two-stage", "better", None),
+    ("permutation LM does at least as well as MLM", "xlnet", "bert", "at least", None),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Scale:
+    """The encoder size, data shape and budget of one study.
+
+    `reference_steps` of the first arm (BERT) set the compute budget every
+    arm gets; `budgets` are the shares of it each arm is pretrained with
+    (several give the score-against-compute curves). Fine-tuning follows one
+    recipe for every arm.
+    """
+
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    intermediate_size: int
+    seq_len: int
+    batch_size: int
+    reference_steps: int
+    budgets: tuple
+    finetune_epochs: int = 3
+    finetune_batch_size: int = 32
+    finetune_learning_rate: float = 1e-4
+    finetune_max_examples: int | None = None
+
+    @property
+    def encoder(self):
+        return {"num_layers": self.num_layers, "hidden_size": self.hidden_size, "num_heads": self.num_heads,
+                "intermediate_size": self.intermediate_size}
+
+    def describe(self):
+        return (f"{self.num_layers} layers, hidden {self.hidden_size}, {self.num_heads} heads, FFN "
+                f"{self.intermediate_size}; sequences of {self.seq_len}, batches of {self.batch_size}")
+
+
+SCALES = {
+    # CI's smoke: every arm and both tasks, a few steps, a few examples.
+    "smoke": Scale(1, 32, 1, 64, 32, 8, reference_steps=4, budgets=(1.0,), finetune_epochs=1,
+                   finetune_batch_size=16, finetune_max_examples=48),
+    # 2 CPU cores, about an hour.
+    "tiny": Scale(2, 128, 2, 512, 128, 32, reference_steps=600, budgets=(0.5, 1.0)),
+    # One GPU or TPU host: BERT-Small's shape (ELECTRA's small comparison), 100x tiny's compute.
+    "small": Scale(4, 512, 8, 2048, 128, 128, reference_steps=20_000, budgets=(0.25, 0.5, 1.0)),
+    # A TPU pod slice: BERT-Base's shape.
+    "base": Scale(12, 768, 12, 3072, 512, 256, reference_steps=100_000, budgets=(0.25, 0.5, 1.0),
+                  finetune_learning_rate=5e-5),
+}

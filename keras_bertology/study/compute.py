@@ -1,0 +1,67 @@
+"""Equal compute: the FLOPs of a pretraining step of each arm, from one real batch of its own data.
+
+Each arm's tokenizer is trained once, on the documents its run will read
+(less the sentences pretraining holds out), and kept: the run starts from
+it, so the vocabulary the FLOPs were counted with is the one it trains with.
+One batch of the arm's own instances and masking goes through its
+pretrainer's traced step (`training.flops`), stage by stage.
+"""
+
+import dataclasses
+import shutil
+
+import keras
+import numpy as np
+
+from keras_bertology.atomic import atomic_directory
+from keras_bertology.data.corpus import BadRecords, read_corpus
+from keras_bertology.data.pipeline import make_dataset
+from keras_bertology.data.recipe import build_instances, build_masker
+from keras_bertology.data.tokenizers import load_tokenizer
+from keras_bertology.training.fill_mask import hold_out_sentences
+from keras_bertology.training.flops import pretraining_flops
+from keras_bertology.training.model_batches import model_batches
+
+# Steps of the run the per-step average is taken over (step-share options, the two stages, scale with it).
+PROBE_STEPS = 1000
+
+
+def read_documents(options):
+    """The study's corpus, read once as `bertology pretrain` reads it."""
+    return read_corpus(options.corpus, options.corpus_format, options.text_field, BadRecords(skip=False))
+
+
+def arm_tokenizer(family, documents, pretrain_options, folder):
+    """The arm's tokenizer, trained as its run would train it and kept in `folder`."""
+    if (folder / "tokenizer.json").is_file():
+        return load_tokenizer(folder)
+    kept, _ = hold_out_sentences(documents, np.random.default_rng(pretrain_options.seed))
+    tokenizer = family.train_tokenizer([s for document in kept for s in document], pretrain_options.vocab_size)
+    with atomic_directory(folder) as staging:
+        tokenizer.save(staging)
+    return load_tokenizer(folder)
+
+
+def flops_per_step(family, tokenizer, documents, pretrain_options):
+    """Average matmul FLOPs of one training step of the arm over a run of `pretrain_options.steps`
+    (its stages), and the stages [(share of the steps, FLOPs per step)]."""
+    options = dataclasses.replace(pretrain_options, dupe_factor=1)  # one build of the instances is enough
+    backbone = family.backbone_cls(**options.backbone_config(family, vocab_size=tokenizer.vocab_size,
+                                                             dtype="float32"))
+    pretrainer = family.build_pretrainer(backbone, options.family_options, options.preset, options.batch_size)
+    pretrainer.compile()
+    instances = build_instances(family, documents, tokenizer, options)
+    dataset = make_dataset(instances, options.batch_size, masker=build_masker(family, tokenizer, options),
+                           seed=options.seed, shuffle=False)
+    batch = next(iter(model_batches(dataset, pretrainer)))
+    total, stages = pretraining_flops(pretrainer, batch, options.steps)
+    keras.backend.clear_session()
+    return total / options.steps, [(steps / options.steps, flops) for steps, flops in stages]
+
+
+def seed_run_folder(run_dir, tokenizer_dir):
+    """Give a new run folder the arm's tokenizer (the run, started with resume, then trains with it)."""
+    target = run_dir / "tokenizer"
+    if not target.exists():
+        with atomic_directory(target) as staging:
+            shutil.copytree(tokenizer_dir, staging, dirs_exist_ok=True)

@@ -1,0 +1,57 @@
+"""The options of `bertology study` and their validation, importable without TensorFlow."""
+
+import dataclasses
+
+from keras_bertology.errors import ConfigError
+from keras_bertology.study.arms import ARM_NAMES, SCALES
+
+DEFAULT_TASKS = ("bbc-news", "wnut16")
+
+
+@dataclasses.dataclass
+class StudyOptions:
+    """Everything `bertology study` accepts.
+
+    corpus / corpus_format / text_field: as `bertology pretrain` (None: the bundled plays).
+    scale: a name of `arms.SCALES` (sizes, budget, fine-tuning recipe).
+    arms: the arms to compare (default all; the first sets the compute budget).
+    tasks: fine-tuning tasks, built-in names or data folders as `bertology finetune --task` takes.
+    seeds: fine-tuning seeds per arm and task (pretraining uses `seed`).
+    """
+
+    out: str = "studies/objectives"
+    corpus: list | None = None
+    corpus_format: str = "auto"
+    text_field: str = "text"
+    scale: str = "tiny"
+    arms: tuple = ARM_NAMES
+    tasks: tuple = DEFAULT_TASKS
+    seeds: int = 3
+    seed: int = 0
+    vocab_size: int = 8000
+    verbose: int = 1
+
+    def validate(self):
+        if self.scale not in SCALES:
+            raise ConfigError(f"--scale must be one of {', '.join(SCALES)} (got {self.scale!r})")
+        unknown = [name for name in self.arms if name not in ARM_NAMES]
+        if unknown or not self.arms:
+            raise ConfigError(f"--arms takes one or more of {', '.join(ARM_NAMES)} (got {', '.join(unknown) or 'none'})")
+        if len(set(self.arms)) != len(self.arms):
+            raise ConfigError("--arms names an arm twice")
+        if not self.tasks:
+            raise ConfigError("--tasks needs at least one task")
+        for name in ("seeds", "vocab_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"--{name.replace('_', '-')} must be a whole number of at least 1 (got {value!r})")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**31:
+            raise ConfigError(f"--seed must be a whole number from 0 to {2**31 - 1} (got {self.seed!r})")
+        return SCALES[self.scale]
+
+    def plan_key(self):
+        """What fixes the study's results: a study folder holds one plan, resumed only with the same."""
+        key = dataclasses.asdict(self)
+        for name in ("out", "verbose"):
+            key.pop(name)
+        return {name: list(value) if isinstance(value, tuple) else value for name, value in key.items()}

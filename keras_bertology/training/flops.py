@@ -1,0 +1,108 @@
+"""Training FLOPs of a pretrainer, counted from the graph TensorFlow traces of one step.
+
+Comparing objectives at equal compute (`bertology study`) needs the cost of
+a step of each, and that cost differs by far more than the encoder: ELECTRA
+adds a generator, XLNet a second stream over a few targets, SpanBERT a
+boundary head, a two-stage run trains one half and only runs the other.
+Counting the multiply-adds of the traced step (forward, loss and the
+gradients actually taken) gets all of that right for any pretrainer, with
+no formula per family. Only matrix products are counted (MatMul,
+BatchMatMul, Einsum: 2 FLOPs per multiply-add), as model-FLOPs accounting
+usually does; element-wise work, embedding look-ups and the optimizer's
+update are left out.
+"""
+
+import math
+import re
+
+import tensorflow as tf
+
+from keras_bertology.errors import ConfigError
+
+_MATMULS = ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
+
+
+def step_flops(pretrainer, batch):
+    """Matmul FLOPs of one training step of the compiled `pretrainer` on `batch` (x, y, sample_weight),
+    with the variables that train now (see `training_stages`)."""
+    x, y, sample_weight = batch
+    variables = pretrainer.trainable_variables
+
+    @tf.function
+    def step(x, y, sample_weight):
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch([variable.value for variable in variables])  # the TensorFlow variables
+            y_pred = pretrainer(x, training=True)
+            loss = pretrainer.compute_loss(x, y, y_pred, sample_weight, training=True)
+        return loss, tape.gradient(loss, variables)
+
+    traced = step.get_concrete_function(x, y, sample_weight)
+    return graph_flops(traced.graph, traced.outputs)
+
+
+def pretraining_flops(pretrainer, batch, total_steps):
+    """(total FLOPs of `total_steps` steps, [(steps, FLOPs per step) per stage]) of `pretrainer`,
+    following its stages (`Pretrainer.training_stages`); the pretrainer is left in its first stage."""
+    stages = [(steps, stage) for steps, stage in pretrainer.training_stages(total_steps) if steps > 0]
+    counted = []
+    for steps, stage in stages:
+        pretrainer.set_stage(stage)
+        counted.append((steps, step_flops(pretrainer, batch)))
+    pretrainer.set_stage(stages[0][1])
+    return sum(steps * flops for steps, flops in counted), counted
+
+
+def graph_flops(graph, outputs=None):
+    """Matmul FLOPs of the matrix products in `graph` that `outputs` depend on (all, when None): what
+    the traced function runs, as TensorFlow prunes the rest (shapes must be known)."""
+    total = 0
+    for op in _needed(graph, outputs):
+        if op.type in _MATMULS:
+            total += _matmul_flops(op)
+        elif op.type == "Einsum":
+            total += _einsum_flops(op)
+    return total
+
+
+def _needed(graph, outputs):
+    if outputs is None:
+        return graph.get_operations()
+    seen, stack = set(), [tensor.op for tensor in outputs]
+    while stack:
+        op = stack.pop()
+        if op.name not in seen:
+            seen.add(op.name)
+            stack.extend(tensor.op for tensor in op.inputs)
+            stack.extend(op.control_inputs)
+    return [op for op in graph.get_operations() if op.name in seen]
+
+
+def _dims(tensor, op):
+    shape = tensor.shape
+    if shape.rank is None or any(d is None for d in shape.as_list()):
+        raise ConfigError(f"cannot count the FLOPs of {op.type} {op.name}: its input shape {shape} is not "
+                          "fully known; count them on a batch of fixed shape")
+    return shape.as_list()
+
+
+def _matmul_flops(op):
+    a = _dims(op.inputs[0], op)
+    transposed = op.get_attr("transpose_a" if op.type == "MatMul" else "adj_x")
+    contracted = a[-2] if transposed else a[-1]
+    return 2 * contracted * math.prod(_dims(op.outputs[0], op))
+
+
+def _einsum_flops(op):
+    """2 x the product of every index's size: each combination of indices is one multiply-add."""
+    equation = op.get_attr("equation").decode()
+    operands = re.sub(r"\s", "", equation).split("->")[0].split(",")
+    if len(operands) == 1:
+        return 0  # a transpose or a sum: no products
+    sizes = {}
+    for letters, tensor in zip(operands, op.inputs):
+        dims = _dims(tensor, op)
+        if "." in letters:
+            raise ConfigError(f"cannot count the FLOPs of Einsum {equation!r} with an ellipsis")
+        for letter, size in zip(letters, dims):
+            sizes[letter] = max(sizes.get(letter, 1), size)  # a broadcast 1 takes the other's size
+    return 2 * math.prod(sizes.values())

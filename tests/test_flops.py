@@ -1,0 +1,86 @@
+"""Training FLOPs counted from the traced step (`training.flops`), against counts written out by hand."""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_bertology.models import BertBackbone
+from keras_bertology.models.bert.pretrainer import BertPretrainer
+from keras_bertology.models.registry import FAMILIES
+from keras_bertology.training.flops import graph_flops, pretraining_flops, step_flops
+
+B, L, H, F, N, V, S = 4, 16, 32, 64, 2, 97, 3  # batch, length, hidden, FFN, layers, vocabulary, MLM slots
+
+
+def _bert_batch(pretrainer, rng):
+    features = {"token_ids": rng.integers(5, V, (B, L)), "segment_ids": np.zeros((B, L)),
+                "padding_mask": np.ones((B, L)), "mask_positions": np.tile(np.arange(1, S + 1), (B, 1)),
+                "mask_ids": rng.integers(5, V, (B, S)), "mask_weights": np.ones((B, S)),
+                "nsp_labels": rng.integers(0, 2, (B,))}
+    return pretrainer.split_features({k: np.asarray(v) for k, v in features.items()})
+
+
+def test_einsum_and_matmul_count_two_flops_per_multiply_add():
+    @tf.function
+    def products(a, b, c):
+        return tf.einsum("bqnd,bknd->bnqk", a, b), tf.matmul(c, c, transpose_a=True), tf.einsum("ij->ji", c)
+
+    traced = products.get_concrete_function(tf.zeros((2, 3, 4, 5)), tf.zeros((2, 7, 4, 5)), tf.zeros((6, 8)))
+    assert graph_flops(traced.graph) == 2 * (2 * 3 * 4 * 5 * 7) + 2 * (8 * 6 * 8)
+
+
+def test_a_dense_layer_step_is_its_forward_and_its_kernel_gradient():
+    """No gradient for the inputs (they are data): 2 x the forward, not 3 x."""
+    model = keras.Sequential([keras.Input((H,)), keras.layers.Dense(F)])
+    model.compile(loss="mse")
+
+    class Wrapped:  # step_flops needs what a pretrainer has: a call, compute_loss, trainable_variables
+        trainable_variables = model.trainable_variables
+        __call__ = staticmethod(model.__call__)
+        compute_loss = staticmethod(model.compute_loss)
+
+    batch = (np.ones((B, H), "float32"), np.ones((B, F), "float32"), np.ones((B,), "float32"))
+    assert step_flops(Wrapped(), batch) == 2 * (2 * B * H * F)
+
+
+def test_a_bert_step_is_three_times_its_forward_written_out():
+    """Every matmul of BERT has a trained operand upstream of both inputs (the embeddings are trained),
+    so the backward pass costs two forwards: input and weight gradients."""
+    keras.utils.set_random_seed(0)
+    backbone = BertBackbone(vocab_size=V, num_layers=N, num_heads=2, hidden_size=H, intermediate_size=F,
+                            max_positions=L)
+    pretrainer = BertPretrainer(backbone)
+    pretrainer.compile()
+    tokens = B * L
+    layer = 2 * tokens * H * 3 * H + 2 * (2 * B * L * L * H) + 2 * tokens * H * H + 2 * (2 * tokens * H * F)
+    heads = 2 * B * H * H + 2 * B * H * 2 + 2 * B * S * H * H + 2 * B * S * H * V  # pooler, NSP, MLM
+    forward = N * layer + heads
+    assert step_flops(pretrainer, _bert_batch(pretrainer, np.random.default_rng(0))) == 3 * forward
+    total, stages = pretraining_flops(pretrainer, _bert_batch(pretrainer, np.random.default_rng(1)), 10)
+    assert (total, stages) == (30 * forward, [(10, 3 * forward)])
+
+
+def test_two_stage_electra_counts_each_stage_by_what_trains_in_it():
+    """Stage 1 trains the generator, stage 2 the discriminator, and both run the whole forward pass:
+    stage 1 + stage 2 = joint training + one forward."""
+    family = FAMILIES["electra"]
+    keras.utils.set_random_seed(0)
+    backbone = family.backbone_cls(**family.backbone_config(
+        "electra-tiny", vocab_size=V, num_layers=1, hidden_size=H, num_heads=2, intermediate_size=F,
+        embedding_size=H))
+    pretrainer = family.build_pretrainer(backbone, {"two_stage_steps": 3}, "electra-tiny")
+    pretrainer.compile()
+    rng = np.random.default_rng(0)
+    features = {"token_ids": rng.integers(5, V, (B, L)), "segment_ids": np.zeros((B, L)),
+                "padding_mask": np.ones((B, L)), "mask_positions": np.tile(np.arange(1, S + 1), (B, 1)),
+                "mask_ids": rng.integers(5, V, (B, S)), "mask_weights": np.ones((B, S))}
+    batch = pretrainer.split_features({k: np.asarray(v) for k, v in features.items()})
+    total, stages = pretraining_flops(pretrainer, batch, 10)
+    (first_steps, first), (second_steps, second) = stages
+    assert (first_steps, second_steps) == (3, 7) and total == 3 * first + 7 * second
+
+    pretrainer.set_stage(None)
+    joint = step_flops(pretrainer, batch)
+    forward = graph_flops(tf.function(lambda x: pretrainer(x, training=True)).get_concrete_function(batch[0]).graph)
+    assert first + second == joint + forward
+    assert first != second and max(first, second) < joint

@@ -1,0 +1,154 @@
+"""`bertology study`: equal compute per arm, every arm fine-tuned, claims judged, resumable, bad input refused."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from keras_bertology.errors import ConfigError
+from keras_bertology.study.arms import ARM_NAMES, ARMS, CLAIMS, SCALES
+from keras_bertology.study.options import StudyOptions
+from keras_bertology.study.report import judge, summarize
+
+SMOKE = ["--scale", "smoke", "--seeds", "2"]
+# CI's smoke study: the reference arm and the arms whose runs differ most (a family option, two stages
+# whose share follows the steps, stream batches), on three plays.
+SMOKE_ARMS = ["bert", "albert-nsp", "electra-two-stage", "xlnet"]
+
+
+def _smoke_args(out):
+    from keras_bertology.data.corpus import default_corpus_paths
+
+    return [*SMOKE, "--out", str(out), "--arms", *SMOKE_ARMS, "--vocab-size", "2000", "--corpus", *map(str, default_corpus_paths()[:3])]
+
+
+def _bertology(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "keras_bertology.cli", *args], capture_output=True, text=True,
+                          cwd=cwd)
+
+
+def test_claims_name_arms_of_the_study_and_relations_the_report_knows():
+    for _, arm, other, relation, _ in CLAIMS:
+        assert {arm, other} <= set(ARM_NAMES) and relation in ("better", "same", "at least")
+    assert ARMS[0].name == "bert"  # the budget is BERT's, as the papers' baselines are
+
+
+def test_step_share_options_follow_the_steps_of_the_run():
+    two_stage = next(arm for arm in ARMS if arm.step_share_options)
+    assert two_stage.options_for(1000) == {"two_stage_steps": 500}
+    assert two_stage.options_for(1) == {"two_stage_steps": 1}
+    assert next(arm for arm in ARMS if arm.name == "albert-nsp").options_for(7) == {"sentence_task": "nsp"}
+
+
+@pytest.mark.parametrize("relation, a, b, verdict", [
+    ("better", (0.80, 0.01), (0.70, 0.01), "reproduced"),
+    ("better", (0.70, 0.01), (0.80, 0.01), "reversed"),
+    ("better", (0.71, 0.05), (0.70, 0.05), "undecided"),
+    ("same", (0.71, 0.05), (0.70, 0.05), "reproduced"),
+    ("same", (0.80, 0.01), (0.70, 0.01), "not reproduced"),
+    ("at least", (0.69, 0.05), (0.70, 0.05), "reproduced"),
+    ("at least", (0.60, 0.01), (0.70, 0.01), "not reproduced"),
+])
+def test_a_claim_needs_a_difference_beyond_two_standard_errors(relation, a, b, verdict):
+    summary = lambda mean, std: {"mean": mean, "std": std, "n": 3}  # noqa: E731
+    result = judge(relation, summary(*a), summary(*b))
+    assert result["verdict"] == verdict
+    assert result["standard_error"] == pytest.approx(math.sqrt(2 * (a[1] ** 2 + b[1] ** 2) / 2 / 3))
+
+
+def test_summaries_use_the_sample_standard_deviation():
+    assert summarize([1.0, 2.0, 3.0]) == {"mean": 2.0, "std": 1.0, "n": 3}
+    assert summarize([0.5]) == {"mean": 0.5, "std": 0.0, "n": 1}
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"scale": "huge"}, "--scale"),
+    ({"arms": ("bert", "gpt")}, "gpt"),
+    ({"arms": ("bert", "bert")}, "twice"),
+    ({"arms": ()}, "--arms"),
+    ({"tasks": ()}, "--tasks"),
+    ({"seeds": 0}, "--seeds"),
+    ({"seed": -1}, "--seed"),
+])
+def test_bad_options_are_refused_before_anything_runs(changes, words):
+    with pytest.raises(ConfigError, match=words):
+        StudyOptions(**changes).validate()
+
+
+def test_every_scale_fits_its_arms():
+    for scale in SCALES.values():
+        assert scale.hidden_size % scale.num_heads == 0 and max(scale.budgets) == 1.0
+
+
+def test_bad_input_gets_one_line_and_nothing_is_trained(tmp_path):
+    missing = _bertology("study", *SMOKE, "--out", str(tmp_path / "s"), "--tasks", str(tmp_path / "nowhere"))
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "bertology: error:" in missing.stderr
+    assert not (tmp_path / "s" / "pretrain").exists()
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "notes.txt").write_text("mine")
+    busy = _bertology("study", *SMOKE, "--out", str(tmp_path / "busy"))
+    assert busy.returncode == 2 and "holds other files" in busy.stderr
+    assert sorted(p.name for p in (tmp_path / "busy").iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.slow
+def test_the_smoke_study_gives_every_arm_equal_compute_and_resumes(tmp_path):
+    out = tmp_path / "study"
+    first = _bertology("study", *_smoke_args(out))
+    assert first.returncode == 0, first.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    rows = {row["arm"]: row for row in results["rows"]}
+    assert list(rows) == SMOKE_ARMS
+    per_step = {name: results["flops_per_step"][name]["average"] for name in rows}
+    budget = SCALES["smoke"].reference_steps * per_step["bert"]
+    for name, row in rows.items():  # equal compute, up to rounding the steps
+        assert abs(row["pretrain_flops"] - budget) <= per_step[name] / 2
+        assert row["steps"] == round(budget / per_step[name])
+        for task in results["tasks"]:
+            assert row["scores"][task]["n"] == 2 and 0 <= row["scores"][task]["mean"] <= 1
+    # The arms' steps cost different compute, so they train for different numbers of steps.
+    assert len({row["steps"] for row in rows.values()}) > 1
+    stages = results["flops_per_step"]["electra-two-stage"]["stages"]
+    assert [share for share, _ in stages] == [0.5, 0.5] and stages[0][1] != stages[1][1]
+    assert {claim["verdict"] for claim in results["claims"]} <= {"reproduced", "reversed", "undecided",
+                                                                 "not reproduced"}
+    judged = [claim for claim in CLAIMS if {claim[1], claim[2]} <= set(SMOKE_ARMS)]
+    assert len(results["claims"]) == sum(1 if task else 2 for *_, task in judged) > 0
+    assert (out / "score_vs_compute.png").stat().st_size > 10_000 and "| no pretraining |" in \
+        (out / "results.md").read_text()
+
+    # Interrupted: one pretraining run and one fine-tuning run lost; the rest is not run again.
+    state = json.loads((out / "study.json").read_text())
+    state["pretrain"].pop("xlnet/budget-1")
+    state["finetune"].pop("bert/budget-1/wnut16/seed-1")
+    (out / "study.json").write_text(json.dumps(state))
+    kept = (out / "finetune" / "xlnet" / "budget-1" / "bbc-news" / "seed-0" / "results.json").stat().st_mtime_ns
+    again = _bertology("study", *_smoke_args(out))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.count("[pretrain") == 1 and again.stdout.count("[finetune") == 1
+    assert (out / "finetune" / "xlnet" / "budget-1" / "bbc-news" / "seed-0" / "results.json") \
+        .stat().st_mtime_ns == kept
+    assert json.loads((out / "results.json").read_text())["rows"][0]["scores"] == rows["bert"]["scores"]
+
+    changed = _bertology("study", *_smoke_args(out), "--seeds", "3")
+    assert changed.returncode == 2 and "other options (changed: seeds)" in changed.stderr
+
+
+def test_encoder_sizes_replace_a_presets_and_bad_ones_are_refused():
+    from keras_bertology.models.registry import get_family
+    from keras_bertology.training.options import PretrainOptions
+
+    sizes = {"num_layers": 1, "hidden_size": 32, "num_heads": 2, "intermediate_size": 64}
+    options = PretrainOptions(model="electra", preset="electra-tiny", encoder=sizes)
+    family = options.validate()
+    config = options.backbone_config(family, vocab_size=10)
+    assert {k: config[k] for k in sizes} == sizes and config["vocab_size"] == 10
+    assert config["embedding_size"] == 16  # the preset's 64-wide embedding, narrower than the new hidden size
+    assert PretrainOptions(model="albert", preset="albert-tiny", encoder=sizes).backbone_config(
+        get_family("albert"))["embedding_size"] == 16
+    for bad, words in (({"depth": 2}, "must be a dict of"), ({"num_layers": 0}, "at least 1"),
+                       ({"hidden_size": 30, "num_heads": 4}, "not a multiple")):
+        with pytest.raises(ConfigError, match=words):
+            PretrainOptions(encoder=bad).validate()
