@@ -30,14 +30,15 @@ def step_flops(pretrainer, batch):
 
     @tf.function
     def step(x, y, sample_weight):
+        # Only the training variables are watched: a tape watching every variable it meets would also
+        # trace the gradients of a frozen stage, which the step never runs.
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch([variable.value for variable in variables])  # the TensorFlow variables
             y_pred = pretrainer(x, training=True)
             loss = pretrainer.compute_loss(x, y, y_pred, sample_weight, training=True)
         return loss, tape.gradient(loss, variables)
 
-    traced = step.get_concrete_function(x, y, sample_weight)
-    return graph_flops(traced.graph, traced.outputs)
+    return graph_flops(step.get_concrete_function(x, y, sample_weight).graph)
 
 
 def pretraining_flops(pretrainer, batch, total_steps):
@@ -52,29 +53,15 @@ def pretraining_flops(pretrainer, batch, total_steps):
     return sum(steps * flops for steps, flops in counted), counted
 
 
-def graph_flops(graph, outputs=None):
-    """Matmul FLOPs of the matrix products in `graph` that `outputs` depend on (all, when None): what
-    the traced function runs, as TensorFlow prunes the rest (shapes must be known)."""
+def graph_flops(graph):
+    """Matmul FLOPs of every matrix product in `graph` (shapes must be known)."""
     total = 0
-    for op in _needed(graph, outputs):
+    for op in graph.get_operations():
         if op.type in _MATMULS:
             total += _matmul_flops(op)
         elif op.type == "Einsum":
             total += _einsum_flops(op)
     return total
-
-
-def _needed(graph, outputs):
-    if outputs is None:
-        return graph.get_operations()
-    seen, stack = set(), [tensor.op for tensor in outputs]
-    while stack:
-        op = stack.pop()
-        if op.name not in seen:
-            seen.add(op.name)
-            stack.extend(tensor.op for tensor in op.inputs)
-            stack.extend(op.control_inputs)
-    return [op for op in graph.get_operations() if op.name in seen]
 
 
 def _dims(tensor, op):
