@@ -91,6 +91,7 @@ class Scale:
     finetune_batch_size: int = 32
     finetune_learning_rate: float = 1e-4
     finetune_max_examples: int | None = None
+    finetune_seq_len: int | None = None  # None: the pretraining length
 
     @property
     def encoder(self):
@@ -104,10 +105,12 @@ class Scale:
 
 SCALES = {
     # CI's smoke: every arm and both tasks, a few steps, a few examples.
-    "smoke": Scale(1, 32, 1, 64, 32, 8, reference_steps=4, budgets=(1.0,), finetune_epochs=1,
+    "smoke": Scale(1, 32, 1, 64, 32, 8, reference_steps=4, budgets=(0.5, 1.0), finetune_epochs=1,
                    finetune_batch_size=16, finetune_max_examples=48),
-    # 2 CPU cores, about an hour.
-    "tiny": Scale(2, 128, 2, 512, 128, 32, reference_steps=600, budgets=(0.5, 1.0)),
+    # 2 CPU cores, about an hour: 600 steps of BERT-Tiny's shape per arm; fine-tuning on the first 600
+    # examples of each split, 64 tokens each, at the rate that trains such small encoders (5e-4).
+    "tiny": Scale(2, 128, 2, 512, 128, 32, reference_steps=600, budgets=(0.5, 1.0), finetune_learning_rate=5e-4,
+                  finetune_max_examples=600, finetune_seq_len=64),
     # One GPU or TPU host: BERT-Small's shape (ELECTRA's small comparison), 100x tiny's compute.
     "small": Scale(4, 512, 8, 2048, 128, 128, reference_steps=20_000, budgets=(0.25, 0.5, 1.0)),
     # A TPU pod slice: BERT-Base's shape.

@@ -39,21 +39,24 @@ def judge(relation, a, b):
     return {"difference": difference, "standard_error": error, "verdict": verdict}
 
 
-def write_report(out, options, scale, runs, state, random_init_key):
+def write_report(out, options, scale, points, state, random_init_key):
+    """results.json, results.md and score_vs_compute.png of a finished study; returns the results."""
     tasks = [Path(task).name for task in options.tasks]
     rows = []
-    for run in runs:
+    for point in points:
         scores, metrics = {}, {}
         for task in tasks:
-            records = [state["finetune"][f"{run.key}/{task}/seed-{seed}"] for seed in range(options.seeds)]
+            records = [state["finetune"][f"{point.key}/{task}/seed-{seed}"] for seed in range(options.seeds)]
             scores[task] = summarize([record["score"] for record in records])
             metrics[task] = records[0]["metric"]
-        pretrained = state["pretrain"][run.key]
-        rows.append({"arm": run.arm.name, "objective": run.arm.objective, "budget": run.share, "steps": run.steps,
-                     "pretrain_flops": run.flops, "pretrain_seconds": pretrained["seconds"],
-                     "pretrain_losses": {name: summary["last"].get("loss") for name, summary
-                                         in pretrained["objectives"].items()},
+        pretrained = state["pretrain"][point.arm.name]
+        rows.append({"arm": point.arm.name, "objective": point.arm.objective, "budget": point.share,
+                     "steps": point.steps, "pretrain_flops": point.flops,
+                     "pretrain_seconds": pretrained["seconds"] * point.steps / point.run.steps,
                      "scores": scores, "metrics": metrics})
+        if point.steps == point.run.steps:
+            rows[-1]["pretrain_losses"] = {name: summary["last"].get("loss")
+                                           for name, summary in pretrained["objectives"].items()}
     baseline = {task: summarize([state["finetune"][f"{random_init_key}/{task}/seed-{seed}"]["score"]
                                  for seed in range(options.seeds)]) for task in tasks}
     full = {row["arm"]: row for row in rows if row["budget"] == max(scale.budgets)}

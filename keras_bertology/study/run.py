@@ -1,10 +1,11 @@
 """`bertology study`: every pretraining objective at equal compute, then fine-tuned with one recipe.
 
-    STUDY/study.json                    the plan (options, FLOPs per step, steps per run) and what is done
+    STUDY/study.json                    the plan (options, FLOPs per step) and every finished run
     STUDY/tokenizers/<arm>/             each arm's vocabulary, trained once
-    STUDY/pretrain/<arm>/budget-<b>/    a `bertology pretrain` run folder (resumable)
-    STUDY/finetune/<arm>/budget-<b>/<task>/seed-<s>/   a `bertology finetune` results folder
-    STUDY/finetune/random-init/<task>/seed-<s>/        the encoder without pretraining, for reference
+    STUDY/pretrain/<arm>/               a `bertology pretrain` run folder (resumable), whose
+        snapshots/step-N/               encoder is also kept at each share of the budget
+    STUDY/finetune/<arm>/budget-<share>/<task>/seed-<s>/   a `bertology finetune` results folder
+    STUDY/finetune/random-init/<task>/seed-<s>/            the encoder without pretraining, for reference
     STUDY/results.json, results.md, score_vs_compute.png
 
 Every run is a folder that is complete or resumable: an interrupted study,
@@ -62,26 +63,24 @@ def study(options):
             state["flops_per_step"][arm.name] = {"average": average, "stages": stages}
             state.save()
     budget = scale.reference_steps * state["flops_per_step"][arms[0].name]["average"]
-    runs = [_Run(arm, share, budget, state["flops_per_step"][arm.name]["average"])
-            for share in scale.budgets for arm in arms]
+    runs = [_Run(arm, budget, state["flops_per_step"][arm.name], scale) for arm in arms]
     _say(options, f"budget: {budget:.3g} FLOPs ({scale.reference_steps} steps of {arms[0].name}); "
-                  f"{len(runs)} pretraining runs, {scale.describe()}")
+                  f"{scale.describe()}")
 
     for index, run in enumerate(runs):
-        if run.key in state["pretrain"]:
+        if run.arm.name in state["pretrain"]:
             continue
-        _say(options, f"[pretrain {index + 1}/{len(runs)}] {run.arm.name} at {run.share:g} of the budget: "
-                      f"{run.steps} steps, {run.flops:.3g} FLOPs")
+        _say(options, f"[pretrain {index + 1}/{len(runs)}] {run.arm.name}: {run.steps} steps, {run.flops:.3g} FLOPs")
         run_started = time.perf_counter()
-        state["pretrain"][run.key] = _pretrain(options, scale, run, out)
-        state["pretrain"][run.key]["seconds"] = time.perf_counter() - run_started
+        state["pretrain"][run.arm.name] = _pretrain(options, scale, run, out)
+        state["pretrain"][run.arm.name]["seconds"] = time.perf_counter() - run_started
         state.save()
-        _say(options, f"    done in {state['pretrain'][run.key]['seconds']:.0f} s"
+        _say(options, f"    done in {state['pretrain'][run.arm.name]['seconds']:.0f} s"
                       + _eta(started, index + 1, len(runs), "pretraining"))
 
-    full = [run for run in runs if run.share == max(scale.budgets)]
-    jobs = [(run.key, out / "pretrain" / run.key, False) for run in runs]
-    jobs.append((RANDOM_INIT, out / "pretrain" / full[0].key, True))
+    points = [point for run in runs for point in run.points]
+    jobs = [(point.key, point.folder(out), False) for point in points]
+    jobs.append((RANDOM_INIT, runs[0].points[-1].folder(out), True))
     work = [(key, run_dir, random_init, task, seed) for key, run_dir, random_init in jobs
             for task in options.tasks for seed in range(options.seeds)]
     finetune_started = time.perf_counter()
@@ -96,36 +95,63 @@ def study(options):
                       f"{result['score']:.4f} ({result['seconds']:.0f} s)"
                       + _eta(finetune_started, index + 1, len(work), "fine-tuning"))
 
-    results = write_report(out, options, scale, runs, state, RANDOM_INIT)
+    results = write_report(out, options, scale, points, state, RANDOM_INIT)
     _say(options, f"study done: {out}/results.md, results.json, score_vs_compute.png")
     return results
 
 
 class _Run:
-    """One pretraining run of the study: an arm at a share of the budget."""
+    """The pretraining run of one arm: the budget's worth of its steps, in whole logged windows, with
+    the encoder kept at each share of `scale.budgets` (a point of the score-against-compute curve)."""
 
-    def __init__(self, arm, share, budget, flops_per_step):
-        self.arm, self.share = arm, share
-        self.steps = max(1, round(share * budget / flops_per_step))
-        self.flops = self.steps * flops_per_step
-        self.key = f"{arm.name}/budget-{share:g}"
+    def __init__(self, arm, budget, cost, scale):
+        self.arm = arm
+        steps = max(1, round(budget / cost["average"]))
+        window = PretrainOptions(steps=steps).steps_per_window
+        self.steps = max(1, round(steps / window)) * window  # the nearest whole windows: equal within half one
+        self.window = window
+        self.points = [_Point(self, share, max(1, round(share * self.steps / window)) * window, cost["stages"])
+                       for share in scale.budgets]
+        self.flops = self.points[-1].flops
+
+    @property
+    def snapshots(self):
+        return tuple(point.steps for point in self.points if point.steps < self.steps)
 
 
-def _pretrain_options(options, scale, arm, steps, out):
+class _Point:
+    """An arm's encoder after `steps` of its run, `share` of the budget."""
+
+    def __init__(self, run, share, steps, stages):
+        self.run, self.arm, self.share, self.steps = run, run.arm, share, steps
+        self.key = f"{run.arm.name}/budget-{share:g}"
+        counts = [round(stage_share * run.steps) for stage_share, _ in stages[:-1]]  # as the run spends them
+        counts.append(run.steps - sum(counts))
+        self.flops, left = 0.0, steps
+        for count, (_, flops) in zip(counts, stages):
+            self.flops += min(left, count) * flops
+            left -= min(left, count)
+
+    def folder(self, out):
+        run_dir = out / "pretrain" / self.arm.name
+        return run_dir if self.steps == self.run.steps else run_dir / "snapshots" / f"step-{self.steps:07d}"
+
+
+def _pretrain_options(options, scale, arm, steps, out, snapshots=()):
     return PretrainOptions(
         model=arm.model, preset=arm.preset, corpus=options.corpus, corpus_format=options.corpus_format,
         text_field=options.text_field, steps=steps, batch_size=scale.batch_size, seq_len=scale.seq_len,
         out=out, no_export=True, vocab_size=options.vocab_size, masking=arm.masking, seed=options.seed,
-        resume=True, family_options=arm.options_for(steps), encoder=scale.encoder,
-        verbose=max(0, options.verbose - 1))
+        resume=True, family_options=arm.options_for(steps), encoder=scale.encoder, snapshots=snapshots,
+        verbose=options.verbose)
 
 
 def _pretrain(options, scale, run, out):
     from keras_bertology.training.pretrain import pretrain
 
-    run_dir = out / "pretrain" / run.key
+    run_dir = out / "pretrain" / run.arm.name
     seed_run_folder(run_dir, out / "tokenizers" / run.arm.name)
-    metrics = pretrain(_pretrain_options(options, scale, run.arm, run.steps, str(run_dir)))
+    metrics = pretrain(_pretrain_options(options, scale, run.arm, run.steps, str(run_dir), run.snapshots))
     keras.backend.clear_session()
     return {"steps": metrics["steps"], "train_seconds": metrics["train_seconds"],
             "samples_per_second": metrics["samples_per_second"], "precision": metrics["precision"],
@@ -141,7 +167,8 @@ def _finetune(scale, run_dir, random_init, task, seed, folder):
         shutil.rmtree(folder)
     results = finetune(FinetuneOptions(
         task=task, from_dir=str(run_dir), epochs=scale.finetune_epochs, batch_size=scale.finetune_batch_size,
-        learning_rate=scale.finetune_learning_rate, seed=seed, out=str(folder), no_export=True,
+        learning_rate=scale.finetune_learning_rate, seq_len=scale.finetune_seq_len, seed=seed, out=str(folder),
+        no_export=True,
         max_examples=scale.finetune_max_examples, random_init=random_init, verbose=0))
     keras.backend.clear_session()
     metric = results["primary_metric"]

@@ -54,6 +54,21 @@ class CheckpointEveryWindow(keras.callbacks.Callback):
         self.checkpoints.save(self.model, step, records)
 
 
+class SnapshotAtSteps(keras.callbacks.Callback):
+    """At the end of the windows that end at `steps`, hands the step to `save` (once per step: a
+    resumed run does not write a snapshot again)."""
+
+    def __init__(self, steps, steps_per_window, save, exists):
+        super().__init__()
+        self.steps, self.steps_per_window = set(steps), steps_per_window
+        self.save, self.exists = save, exists
+
+    def on_epoch_end(self, epoch, logs=None):
+        step = (epoch + 1) * self.steps_per_window
+        if step in self.steps and not self.exists(step):
+            self.save(step)
+
+
 class StopOnNonFiniteLoss(keras.callbacks.Callback):
     """Ends the run at the first window whose loss is NaN or infinite, before anything saves it.
 

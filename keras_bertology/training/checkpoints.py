@@ -76,7 +76,9 @@ class RunCheckpoints:
 
         Also deletes what a killed save left (its hidden staging folder).
         """
-        recorded = {k: v for k, v in dataclasses.asdict(options).items() if k not in _FREE_ON_RESUME}
+        # As JSON holds them (tuples become lists), so that a resumed run compares like with like.
+        recorded = json.loads(json.dumps({k: v for k, v in dataclasses.asdict(options).items()
+                                          if k not in _FREE_ON_RESUME}))
         if self.writer and self.directory.is_dir():  # a run is the only writer of its checkpoints
             clear_leftovers(self.directory)
         if self.latest() is not None:

@@ -66,6 +66,7 @@ class PretrainOptions:
     verbose: int = 1
     family_options: dict | None = None  # the family's own settings, see `ModelFamily.options`
     encoder: dict | None = None  # the preset's sizes replaced (ENCODER_SIZES), e.g. by `bertology study`
+    snapshots: tuple = ()  # steps (window ends) at which the encoder is also kept, RUN/snapshots/step-N/
 
     def validate(self):
         """Raise ConfigError for values that cannot work; returns the model family."""
@@ -109,6 +110,12 @@ class PretrainOptions:
             raise ConfigError(f"family_options must be a dict (got {self.family_options!r})")
         family.option_values(self.family_options)
         self._check_encoder(family)
+        window = self.steps_per_window
+        for step in self.snapshots:
+            if isinstance(step, bool) or not isinstance(step, int) or not 1 <= step <= self.windows * window \
+                    or step % window:
+                raise ConfigError(f"snapshot step {step!r} is not the end of a logged window of this run "
+                                  f"(every {window} steps, up to {self.windows * window})")
         if not isinstance(self.layer_decay, (int, float)) or not math.isfinite(self.layer_decay) \
                 or not 0 < self.layer_decay <= 1:
             raise ConfigError(f"--layer-decay must be a number in (0, 1] (got {self.layer_decay!r})")

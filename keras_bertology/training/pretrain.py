@@ -29,7 +29,8 @@ from keras_bertology.export import export_saved_model
 from keras_bertology.export.from_other_backend import export_in_tensorflow
 from keras_bertology.output_paths import check_output_folder
 from keras_bertology.runs import RunModel, save_run_model
-from keras_bertology.training.callbacks import CheckpointEveryWindow, MetricHistory, StopOnNonFiniteLoss
+from keras_bertology.training.callbacks import (
+    CheckpointEveryWindow, MetricHistory, SnapshotAtSteps, StopOnNonFiniteLoss)
 from keras_bertology.training.checkpoints import RunCheckpoints, weights_digest
 from keras_bertology.training.fill_mask import fill_mask_examples, hold_out_sentences
 from keras_bertology.training.model_batches import model_batches
@@ -160,7 +161,8 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
     history = MetricHistory(steps_per_window, options.batch_size, checkpoints.load_history())
     started = time.perf_counter()
     writes = [CheckpointEveryWindow(checkpoints, history),
-              keras.callbacks.TensorBoard(str(run_dir / "logs"), update_freq="epoch")] if checkpoints.writer else []
+              keras.callbacks.TensorBoard(str(run_dir / "logs"), update_freq="epoch"),
+              _snapshots(options, run_dir, backbone, tokenizer, steps_per_window)] if checkpoints.writer else []
     fit(pretrainer, model_batches(dataset, pretrainer), strategy,
         global_batch=options.batch_size,
         epochs=windows,
@@ -195,6 +197,19 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
                          f"{options.model} {options.preset} on {_corpus_label(options)}")
     _say(options, summary_text(metrics, run_dir))
     return metrics
+
+
+def _snapshots(options, run_dir, backbone, tokenizer, steps_per_window):
+    """The encoder at `options.snapshots`, each a run folder of its own (to fine-tune at that step)."""
+    def folder(step):
+        return run_dir / "snapshots" / f"step-{step:07d}"
+
+    def save(step):
+        save_run_model(folder(step), RunModel(options.model, backbone, tokenizer, options.seq_len, None,
+                                              options.preset))
+
+    return SnapshotAtSteps(options.snapshots, steps_per_window, save,
+                           exists=lambda step: (folder(step) / "model").is_dir())
 
 
 def _prepared_tokenizer(options, checkpoints, manifest):
