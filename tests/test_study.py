@@ -69,6 +69,7 @@ def test_summaries_use_the_sample_standard_deviation():
     ({"arms": ("bert", "bert")}, "twice"),
     ({"arms": ()}, "--arms"),
     ({"tasks": ()}, "--tasks"),
+    ({"tasks": ("a/data", "b/data")}, "two tasks alike"),
     ({"seeds": 0}, "--seeds"),
     ({"seed": -1}, "--seed"),
 ])

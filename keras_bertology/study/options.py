@@ -1,6 +1,7 @@
 """The options of `bertology study` and their validation, importable without TensorFlow."""
 
 import dataclasses
+from pathlib import Path
 
 from keras_bertology.errors import ConfigError
 from keras_bertology.study.arms import ARM_NAMES, SCALES
@@ -41,6 +42,10 @@ class StudyOptions:
             raise ConfigError("--arms names an arm twice")
         if not self.tasks:
             raise ConfigError("--tasks needs at least one task")
+        names = [Path(task).name for task in self.tasks]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"--tasks names two tasks alike ({', '.join(names)}): each task's results are kept "
+                              "under its folder's name")
         for name in ("seeds", "vocab_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -48,56 +48,79 @@ def study(options):
     state = _State.open(out, options)
     for task in options.tasks:
         load_task(task, scale.finetune_max_examples)  # a bad task folder stops the study before any training
-    arms = [arm for arm in ARMS if arm.name in options.arms]
-    arms.sort(key=lambda arm: options.arms.index(arm.name))
+    arms = sorted((arm for arm in ARMS if arm.name in options.arms), key=lambda arm: options.arms.index(arm.name))
     documents = read_documents(options)
-    started = time.perf_counter()
 
-    for arm in arms:  # the cost of a step of each arm, on its own data
-        if arm.name not in state["flops_per_step"]:
-            _say(options, f"counting the FLOPs of a training step of {arm.name}")
-            family = get_family(arm.model)
-            probe = _pretrain_options(options, scale, arm, steps=PROBE_STEPS, out=None)
-            tokenizer = arm_tokenizer(family, documents, probe, out / "tokenizers" / arm.name)
-            average, stages = flops_per_step(family, tokenizer, documents, probe)
-            state["flops_per_step"][arm.name] = {"average": average, "stages": stages}
-            state.save()
+    _count_flops(options, scale, arms, documents, state, out)
     budget = scale.reference_steps * state["flops_per_step"][arms[0].name]["average"]
     runs = [_Run(arm, budget, state["flops_per_step"][arm.name], scale) for arm in arms]
     _say(options, f"budget: {budget:.3g} FLOPs ({scale.reference_steps} steps of {arms[0].name}); "
                   f"{scale.describe()}")
-
-    for index, run in enumerate(runs):
-        if run.arm.name in state["pretrain"]:
-            continue
-        _say(options, f"[pretrain {index + 1}/{len(runs)}] {run.arm.name}: {run.steps} steps, {run.flops:.3g} FLOPs")
-        run_started = time.perf_counter()
-        state["pretrain"][run.arm.name] = _pretrain(options, scale, run, out)
-        state["pretrain"][run.arm.name]["seconds"] = time.perf_counter() - run_started
-        state.save()
-        _say(options, f"    done in {state['pretrain'][run.arm.name]['seconds']:.0f} s"
-                      + _eta(started, index + 1, len(runs), "pretraining"))
-
+    _pretrain_all(options, scale, runs, state, out)
     points = [point for run in runs for point in run.points]
     jobs = [(point.key, point.folder(out), False) for point in points]
     jobs.append((RANDOM_INIT, runs[0].points[-1].folder(out), True))
-    work = [(key, run_dir, random_init, task, seed) for key, run_dir, random_init in jobs
-            for task in options.tasks for seed in range(options.seeds)]
-    finetune_started = time.perf_counter()
-    for index, (key, run_dir, random_init, task, seed) in enumerate(work):
-        record_key = f"{key}/{Path(task).name}/seed-{seed}"
-        if record_key in state["finetune"]:
-            continue
-        result = _finetune(scale, run_dir, random_init, task, seed, out / "finetune" / record_key)
-        state["finetune"][record_key] = result
-        state.save()
-        _say(options, f"[finetune {index + 1}/{len(work)}] {record_key}: test {result['metric']} "
-                      f"{result['score']:.4f} ({result['seconds']:.0f} s)"
-                      + _eta(finetune_started, index + 1, len(work), "fine-tuning"))
+    _finetune_all(options, scale, jobs, state, out)
 
     results = write_report(out, options, scale, points, state, RANDOM_INIT)
     _say(options, f"study done: {out}/results.md, results.json, score_vs_compute.png")
     return results
+
+
+def _count_flops(options, scale, arms, documents, state, out):
+    """The cost of a step of each arm, on its own data (its tokenizer is kept for its run)."""
+    for arm in arms:
+        if arm.name in state["flops_per_step"]:
+            continue
+        _say(options, f"counting the FLOPs of a training step of {arm.name}")
+        family = get_family(arm.model)
+        probe = _pretrain_options(options, scale, arm, steps=PROBE_STEPS, out=None)
+        tokenizer = arm_tokenizer(family, documents, probe, out / "tokenizers" / arm.name)
+        average, stages = flops_per_step(family, tokenizer, documents, probe)
+        state["flops_per_step"][arm.name] = {"average": average, "stages": stages}
+        state.save()
+
+
+def _pretrain_all(options, scale, runs, state, out):
+    progress = _Progress(sum(run.arm.name not in state["pretrain"] for run in runs), "pretraining")
+    for index, run in enumerate(runs):
+        if run.arm.name in state["pretrain"]:
+            continue
+        _say(options, f"[pretrain {index + 1}/{len(runs)}] {run.arm.name}: {run.steps} steps, {run.flops:.3g} FLOPs")
+        started = time.perf_counter()
+        state["pretrain"][run.arm.name] = _pretrain(options, scale, run, out)
+        state["pretrain"][run.arm.name]["seconds"] = time.perf_counter() - started
+        state.save()
+        _say(options, f"    done in {state['pretrain'][run.arm.name]['seconds']:.0f} s{progress.step()}")
+
+
+def _finetune_all(options, scale, jobs, state, out):
+    """Every (encoder, task, seed) of `jobs` [(key, run folder, random init)] not done yet."""
+    work = [(f"{key}/{Path(task).name}/seed-{seed}", run_dir, random_init, task, seed)
+            for key, run_dir, random_init in jobs for task in options.tasks for seed in range(options.seeds)]
+    progress = _Progress(sum(key not in state["finetune"] for key, *_ in work), "fine-tuning")
+    for index, (key, run_dir, random_init, task, seed) in enumerate(work):
+        if key in state["finetune"]:
+            continue
+        result = _finetune(scale, run_dir, random_init, task, seed, out / "finetune" / key)
+        state["finetune"][key] = result
+        state.save()
+        _say(options, f"[finetune {index + 1}/{len(work)}] {key}: test {result['metric']} {result['score']:.4f} "
+                      f"({result['seconds']:.0f} s){progress.step()}")
+
+
+class _Progress:
+    """The time left of `total` runs to do in this process, from the pace of the ones done so far."""
+
+    def __init__(self, total, what):
+        self.total, self.what, self.done, self.started = total, what, 0, time.perf_counter()
+
+    def step(self):
+        self.done += 1
+        if self.done >= self.total:
+            return ""
+        left = (time.perf_counter() - self.started) / self.done * (self.total - self.done)
+        return f"; {self.what} left: about {left / 60:.0f} min"
 
 
 class _Run:
@@ -203,13 +226,6 @@ class _State(dict):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_file(self.path) as staging:
             staging.write_text(json.dumps(self, indent=2))
-
-
-def _eta(started, done, total, what):
-    if done >= total:
-        return ""
-    left = (time.perf_counter() - started) / done * (total - done)
-    return f"; {what} left: about {left / 60:.0f} min"
 
 
 def _say(options, message):
