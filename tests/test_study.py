@@ -4,6 +4,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -87,6 +88,9 @@ def test_each_point_of_a_run_counts_the_flops_of_the_stages_it_went_through():
     assert (run.steps, run.window) == (100, 10) and run.snapshots == (20, 50)  # 0.25 x 100 -> 2 whole windows
     assert [(p.steps, p.flops) for p in run.points] == [(20, 200.0), (50, 500.0), (100, 800.0)]
     assert run.flops == 800.0 and run.points[0].key == "bert/budget-0.25"
+    # Each point is fine-tuned from the encoder its run kept at that step, the last from the run itself.
+    assert run.points[0].folder(Path("s")) == Path("s/pretrain/bert/snapshots/step-0000020")
+    assert run.points[-1].folder(Path("s")) == Path("s/pretrain/bert")
 
 
 def test_every_scale_fits_its_arms():
