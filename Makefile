@@ -8,7 +8,7 @@ PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 RUNTIME := $(VENV)/.runtime-installed
 TESTING := $(VENV)/.test-installed
 
-.PHONY: run test benchmark clean
+.PHONY: run test benchmark study clean
 
 $(RUNTIME): setup.py requirements/base.txt requirements/protobuf.txt requirements/corpus.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -49,6 +49,14 @@ test: $(TESTING)
 # The peer suite: every pretraining model against keras-hub and transformers (eager, compiled), CPU.
 benchmark: $(TESTING)
 	$(BIN)/python -m benchmarks.peer_suite
+
+# The objective study (`bertology study`, --scale tiny: about 75 minutes on 2 CPU cores, resumable); its
+# table, JSON and plot are then copied to benchmarks/results/study_tiny/, the copy the README shows.
+study: $(RUNTIME)
+	$(BIN)/bertology study --out studies/objectives
+	mkdir -p benchmarks/results/study_tiny
+	cp studies/objectives/results.md studies/objectives/results.json studies/objectives/score_vs_compute.png \
+		benchmarks/results/study_tiny/
 
 clean:
 	rm -rf $(VENV) runs savedmodels/*/

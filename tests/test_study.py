@@ -51,6 +51,8 @@ def test_step_share_options_follow_the_steps_of_the_run():
     ("same", (0.80, 0.01), (0.70, 0.01), "not reproduced"),
     ("at least", (0.69, 0.05), (0.70, 0.05), "reproduced"),
     ("at least", (0.60, 0.01), (0.70, 0.01), "not reproduced"),
+    ("same", (0.0, 0.0), (0.0, 0.0), "no signal"),
+    ("better", (0.5, 0.0), (0.4, 0.0), "reproduced"),
 ])
 def test_a_claim_needs_a_difference_beyond_two_standard_errors(relation, a, b, verdict):
     summary = lambda mean, std: {"mean": mean, "std": std, "n": 3}  # noqa: E731
@@ -96,6 +98,21 @@ def test_each_point_of_a_run_counts_the_flops_of_the_stages_it_went_through():
 def test_every_scale_fits_its_arms():
     for scale in SCALES.values():
         assert scale.hidden_size % scale.num_heads == 0 and max(scale.budgets) == 1.0
+
+
+def test_a_study_folder_refuses_a_scale_whose_recipe_changed_since(tmp_path, monkeypatch):
+    import dataclasses
+
+    from keras_bertology.study import arms
+    from keras_bertology.study.run import _State
+
+    options = StudyOptions(scale="smoke", out=str(tmp_path))
+    _State.open(tmp_path, options).save()
+    assert _State.open(tmp_path, options)["options"] == options.plan_key()  # the same plan resumes
+    changed = dataclasses.replace(SCALES["smoke"], finetune_epochs=SCALES["smoke"].finetune_epochs + 1)
+    monkeypatch.setitem(arms.SCALES, "smoke", changed)
+    with pytest.raises(ConfigError, match=r"other options \(changed: recipe\)"):
+        _State.open(tmp_path, options)
 
 
 def test_bad_input_gets_one_line_and_nothing_is_trained(tmp_path):

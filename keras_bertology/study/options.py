@@ -1,6 +1,7 @@
 """The options of `bertology study` and their validation, importable without TensorFlow."""
 
 import dataclasses
+import json
 from pathlib import Path
 
 from keras_bertology.errors import ConfigError
@@ -55,8 +56,10 @@ class StudyOptions:
         return SCALES[self.scale]
 
     def plan_key(self):
-        """What fixes the study's results: a study folder holds one plan, resumed only with the same."""
+        """What fixes the study's results: a study folder holds one plan, resumed only with the same
+        (the scale's sizes and recipe included, so a changed scale is not mixed into an old study)."""
         key = dataclasses.asdict(self)
         for name in ("out", "verbose"):
             key.pop(name)
-        return {name: list(value) if isinstance(value, tuple) else value for name, value in key.items()}
+        key["recipe"] = dataclasses.asdict(SCALES[self.scale])
+        return json.loads(json.dumps(key))  # as study.json holds it: tuples become lists

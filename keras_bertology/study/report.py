@@ -5,7 +5,9 @@ difference of the two arms' means against its standard error over seeds
 (sqrt(s_a^2 / n_a + s_b^2 / n_b)). "better" is reproduced when the
 difference is above two standard errors, reversed when below minus two,
 and undecided between; "same" (a wash) is reproduced when it lies within
-two; "at least" (as well as) when it is not below minus two.
+two; "at least" (as well as) when it is not below minus two. Two arms
+that score the same on every seed (a task at its floor: every tagger
+predicting no entity) give no evidence either way: "no signal".
 """
 
 import json
@@ -30,7 +32,9 @@ def judge(relation, a, b):
     difference = a["mean"] - b["mean"]
     error = math.sqrt(a["std"] ** 2 / a["n"] + b["std"] ** 2 / b["n"])
     z = difference / error if error > 0 else math.copysign(math.inf, difference) if difference else 0.0
-    if relation == "better":
+    if not difference and not error:
+        verdict = "no signal"
+    elif relation == "better":
         verdict = "reproduced" if z > DECISIVE else "reversed" if z < -DECISIVE else "undecided"
     elif relation == "same":
         verdict = "reproduced" if abs(z) <= DECISIVE else "not reproduced"
@@ -72,8 +76,8 @@ def write_report(out, options, scale, points, state, random_init_key):
                "budget_flops": max(row["pretrain_flops"] for row in rows) if rows else 0,
                "rows": rows, "random_init": baseline, "claims": claims,
                "flops_per_step": state["flops_per_step"],
-               "total_seconds": sum(r["seconds"] for r in state["pretrain"].values())
-               + sum(r["seconds"] for r in state["finetune"].values())}
+               "pretrain_seconds": sum(r["seconds"] for r in state["pretrain"].values()),
+               "finetune_train_seconds": sum(r["seconds"] for r in state["finetune"].values())}
     with atomic_file(Path(out) / "results.json") as staging:
         staging.write_text(json.dumps(results, indent=2))
     with atomic_file(Path(out) / "results.md") as staging:
@@ -106,13 +110,16 @@ def markdown(results):
                      + " | ".join(_cell(row["scores"][task]) for task in tasks) + " |")
     lines.append("| no pretraining | random initialisation | 0 | 0 | 0 | 0 | "
                  + " | ".join(_cell(results["random_init"][task]) for task in tasks) + " |")
-    lines += ["", "## The seeds' claims at the full budget", "",
+    lines += ["", f"Time on this machine: pretraining {results['pretrain_seconds'] / 60:.1f} min (wall-clock of the "
+              f"runs), fine-tuning {results['finetune_train_seconds'] / 60:.1f} min (training only: encoding the data "
+              "and evaluating after each epoch come on top).",
+              "", "## The seeds' claims at the full budget", "",
               "| claim | task | difference | standard error | verdict |", "|---|---|---|---|---|"]
     for claim in results["claims"]:
         lines.append(f"| {claim['claim']} ({claim['arm']} vs {claim['against']}) | {claim['task']} | "
                      f"{claim['difference']:+.3f} | {claim['standard_error']:.3f} | {claim['verdict']} |")
-    lines += ["", f"A verdict needs a difference beyond {DECISIVE:g} standard errors of it (see "
-              "`keras_bertology/study/report.py`).", ""]
+    lines += ["", f"A verdict needs a difference beyond {DECISIVE:g} standard errors of it; \"no signal\": both "
+              "arms scored the same on every seed (see `keras_bertology/study/report.py`).", ""]
     return "\n".join(lines)
 
 
