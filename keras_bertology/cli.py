@@ -162,7 +162,7 @@ def _add_study(commands):
     study.add_argument("--out", default=defaults.out, metavar="STUDY_DIR",
                        help="the study folder; run the same command again to resume an interrupted study")
     study.add_argument("--scale", choices=list(SCALES), default=defaults.scale,
-                       help="tiny: 2 CPU cores, about an hour; small: a GPU; base: a TPU slice; smoke: a check")
+                       help="tiny: 2 CPU cores, about 75 min; small: a GPU; base: a TPU slice; smoke: a check")
     study.add_argument("--corpus", nargs="+", metavar="PATH", help="as for pretrain (default: the bundled plays)")
     study.add_argument("--corpus-format", choices=CORPUS_FORMATS, default=defaults.corpus_format)
     study.add_argument("--text-field", default=defaults.text_field)

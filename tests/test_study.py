@@ -182,9 +182,14 @@ def test_encoder_sizes_replace_a_presets_and_bad_ones_are_refused():
     family = options.validate()
     config = options.backbone_config(family, vocab_size=10)
     assert {k: config[k] for k in sizes} == sizes and config["vocab_size"] == 10
-    assert config["embedding_size"] == 16  # the preset's 64-wide embedding, narrower than the new hidden size
+    assert config["embedding_size"] == 32  # the preset's 64-wide embedding made as wide as the encoder
+    big = dict(sizes, hidden_size=256, num_heads=4)
+    assert PretrainOptions(model="electra", preset="electra-tiny", encoder=big).backbone_config(
+        family)["embedding_size"] == 256
     assert PretrainOptions(model="albert", preset="albert-tiny", encoder=sizes).backbone_config(
-        get_family("albert"))["embedding_size"] == 16
+        get_family("albert"))["embedding_size"] == 32
+    assert "embedding_size" not in PretrainOptions(model="bert", preset="bert-tiny", encoder=sizes).backbone_config(
+        get_family("bert"))
     for bad, words in (({"depth": 2}, "must be a dict of"), ({"num_layers": 0}, "at least 1"),
                        ({"hidden_size": 30, "num_heads": 4}, "not a multiple")):
         with pytest.raises(ConfigError, match=words):

@@ -112,7 +112,8 @@ SCALES = {
     # BBC News at one predicted class even from random weights).
     "tiny": Scale(2, 128, 2, 512, 128, 32, reference_steps=600, budgets=(0.5, 1.0), finetune_epochs=6,
                   finetune_learning_rate=1e-3, finetune_max_examples=800, finetune_seq_len=64),
-    # One GPU or TPU host: BERT-Small's shape (ELECTRA's small comparison), 100x tiny's compute.
+    # One GPU or TPU host: BERT-Small's shape (ELECTRA's small comparison): about 1.5e12 FLOPs a BERT
+    # step, 2.9e16 an arm, 3,400x tiny's.
     "small": Scale(4, 512, 8, 2048, 128, 128, reference_steps=20_000, budgets=(0.25, 0.5, 1.0)),
     # A TPU pod slice: BERT-Base's shape.
     "base": Scale(12, 768, 12, 3072, 512, 256, reference_steps=100_000, budgets=(0.25, 0.5, 1.0),

@@ -135,11 +135,12 @@ class PretrainOptions:
                               f"{config['num_heads']} heads")
 
     def backbone_config(self, family, **overrides):
-        """The preset's backbone config with the `encoder` sizes; a factored embedding wider than the new
-        hidden size is narrowed to half of it (ELECTRA's and ALBERT's embeddings are narrower)."""
+        """The preset's backbone config with the `encoder` sizes. A factored embedding (ELECTRA's,
+        ALBERT's) is made as wide as the new hidden size: encoders given one size have the same
+        embeddings too, so none has fewer parameters than another for its family's preset."""
         config = family.backbone_config(self.preset, **(self.encoder or {}))
-        if self.encoder and config.get("embedding_size", 0) > config["hidden_size"]:
-            config["embedding_size"] = config["hidden_size"] // 2
+        if self.encoder and config.get("embedding_size"):
+            config["embedding_size"] = config["hidden_size"]
         return dict(config, **overrides)
 
     def with_prepared_data(self, manifest, given=()):
