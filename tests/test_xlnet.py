@@ -265,8 +265,10 @@ def test_pretrain_xlnet_from_the_command_line(tmp_path, capsys):
     from cli_runs import pretrain_two_plays
 
     metrics, served = pretrain_two_plays(tmp_path, capsys, "xlnet", "xlnet-tiny", "--seq-len", "48",
-                                         "--vocab-size", "800", "--mem-len", "16")
+                                         "--vocab-size", "800", "--mem-len", "16", "--precision", "float32",
+                                         "--xla", "auto")
     assert set(metrics["objectives"]) == {"plm"} and metrics["max_predictions"] == 8  # 48 / 6
+    assert metrics["xla"] is False  # --xla auto on a CPU: XLNet's family declares that XLA slows its step
     plm = metrics["objectives"]["plm"]
     assert {"loss", "accuracy"} <= set(plm["last"]) and "most_frequent_token" in plm["chance"]
     assert metrics["family_options"] == {"mem_len": 16, "reuse_len": None, "perm_size": None, "partial_k": 6.0,
@@ -300,7 +302,7 @@ def test_pretrain_xlnet_from_the_command_line(tmp_path, capsys):
     argv = ["pretrain", "--model", "xlnet", "--preset", "xlnet-tiny", "--corpus",
             *[str(path) for path in default_corpus_paths()[:2]], "--steps", "4", "--batch-size", "8",
             "--out", str(tmp_path / "run"), "--export", str(tmp_path / "export"), "--seq-len", "48",
-            "--vocab-size", "800", "--mem-len", "16", "--resume"]
+            "--vocab-size", "800", "--mem-len", "16", "--precision", "float32", "--xla", "auto", "--resume"]
     proc = subprocess.run([sys.executable, "-c", "import sys; from keras_bertology.cli import main; "
                            "sys.exit(main(sys.argv[1:]))", *argv], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]

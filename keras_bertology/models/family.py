@@ -98,6 +98,9 @@ class ModelFamily:
             pretrainer builders receive `batch_size` (per replica).
         converter_path: `convert(family, config, weights) -> (backbone,
             pretrainer or None, head names, tensor names used)`.
+        xla_on_cpu: False where XLA's CPU backend makes the family's step
+            slower than TensorFlow's own kernels: `--xla auto` then leaves
+            it uncompiled on a machine without an accelerator.
     """
 
     name: str
@@ -117,6 +120,7 @@ class ModelFamily:
     prediction_share: float = 0.15625
     learning_rate: float = 1e-3
     stream_batches: bool = False
+    xla_on_cpu: bool = True
 
     @property
     def backbone_cls(self):

@@ -136,7 +136,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         precision = resolve_precision(options.precision, strategy)
         pretrainer, done_steps = _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options,
                                                      precision, replica_batch)
-        pretrainer.jit_compile = resolve_jit_compile(options.xla, pretrainer.dtype_policy.name)
+        pretrainer.jit_compile = resolve_jit_compile(options.xla, pretrainer.dtype_policy.name, family.xla_on_cpu)
     backbone = pretrainer.backbone
     worker_dataset = None
     if source.manifest:

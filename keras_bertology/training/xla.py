@@ -8,18 +8,20 @@ norms, dropout, the softmax and the AdamW update) that TensorFlow otherwise
 runs op by op. In mixed_bfloat16 on a CPU it made them slower (BERT 0.88x,
 ALBERT 0.81x on an AMD EPYC with AVX512-BF16): XLA's CPU backend computes the
 bf16 matmuls less well than oneDNN's kernels, which TensorFlow's own ops call.
-So auto compiles with XLA on TensorFlow when the run trains on one device
-(Keras does not compile under a tf.distribute strategy), except in bfloat16
-on a machine without an accelerator; on JAX every step is compiled, as Keras
-does there.
+A family may also declare that XLA's CPU backend slows its step
+(`ModelFamily.xla_on_cpu`: XLNet's, 6x at its tiny size). So auto compiles
+with XLA on TensorFlow when the run trains on one device (Keras does not
+compile under a tf.distribute strategy), except in bfloat16 or for such a
+family on a machine without an accelerator; on JAX every step is compiled,
+as Keras does there.
 """
 
 import keras
 
 
-def resolve_jit_compile(xla, precision="float32"):
-    """The `jit_compile` of a run for `--xla` and the run's resolved precision: call it inside the
-    run's strategy scope."""
+def resolve_jit_compile(xla, precision="float32", xla_on_cpu=True):
+    """The `jit_compile` of a run for `--xla`, the run's resolved precision and its family's
+    `xla_on_cpu`: call it inside the run's strategy scope."""
     if xla != "auto":
         return xla == "on"
     if keras.config.backend() != "tensorflow":
@@ -28,5 +30,5 @@ def resolve_jit_compile(xla, precision="float32"):
 
     if tf.distribute.has_strategy():
         return False
-    return precision == "float32" or bool(tf.config.list_logical_devices("GPU") or
-                                          tf.config.list_logical_devices("TPU"))
+    accelerated = bool(tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
+    return accelerated or (precision == "float32" and xla_on_cpu)
