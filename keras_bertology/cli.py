@@ -15,37 +15,29 @@
     bertology presets
 
 Errors caused by input (bad corpus, flags, checkpoints, output paths) print
-one line, "bertology: error: ...", and exit with status 2. `--help` and
-`presets` answer without starting TensorFlow.
+one line, "bertology: error: ...", and exit with status 2; a numeric flag
+out of its range (flag_ranges.py, shown in `--help`) is refused as it is
+parsed. `--help` and `presets` answer without starting TensorFlow.
 """
 
 import argparse
-import math
 import os
 import sys
 from pathlib import Path
 
+from keras_bertology import flag_ranges as ranges
+
 EXIT_USAGE = 2
 
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
-
-
-def _positive_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} must be a finite number above 0")
-    return value
+def _number(parser, flag, bounds, help=None, **kwargs):
+    """A numeric flag, parsed and checked against its range (`flag_ranges`) at once: a value out of range
+    is refused before anything starts. The range ends its `--help` text (inside a closing parenthesis)."""
+    if not help:
+        help = str(bounds)
+    else:
+        help = f"{help[:-1]}; {bounds})" if help.endswith(")") else f"{help} ({bounds})"
+    parser.add_argument(flag, type=bounds.parse, help=help, **kwargs)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -70,21 +62,21 @@ def build_parser():
     pretrain.add_argument("--data", metavar="DATA_DIR",
                           help="train from the shards of `bertology prepare` instead of reading --corpus; "
                                "the data options (--model, --seq-len, --masking, ...) come from its manifest")
-    pretrain.add_argument("--steps", type=_positive_int, default=defaults.steps)
-    pretrain.add_argument("--batch-size", type=_positive_int, default=defaults.batch_size, help="the global batch")
+    _number(pretrain, "--steps", ranges.STEPS, default=defaults.steps)
+    _number(pretrain, "--batch-size", ranges.BATCH_SIZE, "the global batch", default=defaults.batch_size)
     pretrain.add_argument("--out", metavar="RUN_DIR", help="run folder (default: runs/<run name>)")
     pretrain.add_argument("--export", metavar="DIR", help="SavedModel folder (default: savedmodels/<run name>)")
     pretrain.add_argument("--no-export", action="store_true",
                           help="write the run folder only, no SavedModel nor fill-in examples "
                                "(`bertology export RUN_DIR` exports it later)")
-    pretrain.add_argument("--learning-rate", type=_positive_float, default=defaults.learning_rate,
-                          help="peak learning rate (default: the family's, 1e-3; 3e-4 for ELECTRA)")
-    pretrain.add_argument("--layer-decay", type=_positive_float, default=defaults.layer_decay,
-                          help="layer-wise learning-rate decay: block i of N learns at decay^(N+1-i) of the "
-                               "rate, the embeddings at decay^(N+2) (ELECTRA uses 0.8; default 1: off)")
-    pretrain.add_argument("--log-every", type=_positive_int, default=defaults.log_every,
-                          help=f"at most this many steps per logged window (fewer when needed for "
-                               f"{MIN_WINDOWS} windows); --steps is rounded up to whole windows")
+    _number(pretrain, "--learning-rate", ranges.LEARNING_RATE,
+            "peak learning rate (default: the family's, 1e-3; 3e-4 for ELECTRA)", default=defaults.learning_rate)
+    _number(pretrain, "--layer-decay", ranges.LAYER_DECAY,
+            "layer-wise learning-rate decay: block i of N learns at decay^(N+1-i) of the rate, the embeddings "
+            "at decay^(N+2) (ELECTRA uses 0.8; default 1: off)", default=defaults.layer_decay)
+    _number(pretrain, "--log-every", ranges.LOG_EVERY,
+            f"at most this many steps per logged window (fewer when needed for {MIN_WINDOWS} windows); --steps "
+            "is rounded up to whole windows", default=defaults.log_every)
     pretrain.add_argument("--precision", choices=PRECISIONS, default=defaults.precision)
     pretrain.add_argument("--xla", choices=XLA_CHOICES, default=defaults.xla,
                           help="XLA-compiled train steps (auto: on when training on one device with TensorFlow; "
@@ -108,9 +100,9 @@ def build_parser():
     convert.add_argument("--from-hf", required=True, metavar="HF_DIR",
                          help="folder with config.json and model.safetensors (vocab.txt optional)")
     convert.add_argument("--out", required=True, metavar="RUN_DIR")
-    convert.add_argument("--seq-len", type=_positive_int,
-                         help="sequence length the exported model packs inputs to "
-                              "(default: 128, or the checkpoint's positions when fewer)")
+    _number(convert, "--seq-len", ranges.SEQ_LEN,
+            "sequence length the exported model packs inputs to (default: 128, or the checkpoint's positions "
+            "when fewer)")
 
     commands.add_parser("presets", help="list every preset with its parameter count")
     return parser
@@ -128,21 +120,21 @@ def _add_finetune(commands):
                                "or .conll / .txt (token<TAB>BIO tag)")
     finetune.add_argument("--from", dest="from_dir", required=True, metavar="RUN_DIR",
                           help="run folder written by `bertology pretrain` or `bertology convert`")
-    finetune.add_argument("--epochs", type=_positive_int, default=defaults.epochs)
-    finetune.add_argument("--batch-size", type=_positive_int, default=defaults.batch_size)
-    finetune.add_argument("--learning-rate", type=_positive_float, default=defaults.learning_rate,
-                          help="peak rate of AdamW, reached after --warmup of the steps, then decayed "
-                               "linearly to 0")
-    finetune.add_argument("--warmup", type=float, default=defaults.warmup, help="share of steps warming up")
-    finetune.add_argument("--layer-decay", type=_positive_float, default=defaults.layer_decay,
-                          help="layer-wise learning-rate decay of the encoder (1: off; ELECTRA uses 0.8); "
-                               "the task head learns at the full rate")
-    finetune.add_argument("--seq-len", type=_positive_int, help="tokens per example (default: the run's)")
-    finetune.add_argument("--seed", type=int, default=defaults.seed)
+    _number(finetune, "--epochs", ranges.EPOCHS, default=defaults.epochs)
+    _number(finetune, "--batch-size", ranges.BATCH_SIZE, default=defaults.batch_size)
+    _number(finetune, "--learning-rate", ranges.LEARNING_RATE,
+            "peak rate of AdamW, reached after --warmup of the steps, then decayed linearly to 0",
+            default=defaults.learning_rate)
+    _number(finetune, "--warmup", ranges.WARMUP, "share of steps warming up", default=defaults.warmup)
+    _number(finetune, "--layer-decay", ranges.LAYER_DECAY,
+            "layer-wise learning-rate decay of the encoder (1: off; ELECTRA uses 0.8); the task head learns at "
+            "the full rate", default=defaults.layer_decay)
+    _number(finetune, "--seq-len", ranges.SEQ_LEN, "tokens per example (default: the run's)")
+    _number(finetune, "--seed", ranges.SEED, default=defaults.seed)
     finetune.add_argument("--strategy", choices=FINETUNE_STRATEGIES, default=defaults.strategy,
                           help="tf.distribute strategy (--batch-size is the global batch)")
-    finetune.add_argument("--max-examples", type=_positive_int,
-                          help="keep the first N examples of each split (quick trials)")
+    _number(finetune, "--max-examples", ranges.MAX_EXAMPLES, "keep the first N examples of each split (quick trials)",
+            metavar="N")
     finetune.add_argument("--random-init", action="store_true",
                           help="re-initialise the encoder's weights (a baseline for what pretraining gives)")
     finetune.add_argument("--out", metavar="DIR", help="results folder (default: runs/finetune-<task>-<time>)")
@@ -171,9 +163,9 @@ def _add_study(commands):
                             "sets the compute budget")
     study.add_argument("--tasks", nargs="+", default=list(defaults.tasks), metavar="NAME|DATA_DIR",
                        help="fine-tuning tasks, as `finetune --task` takes them")
-    study.add_argument("--seeds", type=_positive_int, default=defaults.seeds, help="fine-tuning seeds per run")
-    study.add_argument("--seed", type=int, default=defaults.seed, help="the pretraining runs' seed")
-    study.add_argument("--vocab-size", type=_positive_int, default=defaults.vocab_size)
+    _number(study, "--seeds", ranges.STUDY_SEEDS, "fine-tuning seeds per run", default=defaults.seeds)
+    _number(study, "--seed", ranges.SEED, "the pretraining runs' seed", default=defaults.seed)
+    _number(study, "--vocab-size", ranges.VOCAB_SIZE, default=defaults.vocab_size)
 
 
 def _add_data_flags(parser, defaults, families):
@@ -193,19 +185,19 @@ def _add_data_flags(parser, defaults, families):
     parser.add_argument("--text-field", default=defaults.text_field, help="the text of a JSON Lines record")
     parser.add_argument("--skip-bad-records", action="store_true",
                         help="skip (and count) lines that are not UTF-8 or not valid JSON, instead of stopping")
-    parser.add_argument("--seq-len", type=_positive_int, default=defaults.seq_len)
-    parser.add_argument("--vocab-size", type=_positive_int, default=defaults.vocab_size)
+    _number(parser, "--seq-len", ranges.SEQ_LEN, default=defaults.seq_len)
+    _number(parser, "--vocab-size", ranges.VOCAB_SIZE, default=defaults.vocab_size)
     parser.add_argument("--masking", choices=MASKINGS,
                         help="static (BERT default, written once) or dynamic (RoBERTa default)")
     parser.add_argument("--packing", choices=PACKINGS,
                         help="MLM-only families: FULL-SENTENCES (default, may cross documents) or DOC-SENTENCES")
     parser.add_argument("--whole-word", action="store_true", help="whole-word masking")
-    parser.add_argument("--dupe-factor", type=_positive_int, default=defaults.dupe_factor,
-                        help="masked copies per instance with static masking")
-    parser.add_argument("--max-predictions", type=_positive_int, default=defaults.max_predictions,
-                        help="masked-LM prediction slots per sequence (default: the family's share of "
-                             "--seq-len: 20 of 128 for BERT, 19 for ELECTRA)")
-    parser.add_argument("--seed", type=int, default=defaults.seed)
+    _number(parser, "--dupe-factor", ranges.DUPE_FACTOR, "masked copies per instance with static masking",
+            default=defaults.dupe_factor)
+    _number(parser, "--max-predictions", ranges.MAX_PREDICTIONS,
+            "masked-LM prediction slots per sequence (default: the family's share of --seq-len: 20 of 128 for "
+            "BERT, 19 for ELECTRA)", default=defaults.max_predictions)
+    _number(parser, "--seed", ranges.SEED, default=defaults.seed)
     _add_family_options(parser, families)
 
 
@@ -217,20 +209,21 @@ def _add_prepare(commands, families):
         "prepare", help="turn a corpus of any size into sharded TFRecords of a family's instances (Apache Beam)")
     prepare.add_argument("--out", required=True, metavar="DATA_DIR", help="the folder of shards and manifest")
     _add_data_flags(prepare, defaults, families)
-    prepare.add_argument("--shards", type=_positive_int,
-                         help="shard files (default: one per 16 MB of text, at least one per worker)")
+    _number(prepare, "--shards", ranges.SHARDS,
+            "shard files (default: one per 16 MB of text, at least one per worker)")
     prepare.add_argument("--runner", default=defaults.runner,
                          help="Beam runner: DirectRunner (local processes), FlinkRunner, SparkRunner, "
                               "DataflowRunner, ...; its pipeline options go after `--`")
-    prepare.add_argument("--workers", type=_positive_int, help="DirectRunner processes (default: the cores)")
+    _number(prepare, "--workers", ranges.WORKERS, "DirectRunner processes (default: the cores)")
     prepare.add_argument("--tokenizer", metavar="DIR",
                          help="use this saved tokenizer (or run folder's) instead of training one")
-    prepare.add_argument("--tokenizer-sample-mb", type=_positive_float, default=defaults.tokenizer_sample_mb,
-                         help="text the tokenizer is trained on, taken evenly from the corpus files")
-    prepare.add_argument("--batch-size", type=_positive_int, default=defaults.batch_size,
-                         help="stream families (XLNet): the global batch the streams are laid out for")
-    prepare.add_argument("--replicas", type=_positive_int, default=defaults.replicas,
-                         help="stream families (XLNet): the replicas that will share each batch")
+    _number(prepare, "--tokenizer-sample-mb", ranges.TOKENIZER_SAMPLE_MB,
+            "text the tokenizer is trained on, taken evenly from the corpus files",
+            default=defaults.tokenizer_sample_mb)
+    _number(prepare, "--batch-size", ranges.BATCH_SIZE,
+            "stream families (XLNet): the global batch the streams are laid out for", default=defaults.batch_size)
+    _number(prepare, "--replicas", ranges.REPLICAS,
+            "stream families (XLNet): the replicas that will share each batch", default=defaults.replicas)
     prepare.add_argument("pipeline_args", nargs="*", metavar="-- BEAM_OPTION",
                          help="further Beam pipeline options, e.g. -- --flink_master=host:8081")
 
@@ -245,10 +238,12 @@ def _add_family_options(parser, families):
         group = parser.add_argument_group(f"--model {family.name} only")
         for option in fresh:
             seen.add(option.name)
-            kind = dict(choices=option.choices) if option.choices else \
-                dict(type=option.kind, metavar="N" if option.kind is int else "X")
-            group.add_argument(option.flag, default=None, dest=f"family_{option.name}",
-                               help=f"{option.help} (default {option.default})", **kind)
+            if option.range is None:
+                group.add_argument(option.flag, choices=option.choices, default=None, dest=f"family_{option.name}",
+                                   help=f"{option.help} (default {option.default})")
+            else:
+                _number(group, option.flag, option.range, f"{option.help} (default {option.default})",
+                        default=None, dest=f"family_{option.name}", metavar="N" if option.kind is int else "X")
 
 
 def _options(args, options_class, **extra):
@@ -291,24 +286,24 @@ def _run_study(args):
 
 def _run_export(args):
     from keras_bertology.export import export_saved_model
-    from keras_bertology.output_paths import check_output_folder
+    from keras_bertology.output_paths import SAVED_MODEL, claim_output_folder
     from keras_bertology.runs import load_run_model
 
     run_dir = Path(args.run_dir)
     out = Path(args.out) if args.out else Path("savedmodels") / run_dir.resolve().name
-    check_output_folder(out, "--out", replaced=True)
-    export_saved_model(load_run_model(run_dir), out)
+    with claim_output_folder(out, "--out", SAVED_MODEL, replaced=True):
+        export_saved_model(load_run_model(run_dir), out)
     print(f"SavedModel written to {out}")
 
 
 def _run_convert(args):
     from keras_bertology.convert import convert_hf_checkpoint
-    from keras_bertology.output_paths import check_output_folder
+    from keras_bertology.output_paths import CONVERTED_RUN, claim_output_folder
     from keras_bertology.runs import save_run_model
 
-    check_output_folder(args.out, "--out")
-    run, report = convert_hf_checkpoint(args.from_hf, seq_len=args.seq_len)
-    save_run_model(args.out, run)
+    with claim_output_folder(args.out, "--out", CONVERTED_RUN):
+        run, report = convert_hf_checkpoint(args.from_hf, seq_len=args.seq_len)
+        save_run_model(args.out, run)
     heads = ", ".join(report.heads) or "none"
     tokenizer = type(run.tokenizer).__name__ if run.tokenizer is not None else "none that runs in-graph"
     print(f"{report.architecture} ({run.family}) written to {args.out}: encoder + heads: {heads}; "
@@ -316,6 +311,8 @@ def _run_convert(args):
     if report.skipped:
         print(f"skipped {len(report.skipped)} tensors that keras-bertology does not use: "
               + ", ".join(report.skipped))
+    for note in report.notes:
+        print(note)
 
 
 def _run_presets(_args):

@@ -27,4 +27,5 @@ class DataError(BertologyError):
 
 
 class TrainingError(BertologyError):
-    """Training diverged (a loss that is not a finite number); the last good checkpoint is kept."""
+    """Training diverged (a loss that is not a finite number): pretraining keeps its last good checkpoint,
+    fine-tuning writes nothing."""

@@ -182,6 +182,24 @@ def test_roberta_layouts_convert_and_serve_like_transformers(tmp_path, capsys, b
         np.testing.assert_array_equal(served.mlm(tf.constant(masked))["token_ids"].numpy(), expected_ids)
 
 
+@pytest.mark.slow
+def test_untied_roberta_decoder_converts_and_serves_like_transformers(tmp_path, capsys, bpe_files):
+    """tie_word_embeddings=false, the decoder and its bias trained apart: the mlm signature serves
+    the decoder transformers computes with."""
+    vocab_size = len(json.loads((bpe_files / "vocab.json").read_text(encoding="utf-8")))
+    config = transformers.RobertaConfig(vocab_size=vocab_size, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1,
+                                        bos_token_id=0, eos_token_id=2, tie_word_embeddings=False,
+                                        **dict(SMALL, max_position_embeddings=SEQ_LEN + 2))
+    hf = perturbed_hf_model(transformers.RobertaForMaskedLM, config)
+    hf_dir = tmp_path / "hf"
+    hf.save_pretrained(str(hf_dir))
+    tokenizer = _roberta_tokenizer(hf_dir, bpe_files, "tokenizer.json")
+    served, report = _convert_and_export(hf_dir, tmp_path, capsys)
+    assert "lm_head.decoder.weight differs from the word embeddings: imported as an untied decoder" in report
+    assert "skipped 1 tensors that keras-bertology does not use: lm_head.bias" in report
+    _assert_serves_like_transformers(served, hf, tokenizer, ["mlm"], tmp_path / "export")
+
+
 @pytest.fixture(scope="module")
 def albert_spiece(tmp_path_factory):
     """A unigram spiece.model with ALBERT's specials and no byte fallback, as ALBERT ships."""

@@ -141,7 +141,7 @@ def test_bad_input_to_prepare_and_pretrain_data_is_one_clear_error(bert_data, tm
         (["pretrain", "--data", out, "--corpus", PLAYS[0]], "--corpus and --data exclude each other"),
         (["pretrain", "--data", tmp_path / "none"], "is not a folder"),
         (["prepare", "--out", "/proc/bertology-data"], "--out /proc/bertology-data cannot be written"),
-        (["prepare", "--out", tmp_path], "holds other files"),
+        (["prepare", "--out", tmp_path], "holds files that bertology did not write"),
     ]
     for argv, message in cases:
         code, _, err = run_cli(capsys, *argv)

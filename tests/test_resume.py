@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from keras_bertology.data.corpus import default_corpus_paths
 from keras_bertology.errors import CheckpointError, ConfigError, TrainingError
+from keras_bertology.folder_lock import LOCK_FILE
 from keras_bertology.models.roberta import ROBERTA
 from keras_bertology.runs import MODEL_DIR, load_run_model
 from keras_bertology.training.callbacks import CheckpointEveryWindow, MetricHistory, StopOnNonFiniteLoss
@@ -137,12 +138,24 @@ def test_a_non_finite_loss_stops_the_run_before_its_weights_reach_a_checkpoint(t
         StopOnNonFiniteLoss(2, RunCheckpoints(tmp_path / "empty")).on_epoch_end(0, {"loss": float("inf")})
 
 
+# `bertology` with the optimizer's rate 1e29 times the flag's: --learning-rate refuses rates above 10, at
+# which a tiny run's loss stays finite, but 1e30 makes it NaN within the first window.
+DIVERGING_CLI = """
+import sys
+from keras_bertology.cli import main
+from keras_bertology.training import pretrain
+adamw = pretrain.bert_adamw
+pretrain.bert_adamw = lambda rate, *args, **kwargs: adamw(rate * 1e29, *args, **kwargs)
+sys.exit(main(sys.argv[1:]))
+"""
+
+
 @pytest.mark.slow
 def test_a_diverging_pretraining_ends_with_one_line_and_a_non_zero_exit(tmp_path):
     run = subprocess.run(
-        [sys.executable, "-m", "keras_bertology.cli", "pretrain", "--model", "roberta", "--preset", "roberta-tiny",
+        [sys.executable, "-c", DIVERGING_CLI, "pretrain", "--model", "roberta", "--preset", "roberta-tiny",
          "--corpus", str(default_corpus_paths()[0]), "--steps", "6", "--log-every", "3", "--batch-size", "8",
-         "--seq-len", "32", "--vocab-size", "400", "--learning-rate", "1e30", "--out", str(tmp_path / "run"),
+         "--seq-len", "32", "--vocab-size", "400", "--learning-rate", "10", "--out", str(tmp_path / "run"),
          "--export", str(tmp_path / "export")], capture_output=True, text=True)
     assert run.returncode == 2  # the CLI's status for every error it explains
     error = run.stderr.strip().splitlines()[-1]
@@ -275,6 +288,8 @@ def test_runs_killed_at_random_moments_end_with_the_weights_of_an_uninterrupted_
             time.sleep(0.02)
         time.sleep(delay)
         assert process.poll() is None, "the run ended before it could be killed"
+        if reached:  # a run past its first checkpoint holds its folder; the kill below frees it for --resume
+            assert (run_dir / LOCK_FILE).read_text() == f"{process.pid}\n"
         process.send_signal(signal.SIGKILL)
         process.wait()
         _complete_checkpoints_only(run_dir)

@@ -122,7 +122,7 @@ def test_bad_input_gets_one_line_and_nothing_is_trained(tmp_path):
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
     busy = _bertology("study", *SMOKE, "--out", str(tmp_path / "busy"))
-    assert busy.returncode == 2 and "holds other files" in busy.stderr
+    assert busy.returncode == 2 and "holds files that bertology did not write" in busy.stderr
     assert sorted(p.name for p in (tmp_path / "busy").iterdir()) == ["notes.txt"]
 
 

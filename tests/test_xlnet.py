@@ -70,7 +70,8 @@ def test_content_stream_matches_transformers(tmp_path, untie_r):
             for layer in hf.layer[1:]:
                 for name in ("r_w_bias", "r_r_bias", "r_s_bias"):
                     getattr(layer.rel_attn, name).copy_(getattr(hf.layer[0].rel_attn, name))
-    run, _ = _run(hf, tmp_path)
+    run, report = _run(hf, tmp_path)
+    assert run.backbone.encoder.untie_r == untie_r and report.notes == []  # equal biases: one shared set
     token_ids, padding_mask, segment_ids = _batch()
     with torch.no_grad():
         expected = hf(**_torch(token_ids, padding_mask, segment_ids)).last_hidden_state.numpy()
@@ -81,13 +82,64 @@ def test_content_stream_matches_transformers(tmp_path, untie_r):
     assert np.abs(ours[real] - expected[real]).max() <= TOLERANCE
 
 
-def test_untied_biases_refused_when_config_ties_them(tmp_path):
-    from keras_bertology.errors import CheckpointError
+def _tiny_spiece(directory):
+    """A 150-piece unigram spiece.model with XLNet's specials, written to `directory`; its size."""
+    from keras_bertology.data.corpus import default_corpus_paths, read_corpus
+    from keras_bertology.data.tokenizers import XLNET_SPECIAL_TOKENS, train_sentencepiece
 
-    hf = _hf(transformers.XLNetModel, untie_r=False)
-    hf.save_pretrained(str(tmp_path))
-    with pytest.raises(CheckpointError, match="untie_r"):
-        convert_hf_checkpoint(tmp_path)
+    sentences = [s for document in read_corpus(default_corpus_paths()[:1]) for s in document][:2000]
+    trained = train_sentencepiece(sentences, 150, model_type="unigram", byte_fallback=False,
+                                  special_tokens=XLNET_SPECIAL_TOKENS)
+    directory.mkdir()
+    (directory / "spiece.model").write_bytes(trained.model_proto)
+    return 150
+
+
+def test_tied_config_with_differing_layer_biases_converts_per_layer_and_serves(tmp_path, capsys):
+    """untie_r=false in config.json, every layer's biases its own (as after training in transformers,
+    which never reads untie_r): `bertology convert` follows the tensors, on either backend."""
+    from keras_bertology.cli import main
+    from keras_bertology.runs import load_run_model
+
+    hf_dir, run_dir = tmp_path / "hf", tmp_path / "run"
+    config = transformers.XLNetConfig(vocab_size=_tiny_spiece(hf_dir), d_model=24, n_layer=3, n_head=3, d_inner=40,
+                                      initializer_range=0.2, untie_r=False, ff_activation="gelu_new", clamp_len=5)
+    hf = perturbed_hf_model(transformers.XLNetLMHeadModel, config)  # every bias perturbed on its own
+    biases = [layer.rel_attn.r_r_bias.detach().numpy() for layer in hf.transformer.layer]
+    assert not np.array_equal(biases[0], biases[1]) and not np.array_equal(biases[1], biases[2])
+    hf.save_pretrained(str(hf_dir))
+    assert main(["convert", "--from-hf", str(hf_dir), "--out", str(run_dir), "--seq-len", str(LENGTH)]) == 0
+    report = capsys.readouterr().out
+    assert "untie_r=false but the layers' relative attention biases differ" in report and "skipped" not in report
+    run = load_run_model(run_dir)
+    assert run.backbone.encoder.untie_r
+
+    token_ids, padding_mask, segment_ids = _batch(4)
+    perm_mask, target_mapping = _plm_features(5)
+    inputs = _torch(token_ids, padding_mask, segment_ids)
+    reference = transformers.XLNetLMHeadModel.from_pretrained(str(hf_dir)).eval()  # what transformers runs
+    with torch.no_grad():
+        hidden = reference.transformer(**inputs).last_hidden_state.numpy()
+        logits = reference(**inputs, perm_mask=torch.tensor(perm_mask),
+                           target_mapping=torch.tensor(target_mapping)).logits
+    features = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+    ours = run.backbone.predict(features, verbose=0)["sequence_output"]
+    real = padding_mask.astype(bool)
+    assert np.abs(hidden).max() > 1.0 and np.abs(ours[real] - hidden[real]).max() <= TOLERANCE
+    plm = run.pretrainer.predict(dict(features, perm_mask=perm_mask, target_mapping=target_mapping), verbose=0)["plm"]
+    assert np.abs(logits.numpy()).max() > 1.0 and np.abs(plm - logits.numpy()).max() <= TOLERANCE
+
+    if keras.config.backend() != "tensorflow":  # the SavedModel is written and served by TensorFlow
+        return
+    import tensorflow as tf
+
+    assert main(["export", str(run_dir), "--out", str(tmp_path / "export")]) == 0
+    saved_model = tf.saved_model.load(str(tmp_path / "export"))
+    served = saved_model.serve(tf.constant(TEXTS))
+    packed = {name: served[name].numpy() for name in features}
+    expected = run.backbone.predict(packed, verbose=0)["sequence_output"]
+    assert packed["padding_mask"].sum(axis=1).min() > 2  # real pieces besides <sep> <cls>
+    assert np.abs(served["sequence_output"].numpy() - expected).max() <= TOLERANCE
 
 
 def _encoder_outputs(run, token_ids, padding_mask, segment_ids, perm_mask, target_mapping, memory=None,
@@ -104,7 +156,7 @@ def _encoder_outputs(run, token_ids, padding_mask, segment_ids, perm_mask, targe
 def test_query_stream_logits_match_transformers(tmp_path, with_memory, bi_data):
     hf = _hf(transformers.XLNetLMHeadModel, bi_data=bi_data, clamp_len=7)
     run, report = _run(hf, tmp_path)
-    assert report.heads == ["plm"]
+    assert report.heads == ["plm"] and any("bi_data=true" in note for note in report.notes) == bi_data
     token_ids, padding_mask, segment_ids = _batch(1)
     perm_mask, target_mapping = _plm_features(2)
     memory = None
@@ -127,6 +179,28 @@ def test_query_stream_logits_match_transformers(tmp_path, with_memory, bi_data):
         content = hf.transformer(**{k: v for k, v in inputs.items() if k != "target_mapping"}).last_hidden_state
     real = padding_mask.astype(bool)
     assert np.abs(keras.ops.convert_to_numpy(outputs["content"])[real] - content.numpy()[real]).max() <= TOLERANCE
+
+
+def test_untied_lm_head_matches_transformers(tmp_path):
+    """tie_word_embeddings=false: transformers computes with lm_loss.weight, so does the import (its own
+    decoder), through a run folder and back."""
+    from keras_bertology.runs import load_run_model, save_run_model
+
+    hf = _hf(transformers.XLNetLMHeadModel, tie_word_embeddings=False)
+    converted, report = _run(hf, tmp_path / "hf")
+    assert any("lm_loss.weight differs from the word embeddings" in note for note in report.notes)
+    save_run_model(tmp_path / "run", converted)
+    run = load_run_model(tmp_path / "run")
+    assert not run.pretrainer.tie_decoder
+    token_ids, padding_mask, segment_ids = _batch(6)
+    perm_mask, target_mapping = _plm_features(7)
+    reference = transformers.XLNetLMHeadModel.from_pretrained(str(tmp_path / "hf")).eval()
+    with torch.no_grad():
+        expected = reference(**_torch(token_ids, padding_mask, segment_ids, perm_mask=perm_mask,
+                                      target_mapping=target_mapping)).logits.numpy()
+    plm = run.pretrainer.predict({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask,
+                                  "perm_mask": perm_mask, "target_mapping": target_mapping}, verbose=0)["plm"]
+    assert np.abs(expected).max() > 1.0 and np.abs(plm - expected).max() <= TOLERANCE
 
 
 def test_rel_shift_takes_each_query_its_distances():

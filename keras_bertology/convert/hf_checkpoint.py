@@ -4,7 +4,8 @@ Weights are read with safetensors' NumPy loader: no torch, no pickle; single
 files and sharded ones. The family whose `hf_model_types` lists the
 checkpoint's `model_type` maps the tensors (its converter module); this
 module finds it, reads the tokenizer, and reports the tensors present but
-unused instead of silently dropping them.
+unused instead of silently dropping them, and the converter's notes: where
+it followed the tensors over config.json, as transformers does.
 """
 
 import json
@@ -19,11 +20,13 @@ DEFAULT_SEQ_LEN = 128
 
 @dataclass
 class ConversionReport:
-    """What `convert_hf_checkpoint` found: the architecture, the heads imported, tensors skipped."""
+    """What `convert_hf_checkpoint` found: the architecture, the heads imported, tensors skipped, and
+    one line per note of the family's converter."""
 
     architecture: str
     heads: list = field(default_factory=list)
     skipped: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
 
 
 def read_hf_checkpoint(hf_dir):
@@ -98,13 +101,15 @@ def convert_hf_checkpoint(hf_dir, seq_len=None):
 
     config, weights = read_hf_checkpoint(hf_dir)
     family = family_for_model_type(config.get("model_type"))
-    backbone, pretrainer, heads, used = family.convert_hf(config, weights)
+    # A converter may add a fifth item: its notes (lines for the report).
+    backbone, pretrainer, heads, used, *notes = family.convert_hf(config, weights)
     positions = backbone.max_positions
     if seq_len is None:
         seq_len = min(DEFAULT_SEQ_LEN, positions)
     elif seq_len > positions:
         raise CheckpointError(f"--seq-len {seq_len} is above the checkpoint's {positions} positions")
-    report = ConversionReport(architecture=(config.get("architectures") or ["unknown"])[0], heads=heads)
+    report = ConversionReport(architecture=(config.get("architectures") or ["unknown"])[0], heads=heads,
+                              notes=list(notes[0]) if notes else [])
     renamed = rename_legacy_layer_norm(weights)
     report.skipped = sorted(name for name in renamed if name not in used and not name.endswith(BUFFERS))
     tokenizer = load_hf_tokenizer(hf_dir, backbone.vocab_size)

@@ -22,13 +22,14 @@ def check_sizes(config, keys):
 
 
 class WeightSource:
-    """Hands out checkpoint tensors by name, remembering which were used."""
+    """Hands out checkpoint tensors by name, remembering which were used and what the import noted."""
 
     def __init__(self, weights, prefix):
         self.weights = weights
         # Task models (`BertForMaskedLM`, ...) prefix the encoder's names; bare encoders do not.
         self.prefix = prefix if any(name.startswith(prefix) for name in weights) else ""
         self.used = set()
+        self.notes = []  # one line each, for the convert report: where the import read past config.json
 
     def has(self, name):
         return self._key(name) in self.weights
@@ -44,15 +45,59 @@ class WeightSource:
         self.used.add(key)
         return self.weights[key]
 
-    def take_tied_copy(self, name, expected):
-        """Consume `name` when present, refusing it unless it equals `expected` (a tied tensor)."""
-        if not self.has(name):
-            return
-        if not np.array_equal(self.get(name), expected):
-            raise CheckpointError(
-                f"{self.prefix + name} differs from the tensor it should be tied to; "
-                "keras-bertology ties the MLM decoder to the word embeddings"
-            )
+    def take_if_equal(self, name, expected):
+        """Consume `name` when it holds exactly `expected` (a copy of a tied tensor); whether it did."""
+        if not self.has(name) or not np.array_equal(self.weights[self._key(name)], expected):
+            return False
+        self.get(name)
+        return True
+
+
+def ties_word_embeddings(config):
+    """transformers' reading of the flag: true unless config.json sets it to a false value."""
+    return bool(config.get("tie_word_embeddings", True))
+
+
+def untied_decoder(source, name, embeddings, config):
+    """The output decoder [vocab, width] transformers computes logits with, or None where that is
+    `embeddings`, the word embeddings our heads tie it to.
+
+    transformers 5 uses a decoder tensor saved in the folder whatever tie_word_embeddings says (set,
+    it ties the two only where they are equal), and the word embeddings where none is saved, unless
+    tie_word_embeddings is false: that decoder would keep random initial values.
+    """
+    if source.take_if_equal(name, embeddings):
+        return None
+    if not source.has(name):
+        if not ties_word_embeddings(config):
+            raise CheckpointError(f"config.json sets tie_word_embeddings=false but the checkpoint has no {name}: "
+                                  "transformers would compute with a randomly initialised decoder")
+        return None
+    source.notes.append(f"{name} differs from the word embeddings: imported as an untied decoder, "
+                        "the one transformers computes with")
+    return np.asarray(source.get(name))
+
+
+def decoder_bias(source, head, config):
+    """The output bias of a head that holds `{head}.bias` and `{head}.decoder.bias` (BERT, RoBERTa,
+    ALBERT): transformers adds the decoder's own to the logits, and takes `{head}.bias` (tied to it)
+    only where the decoder's is not saved and tie_word_embeddings is not false."""
+    bias, own = f"{head}.bias", f"{head}.decoder.bias"
+    if not source.has(own):
+        if not ties_word_embeddings(config):
+            raise CheckpointError(f"config.json sets tie_word_embeddings=false but the checkpoint has no {own}: "
+                                  "transformers would add a freshly initialised bias to the logits")
+        return source.get(bias)
+    value = source.get(own)
+    if source.has(bias) and not source.take_if_equal(bias, value):
+        source.notes.append(f"{bias} differs from {own}: imported {own}, the bias transformers adds to the logits")
+    return value
+
+
+def load_decoder(head, decoder, name):
+    """Copy an untied decoder [vocab, width] into `head.decoder_kernel`; nothing for a tied one (None)."""
+    if decoder is not None:
+        assign(head.decoder_kernel, np.asarray(decoder).T, name)
 
 
 def assign(variable, value, name):

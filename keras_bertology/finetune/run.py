@@ -23,8 +23,9 @@ from keras_bertology.finetune.options import FinetuneOptions  # noqa: F401  re-e
 from keras_bertology.finetune.report import plot_finetuning, results_markdown
 from keras_bertology.finetune.tasks import TASK_KINDS
 from keras_bertology.models.registry import get_family
-from keras_bertology.output_paths import check_output_folder
+from keras_bertology.output_paths import FINETUNING, claim_outputs
 from keras_bertology.runs import load_run_model
+from keras_bertology.training.callbacks import StopOnNonFiniteStepLoss
 from keras_bertology.training.distributed_fit import replica_batch_size
 from keras_bertology.training.optimization import bert_adamw, layerwise_decay
 from keras_bertology.training.report import write_metrics
@@ -36,9 +37,11 @@ def finetune(options):
     options.validate()
     out = Path(options.out or Path("runs") / f"finetune-{Path(options.task).name}-{datetime.now():%Y%m%d-%H%M%S}")
     export_dir = None if options.no_export else Path(options.export or Path("savedmodels") / out.name)
-    check_output_folder(out, "--out")
-    if export_dir:
-        check_output_folder(export_dir, "--export", replaced=True)
+    with claim_outputs(out, FINETUNING, export_dir):
+        return _finetune(options, out, export_dir)
+
+
+def _finetune(options, out, export_dir):
     task = load_task(options.task, options.max_examples)
     strategy = make_strategy(options.strategy)
     replica_batch_size(options.batch_size, strategy)
@@ -111,12 +114,15 @@ def _steps_per_epoch(examples, batch_size, whole_batches):
 
 def _train_keeping_best(model, kind, task, encoded, options, whole_batches):
     """Train epoch by epoch, scoring dev after each; leaves `model` with the best epoch's weights.
-    Returns (history, best epoch record, step losses)."""
+    Returns (history, best epoch record, step losses). The first step whose loss is not finite ends
+    training with a TrainingError, before anything is written."""
     history, best, losses = [], None, _StepLosses()
     train = _train_dataset(encoded["train"], options, whole_batches)  # built once: each epoch gets a new order
+    diverged = StopOnNonFiniteStepLoss(int(train.cardinality()), advice=(
+        f"Fine-tune with a lower --learning-rate (this run's was {options.learning_rate:g})"))
     for epoch in range(options.epochs):
         fitted = model.fit(train, epochs=epoch + 1, initial_epoch=epoch,
-                           callbacks=[losses], shuffle=False, verbose=options.verbose)
+                           callbacks=[diverged, losses], shuffle=False, verbose=options.verbose)
         dev = _evaluate(kind, model, encoded["dev"], task, "dev", options.batch_size)
         history.append({"epoch": epoch + 1, "train_loss": float(fitted.history["loss"][-1]), "dev": dev})
         _say(options, f"epoch {epoch + 1}: dev " + _scores_text(dev))

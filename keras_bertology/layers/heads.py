@@ -14,7 +14,7 @@ def gather_positions(sequence, positions):
 
 @keras.saving.register_keras_serializable(package="keras_bertology")
 class MaskedLMHead(keras.layers.Layer):
-    """BERT's MLM head: dense + activation + LayerNorm, tied decoder, output bias.
+    """BERT's MLM head: dense + activation + LayerNorm, tied (or own) decoder, output bias.
 
     Given `mask_positions` the head gathers those rows first and computes
     logits only there ([B, P, V] instead of [B, L, V]): with P = 20 of L = 128
@@ -27,6 +27,9 @@ class MaskedLMHead(keras.layers.Layer):
         token_embedding: optional `keras.layers.ReversibleEmbedding` to tie
             the decoder to; it is not serialized, the owning model passes it
             again on reload. Without it the head has its own decoder kernel.
+        tie_decoder: bool; False gives the head its own decoder kernel while
+            `token_embedding` still sets its width (a checkpoint whose decoder
+            differs from its word embeddings, which transformers computes with).
         activation: str, transform activation (a name from `layers.activations`).
         layer_norm_epsilon: float.
         initializer_range: float.
@@ -47,11 +50,13 @@ class MaskedLMHead(keras.layers.Layer):
         activation="gelu",
         layer_norm_epsilon=1e-12,
         initializer_range=0.02,
+        tie_decoder=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.token_embedding = token_embedding
+        self.tie_decoder = tie_decoder
         self.activation = activation
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
@@ -72,7 +77,7 @@ class MaskedLMHead(keras.layers.Layer):
         )
         self.transform.build(hidden_shape)
         self.layer_norm.build(tuple(hidden_shape[:-1]) + (width,))
-        if self.token_embedding is None:
+        if not self._tied:
             self.decoder_kernel = self.add_weight(
                 name="decoder_kernel", shape=(width, self.vocab_size), initializer=init
             )
@@ -85,11 +90,15 @@ class MaskedLMHead(keras.layers.Layer):
         if mask_positions is not None:
             hidden = gather_positions(hidden, mask_positions)
         x = self.layer_norm(self.transform(hidden))
-        if self.token_embedding is not None:
+        if self._tied:
             logits = self.token_embedding(x, reverse=True)
         else:
             logits = ops.matmul(x, ops.cast(self.decoder_kernel, x.dtype))
         return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
+
+    @property
+    def _tied(self):
+        return self.token_embedding is not None and self.tie_decoder
 
     def compute_output_shape(self, hidden_shape, mask_positions_shape=None):
         rows = mask_positions_shape[1] if mask_positions_shape is not None else hidden_shape[1]
@@ -108,6 +117,7 @@ class MaskedLMHead(keras.layers.Layer):
             activation=self.activation,
             layer_norm_epsilon=self.layer_norm_epsilon,
             initializer_range=self.initializer_range,
+            tie_decoder=self.tie_decoder,
         )
         return config
 

@@ -5,6 +5,7 @@ import numbers
 from dataclasses import dataclass
 
 from keras_bertology.errors import ConfigError
+from keras_bertology.flag_ranges import Range
 from keras_bertology.lazy_imports import import_object
 
 
@@ -17,7 +18,8 @@ class FamilyOption:
         kind: int, float or str.
         default: the family's value when the flag is not given.
         help: one line for `--help`.
-        minimum, maximum: the accepted range (inclusive) of a number.
+        minimum, maximum: the accepted range (inclusive) of a number, required for one: the CLI
+            parses the flag with it (`range`) and shows it in --help.
         choices: the accepted values of a string.
         used_by: which builders take it: "masker", "instances", "pretrainer".
     """
@@ -44,14 +46,20 @@ class FamilyOption:
             if value not in self.choices:
                 raise ConfigError(f"{self.flag} must be one of {', '.join(self.choices)} (got {value!r})")
             return value
-        numeric = isinstance(value, numbers.Real) and not isinstance(value, bool)
-        if self.kind is int and numeric and float(value).is_integer():
-            value = int(value)
-        if not numeric or (self.kind is int and not isinstance(value, int)) or not math.isfinite(value) \
-                or not self.minimum <= value <= self.maximum:
-            kind = "a whole number" if self.kind is int else "a number"
-            raise ConfigError(f"{self.flag} must be {kind} from {self.minimum} to {self.maximum} (got {value!r})")
-        return self.kind(value)
+        if self.kind is int and isinstance(value, numbers.Real) and not isinstance(value, (bool, int)) \
+                and math.isfinite(value) and float(value).is_integer():
+            value = int(value)  # 3.0 is 3
+        return self.kind(self.range.check(value, self.flag))
+
+    @property
+    def range(self):
+        """The accepted numbers (`flag_ranges.Range`), which the CLI also parses the flag with; None for str."""
+        return None if self.kind is str else Range(self.kind, self.minimum, self.maximum)
+
+    def __post_init__(self):
+        """A number without bounds would reach the CLI without a range: refused where it is declared."""
+        if self.kind is not str and (self.minimum is None or self.maximum is None):
+            raise TypeError(f"FamilyOption {self.name}: a number needs a minimum and a maximum")
 
 
 @dataclass(frozen=True)
@@ -97,7 +105,9 @@ class ModelFamily:
             the input pipeline keeps their order, and the instance and
             pretrainer builders receive `batch_size` (per replica).
         converter_path: `convert(family, config, weights) -> (backbone,
-            pretrainer or None, head names, tensor names used)`.
+            pretrainer or None, head names, tensor names used[, notes])`;
+            notes are lines for the convert report (where the import
+            followed the tensors over config.json, as transformers does).
         xla_on_cpu: False where XLA's CPU backend makes the family's step
             slower than TensorFlow's own kernels: `--xla auto` then leaves
             it uncompiled on a machine without an accelerator.

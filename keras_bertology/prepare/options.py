@@ -4,6 +4,7 @@ import dataclasses
 import math
 import os
 
+from keras_bertology import flag_ranges as ranges
 from keras_bertology.data.corpus import CORPUS_FORMATS
 from keras_bertology.errors import ConfigError
 from keras_bertology.models.registry import DEFAULT_MODEL, DEFAULT_PRESET
@@ -14,6 +15,10 @@ from keras_bertology.training.options import PretrainOptions
 SHARD_TEXT_BYTES = 16 * 2**20
 # A gzip-compressed corpus file holds about this many times its size in text.
 GZIP_RATIO = 3
+# prepare's own numeric options and their ranges (those of the CLI's flags); the data options are
+# checked as pretrain's.
+_RANGES = {"shards": ranges.SHARDS, "workers": ranges.WORKERS, "replicas": ranges.REPLICAS,
+           "tokenizer_sample_mb": ranges.TOKENIZER_SAMPLE_MB}
 
 
 @dataclasses.dataclass
@@ -61,13 +66,7 @@ class PrepareOptions:
         if self.corpus_format not in CORPUS_FORMATS:
             raise ConfigError(f"--corpus-format must be one of {', '.join(CORPUS_FORMATS)} "
                               f"(got {self.corpus_format!r})")
-        for name in ("shards", "workers", "replicas"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ConfigError(f"--{name} must be a whole number of at least 1 (got {value!r})")
-        if not (isinstance(self.tokenizer_sample_mb, (int, float)) and math.isfinite(self.tokenizer_sample_mb)
-                and self.tokenizer_sample_mb > 0):
-            raise ConfigError(f"--tokenizer-sample-mb must be a positive number (got {self.tokenizer_sample_mb!r})")
+        ranges.check_options(self, _RANGES, optional=("shards", "workers"))
         if not self.text_field:
             raise ConfigError("--text-field must name a field")
         if family.stream_batches and self.batch_size % self.replicas:

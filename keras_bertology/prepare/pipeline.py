@@ -45,7 +45,7 @@ from keras_bertology.data.tokenizers import CONFIG_FILE as TOKENIZER_CONFIG
 from keras_bertology.data.tokenizers import WordPieceTokenizer, load_tokenizer
 from keras_bertology.errors import BertologyError, ConfigError, CorpusError
 from keras_bertology.models.registry import get_family
-from keras_bertology.output_paths import check_output_folder
+from keras_bertology.output_paths import PREPARED_DATA, claim_output_folder
 from keras_bertology.prepare.options import GZIP_RATIO
 from keras_bertology.training.fill_mask import hold_out_sentences
 from keras_bertology.training.options import RECIPE_FIELDS
@@ -67,10 +67,14 @@ PARTS_DIR = "parts"
 def prepare(options):
     """Run `bertology prepare`; returns the manifest written to `options.out`."""
     family = options.validate()
-    check_output_folder(options.out, "--out", replaced=True)
-    out = Path(options.out)
-    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST_FILE).is_file():
-        raise ConfigError(f"--out {out} holds other files; prepared data replaces its folder: choose a new one")
+    with claim_output_folder(options.out, "--out", PREPARED_DATA, replaced=True):
+        manifest = _prepare(family, options)
+    _report(manifest, options)
+    return manifest
+
+
+def _prepare(family, options):
+    """The shards, tokenizer and manifest, written to a staging folder that replaces --out at the end."""
     files = corpus_files(options.corpus or default_corpus_paths())
     corpus_bytes = sum(f.stat().st_size * (GZIP_RATIO if f.name.lower().endswith(".gz") else 1) for f in files)
     shards = options.shard_count(corpus_bytes)
@@ -100,7 +104,6 @@ def prepare(options):
         manifest = _manifest(FORMAT, VERSION, recipe, fingerprint, summaries, bad, files, options, seconds)
         manifest["held_out"] = held_out
         (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2))
-    _report(manifest, options)
     return manifest
 
 

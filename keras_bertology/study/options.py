@@ -4,10 +4,13 @@ import dataclasses
 import json
 from pathlib import Path
 
+from keras_bertology import flag_ranges as ranges
 from keras_bertology.errors import ConfigError
 from keras_bertology.study.arms import ARM_NAMES, SCALES
 
 DEFAULT_TASKS = ("bbc-news", "wnut16")
+# The numeric options and their ranges: those of the CLI's flags.
+_RANGES = {"seeds": ranges.STUDY_SEEDS, "seed": ranges.SEED, "vocab_size": ranges.VOCAB_SIZE}
 
 
 @dataclasses.dataclass
@@ -47,12 +50,7 @@ class StudyOptions:
         if len(set(names)) != len(names):
             raise ConfigError(f"--tasks names two tasks alike ({', '.join(names)}): each task's results are kept "
                               "under its folder's name")
-        for name in ("seeds", "vocab_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"--{name.replace('_', '-')} must be a whole number of at least 1 (got {value!r})")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**31:
-            raise ConfigError(f"--seed must be a whole number from 0 to {2**31 - 1} (got {self.seed!r})")
+        ranges.check_options(self, _RANGES)
         return SCALES[self.scale]
 
     def plan_key(self):

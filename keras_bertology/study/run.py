@@ -27,7 +27,7 @@ from keras_bertology.errors import ConfigError
 from keras_bertology.finetune.datasets import load_task
 from keras_bertology.finetune.options import FinetuneOptions
 from keras_bertology.models.registry import get_family
-from keras_bertology.output_paths import check_output_folder
+from keras_bertology.output_paths import STUDY, claim_output_folder
 from keras_bertology.study.arms import ARMS
 from keras_bertology.study.compute import PROBE_STEPS, arm_tokenizer, flops_per_step, read_documents, seed_run_folder
 from keras_bertology.study.options import StudyOptions  # noqa: F401  re-exported
@@ -44,7 +44,11 @@ def study(options):
     # The study builds dozens of models in one process; TensorFlow warns each time it traces one again.
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
     out = Path(options.out)
-    check_output_folder(out, "--out")
+    with claim_output_folder(out, "--out", STUDY):
+        return _study(options, scale, out)
+
+
+def _study(options, scale, out):
     state = _State.open(out, options)
     for task in options.tasks:
         load_task(task, scale.finetune_max_examples)  # a bad task folder stops the study before any training
@@ -215,8 +219,6 @@ class _State(dict):
             if changed:
                 raise ConfigError(f"{out} holds a study with other options (changed: {', '.join(changed)}); "
                                   "resume it with the same options, or choose another --out")
-        elif out.is_dir() and any(out.iterdir()):
-            raise ConfigError(f"--out {out} holds other files; give a new or empty folder for a study")
         else:
             state = cls(options=key, flops_per_step={}, pretrain={}, finetune={})
         state.path = path

@@ -1,4 +1,4 @@
-"""Callbacks for pretraining runs: metric history, throughput, resumable checkpoints."""
+"""Callbacks for training runs: metric history, throughput, resumable checkpoints, a stop at a diverged loss."""
 
 import math
 import time
@@ -6,6 +6,9 @@ import time
 import keras
 
 from keras_bertology.errors import TrainingError
+
+# What a stopped pretraining run should try instead.
+RESTART_ADVICE = "Start a new run (another --out) with a lower --learning-rate, or in --precision float32"
 
 
 class MetricHistory(keras.callbacks.Callback):
@@ -74,23 +77,44 @@ class StopOnNonFiniteLoss(keras.callbacks.Callback):
 
     It must come first in the callback list, so that the window's diverged
     weights never reach a checkpoint: the newest checkpoint stays the last
-    good state.
+    good state. Without `checkpoints`, the run writes nothing before training
+    ends (fine-tuning), which the message says. `advice` ends the message:
+    what to try instead.
     """
 
-    def __init__(self, steps_per_window, checkpoints):
+    def __init__(self, steps_per_window, checkpoints=None, advice=RESTART_ADVICE):
         super().__init__()
         self.steps_per_window = steps_per_window
         self.checkpoints = checkpoints
+        self.advice = advice
 
     def on_epoch_end(self, epoch, logs=None):
-        loss = float((logs or {}).get("loss", 0.0))
-        if math.isfinite(loss):
-            return
         first, last = epoch * self.steps_per_window + 1, (epoch + 1) * self.steps_per_window
+        self._check(logs, f"between steps {first} and {last}")
+
+    def _check(self, logs, when):
+        loss = float((logs or {}).get("loss", 0.0))
+        if not math.isfinite(loss):
+            raise TrainingError(f"the loss became {loss} {when}; training stopped and {self._kept()}. {self.advice}")
+
+    def _kept(self):
+        if self.checkpoints is None:
+            return "nothing was written"
         latest = self.checkpoints.latest()
-        kept = (f"the last good checkpoint, {latest[0]} (step {latest[1]}), is kept" if latest
+        return (f"the last good checkpoint, {latest[0]} (step {latest[1]}), is kept" if latest
                 else "no checkpoint was written before it")
-        raise TrainingError(
-            f"the loss became {loss} between steps {first} and {last}; training stopped and {kept}. "
-            "Start a new run (another --out) with a lower --learning-rate, or in --precision float32"
-        )
+
+
+class StopOnNonFiniteStepLoss(StopOnNonFiniteLoss):
+    """The same stop, checked after every step too: the first diverged step ends training.
+
+    For fine-tuning, whose steps hand their loss to the host anyway (for its
+    curve); pretraining checks once a window, sparing each step a wait on
+    the device. Each Keras epoch is `steps_per_window` steps.
+    """
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._check(logs, f"at step {self._epoch * self.steps_per_window + batch + 1}")

@@ -8,6 +8,7 @@ import dataclasses
 import math
 import os
 
+from keras_bertology import flag_ranges as ranges
 from keras_bertology.errors import ConfigError
 from keras_bertology.models.registry import DEFAULT_MODEL, DEFAULT_PRESET, check_preset, get_family
 
@@ -26,7 +27,11 @@ RECIPE_FIELDS = ("model", "seq_len", "vocab_size", "masking", "packing", "whole_
                  "max_predictions")
 # The sizes `encoder` may set: a preset's architecture at another depth and width.
 ENCODER_SIZES = ("num_layers", "hidden_size", "num_heads", "intermediate_size")
-_POSITIVE_INTS = ("steps", "batch_size", "seq_len", "vocab_size", "dupe_factor", "log_every")
+# The numeric options and their ranges: those of the CLI's flags.
+_RANGES = {"steps": ranges.STEPS, "batch_size": ranges.BATCH_SIZE, "seq_len": ranges.SEQ_LEN,
+           "vocab_size": ranges.VOCAB_SIZE, "dupe_factor": ranges.DUPE_FACTOR, "log_every": ranges.LOG_EVERY,
+           "max_predictions": ranges.MAX_PREDICTIONS, "learning_rate": ranges.LEARNING_RATE,
+           "layer_decay": ranges.LAYER_DECAY, "seed": ranges.SEED}
 _SPECIAL_POSITIONS = 3  # [CLS] and up to two [SEP]s are never masked
 
 
@@ -74,17 +79,12 @@ class PretrainOptions:
         check_preset(family, self.preset)
         if self.no_export and self.export:
             raise ConfigError("--export and --no-export contradict each other; keep one")
-        for name in _POSITIVE_INTS + (("max_predictions",) if self.max_predictions is not None else ()):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{_flag(name)} must be a whole number of at least 1 (got {value!r})")
+        ranges.check_options(self, _RANGES, optional=("max_predictions", "learning_rate"))
         max_positions = family.presets[self.preset]["config"]["max_positions"]
         if self.seq_len > max_positions:
             raise ConfigError(
                 f"--seq-len {self.seq_len} is above the {max_positions} positions of {self.preset}"
             )
-        if self.seq_len < 8:
-            raise ConfigError(f"--seq-len {self.seq_len} is too short; use at least 8")
         if self.max_predictions is not None and self.max_predictions > self.seq_len - _SPECIAL_POSITIONS:
             raise ConfigError(
                 f"--max-predictions {self.max_predictions} is above the "
@@ -95,17 +95,11 @@ class PretrainOptions:
         _check_choice("precision", self.precision, PRECISIONS)
         _check_choice("xla", self.xla, XLA_CHOICES)
         _check_choice("strategy", self.strategy, STRATEGIES)
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**31:
-            raise ConfigError(f"--seed must be a whole number from 0 to {2**31 - 1} (got {self.seed!r})")
         if self.packing is not None and self.packing not in family.packings:
             raise ConfigError(
                 f"--packing {self.packing} does not apply to --model {family.name}, "
                 + (f"which takes {', '.join(family.packings)}" if family.packings else "which takes none")
             )
-        if self.learning_rate is not None and (
-                not isinstance(self.learning_rate, (int, float)) or not math.isfinite(self.learning_rate)
-                or self.learning_rate <= 0):
-            raise ConfigError(f"--learning-rate must be a finite number above 0 (got {self.learning_rate!r})")
         if self.family_options is not None and not isinstance(self.family_options, dict):
             raise ConfigError(f"family_options must be a dict (got {self.family_options!r})")
         family.option_values(self.family_options)
@@ -116,9 +110,6 @@ class PretrainOptions:
                     or step % window:
                 raise ConfigError(f"snapshot step {step!r} is not the end of a logged window of this run "
                                   f"(every {window} steps, up to {self.windows * window})")
-        if not isinstance(self.layer_decay, (int, float)) or not math.isfinite(self.layer_decay) \
-                or not 0 < self.layer_decay <= 1:
-            raise ConfigError(f"--layer-decay must be a number in (0, 1] (got {self.layer_decay!r})")
         return family
 
     def _check_encoder(self, family):

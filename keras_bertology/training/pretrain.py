@@ -27,7 +27,7 @@ from keras_bertology.data.tokenizers import load_tokenizer
 from keras_bertology.errors import ConfigError, CorpusError
 from keras_bertology.export import export_saved_model
 from keras_bertology.export.from_other_backend import export_in_tensorflow
-from keras_bertology.output_paths import check_output_folder
+from keras_bertology.output_paths import PRETRAINING_RUN, claim_outputs
 from keras_bertology.runs import RunModel, save_run_model
 from keras_bertology.training.callbacks import (
     CheckpointEveryWindow, MetricHistory, SnapshotAtSteps, StopOnNonFiniteLoss)
@@ -68,24 +68,21 @@ def pretrain(options, given=()):
     run_name = Path(options.out).name if options.out else _default_run_name(options)
     run_dir = Path(options.out or Path("runs") / run_name)
     export_dir = None if options.no_export else Path(options.export or Path("savedmodels") / run_name)
-    check_output_folder(run_dir, "--out")
-    if export_dir:
-        check_output_folder(export_dir, "--export", replaced=True)
-    source = _Source(manifest) if manifest else _Source.read(options)
     chief = is_chief(strategy)
-    created = not run_dir.exists()
-    checkpoints = RunCheckpoints(run_dir, writer=chief)
-    try:
+    with claim_outputs(run_dir, PRETRAINING_RUN, export_dir, writer=chief) as run_claim:  # the chief writes
+        source = _Source(manifest) if manifest else _Source.read(options)
+        checkpoints = RunCheckpoints(run_dir, writer=chief)
         try:
-            return _pretrain(family, options, source, run_dir, export_dir, checkpoints, strategy)
-        except tf.errors.DataLossError as error:  # a damaged record inside a shard (their headers were checked)
-            raise CorpusError(f"a record of the shards in {options.data} is damaged "
-                              f"({error.message.splitlines()[0]}); prepare the data again (a run with "
-                              "checkpoints can then --resume)") from None
-    except BaseException:
-        if chief and created and checkpoints.latest() is None:
-            shutil.rmtree(run_dir, ignore_errors=True)
-        raise
+            try:
+                return _pretrain(family, options, source, run_dir, export_dir, checkpoints, strategy)
+            except tf.errors.DataLossError as error:  # a damaged record inside a shard (their headers were checked)
+                raise CorpusError(f"a record of the shards in {options.data} is damaged "
+                                  f"({error.message.splitlines()[0]}); prepare the data again (a run with "
+                                  "checkpoints can then --resume)") from None
+        except BaseException:
+            if chief and run_claim.created and checkpoints.latest() is None:
+                shutil.rmtree(run_dir, ignore_errors=True)
+            raise
 
 
 class _Source:

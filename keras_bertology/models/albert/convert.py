@@ -4,9 +4,12 @@ from keras_bertology.convert.hf_weights import (
     WeightSource,
     assign,
     check_sizes,
+    decoder_bias,
+    load_decoder,
     load_dense,
     load_layer_norm,
     rename_legacy_layer_norm,
+    untied_decoder,
 )
 from keras_bertology.errors import CheckpointError
 
@@ -39,21 +42,26 @@ def backbone_kwargs_from_hf(config, use_pooler=True):
 
 
 def convert(family, config, weights):
-    """(backbone, pretrainer or None, heads imported, names used) from an ALBERT checkpoint."""
+    """(backbone, pretrainer or None, heads imported, names used, notes) from an ALBERT checkpoint."""
     weights = rename_legacy_layer_norm(weights)
     use_pooler = "albert.pooler.weight" in weights or "pooler.weight" in weights
     backbone = family.backbone_cls(**backbone_kwargs_from_hf(config, use_pooler))
     source = WeightSource(weights, prefix="albert.")
     _load_backbone(backbone, source)
     heads, pretrainer = ["pooler"] if use_pooler else [], None
+    notes = []
     if "predictions.dense.weight" in weights:
         sop = "sop_classifier.classifier.weight" in weights
-        pretrainer = family.pretrainer_cls(backbone, sentence_task="sop" if sop else None)
         head_source = WeightSource(weights, prefix="")
-        _load_heads(pretrainer, head_source, sop)
+        decoder = untied_decoder(head_source, "predictions.decoder.weight",
+                                 backbone.token_embedding.embeddings.numpy(), config)
+        pretrainer = family.pretrainer_cls(backbone, sentence_task="sop" if sop else None,
+                                           tie_decoder=decoder is None)
+        _load_heads(pretrainer, head_source, sop, decoder, config)
         source.used |= head_source.used
+        notes = head_source.notes
         heads += ["mlm", "sop"] if sop else ["mlm"]
-    return backbone, pretrainer, heads, source.used
+    return backbone, pretrainer, heads, source.used, notes
 
 
 def _load_backbone(backbone, source):
@@ -85,12 +93,11 @@ def _load_block(block, source, prefix):
     load_layer_norm(block.output_norm, source, f"{prefix}.full_layer_layer_norm")
 
 
-def _load_heads(pretrainer, source, sop):
+def _load_heads(pretrainer, source, sop, decoder, config):
     head = pretrainer.get_layer("mlm_head")
     load_dense(head.transform, source, "predictions.dense")
     load_layer_norm(head.layer_norm, source, "predictions.LayerNorm")
-    assign(head.output_bias, source.get("predictions.bias"), "predictions.bias")
-    source.take_tied_copy("predictions.decoder.weight", head.token_embedding.embeddings.numpy())
-    source.take_tied_copy("predictions.decoder.bias", source.get("predictions.bias"))
+    assign(head.output_bias, decoder_bias(source, "predictions", config), "predictions.bias")
+    load_decoder(head, decoder, "predictions.decoder.weight")
     if sop:
         load_dense(pretrainer.get_layer("sop_head").classifier, source, "sop_classifier.classifier")

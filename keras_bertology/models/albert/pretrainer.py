@@ -22,9 +22,11 @@ class AlbertPretrainer(Pretrainer):
     Args:
         backbone: an `AlbertBackbone`.
         sentence_task: "sop" (ALBERT), "nsp" (BERT's task, for an ablation) or None (MLM only).
+        tie_decoder: bool; False gives the MLM head an E x V decoder of its own
+            instead of the token embeddings (an imported untied checkpoint).
     """
 
-    def __init__(self, backbone, sentence_task="sop", **kwargs):
+    def __init__(self, backbone, sentence_task="sop", tie_decoder=True, **kwargs):
         if sentence_task not in (*SENTENCE_TASKS, None):
             raise ValueError(f"sentence_task must be one of {sorted(SENTENCE_TASKS)} or None, got {sentence_task!r}")
         inputs = dict(backbone.input)
@@ -34,7 +36,7 @@ class AlbertPretrainer(Pretrainer):
             "mlm": MaskedLMHead(
                 backbone.vocab_size, token_embedding=backbone.token_embedding, activation=backbone.activation,
                 layer_norm_epsilon=backbone.layer_norm_epsilon, initializer_range=backbone.initializer_range,
-                dtype=backbone.dtype_policy, name="mlm_head",
+                tie_decoder=tie_decoder, dtype=backbone.dtype_policy, name="mlm_head",
             )(encoded["sequence_output"], inputs["mask_positions"]),
         }
         objectives = [MLM]
@@ -48,11 +50,12 @@ class AlbertPretrainer(Pretrainer):
             objectives.append(SENTENCE_TASKS[sentence_task])
         super().__init__(backbone, inputs, outputs, objectives, **kwargs)
         self.sentence_task = sentence_task
+        self.tie_decoder = tie_decoder
 
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable,
                 "backbone": keras.saving.serialize_keras_object(self.backbone),
-                "sentence_task": self.sentence_task}
+                "sentence_task": self.sentence_task, "tie_decoder": self.tie_decoder}
 
     @classmethod
     def from_config(cls, config):

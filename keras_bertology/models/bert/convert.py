@@ -10,9 +10,12 @@ from keras_bertology.convert.hf_weights import (
     WeightSource,
     assign,
     check_sizes,
+    decoder_bias,
+    load_decoder,
     load_dense,
     load_layer_norm,
     rename_legacy_layer_norm,
+    untied_decoder,
 )
 from keras_bertology.errors import CheckpointError
 
@@ -22,18 +25,19 @@ _REQUIRED_SIZES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attent
 
 
 def convert(family, config, weights):
-    """(backbone, pretrainer or None, heads imported, names used) from a checkpoint of `family`."""
+    """(backbone, pretrainer or None, heads imported, names used, notes) from a checkpoint of `family`."""
     _, kwargs = backbone_kwargs_from_hf(config, weights)
     backbone = family.backbone_cls(**kwargs)
     used = set(load_hf_weights_into_backbone(backbone, weights, config))
     heads = ["pooler"] if backbone.use_pooler else []
-    pretrainer = None
+    pretrainer, notes = None, []
     if has_mlm_head(weights):
         nsp = has_nsp_head(weights) and backbone.use_pooler
-        pretrainer = family.pretrainer_cls(backbone, next_sentence_prediction=nsp)
-        used |= load_hf_heads_into_pretrainer(pretrainer, weights)
+        pretrainer, head_names, notes = load_hf_pretrainer(family.pretrainer_cls, backbone, weights, config,
+                                                           next_sentence_prediction=nsp)
+        used |= head_names
         heads += ["mlm", "nsp"] if nsp else ["mlm"]
-    return backbone, pretrainer, heads, used
+    return backbone, pretrainer, heads, used, notes
 
 
 def backbone_kwargs_from_hf(config, weights=None):
@@ -73,6 +77,8 @@ def encoder_kwargs(config, use_pooler):
         )
     if config.get("position_embedding_type", "absolute") != "absolute":
         raise CheckpointError("only absolute position embeddings are supported")
+    if config.get("is_decoder"):  # transformers then masks attention causally
+        raise CheckpointError("config.json: is_decoder=true (causal self-attention) is not supported")
     return dict(
         vocab_size=config["vocab_size"],
         num_layers=config["num_hidden_layers"],
@@ -152,22 +158,23 @@ def has_nsp_head(weights):
     return "cls.seq_relationship.weight" in weights
 
 
-def load_hf_heads_into_pretrainer(pretrainer, weights):
-    """Copy the MLM (and, when present, NSP) head of a checkpoint into `pretrainer`; returns names used."""
+def load_hf_pretrainer(pretrainer_cls, backbone, weights, config, **kwargs):
+    """`(pretrainer, names used, notes)`: `pretrainer_cls(backbone, **kwargs)` holding the checkpoint's
+    MLM head (and NSP head, when `kwargs` asks for it), its decoder tied to the word embeddings unless
+    the checkpoint's differs (which transformers computes with)."""
     source = WeightSource(rename_legacy_layer_norm(weights), prefix="")
+    name = "lm_head" if source.has("lm_head.dense.weight") else "cls.predictions"
+    decoder = untied_decoder(source, f"{name}.decoder.weight", backbone.token_embedding.embeddings.numpy(), config)
+    pretrainer = pretrainer_cls(backbone, tie_decoder=decoder is None, **kwargs)
     head = pretrainer.get_layer("mlm_head")
-    word_embeddings = head.token_embedding.embeddings.numpy()
-    if source.has("lm_head.dense.weight"):
-        name, bias = "lm_head", "lm_head.bias"
+    if name == "lm_head":
         load_dense(head.transform, source, "lm_head.dense")
         load_layer_norm(head.layer_norm, source, "lm_head.layer_norm")
     else:
-        name, bias = "cls.predictions", "cls.predictions.bias"
         load_dense(head.transform, source, "cls.predictions.transform.dense")
         load_layer_norm(head.layer_norm, source, "cls.predictions.transform.LayerNorm")
-    assign(head.output_bias, source.get(bias), bias)
-    source.take_tied_copy(f"{name}.decoder.weight", word_embeddings)
-    source.take_tied_copy(f"{name}.decoder.bias", source.get(bias))
+    assign(head.output_bias, decoder_bias(source, name, config), f"{name}.bias")
+    load_decoder(head, decoder, f"{name}.decoder.weight")
     if pretrainer.next_sentence_prediction:
         load_dense(pretrainer.get_layer("nsp_head").classifier, source, "cls.seq_relationship")
-    return source.used
+    return pretrainer, source.used, source.notes

@@ -27,6 +27,8 @@ class BertPretrainer(Pretrainer):
         next_sentence_prediction: bool, add the NSP objective.
         mlm_activation: str, activation of the MLM head's transform; None takes
             the backbone's, as BERT's head does.
+        tie_decoder: bool; False gives the MLM head a decoder of its own
+            instead of the token embeddings (an imported untied checkpoint).
 
     Example:
         >>> from keras_bertology.models import BertBackbone, BertPretrainer
@@ -36,7 +38,7 @@ class BertPretrainer(Pretrainer):
         >>> model.compile()
     """
 
-    def __init__(self, backbone, next_sentence_prediction=True, mlm_activation=None, **kwargs):
+    def __init__(self, backbone, next_sentence_prediction=True, mlm_activation=None, tie_decoder=True, **kwargs):
         mlm_activation = mlm_activation or backbone.activation
         inputs = dict(backbone.input)
         inputs["mask_positions"] = keras.Input((None,), dtype="int32", name="mask_positions")
@@ -47,6 +49,7 @@ class BertPretrainer(Pretrainer):
             activation=mlm_activation,
             layer_norm_epsilon=backbone.layer_norm_epsilon,
             initializer_range=backbone.initializer_range,
+            tie_decoder=tie_decoder,
             dtype=backbone.dtype_policy,
             name="mlm_head",
         )
@@ -62,6 +65,7 @@ class BertPretrainer(Pretrainer):
         super().__init__(backbone, inputs, outputs, objectives, **kwargs)
         self.next_sentence_prediction = next_sentence_prediction
         self.mlm_activation = mlm_activation
+        self.tie_decoder = tie_decoder
 
     def get_config(self):
         return {
@@ -70,6 +74,7 @@ class BertPretrainer(Pretrainer):
             "backbone": keras.saving.serialize_keras_object(self.backbone),
             "next_sentence_prediction": self.next_sentence_prediction,
             "mlm_activation": self.mlm_activation,
+            "tie_decoder": self.tie_decoder,
         }
 
     @classmethod

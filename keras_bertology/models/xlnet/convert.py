@@ -1,8 +1,21 @@
-"""Hugging Face XLNet checkpoints: XLNetModel (encoder) and XLNetLMHeadModel (encoder + tied LM head)."""
+"""Hugging Face XLNet checkpoints: XLNetModel (encoder) and XLNetLMHeadModel (encoder + LM head).
+
+transformers' XLNet never reads `untie_r`: every layer owns its relative
+biases. So does the import where the tensors differ between layers, whatever
+config.json says; where they are equal one shared set computes the same.
+"""
 
 import numpy as np
 
-from keras_bertology.convert.hf_weights import WeightSource, assign, check_sizes, load_dense, load_layer_norm
+from keras_bertology.convert.hf_weights import (
+    WeightSource,
+    assign,
+    check_sizes,
+    load_decoder,
+    load_dense,
+    load_layer_norm,
+    untied_decoder,
+)
 from keras_bertology.errors import CheckpointError
 
 BIAS_NAMES = ("r_w_bias", "r_r_bias", "r_s_bias")  # content, position, segment: our order
@@ -34,18 +47,28 @@ def _heads_kernel(tensor, hidden):
     return np.asarray(tensor).reshape(hidden, -1)
 
 
+def relative_biases(source, num_layers):
+    """[layers, 3, heads, head size]: each layer's content, position and segment biases."""
+    biases = [[np.asarray(source.get(f"layer.{i}.rel_attn.{name}")) for name in BIAS_NAMES] for i in range(num_layers)]
+    shapes = sorted({bias.shape for layer in biases for bias in layer})
+    if len(shapes) > 1:
+        raise CheckpointError(f"the layers' rel_attn biases differ in shape: {', '.join(map(str, shapes))}")
+    return np.asarray(biases)
+
+
+def layers_share_biases(biases):
+    return all(np.array_equal(layer, biases[0]) for layer in biases)
+
+
 def load_encoder(encoder, source):
     """All encoder tensors from `source` (names without the `transformer.` prefix)."""
     hidden = encoder.hidden_size
     assign(encoder.word_embedding.embeddings, source.get("word_embedding.weight"), "word_embedding.weight")
     assign(encoder.mask_embedding, np.asarray(source.get("mask_emb")).reshape(-1), "mask_emb")
-    biases = [[source.get(f"layer.{i}.rel_attn.{name}") for name in BIAS_NAMES] for i in range(encoder.num_layers)]
-    if encoder.untie_r:
-        assign(encoder.relative_biases, np.stack([np.stack(layer) for layer in biases]), "rel_attn biases")
-    else:
-        if any(not np.array_equal(np.stack(layer), np.stack(biases[0])) for layer in biases):
-            raise CheckpointError("config.json says untie_r=false but the layers' relative biases differ")
-        assign(encoder.relative_biases, np.stack(biases[0]), "rel_attn biases")
+    biases = relative_biases(source, encoder.num_layers)
+    if not (encoder.untie_r or layers_share_biases(biases)):
+        raise CheckpointError("the layers' rel_attn biases differ: they need an encoder with untie_r=True")
+    assign(encoder.relative_biases, biases if encoder.untie_r else biases[0], "rel_attn biases")
     for index, block in enumerate(encoder.blocks):
         prefix = f"layer.{index}."
         attention = block.block.attention
@@ -64,16 +87,26 @@ def load_encoder(encoder, source):
 
 
 def convert(family, config, weights):
-    """(backbone, pretrainer or None, heads imported, names used) from an XLNet checkpoint."""
+    """(backbone, pretrainer or None, heads imported, names used, notes) from an XLNet checkpoint."""
     from keras_bertology.models.xlnet.pretrainer import XLNetPretrainer
 
-    backbone = family.backbone_cls(**backbone_kwargs(config))
+    kwargs = backbone_kwargs(config)
     source = WeightSource(weights, prefix="transformer.")
+    if not kwargs["untie_r"] and not layers_share_biases(relative_biases(source, kwargs["num_layers"])):
+        kwargs["untie_r"] = True
+        source.notes.append("config.json says untie_r=false but the layers' relative attention biases differ: "
+                            "imported per layer (untie_r=true), as transformers uses them")
+    if config.get("bi_data"):
+        source.notes.append("config.json sets bi_data=true, with which transformers reads the second half of every "
+                            "batch backwards, at inference too: this import reads every row forwards")
+    backbone = family.backbone_cls(**kwargs)
     load_encoder(backbone.encoder, source)
     heads = WeightSource(weights, prefix="")
     if not heads.has("lm_loss.bias"):
-        return backbone, None, [], source.used
-    pretrainer = XLNetPretrainer(backbone)
-    assign(pretrainer.get_layer("plm_head").bias, heads.get("lm_loss.bias"), "lm_loss.bias")
-    heads.take_tied_copy("lm_loss.weight", backbone.token_embedding.embeddings.numpy())
-    return backbone, pretrainer, ["plm"], source.used | heads.used
+        return backbone, None, [], source.used, source.notes
+    decoder = untied_decoder(heads, "lm_loss.weight", backbone.token_embedding.embeddings.numpy(), config)
+    pretrainer = XLNetPretrainer(backbone, tie_decoder=decoder is None)
+    head = pretrainer.get_layer("plm_head")
+    assign(head.bias, heads.get("lm_loss.bias"), "lm_loss.bias")
+    load_decoder(head, decoder, "lm_loss.weight")
+    return backbone, pretrainer, ["plm"], source.used | heads.used, source.notes + heads.notes

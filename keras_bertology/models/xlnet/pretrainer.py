@@ -13,18 +13,29 @@ PLM_INPUTS = ("perm_mask", "target_mapping")
 
 @keras.saving.register_keras_serializable(package="keras_bertology")
 class TiedOutputBias(keras.layers.Layer):
-    """Logits = x E^T + b with E the (tied) token embedding: XLNet's LM head, nothing in between."""
+    """Logits = x E^T + b with E the (tied) token embedding: XLNet's LM head, nothing in between.
 
-    def __init__(self, token_embedding, **kwargs):
+    `tie_decoder=False` puts a decoder kernel of its own in place of E (an imported checkpoint
+    whose decoder differs from its word embeddings, which transformers computes with).
+    """
+
+    def __init__(self, token_embedding, tie_decoder=True, **kwargs):
         super().__init__(**kwargs)
         self.token_embedding = token_embedding
+        self.tie_decoder = tie_decoder
 
     def build(self, hidden_shape):
-        self.bias = self.add_weight(shape=(self.token_embedding.input_dim,), initializer="zeros", name="bias")
+        vocab_size = self.token_embedding.input_dim
+        if not self.tie_decoder:
+            self.decoder_kernel = self.add_weight(shape=(hidden_shape[-1], vocab_size), name="decoder_kernel")
+        self.bias = self.add_weight(shape=(vocab_size,), initializer="zeros", name="bias")
         self.built = True
 
     def call(self, hidden):
-        logits = self.token_embedding(hidden, reverse=True)
+        if self.tie_decoder:
+            logits = self.token_embedding(hidden, reverse=True)
+        else:
+            logits = ops.matmul(hidden, ops.cast(self.decoder_kernel, hidden.dtype))
         return ops.cast(logits, "float32") + ops.cast(self.bias, "float32")
 
     def compute_output_shape(self, hidden_shape):
@@ -121,6 +132,7 @@ class XLNetPretrainer(Pretrainer):
         batch_size: rows per batch (per replica), needed with memory.
         reuse_len: positions of each segment kept as memory (default L / 2).
         bi_data: the second half of each batch holds the backward streams.
+        tie_decoder: False gives the head a decoder of its own instead of the word embeddings.
 
     Example:
         >>> from keras_bertology.models.xlnet import XLNetBackbone, XLNetPretrainer
@@ -130,7 +142,8 @@ class XLNetPretrainer(Pretrainer):
         ['plm']
     """
 
-    def __init__(self, backbone, mem_len=0, batch_size=None, reuse_len=None, bi_data=False, **kwargs):
+    def __init__(self, backbone, mem_len=0, batch_size=None, reuse_len=None, bi_data=False, tie_decoder=True,
+                 **kwargs):
         if mem_len and not batch_size:
             raise ValueError("a memory (mem_len > 0) needs the batch size")
         inputs = dict(backbone.input)
@@ -141,12 +154,14 @@ class XLNetPretrainer(Pretrainer):
         query = QueryStream(backbone.encoder, mem_len, batch_size, reuse_len, bi_data, name="query_stream")(
             *(inputs.get(name) for name in ("token_ids", "segment_ids", "padding_mask", *PLM_INPUTS,
                                              "stream_start")))
-        logits = TiedOutputBias(backbone.token_embedding, dtype=backbone.dtype_policy, name="plm_head")(query)
+        logits = TiedOutputBias(backbone.token_embedding, tie_decoder, dtype=backbone.dtype_policy,
+                                name="plm_head")(query)
         super().__init__(backbone, inputs, {"plm": logits}, [PLM], **kwargs)
         self.mem_len = mem_len
         self.batch_size = batch_size
         self.reuse_len = reuse_len
         self.bi_data = bi_data
+        self.tie_decoder = tie_decoder
 
     def masked_lm_model(self, mask_id=None):
         """backbone inputs + `mask_positions` -> [B, P, V] query-stream logits there, the blanks
@@ -164,7 +179,8 @@ class XLNetPretrainer(Pretrainer):
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable,
                 "backbone": keras.saving.serialize_keras_object(self.backbone),
-                "mem_len": self.mem_len, "batch_size": self.batch_size, "reuse_len": self.reuse_len, "bi_data": self.bi_data}
+                "mem_len": self.mem_len, "batch_size": self.batch_size, "reuse_len": self.reuse_len, "bi_data": self.bi_data,
+                "tie_decoder": self.tie_decoder}
 
     @classmethod
     def from_config(cls, config):
