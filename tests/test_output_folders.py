@@ -3,9 +3,10 @@
 Every command with an output folder is run against (1) a folder holding a
 user's own files, which must be refused with its bytes untouched, (2) a folder
 another process holds the lock of, which must be refused at once naming that
-process. Three commands are then run as real concurrent pairs (pretrain,
-convert, export): the second writer refused while the first is stopped
-mid-write, the first's output then identical to that of a run that was alone.
+process. Every command but the study (whose smallest run takes minutes) is
+then run as a real concurrent pair: the second writer refused while the first
+is stopped mid-write, the first's output then identical to that of a run that
+was alone.
 """
 
 import errno
@@ -257,22 +258,58 @@ def test_a_second_conversion_into_a_folder_being_written_is_refused(tmp_path, ca
         np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs), err_msg=ours.path)
 
 
-def test_a_second_export_into_a_folder_being_written_is_refused(tmp_path, capsys):
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401  registers the tokenizer's ops for loading
-
+@pytest.fixture(scope="module")
+def converted_run(tmp_path_factory):
+    """A tiny converted BERT with a WordPiece vocabulary: a run folder that exports and fine-tunes."""
+    folder = tmp_path_factory.mktemp("converted")
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(59)]
     config = transformers.BertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=1,
                                      num_attention_heads=2, intermediate_size=24, max_position_embeddings=32)
-    transformers.BertModel(config).save_pretrained(str(tmp_path / "hf"))
-    (tmp_path / "hf" / "vocab.txt").write_text("\n".join(words) + "\n")
-    assert main(["convert", "--from-hf", str(tmp_path / "hf"), "--out", str(tmp_path / "run")]) == 0
-    assert main(["export", str(tmp_path / "run"), "--out", str(tmp_path / "alone")]) == 0
+    transformers.BertModel(config).save_pretrained(str(folder / "hf"))
+    (folder / "hf" / "vocab.txt").write_text("\n".join(words) + "\n")
+    assert main(["convert", "--from-hf", str(folder / "hf"), "--out", str(folder / "run")]) == 0
+    return folder / "run"
+
+
+def test_a_second_export_into_a_folder_being_written_is_refused(tmp_path, capsys, converted_run):
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  registers the tokenizer's ops for loading
+
+    assert main(["export", str(converted_run), "--out", str(tmp_path / "alone")]) == 0
     capsys.readouterr()
-    argv = ["export", str(tmp_path / "run"), "--out", str(tmp_path / "export")]
+    argv = ["export", str(converted_run), "--out", str(tmp_path / "export")]
     first = _start_stopped(argv, tmp_path / "export")
     _second_writer_refused(capsys, first, tmp_path / "export", argv)
     text = tf.constant(["w1 w2 w3", "w7"])
     alone, export = (tf.saved_model.load(str(tmp_path / name)) for name in ("alone", "export"))
     np.testing.assert_array_equal(export.serve(text)["sequence_output"].numpy(),
                                   alone.serve(text)["sequence_output"].numpy())
+
+
+def test_a_second_finetuning_into_a_folder_being_written_is_refused(tmp_path, capsys, converted_run):
+    task = tmp_path / "task"
+    task.mkdir()
+    for split, rows in (("train", 24), ("test", 8)):
+        lines = [f"w{i % 7} w{(3 * i) % 11} w{i % 5}\t{'ab'[i % 2]}" for i in range(rows)]
+        (task / f"{split}.tsv").write_text("text\tlabel\n" + "\n".join(lines) + "\n")
+    argv = ["finetune", "--task", str(task), "--from", str(converted_run), "--epochs", "1", "--batch-size", "8",
+            "--seq-len", "16", "--no-export", "--out"]
+    assert main([*argv, str(tmp_path / "alone")]) == 0
+    capsys.readouterr()
+    first = _start_stopped([*argv, str(tmp_path / "run")], tmp_path / "run")
+    _second_writer_refused(capsys, first, tmp_path / "run", [*argv, str(tmp_path / "run")])
+    alone, run = (json.loads((tmp_path / name / "results.json").read_text()) for name in ("alone", "run"))
+    assert run["step_losses"] == alone["step_losses"] and run["test"] == alone["test"]
+
+
+def test_a_second_preparation_into_a_folder_being_written_is_refused(tmp_path, capsys):
+    argv = ["prepare", "--model", "roberta", "--preset", "roberta-tiny", "--corpus", str(default_corpus_paths()[0]),
+            "--vocab-size", "400", "--seq-len", "32", "--workers", "1", "--out"]
+    assert main([*argv, str(tmp_path / "alone")]) == 0
+    capsys.readouterr()
+    first = _start_stopped([*argv, str(tmp_path / "data")], tmp_path / "data")
+    _second_writer_refused(capsys, first, tmp_path / "data", [*argv, str(tmp_path / "data")])
+    alone, data = (json.loads((tmp_path / name / "manifest.json").read_text()) for name in ("alone", "data"))
+    assert data["shards"] == alone["shards"] and data["tokenizer_sha256"] == alone["tokenizer_sha256"]
+    for shard in data["shards"]:
+        assert (tmp_path / "data" / shard["file"]).read_bytes() == (tmp_path / "alone" / shard["file"]).read_bytes()
