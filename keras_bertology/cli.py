@@ -357,9 +357,22 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     args.given = _given_flags(parser, args.command, argv)
+    import signal
+    import threading
+
     from keras_bertology.errors import BertologyError
     from keras_bertology.native_logs import quiet_native_logs
 
+    def on_sigterm(number, frame):
+        """A pretraining stops at its next checkpoint; anything else (or a second SIGTERM) at once."""
+        callbacks = sys.modules.get("keras_bertology.training.callbacks")  # imported with Keras, when needed
+        if callbacks is None or not callbacks.StopAtCheckpointOnSignal.request(signal.Signals(number)):
+            stop = KeyboardInterrupt("stopped by SIGTERM")
+            stop.exit_status = 128 + number
+            raise stop
+
+    main_thread = threading.current_thread() is threading.main_thread()  # the only one that may set handlers
+    previous = signal.signal(signal.SIGTERM, on_sigterm) if main_thread else None
     try:
         with quiet_native_logs():
             COMMANDS[args.command](args)
@@ -368,9 +381,12 @@ def main(argv=None):
     except OSError as error:  # an output that vanished or filled up while being written
         where = f"{error.filename}: " if error.filename else ""
         return _fail(f"{where}{error.strerror or error}")
-    except KeyboardInterrupt:
-        print("bertology: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:  # Ctrl-C: 130; SIGTERM: 143 (after a pretraining's next checkpoint)
+        print(f"bertology: {str(stop) or 'interrupted'}", file=sys.stderr)
+        return getattr(stop, "exit_status", 130)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
     return 0
 
 

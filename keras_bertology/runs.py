@@ -2,7 +2,7 @@
 
     RUN_DIR/
       model/              written atomically at the end of a run
-        run.json          family, preset, sequence length, backbone config
+        run.json          family, preset, sequence length, dtype policy, backbone config
         pretrainer.keras  backbone + objective heads (absent after a headless convert)
         backbone.keras    the encoder alone
         tokenizer/        vocabulary / SentencePiece model
@@ -48,6 +48,7 @@ def save_run_model(run_dir, run):
             "family": run.family,
             "preset": run.preset,
             "seq_len": run.seq_len,
+            "precision": (run.pretrainer or run.backbone).dtype_policy.name,  # the policy it trained in
             "backbone": run.backbone.get_config(),
             "has_pretraining_heads": run.pretrainer is not None,
             "has_tokenizer": run.tokenizer is not None,

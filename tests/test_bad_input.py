@@ -37,6 +37,10 @@ def _corpora(tmp):
     (tmp / "empty_folder").mkdir()
     _write(tmp, "hidden_only/.secret.txt", TEXT)
     _write(tmp, "a_file", "I am a file, not a folder.")
+    for folder, train in [("header_twice", "text\tlabel\na\tx\ntext\tlabel\nb\ty\n"),
+                          ("one_class", "text\tlabel\na\tx\nb\tx\n")]:
+        _write(tmp, f"{folder}/train.tsv", train)
+        _write(tmp, f"{folder}/test.tsv", "text\tlabel\nc\tx\n")
 
 
 def _hf_checkpoint(tmp):
@@ -155,6 +159,10 @@ CASES = [
     ("finetune --export and --no-export",
      ["finetune", "--task", "bbc-news", "--from", "{tmp}/run", "--export", "{tmp}/e", "--no-export"],
      "contradict each other"),
+    ("finetune header repeated in the data", ["finetune", "--task", "{tmp}/header_twice", "--from", "{tmp}/run",
+                                              "--out", "{tmp}/ft", "--no-export"], "line 3: repeats the header row"),
+    ("finetune data of one class", ["finetune", "--task", "{tmp}/one_class", "--from", "{tmp}/run",
+                                    "--out", "{tmp}/ft", "--no-export"], "has a single class ('x')"),
     # study
     ("study --seeds 0", ["study", "--seeds", "0", "--out", "{tmp}/s"], "--seeds"),
     ("study unknown arm", ["study", "--arms", "bert", "gpt", "--out", "{tmp}/s"], "invalid choice: 'gpt'"),

@@ -312,6 +312,30 @@ def test_bad_data_and_run_folders_fail_with_one_line(tmp_path, sentences, capsys
         assert not (tmp_path / "ft").exists()
 
 
+def test_results_are_written_before_an_export_that_fills_the_disk(tmp_path, sentences, capsys, monkeypatch):
+    """A full disk while the SavedModel is written is one line naming it; results and model are already saved.
+    The data's one 'rare' example is carved into dev, which is reported, not refused."""
+    run = make_run(tmp_path / "run", "bert", sentences)
+    rows = "".join(f"the {'rain' if i % 2 else 'sun'} {i}\t{'rare' if i == 19 else i % 2}\n" for i in range(20))
+    _write(tmp_path / "data", "train.tsv", "text\tlabel\n" + rows)
+    _write(tmp_path / "data", "test.tsv", "text\tlabel\nthe rain\t1\nthe sun\trare\n")
+
+    def full_disk(*args, **kwargs):
+        raise tf.errors.ResourceExhaustedError(None, None, "savedmodels/x/variables: No space left on device")
+
+    monkeypatch.setattr(tf.saved_model, "save", full_disk)
+    out = tmp_path / "ft"
+    assert _finetune(tmp_path / "data", run, out, "--epochs", "1") == 2
+    captured = capsys.readouterr()
+    error = captured.err.strip().splitlines()
+    assert len(error) == 1 and "no space left" in error[0] and f".{out.name}-export." in error[0], captured.err
+    assert "'rare'" in captured.out and "carved-out dev" in captured.out
+    results = json.loads((out / "results.json").read_text())
+    assert results["untrained_labels"] == ["rare"]
+    assert (out / "results.md").exists() and (out / "model.keras").exists()
+    assert not (tmp_path / "ft-export").exists()
+
+
 def test_step_losses_undo_the_running_mean_of_each_epoch():
     from keras_bertology.finetune.run import _StepLosses
 

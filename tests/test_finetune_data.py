@@ -224,7 +224,7 @@ def test_dev_is_carved_from_train_deterministically(tmp_path):
 
 
 def test_dev_carving_leaves_one_training_example(tmp_path):
-    folder = _folder(tmp_path / "two", {"train.jsonl": _jsonl({"text": "a", "label": "x"}, {"text": "b", "label": "x"}),
+    folder = _folder(tmp_path / "two", {"train.jsonl": _jsonl({"text": "a", "label": "x"}, {"text": "b", "label": "y"}),
                                         "test.jsonl": _jsonl({"text": "c", "label": "x"})})
     task = load_task(folder)
     assert (len(task.splits["train"]), len(task.splits["dev"])) == (1, 1)
@@ -276,7 +276,24 @@ ERROR_CASES = {
                       ["train.tsv", "test.jsonl", "mixes formats"]),
     "no data files": ({"train.csv": "text,label\n"}, ["no data files", "train.tsv"]),
     "one example and no dev": ({"train.tsv": TSV_TEST, "test.tsv": TSV_TEST}, ["train.tsv", "dev"]),
+    "header repeated in the data": ({"train.tsv": "text\tlabel\nt\ta\ntext\tlabel\nu\tb\n", "test.tsv": TSV_TEST},
+                                    ["train.tsv line 3", "header"]),
+    "a single class": ({"train.tsv": "text\tlabel\nt\ta\nu\ta\n", "test.tsv": TSV_TEST},
+                       ["train.tsv", "single class ('a')"]),
+    "only O tags": ({"train.conll": "a\tO\n\nb\tO\n", "test.conll": "a\tO\n"}, ["train.conll", "every word O"]),
 }
+
+
+def test_labels_carved_wholly_into_dev_are_reported(tmp_path):
+    """A label whose training examples all land in the carved dev split cannot be learned: listed, not refused."""
+    rows = "".join(f"text {i}\t{'rare' if i == 19 else 'common'}\n" for i in range(20))
+    test = "text\tlabel\nt\trare\nu\tcommon\n"
+    carved = load_task(_folder(tmp_path / "carved", {"train.tsv": "text\tlabel\n" + rows, "test.tsv": test}))
+    assert {e["label"] for e in carved.splits["train"]} == {"common"}  # the fixed permutation carves out text 19
+    assert carved.untrained_labels == ("rare",)
+    kept = load_task(_folder(tmp_path / "kept", {"train.tsv": "text\tlabel\n" + rows, "test.tsv": test,
+                                                 "dev.tsv": test}))
+    assert kept.untrained_labels == ()
 
 
 @pytest.mark.parametrize("case", ERROR_CASES)

@@ -1,9 +1,10 @@
 """`--precision auto`: bfloat16 only where the processor computes it natively."""
 
+import keras
 import pytest
 import tensorflow as tf
 
-from keras_bertology.training.precision import cpu_flags, resolve_precision
+from keras_bertology.training.precision import cpu_flags, dtype_policy_scope, resolve_precision
 
 DEFAULT = tf.distribute.get_strategy()
 
@@ -30,3 +31,13 @@ def test_cpu_flags_read_the_first_processor(tmp_path):
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx2 amx_bf16\n\nprocessor\t: 1\nflags\t\t: fpu\n")
     assert cpu_flags(cpuinfo) == {"fpu", "avx2", "amx_bf16"}
     assert cpu_flags(tmp_path / "missing") == set()
+
+
+def test_a_policy_scope_builds_in_its_policy_and_restores_the_previous_one():
+    """A Functional model ignores its `dtype` argument: what it records is the global policy it was built in."""
+    before = keras.config.dtype_policy()
+    with pytest.raises(RuntimeError), dtype_policy_scope("mixed_bfloat16"):
+        inputs = keras.Input((4,))
+        model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+        raise RuntimeError("the scope ends however its block does")
+    assert model.dtype_policy.name == "mixed_bfloat16" and keras.config.dtype_policy() is before

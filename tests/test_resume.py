@@ -308,3 +308,75 @@ def test_runs_killed_at_random_moments_end_with_the_weights_of_an_uninterrupted_
 def _newest_step(run_dir):
     latest = RunCheckpoints(run_dir).latest()
     return latest[1] if latest else 0
+
+
+def _truncate(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+@pytest.mark.parametrize("damaged", [RANDOM_STATE_FILE, MODEL_FILE])
+def test_a_damaged_newest_checkpoint_is_named_and_passed_over(tmp_path, capsys, damaged):
+    """A truncated file (a full disk, a copy cut short) in the newest checkpoint: one line names it, and the
+    run resumes from the newest intact one; where none is intact, one line refuses."""
+    model = _trained_tiny_model()
+    checkpoints = RunCheckpoints(tmp_path / "run")
+    for step in (2, 3):
+        checkpoints.save(model, step, _records(*range(1, step + 1)))
+    _truncate(checkpoints.directory / "step-0000003" / damaged)
+    loaded, step = checkpoints.load_model()
+    assert step == 2 and checkpoints.load_history() == _records(1, 2)
+    _assert_same_variables(loaded, model)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [f"bertology: {checkpoints.directory / 'step-0000003' / damaged} is damaged "
+                     f"(File is not a zip file); resuming from step-0000002"]
+    _truncate(checkpoints.directory / "step-0000002" / damaged)
+    with pytest.raises(CheckpointError, match=r"^no intact checkpoint to resume from: .*step-0000003.*step-0000002"):
+        RunCheckpoints(tmp_path / "run").load_model()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["float32", "mixed_bfloat16"])
+def test_a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one_in_its_precision(tmp_path, precision):
+    """Copy a finished run, delete the copy's newest checkpoint, resume it: the same weights, bit for bit.
+    The checkpoint reloads in the policy it trained in (in float32, bfloat16 matmuls would give other
+    updates), a resume in another precision is refused, and the policy that ran is what the run records."""
+    metrics = pretrain(_options(tmp_path / "a", steps=4, log_every=2, batch_size=4, precision=precision))
+    assert metrics["precision"] == precision
+    assert json.loads((tmp_path / "a" / "run" / MODEL_DIR / "run.json").read_text())["precision"] == precision
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    checkpoints = RunCheckpoints(tmp_path / "b" / "run")
+    shutil.rmtree(checkpoints.latest()[0])
+    other = "float32" if precision != "float32" else "mixed_bfloat16"
+    with pytest.raises(ConfigError, match=f"^this run trained in {precision} and --precision gives {other}; "):
+        pretrain(_options(tmp_path / "b", steps=4, log_every=2, batch_size=4, precision=other, resume=True))
+    resumed = pretrain(_options(tmp_path / "b", steps=4, log_every=2, batch_size=4, precision=precision,
+                                resume=True))
+    assert resumed["weights_sha256"] == metrics["weights_sha256"]
+    assert resumed["precision"] == precision and resumed["history"][:1] == metrics["history"][:1]
+    assert {layer.dtype_policy.name for layer in checkpoints.load_model()[0]._flatten_layers()} == {precision}
+
+
+@pytest.mark.slow
+def test_sigterm_saves_a_checkpoint_and_resume_goes_on_exactly(tmp_path):
+    """What schedulers and preemptible machines send before a kill: the run ends at its next checkpoint, says
+    so in one line, exits 143 (128 + SIGTERM), and --resume ends with the weights of an uninterrupted run."""
+    settings = dict(steps=48, log_every=4)
+    reference = pretrain(_options(tmp_path / "reference", **settings))
+    run_dir = tmp_path / "stopped" / "run"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "keras_bertology.cli", "pretrain", "--model", "roberta", "--preset", "roberta-tiny",
+         "--corpus", str(default_corpus_paths()[0]), "--steps", "48", "--log-every", "4", "--batch-size", "8",
+         "--seq-len", "32", "--vocab-size", "400", "--out", str(run_dir), "--no-export"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not _newest_step(run_dir) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGTERM)
+    stderr = process.communicate()[1]
+    assert process.returncode == 143, stderr[-3000:]
+    stopped = _newest_step(run_dir)
+    assert 4 <= stopped < 48 and stderr.strip().splitlines()[-1] == (
+        f"bertology: stopped by SIGTERM after step {stopped}; checkpoint saved, --resume continues")
+    resumed = pretrain(_options(tmp_path / "stopped", resume=True, **settings))
+    assert resumed["weights_sha256"] == reference["weights_sha256"]
+    assert _steps(resumed) == _steps(reference)

@@ -1,6 +1,7 @@
 """Exported SavedModels as a server sees them: `saved_model_cli show` and `run`, pre-tokenized ids, odd input."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -22,11 +23,19 @@ SAVED_MODEL_CLI = [sys.executable, "-c",
 
 
 @pytest.fixture(scope="module")
-def export(tmp_path_factory):
+def sentences():
+    return [s for document in read_corpus([str(default_corpus_paths()[0])]) for s in document]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(sentences):
+    return get_family("bert").train_tokenizer(sentences[:2000], 300)
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory, tokenizer):
     """A BERT-Tiny export (random weights, a vocabulary trained on one play) and the model behind it."""
     family = get_family("bert")
-    sentences = [s for document in read_corpus([str(default_corpus_paths()[0])]) for s in document]
-    tokenizer = family.train_tokenizer(sentences[:2000], 300)
     backbone = family.backbone_cls(**family.backbone_config("bert-tiny", vocab_size=tokenizer.vocab_size))
     pretrainer = family.build_pretrainer(backbone, None, "bert-tiny")
     path = tmp_path_factory.mktemp("serving") / "export"
@@ -95,3 +104,38 @@ def test_odd_strings_are_served_with_defined_results(export):
     np.testing.assert_allclose(out["sequence_output"].numpy()[3], alone["sequence_output"].numpy()[0], atol=1e-5)
     with pytest.raises((ValueError, TypeError, tf.errors.InvalidArgumentError)):
         served.serve(tf.constant([[b"a", b"b"]]))  # a matrix of strings is not a batch of texts
+
+
+@pytest.mark.parametrize("name, value, allowed", [
+    ("token_ids", -1, "in [0, {V})"), ("token_ids", "V", "in [0, {V})"),
+    ("segment_ids", -1, "in [0, 2)"), ("segment_ids", 2, "in [0, 2)"), ("padding_mask", 2, "0 or 1")])
+def test_serve_ids_refuses_ids_outside_their_tables(export, name, value, allowed):
+    """An embedding lookup would wrap -1 round to the last row; the signature names the input and its range."""
+    path, _ = export
+    serve_ids = tf.saved_model.load(str(path)).signatures["serve_ids"]
+    vocab_size = json.loads((path / "assets" / "bertology.json").read_text())["vocab_size"]
+    value, allowed = (vocab_size if value == "V" else value), allowed.format(V=vocab_size)
+    ids = {"token_ids": np.full((2, SEQ_LEN), 5, np.int32), "segment_ids": np.zeros((2, SEQ_LEN), np.int32),
+           "padding_mask": np.ones((2, SEQ_LEN), np.int32)}
+    assert np.isfinite(serve_ids(**ids)["sequence_output"].numpy()).all()
+    ids[name][1, 3] = value
+    with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(f"every {name} value must be {allowed}")):
+        serve_ids(**ids)
+
+
+def test_strings_are_cut_to_the_token_budget_before_tokenizing(export, tokenizer, sentences):
+    """Tokens of normal and of long texts are those of the whole text; past `max_text_chars` nothing is read."""
+    path, _ = export
+    served = tf.saved_model.load(str(path))
+    max_chars = json.loads((path / "assets" / "bertology.json").read_text())["max_text_chars"]
+    play = " ".join(sentences)
+    texts = sentences[:3] + ["", play[:max_chars + 7], play[:100_000], "\u00e9" * (max_chars + 50)]
+    family = get_family("bert")
+    whole = family.pack_text(tokenizer, SEQ_LEN, tf.constant(texts))
+    np.testing.assert_array_equal(served.serve(tf.constant(texts))["token_ids"].numpy(), whole["token_ids"].numpy())
+    shorter = [text for text in texts if len(text) < 10_000]  # eager pair trimming is slow on 100 KB
+    firsts, seconds = tf.constant(shorter), tf.constant(shorter[::-1])
+    np.testing.assert_array_equal(served.serve_pairs(firsts, seconds)["token_ids"].numpy(),
+                                  family.pack_text(tokenizer, SEQ_LEN, firsts, seconds)["token_ids"].numpy())
+    past_the_bound = served.serve(tf.constant([" " * max_chars + "word"]))
+    assert past_the_bound["padding_mask"].numpy().sum() == 2  # [CLS] [SEP]: "word" was never tokenized

@@ -1,5 +1,7 @@
 """Writing a SavedModel from Keras layers, a tokenizer and endpoint functions, tracing each endpoint once."""
 
+import errno
+
 import keras
 import tensorflow as tf
 
@@ -27,4 +29,11 @@ def write_saved_model(path, tracked, endpoints):
         signatures[name] = tf.function(function, input_signature=input_signature, autograph=False)
         setattr(root, name, signatures[name])
     signatures["serving_default"] = signatures[next(iter(endpoints))]
-    tf.saved_model.save(root, str(path), signatures=signatures)
+    try:
+        tf.saved_model.save(root, str(path), signatures=signatures)
+    except (tf.errors.ResourceExhaustedError, tf.errors.UnknownError) as error:
+        # TensorFlow's file writers report a full disk as these, not OSError: give the CLI's one-line form.
+        if isinstance(error, tf.errors.UnknownError) and "space left" not in str(error).lower():
+            raise
+        raise OSError(errno.ENOSPC, "no space left on the device while writing the SavedModel",
+                      str(path)) from None

@@ -10,23 +10,27 @@
 
 Which signature a model has follows from its task (see assets/bertology.json);
 the first is also `serving_default`. The tokenizer runs inside the graph.
+As in `export.saved_model`, strings are cut to `max_text_chars` characters
+(16 per token of `seq_len`) before tokenizing, so `tag` returns the words
+within that bound, and `serve_ids` refuses ids outside their tables.
 """
 
 import json
 
 from keras_bertology.atomic import atomic_directory
 from keras_bertology.export.archive import write_saved_model
-from keras_bertology.export.saved_model import ids_endpoint
+from keras_bertology.export.saved_model import CHARS_PER_TOKEN, cut_text_inputs, ids_endpoint
 
 
 def export_task_model(model, kind, task, family, tokenizer, seq_len, export_dir):
     """Write `model` (a task model of `kind`, see `finetune.tasks`) as a SavedModel at `export_dir`, atomically."""
-    endpoints = dict(kind.endpoints(model, task, family, tokenizer, seq_len))
+    endpoints = cut_text_inputs(kind.endpoints(model, task, family, tokenizer, seq_len), seq_len)
     endpoints["serve_ids"] = ids_endpoint(model, seq_len)
     with atomic_directory(export_dir) as staging:
         write_saved_model(staging, [model, tokenizer], endpoints)
         (staging / "assets").mkdir(exist_ok=True)
         (staging / "assets" / "bertology.json").write_text(json.dumps({
             "task": task.name, "kind": task.kind, "family": family.name, "seq_len": seq_len,
-            "labels": list(task.labels), "signatures": list(endpoints)}, indent=2))
+            "max_text_chars": CHARS_PER_TOKEN * seq_len, "labels": list(task.labels),
+            "signatures": list(endpoints)}, indent=2))
     return export_dir

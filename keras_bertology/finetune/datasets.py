@@ -16,7 +16,11 @@ string (JSON `1` -> "1"). Class labels are in numeric order when every one is
 a whole number ("2" before "10"), otherwise sorted as strings; tag labels are
 "O" followed by the other tags sorted. Labels come from train and dev; a dev
 or test label that never occurs in the training file is an error, since the
-model could not learn it. `max_examples` keeps the first N examples of each
+model could not learn it. Classification data needs two classes and tagging
+data a tag other than O (a single class scores perfectly and teaches
+nothing). A dev or test label whose every training example was carved into
+dev is not an error but is listed in `TaskData.untrained_labels`.
+`max_examples` keeps the first N examples of each
 split after splitting, for quick runs.
 
 Built-in tasks, read as data files of PyPI packages that are never imported
@@ -58,7 +62,9 @@ in one format:
   column and optionally `text_b` (then the examples are pairs and every file
   needs it), in any order; other columns are ignored. Tab-separated, with CSV
   quoting: a field that starts with a double quote runs to the closing quote
-  and may hold tabs and newlines (`""` is a literal quote inside it).
+  and may hold tabs and newlines (`""` is a literal quote inside it). A row
+  equal to the header (files joined with their headers) is an error, not an
+  example of class "label".
 * `jsonl` (classification or spans): one JSON object per line, blank lines
   skipped. Classification objects have `text`, `label` (a string or a whole
   number) and optionally `text_b`, as the first training example decides.
@@ -127,6 +133,7 @@ class TaskData:
     pairs: bool
     splits: dict
     source: str
+    untrained_labels: tuple = ()  # dev/test labels absent from the train split (carved into dev)
 
 
 class _Row(NamedTuple):
@@ -258,9 +265,12 @@ def _load_folder(folder: Path) -> TaskData:
     else:
         rows["train"], rows["dev"] = _carve_dev(rows["train"], paths["train"])
         how = f"dev carved from {paths['train'].name} (a fixed 10% from a permutation seeded 'dev')"
+    _check_two_classes(kind, labels, paths["train"])  # after the checks that name a line
     splits = {split: [row.example for row in rows[split]] for split in SPLITS}
+    scored = _labels_of(kind, rows["dev"] + rows["test"]) - _labels_of(kind, rows["train"])
+    untrained = tuple(label for label in labels if label in scored)
     return TaskData(Path(os.path.abspath(folder)).name, kind, labels, pairs, splits,
-                    f"{ext} files in {folder}, {how}: " + _counts(splits))
+                    f"{ext} files in {folder}, {how}: " + _counts(splits), untrained)
 
 
 def _data_files(folder: Path):
@@ -364,6 +374,15 @@ def _tag_labels(examples) -> tuple:
     return ("O",) + tuple(sorted({tag for example in examples for tag in example["tags"]} - {"O"}))
 
 
+def _check_two_classes(kind, labels, path):
+    """One class would train a constant model that scores perfectly: refuse it."""
+    if kind == "classification" and len(labels) < 2:
+        raise DataError(f"{path} has a single class ({labels[0]!r}): a classifier needs examples of at least two "
+                        "labels")
+    if kind == "tagging" and labels == ("O",):
+        raise DataError(f"{path} tags every word O: tagging needs entity tags (B-TYPE, I-TYPE) to learn")
+
+
 def _check_known_labels(kind, labels, rows, path, train_path):
     """A dev or test label the training file lacks cannot be learned: name it and where it is."""
     known = set(labels)
@@ -374,6 +393,10 @@ def _check_known_labels(kind, labels, rows, path, train_path):
                 raise DataError(f"{path} line {line}: label {label!r} never occurs in {train_path.name}, so no "
                                 f"model can learn it; fix the label or add training examples of it "
                                 f"(training labels: {shown})")
+
+
+def _labels_of(kind, rows) -> set:
+    return {label for row in rows for label, _ in _labels_with_lines(kind, row)}
 
 
 def _labels_with_lines(kind, row):
@@ -433,6 +456,9 @@ def _read_tsv(path, pairs):
             raise DataError(f"{path} line {line}: {len(fields)} tab-separated fields where the header has "
                             f"{len(header)}; give every row one field per column (a field that starts with a "
                             f'double quote must end with one, and quotes inside it are doubled: "")')
+        if [field.strip() for field in fields] == [name.strip() for name in header]:
+            raise DataError(f"{path} line {line}: repeats the header row; remove it (were files with headers "
+                            "concatenated?)")
         values = {name: fields[index] for name, index in columns.items()}
         rows.append(_Row(line, _classification_example(values, path, line, "text_b" in columns)))
     return rows, "text_b" in columns

@@ -52,6 +52,8 @@ def _finetune(options, out, export_dir):
         run, family, seq_len = _load_encoder(options)
         kind = TASK_KINDS[task.kind]
         _say(options, f"task {task.name} ({task.kind}): {task.source}")
+        if task.untrained_labels:
+            print(f"warning: {_untrained_text(task)}", flush=True)
         encoded = {split: kind.encode(task, examples, family, run.tokenizer, seq_len, run.backbone.input)
                    for split, examples in task.splits.items()}
         backbone = run.backbone
@@ -72,8 +74,7 @@ def _finetune(options, out, export_dir):
     train_seconds = time.perf_counter() - started
     test = _evaluate(kind, model, encoded["test"], task, "test", options.batch_size)
 
-    if export_dir:
-        export_task_model(model, kind, task, family, run.tokenizer, seq_len, export_dir)
+    # Results first: an export that fails (a full disk) must not lose them.
     with atomic_file(out / "model.keras") as staging:
         model.save(staging)
     results = _results(options, task, kind, run, seq_len, history, best, test, train_seconds, losses,
@@ -83,8 +84,10 @@ def _finetune(options, out, export_dir):
         staging.write_text(results_markdown(results))
     plot_finetuning(results, out / "training_curve.png")
     _say(options, f"best dev epoch {best['epoch']}; test " + _scores_text(test))
-    _say(options, f"results: {out}/results.json, results.md, training_curve.png; model: {out}/model.keras"
-                  + (f"; SavedModel: {export_dir}" if export_dir else ""))
+    _say(options, f"results: {out}/results.json, results.md, training_curve.png; model: {out}/model.keras")
+    if export_dir:
+        export_task_model(model, kind, task, family, run.tokenizer, seq_len, export_dir)
+        _say(options, f"SavedModel: {export_dir}")
     return results
 
 
@@ -158,6 +161,11 @@ def _evaluate(kind, model, encoded, task, split, batch_size):
     return kind.score(task, task.splits[split], kind.predict(model, encoded, task, task.splits[split], batch_size))
 
 
+def _untrained_text(task):
+    return (f"labels {', '.join(map(repr, task.untrained_labels))} of dev/test have no example in the train split "
+            "(all went to the carved-out dev), so the model cannot learn them; add examples or a dev file")
+
+
 def _scores_text(scores):
     return ", ".join(f"{name} {value:.4f}" for name, value in scores.items())
 
@@ -175,6 +183,7 @@ def _results(options, task, kind, run, seq_len, history, best, test, train_secon
         "data": task.source,
         "examples": {split: len(examples) for split, examples in task.splits.items()},
         "labels": list(task.labels),
+        "untrained_labels": list(task.untrained_labels),
         "encoder": {"from": str(options.from_dir), "family": run.family, "preset": run.preset,
                     "parameters": parameters, "random_init": options.random_init},
         "recipe": {"epochs": options.epochs, "batch_size": options.batch_size,

@@ -57,6 +57,51 @@ class CheckpointEveryWindow(keras.callbacks.Callback):
         self.checkpoints.save(self.model, step, records)
 
 
+class StoppedBySignal(KeyboardInterrupt):
+    """Training ended early on a signal, after a checkpoint; `exit_status` is the shell's 128 + signal."""
+
+    def __init__(self, message, exit_status):
+        super().__init__(message)
+        self.exit_status = exit_status
+
+
+class StopAtCheckpointOnSignal(keras.callbacks.Callback):
+    """Defers SIGTERM (what schedulers and preemptible machines send before a kill) to the end of the
+    current window, whose checkpoint is then saved, so that --resume loses no step and goes on exactly.
+
+    It must follow CheckpointEveryWindow. The CLI's handler calls `request` while a run with this
+    callback trains (`deferring`); elsewhere, or at a second signal, it stops at once.
+    """
+
+    deferring = None  # the callback of the training under way, if any
+    requested = None  # the signal received (a signal.Signals)
+
+    def __init__(self, steps_per_window):
+        super().__init__()
+        self.steps_per_window = steps_per_window
+
+    @classmethod
+    def request(cls, signal):
+        """True where the stop is deferred to the next checkpoint; False: the caller stops now."""
+        if cls.deferring is None or cls.requested is not None:
+            return False
+        cls.requested = signal
+        return True
+
+    def on_train_begin(self, logs=None):
+        type(self).deferring, type(self).requested = self, None
+
+    def on_train_end(self, logs=None):
+        type(self).deferring = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        signal = type(self).requested
+        if signal is not None:
+            type(self).deferring = None
+            raise StoppedBySignal(f"stopped by {signal.name} after step {(epoch + 1) * self.steps_per_window}; "
+                                  "checkpoint saved, --resume continues", 128 + signal.value)
+
+
 class SnapshotAtSteps(keras.callbacks.Callback):
     """At the end of the windows that end at `steps`, hands the step to `save` (once per step: a
     resumed run does not write a snapshot again)."""

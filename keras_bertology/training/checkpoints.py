@@ -1,6 +1,7 @@
 """Resumable runs: what a run folder keeps so an interrupted pretraining can go on.
 
-    RUN_DIR/options.json                         the options the run started with
+    RUN_DIR/options.json                         the options the run started with, `precision` the
+                                                 dtype policy it resolved to (the one checkpoints load in)
     RUN_DIR/tokenizer/                           the vocabulary, trained once
     RUN_DIR/checkpoints/step-0000050/            one checkpoint, newest two kept:
         model.keras                              full model + optimizer state
@@ -12,13 +13,18 @@
 A checkpoint folder is written atomically as one unit, so its model and its
 history always agree, and an interruption at any moment leaves the previous
 consistent state. Staging folders (hidden `.step-*.tmp`) are never read, and
-the ones a killed run left are deleted when the run starts again.
+the ones a killed run left are deleted when the run starts again. A
+checkpoint damaged afterwards (a truncated file) is named and passed over
+for the newest intact one.
 """
 
 import dataclasses
 import hashlib
 import json
 import re
+import sys
+import zipfile
+import zlib
 from pathlib import Path
 
 import keras
@@ -27,6 +33,7 @@ import tensorflow as tf
 
 from keras_bertology.atomic import atomic_directory, atomic_file, clear_leftovers, remove_directory
 from keras_bertology.errors import CheckpointError, ConfigError
+from keras_bertology.training.precision import dtype_policy_scope
 
 # Options that may change between the start of a run and its resumption.
 _FREE_ON_RESUME = {"resume", "verbose", "out", "export", "no_export", "strategy"}
@@ -53,6 +60,7 @@ class RunCheckpoints:
         self.directory = self.run_dir / "checkpoints"
         self.tokenizer_dir = self.run_dir / "tokenizer"
         self.options_path = self.run_dir / "options.json"
+        self._checked = None  # (complete checkpoints, the newest intact one) when last looked at
 
     def _complete(self):
         """(step, folder) of every complete checkpoint, oldest first; staging folders are hidden."""
@@ -71,6 +79,16 @@ class RunCheckpoints:
         step, folder = found[-1]
         return folder, step
 
+    def resumable(self):
+        """(folder, step) of the newest intact checkpoint, or None where there is none.
+
+        A damaged newer one (a truncated file: a full disk, a copy cut short) is named in one line on
+        stderr and passed over; CheckpointError where every one is damaged."""
+        found = self._complete()
+        if self._checked is None or self._checked[0] != found:
+            self._checked = (found, _newest_intact(found))
+        return self._checked[1]
+
     def start(self, options):
         """Record `options`; refuse to mix two runs' checkpoints in one folder.
 
@@ -87,7 +105,12 @@ class RunCheckpoints:
                     f"{self.run_dir} already holds checkpoints of a run; pass --resume to continue "
                     "it, or choose another --out"
                 )
-            previous = json.loads(self.options_path.read_text()) if self.options_path.is_file() else {}
+            previous = self._recorded_options()
+            if previous.get("precision") == "auto":  # recorded unresolved by an earlier version
+                previous["precision"] = options.precision
+            if previous.get("precision", options.precision) != options.precision:
+                raise ConfigError(f"this run trained in {previous['precision']} and --precision gives "
+                                  f"{options.precision}; resume with --precision {previous['precision']}")
             changed = sorted(k for k in recorded if previous.get(k) != recorded[k])
             if changed:
                 raise ConfigError(
@@ -97,14 +120,20 @@ class RunCheckpoints:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             _write_json(self.options_path, recorded)
 
+    def _recorded_options(self):
+        return json.loads(self.options_path.read_text()) if self.options_path.is_file() else {}
+
     def load_model(self):
-        """(compiled model with its optimizer state, step) of the newest checkpoint."""
-        latest = self.latest()
+        """(compiled model with its optimizer state, step) of the newest intact checkpoint."""
+        latest = self.resumable()
         if latest is None:
             raise CheckpointError(f"{self.directory} holds no complete checkpoint to resume from")
         folder, step = latest
+        # Under the recorded policy: layers left to the global one (the pretrainer itself) get it back.
+        precision = self._recorded_options().get("precision")
         try:
-            model = keras.saving.load_model(folder / MODEL_FILE)
+            with dtype_policy_scope(keras.config.dtype_policy() if precision in (None, "auto") else precision):
+                model = keras.saving.load_model(folder / MODEL_FILE)
         except Exception as error:  # Keras raises many types for damaged archives
             raise CheckpointError(f"cannot resume from {folder / MODEL_FILE}: {error}") from None
         _restore_random_state(model, folder / RANDOM_STATE_FILE)
@@ -112,8 +141,8 @@ class RunCheckpoints:
         return model, step
 
     def load_history(self):
-        """The metric records saved with the newest checkpoint ([] before the first one)."""
-        latest = self.latest()
+        """The metric records saved with the newest intact checkpoint ([] before the first one)."""
+        latest = self.resumable()
         if latest is None:
             return []
         path = latest[0] / HISTORY_FILE
@@ -133,6 +162,42 @@ class RunCheckpoints:
             (staging / HISTORY_FILE).write_text(json.dumps(records, indent=2))
         for _, old in self._complete()[:-keep]:
             remove_directory(old)
+        self._checked = None  # a folder of the same name may have been replaced
+
+
+def _newest_intact(found):
+    damaged = []
+    for step, folder in reversed(found):
+        problem = _damage(folder)
+        if problem is None:
+            if damaged:
+                print(f"bertology: {'; '.join(damaged)}; resuming from {folder.name}", file=sys.stderr)
+            return folder, step
+        damaged.append(problem)
+    if damaged:
+        raise CheckpointError(f"no intact checkpoint to resume from: {'; '.join(damaged)}")
+    return None
+
+
+def _damage(folder):
+    """Why a file of checkpoint `folder` is damaged, or None: every archive member must pass its CRC
+    check and the history must parse (a truncated archive would fail deep inside Keras or NumPy)."""
+    for name in (MODEL_FILE, RANDOM_STATE_FILE, REPLICA_STATE_FILE):
+        path = folder / name
+        if name != MODEL_FILE and not path.is_file():  # optional files
+            continue
+        try:
+            with zipfile.ZipFile(path) as archive:
+                bad = archive.testzip()
+        except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as error:
+            return f"{path} is damaged ({error})"
+        if bad is not None:
+            return f"{path} is damaged (its member {bad} fails its CRC check)"
+    try:
+        json.loads((folder / HISTORY_FILE).read_text(encoding="utf-8"))
+    except ValueError as error:  # bad JSON or bad UTF-8
+        return f"{folder / HISTORY_FILE} is damaged ({error})"
+    return None
 
 
 def weights_digest(model):

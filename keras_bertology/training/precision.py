@@ -7,8 +7,10 @@ of an AVX2 machine). So auto picks mixed_bfloat16 on a TPU strategy, a GPU
 of compute capability 8.0 or more, or such a CPU, and float32 elsewhere.
 """
 
+from contextlib import contextmanager
 from pathlib import Path
 
+import keras
 import tensorflow as tf
 
 NATIVE_BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
@@ -46,3 +48,17 @@ def resolve_precision(precision, strategy, flags=None, gpus=None):
         return "mixed_bfloat16" if min(gpus) >= (8, 0) else "float32"
     flags = cpu_flags() if flags is None else flags
     return "mixed_bfloat16" if flags & set(NATIVE_BF16_CPU_FLAGS) else "float32"
+
+
+@contextmanager
+def dtype_policy_scope(policy):
+    """Build and load models under `policy` as the global dtype policy, then restore the previous one.
+
+    A Functional model ignores its `dtype` argument and takes the global policy, which its `get_config`
+    records: a backbone built or loaded under another global policy saves, reloads and reports that one."""
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)

@@ -6,6 +6,7 @@ instance builder, masking and objectives (see `models.family.ModelFamily`).
 """
 
 import atexit
+import dataclasses
 import shutil
 import tempfile
 import time
@@ -30,7 +31,7 @@ from keras_bertology.export.from_other_backend import export_in_tensorflow
 from keras_bertology.output_paths import PRETRAINING_RUN, claim_outputs
 from keras_bertology.runs import RunModel, save_run_model
 from keras_bertology.training.callbacks import (
-    CheckpointEveryWindow, MetricHistory, SnapshotAtSteps, StopOnNonFiniteLoss)
+    CheckpointEveryWindow, MetricHistory, SnapshotAtSteps, StopAtCheckpointOnSignal, StopOnNonFiniteLoss)
 from keras_bertology.training.checkpoints import RunCheckpoints, weights_digest
 from keras_bertology.training.fill_mask import fill_mask_examples, hold_out_sentences
 from keras_bertology.training.model_batches import model_batches
@@ -44,7 +45,7 @@ from keras_bertology.training.report import (
     write_metrics,
 )
 from keras_bertology.training.distributed_fit import fit, replica_batch_size
-from keras_bertology.training.precision import resolve_precision
+from keras_bertology.training.precision import dtype_policy_scope, resolve_precision
 from keras_bertology.training.strategy import is_chief, make_strategy
 from keras_bertology.training.xla import resolve_jit_compile
 
@@ -65,6 +66,8 @@ def pretrain(options, given=()):
         manifest = read_manifest(options.data)
         options = options.with_prepared_data(manifest, given)
     family = options.validate()
+    # The policy that runs, not "auto": recorded in options.json, so a resumed run is compared with it.
+    options = dataclasses.replace(options, precision=resolve_precision(options.precision, strategy))
     run_name = Path(options.out).name if options.out else _default_run_name(options)
     run_dir = Path(options.out or Path("runs") / run_name)
     export_dir = None if options.no_export else Path(options.export or Path("savedmodels") / run_name)
@@ -74,7 +77,8 @@ def pretrain(options, given=()):
         checkpoints = RunCheckpoints(run_dir, writer=chief)
         try:
             try:
-                return _pretrain(family, options, source, run_dir, export_dir, checkpoints, strategy)
+                with dtype_policy_scope(options.precision):
+                    return _pretrain(family, options, source, run_dir, export_dir, checkpoints, strategy)
             except tf.errors.DataLossError as error:  # a damaged record inside a shard (their headers were checked)
                 raise CorpusError(f"a record of the shards in {options.data} is damaged "
                                   f"({error.message.splitlines()[0]}); prepare the data again (a run with "
@@ -130,9 +134,8 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
     steps_per_window, windows = options.steps_per_window, options.windows
     total_steps = windows * steps_per_window
     with strategy.scope():
-        precision = resolve_precision(options.precision, strategy)
         pretrainer, done_steps = _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options,
-                                                     precision, replica_batch)
+                                                     options.precision, replica_batch)
         pretrainer.jit_compile = resolve_jit_compile(options.xla, pretrainer.dtype_policy.name, family.xla_on_cpu)
     backbone = pretrainer.backbone
     worker_dataset = None
@@ -159,7 +162,8 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
     started = time.perf_counter()
     writes = [CheckpointEveryWindow(checkpoints, history),
               keras.callbacks.TensorBoard(str(run_dir / "logs"), update_freq="epoch"),
-              _snapshots(options, run_dir, backbone, tokenizer, steps_per_window)] if checkpoints.writer else []
+              _snapshots(options, run_dir, backbone, tokenizer, steps_per_window),
+              StopAtCheckpointOnSignal(steps_per_window)] if checkpoints.writer else []
     fit(pretrainer, model_batches(dataset, pretrainer), strategy,
         global_batch=options.batch_size,
         epochs=windows,
