@@ -129,6 +129,8 @@ CASES = [
     ("infinite learning rate", _pretrain("--learning-rate", "inf"), "'inf' is not a number in (0, 10]"),
     ("negative learning rate", _pretrain("--learning-rate=-1e-3"), "'-1e-3' is not a number in (0, 10]"),
     ("vocabulary too small", _pretrain("--vocab-size", "6"), "vocab_size"),
+    ("SentencePiece vocabulary above the corpus",
+     _pretrain("--model", "albert", "--preset", "albert-tiny", "--vocab-size", "8000"), "pass --vocab-size"),
     ("too many predictions", _pretrain("--max-predictions", "500"), "above the 29 maskable positions"),
     ("zero dupe factor", _pretrain("--dupe-factor", "0"), "argument --dupe-factor: '0' is not a whole number from 1"),
     ("unknown masking", _pretrain("--masking", "random"), "invalid choice: 'random'"),

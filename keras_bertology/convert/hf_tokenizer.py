@@ -11,6 +11,7 @@ from pathlib import Path
 from keras_bertology.data.byte_bpe import ByteLevelBPETokenizer
 from keras_bertology.data.tokenizers import (
     ALBERT_SPECIAL_TOKENS,
+    WORDPIECE_SPECIAL_TOKENS,
     XLNET_SPECIAL_TOKENS,
     SentencePieceTokenizer,
     WordPieceTokenizer,
@@ -19,6 +20,16 @@ from keras_bertology.data.tokenizers import (
     tokens_by_id,
 )
 from keras_bertology.errors import CheckpointError, ConfigError
+
+# tokenizer_config.json classes that run tokenizer.json as written; every other class (BertTokenizer and
+# its kin) rebuilds its normaliser from tokenizer_config.json, as transformers 5 does.
+_GENERIC_CLASSES = ("PreTrainedTokenizerFast", "TokenizersBackend")
+_WORDPIECE_ROLES = ("pad", "unk", "cls", "sep", "mask")  # the order of WORDPIECE_SPECIAL_TOKENS
+# WordPieceTokenizer's options, BertNormalizer's defaults, and their keys in each file.
+_WORDPIECE_DEFAULTS = dict(lower_case=True, strip_accents=None, chinese_chars=True, clean_text=True)
+_CONFIG_KEYS = dict(lower_case="do_lower_case", strip_accents="strip_accents", chinese_chars="tokenize_chinese_chars")
+_NORMALIZER_KEYS = dict(lower_case="lowercase", strip_accents="strip_accents", chinese_chars="handle_chinese_chars",
+                        clean_text="clean_text")
 
 
 def load_hf_tokenizer(hf_dir, model_vocab_size):
@@ -40,7 +51,7 @@ def _read_tokenizer(hf_dir):
     if (hf_dir / "spiece.model").is_file():
         return _sentencepiece(hf_dir)
     if (hf_dir / "vocab.txt").is_file():
-        return WordPieceTokenizer(hf_dir / "vocab.txt", lower_case=_config_lower_case(hf_dir))
+        return _wordpiece(hf_dir, hf_dir / "vocab.txt", None)
     spec = read_json_object(hf_dir / "tokenizer.json", "tokenizer.json") \
         if (hf_dir / "tokenizer.json").is_file() else None
     if (hf_dir / "vocab.json").is_file() and (hf_dir / "merges.txt").is_file():
@@ -52,9 +63,10 @@ def _read_tokenizer(hf_dir):
     if kind == "WordPiece":
         if model.get("continuing_subword_prefix", "##") != "##":
             raise ConfigError("only the '##' continuation prefix of BERT WordPiece is supported")
-        normalizer = spec.get("normalizer") or {}
-        lower_case = normalizer.get("lowercase", _config_lower_case(hf_dir))
-        return WordPieceTokenizer(tokens_by_id(model.get("vocab")), lower_case=lower_case)
+        if model.get("unk_token", "[UNK]") != "[UNK]":
+            raise ConfigError(f"tokenizer.json's unk_token {model['unk_token']!r} is not supported: "
+                              "only BERT's '[UNK]'")
+        return _wordpiece(hf_dir, tokens_by_id(model.get("vocab")), spec)
     if kind == "BPE":
         merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model.get("merges", [])]
         return ByteLevelBPETokenizer(model.get("vocab"), merges, mask_lstrip=_mask_lstrip(hf_dir, spec))
@@ -80,12 +92,41 @@ def _sentencepiece(hf_dir):
         strip_accents=not config.get("keep_accents", False), replace_quotes=True)
 
 
-def _config_lower_case(hf_dir):
-    """`do_lower_case` from tokenizer_config.json; uncased (True) when absent, as HF defaults."""
+def _wordpiece(hf_dir, vocab, spec):
+    """BERT WordPiece with the options transformers 5 would run, refusing those it cannot honour."""
     path = hf_dir / "tokenizer_config.json"
-    if not path.is_file():
-        return True
-    return bool(read_json_object(path, "tokenizer_config.json").get("do_lower_case", True))
+    config = read_json_object(path, "tokenizer_config.json") if path.is_file() else {}
+    for role, default in zip(_WORDPIECE_ROLES, WORDPIECE_SPECIAL_TOKENS):
+        token = config.get(f"{role}_token", default)
+        token = token.get("content") if isinstance(token, dict) else token
+        if token != default:
+            raise ConfigError(f"tokenizer_config.json's {role}_token {token!r} is not supported: "
+                              f"only BERT's {default!r}")
+    return WordPieceTokenizer(vocab, **_wordpiece_options(config, spec))
+
+
+def _wordpiece_options(config, spec):
+    """A BERT tokenizer class builds its BertNormalizer from tokenizer_config.json (clean_text always on)
+    and ignores tokenizer.json's; the generic class runs tokenizer.json's normalizer and pre-tokenizer as
+    written. Absent options take BertNormalizer's defaults; strip_accents None follows lower-casing."""
+    if spec is None or config.get("tokenizer_class") not in _GENERIC_CLASSES:
+        source, values, keys = "tokenizer_config.json", config, _CONFIG_KEYS
+    else:
+        normalizer, pre_tokenizer = spec.get("normalizer"), spec.get("pre_tokenizer") or {}
+        for part, value, kind in (("normalizer", normalizer, "BertNormalizer"),
+                                  ("pre_tokenizer", pre_tokenizer, "BertPreTokenizer")):
+            found = value.get("type") if isinstance(value, dict) else value
+            if value is not None and found != kind:
+                raise ConfigError(f"tokenizer.json's {part} {found!r} is not supported: only {kind}")
+        # Without a normalizer nothing is normalised.
+        source, keys = "tokenizer.json's normalizer", _NORMALIZER_KEYS
+        values = normalizer or {key: False for key in keys.values()}
+    options = dict(_WORDPIECE_DEFAULTS)
+    for name, key in keys.items():
+        options[name] = values.get(key, options[name])
+        if not isinstance(options[name], bool) and not (name == "strip_accents" and options[name] is None):
+            raise ConfigError(f"{source} has {key} {options[name]!r}; it must be true or false")
+    return options
 
 
 def _mask_lstrip(hf_dir, spec):

@@ -14,6 +14,7 @@ import io
 import json
 import math
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -53,6 +54,15 @@ SENTENCEPIECE_WORD_START = "\u2581"
 # Control characters that Hugging Face's BERT normaliser deletes: NUL,
 # U+FFFD and every category-C character except tab, newline and return.
 _BERT_DELETED_CHARS = r"[\x{0}\x{FFFD}]|[^\P{C}\t\n\r]"
+# Hugging Face's BertPreTokenizer splits words on Rust's `char::is_whitespace`
+# (Unicode White_Space; RE2's \s is ASCII only) and isolates punctuation
+# (ASCII symbols and Unicode P*); its normaliser isolates CJK ideographs
+# (these ranges) unless tokenize_chinese_chars is off.
+_BERT_WHITESPACE = (r"[\t\n\x{0B}\x{0C}\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}"
+                    r"\x{205F}\x{3000}]+")
+_BERT_PUNCTUATION = r"[!-/:-@\[-`{-~\p{P}]"
+_CJK_CHARS = (r"[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}"
+              r"\x{2B740}-\x{2B81F}\x{2B920}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}]")
 
 
 class Tokenizer(tf.Module, metaclass=abc.ABCMeta):
@@ -142,17 +152,21 @@ class Tokenizer(tf.Module, metaclass=abc.ABCMeta):
 class WordPieceTokenizer(Tokenizer):
     """BERT WordPiece, giving the same ids as Hugging Face's BertTokenizer.
 
-    Normalisation reproduces HF rather than `FastBertNormalizer` (which
-    applies NFKC case folding: "…" -> "...", "ﬁ" -> "fi", "ß" -> "ss"):
-    delete control characters, then with `lower_case` lower-case, NFD and
-    drop combining marks. `FastWordpieceTokenizer` then splits on whitespace
-    and punctuation and applies greedy longest-match WordPiece. Unlike HF,
-    literal "[CLS]", "[MASK]" ... in text are not turned into special ids.
+    Normalisation reproduces HF's BertNormalizer rather than
+    `FastBertNormalizer` (which applies NFKC case folding: "…" -> "...",
+    "ﬁ" -> "fi", "ß" -> "ss"), with HF's options: `clean_text` deletes
+    control characters, `strip_accents` (None: follow `lower_case`, as HF
+    does) applies NFD and drops combining marks, `lower_case` lower-cases.
+    Words are split as HF's BertPreTokenizer does, CJK ideographs one per
+    word when `chinese_chars`, then `FastWordpieceTokenizer` applies greedy
+    longest-match WordPiece. Unlike HF, literal "[CLS]", "[MASK]" ... in
+    text are not turned into special ids.
     """
 
     type_name = "wordpiece"
 
-    def __init__(self, vocab: Sequence[str] | PathLike, lower_case: bool = True):
+    def __init__(self, vocab: Sequence[str] | PathLike, lower_case: bool = True, strip_accents: bool | None = None,
+                 chinese_chars: bool = True, clean_text: bool = True):
         tokens = _read_vocab_file(Path(vocab)) if isinstance(vocab, (str, os.PathLike)) else list(vocab)
         _check_wordpiece_vocab(tokens)
         pad, unk, cls, sep, mask = WORDPIECE_SPECIAL_TOKENS
@@ -161,19 +175,28 @@ class WordPieceTokenizer(Tokenizer):
             {"pad": pad, "cls": cls, "sep": sep, "mask": mask, "unk": unk},
             name="wordpiece_tokenizer",
         )
+        if not clean_text and any("\x00" in token or "\x01" in token for token in tokens):
+            raise ConfigError("WordPiece vocabulary has tokens with NUL or \\x01 characters: "
+                              "only supported with clean_text on.")
         self.lower_case = bool(lower_case)
+        self.options = dict(strip_accents=self.lower_case if strip_accents is None else bool(strip_accents),
+                            chinese_chars=bool(chinese_chars), clean_text=bool(clean_text))
         self._wordpiece = tf_text.FastWordpieceTokenizer(
             vocab=tokens,
             suffix_indicator=WORDPIECE_SUFFIX,
             max_bytes_per_word=MAX_BYTES_PER_WORD,
             token_out_type=tf.int32,
             unknown_token=unk,
-            no_pretokenization=False,
+            no_pretokenization=True,
             support_detokenization=True,
         )
 
     def _tokenize(self, strings):
-        return self._wordpiece.tokenize(bert_normalize(strings, self.lower_case))
+        options = self.options
+        normalized = bert_normalize(strings, self.lower_case, options["strip_accents"], options["clean_text"])
+        kept = f"{_BERT_PUNCTUATION}|{_CJK_CHARS}" if options["chinese_chars"] else _BERT_PUNCTUATION
+        words = tf_text.regex_split(normalized, f"{_BERT_WHITESPACE}|{kept}", kept)
+        return self._wordpiece.tokenize(words).merge_dims(-2, -1)
 
     def detokenize(self, ids):
         """Words joined by spaces, pieces merged: "hello , world" for "Hello, world"."""
@@ -188,7 +211,10 @@ class WordPieceTokenizer(Tokenizer):
         directory.mkdir(parents=True, exist_ok=True)
         text = "".join(token + "\n" for token in self._tokens)
         (directory / WORDPIECE_VOCAB_FILE).write_text(text, encoding="utf-8")
-        self._write_config(directory, self.lower_case)
+        # Only options off BERT's defaults are written, so default configs stay as older versions wrote them.
+        defaults = dict(strip_accents=self.lower_case, chinese_chars=True, clean_text=True)
+        self._write_config(directory, self.lower_case,
+                           **{key: value for key, value in self.options.items() if value != defaults[key]})
 
 
 class SentencePieceTokenizer(Tokenizer):
@@ -267,8 +293,9 @@ def load_tokenizer(directory: PathLike) -> Tokenizer:
     config = read_json_object(config_path, "tokenizer configuration")
     kind = config.get("type")
     if kind == WordPieceTokenizer.type_name:
-        lower_case = bool(config.get("lower_case", True))
-        return WordPieceTokenizer(directory / WORDPIECE_VOCAB_FILE, lower_case=lower_case)
+        options = {key: config[key] for key in ("strip_accents", "chinese_chars", "clean_text") if key in config}
+        return WordPieceTokenizer(directory / WORDPIECE_VOCAB_FILE, lower_case=bool(config.get("lower_case", True)),
+                                  **options)
     if kind == SentencePieceTokenizer.type_name:
         preprocessing = {key: bool(config.get(key, False)) for key in ("lower_case", "strip_accents", "replace_quotes")}
         return SentencePieceTokenizer(directory / SENTENCEPIECE_MODEL_FILE, config.get("special_tokens"),
@@ -322,7 +349,7 @@ def train_wordpiece(sentences: Sequence[str], vocab_size: int, lower_case: bool 
     normalized = (
         tf.data.Dataset.from_tensor_slices(tf.constant(list(sentences), tf.string))
         .batch(4096)
-        .map(lambda batch: bert_normalize(batch, lower_case))
+        .map(lambda batch: bert_normalize(batch, lower_case, strip_accents=lower_case))
     )
     words = normalized.map(BasicTokenizer(lower_case=False).tokenize)
     word_counts = wordpiece_learner.count_words(words)
@@ -435,8 +462,20 @@ def train_sentencepiece(
             minloglevel=2,
         )
     except RuntimeError as error:
-        raise ConfigError(f"SentencePiece training failed: {error}") from None
+        raise _sentencepiece_training_error(error, vocab_size) from None
     return SentencePieceTokenizer(model.getvalue(), special_tokens)
+
+
+def _sentencepiece_training_error(error: RuntimeError, vocab_size: int) -> ConfigError:
+    """SentencePiece's internal check failures, said as the flag to change (with the bound it gave)."""
+    message = str(error)
+    if match := re.search(r"Vocabulary size too high \(\d+\)\. Please set it to a value <= (\d+)", message):
+        return ConfigError(f"SentencePiece training failed: this corpus gives at most {match[1]} pieces, not "
+                           f"{vocab_size}; pass --vocab-size {match[1]} or less.")
+    if match := re.search(r"Vocabulary size is smaller than required_chars\. \d+ vs (\d+)", message):
+        return ConfigError(f"SentencePiece training failed: this corpus needs at least {match[1]} pieces for its "
+                           f"characters, not {vocab_size}; pass --vocab-size {match[1]} or more.")
+    return ConfigError(f"SentencePiece training failed: {' '.join(message.split())}")
 
 
 def _sentencepiece_preprocess(strings, lower_case, strip_accents, replace_quotes):
@@ -451,14 +490,21 @@ def _sentencepiece_preprocess(strings, lower_case, strip_accents, replace_quotes
     return strings
 
 
-def bert_normalize(strings: tf.Tensor, lower_case: bool) -> tf.Tensor:
-    """Hugging Face BERT text normalisation as TF ops (see WordPieceTokenizer)."""
-    strings = tf.strings.regex_replace(strings, _BERT_DELETED_CHARS, "")
-    if not lower_case:
-        return strings
-    strings = tf.strings.lower(strings, encoding="utf-8")
-    strings = tf_text.normalize_utf8(strings, "NFD")
-    return tf.strings.regex_replace(strings, r"\p{Mn}", "")
+def bert_normalize(strings: tf.Tensor, lower_case: bool, strip_accents: bool, clean_text: bool = True) -> tf.Tensor:
+    """Hugging Face's BertNormalizer as TF ops, in its order (see WordPieceTokenizer); CJK
+    isolation is left to the word splitting."""
+    if clean_text:
+        strings = tf.strings.regex_replace(strings, _BERT_DELETED_CHARS, "")
+    else:
+        # Lower-casing and word splitting end strings at NUL. HF keeps NUL inside its word, like \x01
+        # (neither space nor punctuation, kept by case and accent rules), so \x01 stands in for it;
+        # WordPieceTokenizer refuses vocabularies that would tell the two apart.
+        strings = tf.strings.regex_replace(strings, r"\x00", "\x01")
+    if strip_accents:
+        strings = tf.strings.regex_replace(tf_text.normalize_utf8(strings, "NFD"), r"\p{Mn}", "")
+    if lower_case:
+        strings = tf.strings.lower(strings, encoding="utf-8")
+    return strings
 
 
 def _as_ragged_ids(ids) -> tf.RaggedTensor:
@@ -515,6 +561,8 @@ def _check_wordpiece_vocab(tokens: list[str]) -> None:
     missing = [token for token in WORDPIECE_SPECIAL_TOKENS if token not in seen]
     if missing:
         raise ConfigError(f"WordPiece vocabulary lacks the special tokens {missing}.")
+    if len(seen) == len(WORDPIECE_SPECIAL_TOKENS):
+        raise ConfigError("WordPiece vocabulary holds only the special tokens: every word would be [UNK].")
 
 
 def sentencepiece_pieces(model_proto: bytes) -> list[str]:
