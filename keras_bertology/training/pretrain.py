@@ -20,7 +20,8 @@ import tensorflow as tf
 from keras_bertology.atomic import atomic_directory
 from keras_bertology.data.corpus import BadRecords, read_corpus
 from keras_bertology.data.pipeline import make_dataset
-from keras_bertology.data.recipe import build_instances, build_masker, copies_of, masking_of
+from keras_bertology.data.instances import coverage_line
+from keras_bertology.data.recipe import build_instances, build_masker, copies_of, masking_of, tokenize_documents
 from keras_bertology.data.shards import (
     TOKENIZER_DIR, read_manifest, sample_instances, shard_dataset, tokenizer_fingerprint)
 from keras_bertology.data.static_masking import write_static_tfrecords
@@ -130,6 +131,8 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         instances = build_instances(family, documents, tokenizer, options, replicas)
         _say(options, f"instances: {len(instances['token_ids'])} sequences of {options.seq_len} tokens"
                       + (f" ({copies} builds of the corpus)" if copies > 1 else ""))
+        _say(options, coverage_line(instances, tokenize_documents(documents, tokenizer), copies,
+                                    (tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id)))
 
     steps_per_window, windows = options.steps_per_window, options.windows
     total_steps = windows * steps_per_window
