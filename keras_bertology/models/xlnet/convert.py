@@ -60,14 +60,12 @@ def layers_share_biases(biases):
     return all(np.array_equal(layer, biases[0]) for layer in biases)
 
 
-def load_encoder(encoder, source):
-    """All encoder tensors from `source` (names without the `transformer.` prefix)."""
+def load_encoder(encoder, source, biases):
+    """All encoder tensors from `source` (names without the `transformer.` prefix); `biases` are the layers'
+    relative biases (`relative_biases`), equal across layers where the encoder shares one set."""
     hidden = encoder.hidden_size
     assign(encoder.word_embedding.embeddings, source.get("word_embedding.weight"), "word_embedding.weight")
     assign(encoder.mask_embedding, np.asarray(source.get("mask_emb")).reshape(-1), "mask_emb")
-    biases = relative_biases(source, encoder.num_layers)
-    if not (encoder.untie_r or layers_share_biases(biases)):
-        raise CheckpointError("the layers' rel_attn biases differ: they need an encoder with untie_r=True")
     assign(encoder.relative_biases, biases if encoder.untie_r else biases[0], "rel_attn biases")
     for index, block in enumerate(encoder.blocks):
         prefix = f"layer.{index}."
@@ -92,7 +90,8 @@ def convert(family, config, weights):
 
     kwargs = backbone_kwargs(config)
     source = WeightSource(weights, prefix="transformer.")
-    if not kwargs["untie_r"] and not layers_share_biases(relative_biases(source, kwargs["num_layers"])):
+    biases = relative_biases(source, kwargs["num_layers"])
+    if not kwargs["untie_r"] and not layers_share_biases(biases):
         kwargs["untie_r"] = True
         source.notes.append("config.json says untie_r=false but the layers' relative attention biases differ: "
                             "imported per layer (untie_r=true), as transformers uses them")
@@ -100,7 +99,7 @@ def convert(family, config, weights):
         source.notes.append("config.json sets bi_data=true, with which transformers reads the second half of every "
                             "batch backwards, at inference too: this import reads every row forwards")
     backbone = family.backbone_cls(**kwargs)
-    load_encoder(backbone.encoder, source)
+    load_encoder(backbone.encoder, source, biases)
     heads = WeightSource(weights, prefix="")
     if not heads.has("lm_loss.bias"):
         return backbone, None, [], source.used, source.notes
