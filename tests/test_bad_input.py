@@ -35,6 +35,8 @@ def _corpora(tmp):
     _write(tmp, "latin1.txt", "caf\xe9 au lait.\n".encode("latin-1"))
     _write(tmp, "utf16.txt", TEXT.encode("utf-16"))
     os.mkfifo(tmp / "fifo")  # no writer: reading it would hang
+    _write(tmp, "dangling/good.txt", TEXT * 20)
+    os.symlink(tmp / "moved_away.txt", tmp / "dangling" / "gone.txt")
     _write(tmp, "onedoc.txt", "One document. Two sentences here. And a third.\n" * 30)
     _write(tmp, "onesentence.txt", "\n\n".join(f"Document number {i} has one sentence" for i in range(50)))
     (tmp / "empty_folder").mkdir()
@@ -120,6 +122,8 @@ CASES = [
     ("prepare FIFO corpus", ["prepare", "--model", "bert", "--corpus", "{tmp}/fifo", "--out", "{tmp}/p"],
      "is a pipe, not a regular file"),
     ("empty folder", _pretrain(corpus="{tmp}/empty_folder"), "has no files"),
+    ("dangling symlink in a corpus folder", _pretrain(corpus="{tmp}/dangling"),
+     "gone.txt: a symlink to {tmp}/moved_away.txt, which does not exist"),
     ("hidden files only", _pretrain(corpus="{tmp}/hidden_only"), "has no files"),
     ("one document for NSP", _pretrain(corpus="{tmp}/onedoc.txt"), "at least two non-empty documents"),
     ("one sentence per document", _pretrain(corpus="{tmp}/onesentence.txt"), "at least two sentences"),
@@ -228,6 +232,7 @@ def test_the_table_is_large():
 def test_bad_input_is_refused_cleanly(tmp, capsys, name, argv, message):
     before = set(tmp.iterdir())
     argv = [arg.replace("{tmp}", str(tmp)) for arg in argv]
+    message = message.replace("{tmp}", str(tmp))
     try:
         status = main(argv)
     except SystemExit as exit_:  # argparse's usage errors

@@ -13,7 +13,7 @@ import pytest
 
 from keras_bertology.data import corpus
 from keras_bertology.data.corpus import default_corpus_paths, read_corpus, split_sentences, strip_play_markup
-from keras_bertology.data.instances import build_nsp_instances, coverage_line
+from keras_bertology.data.instances import build_nsp_instances, coverage_counts, coverage_line
 from keras_bertology.data.sentences import MAX_SENTENCE_CHARS
 from keras_bertology.errors import CorpusError
 
@@ -301,7 +301,7 @@ def test_coverage_line_warns_when_instances_drop_the_corpus():
     long = [[rng.integers(5, 50, 5000).astype(np.int32), rng.integers(5, 50, 20).astype(np.int32)]] + short[:1]
     for documents, share in [(short, "100.0%"), (long, "WARNING: only")]:
         instances = build_nsp_instances(documents, 64, rng=rng, **specials)
-        line = coverage_line(instances, documents, 1, specials.values())
+        line = coverage_line(*coverage_counts(instances, documents, 1, specials.values()))
         assert share in line and "\n" not in line
 
 

@@ -77,7 +77,7 @@ def train(strategy_name, stop_at=None, checkpoints=None):
                 model = checkpoints.load_model()[0]
         data = make_dataset(rows, GLOBAL_BATCH, masker=masker, seed=1, shuffle=not family.stream_batches,
                             start_step=start).map(model.split_features)
-        fit(model, data, strategy, global_batch=GLOBAL_BATCH, epochs=stop, initial_epoch=start, steps_per_epoch=1,
+        fit(model, data, strategy, global_batch=GLOBAL_BATCH, epochs=stop, initial_step=start, steps_per_epoch=1,
             callbacks=[record], verbose=0)
         start = stop
     return replicas, losses, [np.asarray(v) for v in model.trainable_weights]

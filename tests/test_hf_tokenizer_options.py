@@ -74,8 +74,10 @@ def test_tokenizer_config_options_match_transformers(tmp_path, vocab, lower, str
 @pytest.mark.parametrize("lower,strip,chinese", OPTIONS)
 @pytest.mark.parametrize("clean", [True, False])
 def test_tokenizer_json_normalizer_options_match_transformers(tmp_path, vocab, lower, strip, chinese, clean):
-    """The generic tokenizer class runs tokenizer.json's BertNormalizer, clean_text included."""
+    """The generic tokenizer class runs tokenizer.json's BertNormalizer, clean_text included, even beside a
+    vocab.txt (which older transformers saved too, and which it then leaves unread)."""
     transformers.BertTokenizer(vocab=dict(vocab)).save_pretrained(str(tmp_path))
+    (tmp_path / "vocab.txt").write_text("".join(f"{token}\n" for token in vocab), encoding="utf-8")
     spec = json.loads((tmp_path / "tokenizer.json").read_text())
     spec["normalizer"].update(lowercase=lower, strip_accents=strip, handle_chinese_chars=chinese, clean_text=clean)
     (tmp_path / "tokenizer.json").write_text(json.dumps(spec))

@@ -17,7 +17,8 @@ from keras_bertology.errors import CheckpointError, ConfigError, TrainingError
 from keras_bertology.folder_lock import LOCK_FILE
 from keras_bertology.models.roberta import ROBERTA
 from keras_bertology.runs import MODEL_DIR, load_run_model
-from keras_bertology.training.callbacks import CheckpointEveryWindow, MetricHistory, StopOnNonFiniteLoss
+from keras_bertology.training.callbacks import (
+    CheckpointEveryWindow, MetricHistory, StopAtCheckpointOnSignal, StopOnNonFiniteLoss, StoppedBySignal)
 from keras_bertology.training.checkpoints import HISTORY_FILE, MODEL_FILE, RANDOM_STATE_FILE, RunCheckpoints
 from keras_bertology.training.pretrain import PretrainOptions, pretrain
 
@@ -263,12 +264,15 @@ def _complete_checkpoints_only(run_dir):
 
 
 @pytest.mark.slow
-def test_runs_killed_at_random_moments_end_with_the_weights_of_an_uninterrupted_run(tmp_path):
+@pytest.mark.parametrize("precision", ["float32", "mixed_bfloat16"])
+def test_runs_killed_at_random_moments_end_with_the_weights_of_an_uninterrupted_run(tmp_path, precision):
     """kill -9 in the middle of a run, twice at random moments (before the first checkpoint, then at a
     random point of a later window, saves included), then --resume: the final weights are exactly those
-    of a run never interrupted. BERT-Tiny: static masking (its file written once), NSP, dropout."""
+    of a run never interrupted, in float32 and in mixed_bfloat16, on the backend the tests run on.
+    BERT-Tiny: static masking (its file written once), NSP, dropout."""
     corpus = [str(path) for path in default_corpus_paths()[:2]]  # NSP draws its random B from another document
-    settings = dict(model="bert", preset="bert-tiny", steps=12, log_every=2, corpus=corpus, dupe_factor=2)
+    settings = dict(model="bert", preset="bert-tiny", steps=12, log_every=2, corpus=corpus, dupe_factor=2,
+                    precision=precision)
     reference = pretrain(_options(tmp_path / "reference", **settings))
     expected = [np.asarray(v) for v in RunCheckpoints(tmp_path / "reference" / "run").load_model()[0].weights]
     keras.backend.clear_session()
@@ -277,7 +281,7 @@ def test_runs_killed_at_random_moments_end_with_the_weights_of_an_uninterrupted_
     command = [sys.executable, "-m", "keras_bertology.cli", "pretrain", "--model", "bert", "--preset", "bert-tiny",
                "--corpus", *corpus, "--steps", "12", "--log-every", "2",
                "--batch-size", "8", "--seq-len", "32", "--vocab-size", "400", "--dupe-factor", "2",
-               "--out", str(run_dir),
+               "--out", str(run_dir), "--precision", precision,
                "--no-export", "--resume"]
     rng = np.random.default_rng(1)
     kills = [(0, rng.uniform(2.0, 6.0)), (6, rng.uniform(0.0, 0.4))]
@@ -354,6 +358,37 @@ def test_a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one_in_its_prec
     assert resumed["weights_sha256"] == metrics["weights_sha256"]
     assert resumed["precision"] == precision and resumed["history"][:1] == metrics["history"][:1]
     assert {layer.dtype_policy.name for layer in checkpoints.load_model()[0]._flatten_layers()} == {precision}
+
+
+@pytest.mark.parametrize("precision", ["float32", "mixed_bfloat16"])
+def test_a_stop_requested_inside_a_window_ends_it_at_the_next_step_and_resume_goes_on_exactly(
+        tmp_path, monkeypatch, precision):
+    """SIGTERM's stop arrives during step 7 of windows of 4: the run ends after step 7 with its checkpoint,
+    and --resume trains the rest of that window, then whole windows: the weights, the logged windows and
+    the loss (weighted over the two parts of the cut window) of an uninterrupted run."""
+    settings = dict(steps=40, log_every=4, batch_size=4, precision=precision)
+    reference = pretrain(_options(tmp_path / "reference", **settings))
+    keras.backend.clear_session()
+    stop_during = 7
+    batch_end = StopAtCheckpointOnSignal.on_train_batch_end
+
+    def signal_during_step(callback, batch, logs=None):
+        if callback.history.step + batch + 1 == stop_during:  # what the CLI's SIGTERM handler does
+            assert StopAtCheckpointOnSignal.request(signal.SIGTERM)
+        batch_end(callback, batch, logs)
+
+    monkeypatch.setattr(StopAtCheckpointOnSignal, "on_train_batch_end", signal_during_step)
+    with pytest.raises(StoppedBySignal, match=f"^stopped by SIGTERM after step {stop_during}; checkpoint saved"):
+        pretrain(_options(tmp_path / "stopped", **settings))
+    checkpoints = RunCheckpoints(tmp_path / "stopped" / "run")
+    assert checkpoints.latest()[1] == stop_during and _steps({"history": checkpoints.load_history()}) == [4, 7]
+    monkeypatch.undo()
+    keras.backend.clear_session()
+    resumed = pretrain(_options(tmp_path / "stopped", resume=True, **settings))
+    assert resumed["weights_sha256"] == reference["weights_sha256"]
+    assert _steps(resumed) == _steps(reference) == list(range(4, 41, 4))
+    for ours, theirs in zip(resumed["history"], reference["history"]):
+        assert ours["loss"] == pytest.approx(theirs["loss"], rel=1e-5)
 
 
 @pytest.mark.slow

@@ -50,10 +50,10 @@ def load_hf_tokenizer(hf_dir, model_vocab_size):
 def _read_tokenizer(hf_dir):
     if (hf_dir / "spiece.model").is_file():
         return _sentencepiece(hf_dir)
-    if (hf_dir / "vocab.txt").is_file():
-        return _wordpiece(hf_dir, hf_dir / "vocab.txt", None)
     spec = read_json_object(hf_dir / "tokenizer.json", "tokenizer.json") \
         if (hf_dir / "tokenizer.json").is_file() else None
+    if (hf_dir / "vocab.txt").is_file() and not _runs_tokenizer_json(hf_dir, spec):
+        return _wordpiece(hf_dir, hf_dir / "vocab.txt", spec)
     if (hf_dir / "vocab.json").is_file() and (hf_dir / "merges.txt").is_file():
         return ByteLevelBPETokenizer.from_files(hf_dir, mask_lstrip=_mask_lstrip(hf_dir, spec))
     if spec is None:
@@ -78,8 +78,7 @@ def _sentencepiece(hf_dir):
     accents are stripped unless keep_accents, lowercased when do_lower_case. Without that file, the
     defaults of the model's kind: XLNet's (<cls> <sep>, cased) when it has a <cls> piece, else
     ALBERT's ([CLS] [SEP], uncased)."""
-    path = hf_dir / "tokenizer_config.json"
-    config = read_json_object(path, "tokenizer_config.json") if path.is_file() else {}
+    config = _tokenizer_config(hf_dir)
     model_proto = (hf_dir / "spiece.model").read_bytes()
     cased = "<cls>" in sentencepiece_pieces(model_proto)
     defaults = XLNET_SPECIAL_TOKENS if cased else ALBERT_SPECIAL_TOKENS
@@ -92,10 +91,20 @@ def _sentencepiece(hf_dir):
         strip_accents=not config.get("keep_accents", False), replace_quotes=True)
 
 
+def _runs_tokenizer_json(hf_dir, spec):
+    """Whether transformers runs tokenizer.json as written (the generic tokenizer class), rather than a
+    BERT class built from vocab.txt and tokenizer_config.json."""
+    return spec is not None and _tokenizer_config(hf_dir).get("tokenizer_class") in _GENERIC_CLASSES
+
+
+def _tokenizer_config(hf_dir):
+    path = hf_dir / "tokenizer_config.json"
+    return read_json_object(path, "tokenizer_config.json") if path.is_file() else {}
+
+
 def _wordpiece(hf_dir, vocab, spec):
     """BERT WordPiece with the options transformers 5 would run, refusing those it cannot honour."""
-    path = hf_dir / "tokenizer_config.json"
-    config = read_json_object(path, "tokenizer_config.json") if path.is_file() else {}
+    config = _tokenizer_config(hf_dir)
     for role, default in zip(_WORDPIECE_ROLES, WORDPIECE_SPECIAL_TOKENS):
         token = config.get(f"{role}_token", default)
         token = token.get("content") if isinstance(token, dict) else token

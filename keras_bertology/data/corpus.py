@@ -246,6 +246,9 @@ def _regular(file: Path) -> Path:
     try:
         mode = os.stat(file).st_mode
     except OSError as error:
+        if os.path.islink(file) and not os.path.exists(file):
+            raise CorpusError(f"Cannot read corpus file {file}: a symlink to {os.readlink(file)}, which does "
+                              "not exist (remove the link or restore its target)") from None
         raise CorpusError(f"Cannot read corpus file {file}: {error.strerror}") from None
     if not stat.S_ISREG(mode):
         kind = next((name for test, name in _FILE_KINDS if test(mode)), "a special file")

@@ -310,20 +310,24 @@ def sentence_order_instances(documents: Documents, seq_len: int, specials: dict,
 LOW_COVERAGE = 0.9
 
 
-def coverage_line(instances: dict, documents: Documents, copies: int, special_ids) -> str:
-    """One line: the share of the tokens of `documents` that reached one build of the `instances`.
+def coverage_counts(instances: dict, documents: Documents, copies: int, special_ids) -> tuple[float, int]:
+    """(tokens of one build of the `instances`, tokens of the tokenized `documents` they were built from).
 
     Text is lost where a segment longer than its room is cut (a sentence without stops, pairs
     trimmed to fit). Tokens that instances repeat (NSP's random next segments, XLNet's reused and
-    reversed rows) count again, so the share is an upper bound, capped at 100%: a warning is never
-    a false alarm.
+    reversed rows) count again, so the first is an upper bound of what reached the instances.
     """
     corpus = sum(len(sentence) for document in documents for sentence in document)
     held = np.isin(instances["token_ids"], np.asarray(list(special_ids)), invert=True).sum() / copies
-    share = min(1.0, held / max(corpus, 1))
-    line = f"coverage: {share:.1%} of the corpus's {corpus} tokens reached the instances"
+    return float(held), int(corpus)
+
+
+def coverage_line(reached: float, corpus: int) -> str:
+    """One line: the share of the corpus's tokens that reached the instances (`coverage_counts`),
+    capped at 100%, so that its warning under LOW_COVERAGE is never a false alarm."""
+    share = min(1.0, reached / max(corpus, 1))
     if share < LOW_COVERAGE:
         return (f"WARNING: only {share:.1%} of the corpus's {corpus} tokens reached the instances (under "
                 f"{LOW_COVERAGE:.0%}): segments longer than --seq-len are cut and chunks that make no "
                 "sentence pair are dropped")
-    return line
+    return f"coverage: {share:.1%} of the corpus's {corpus} tokens reached the instances"

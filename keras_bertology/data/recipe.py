@@ -8,6 +8,8 @@ the same options, so they give instances of the same kind and statistics.
 import numpy as np
 import tensorflow as tf
 
+from keras_bertology.data.instances import coverage_counts
+
 
 
 def tokenize_documents(documents, tokenizer, batch_size=8192):
@@ -35,13 +37,18 @@ def copies_of(family, options):
     return options.dupe_factor if masking_of(family, options) == "static" else 1
 
 
-def build_instances(family, documents, tokenizer, options, replicas=1, rng=None):
-    """The family's instances of `documents` (lists of sentences), `copies_of` times over."""
+def build_instances(family, tokenized, tokenizer, options, replicas=1, rng=None):
+    """The family's instances of `tokenized` documents (`tokenize_documents`), `copies_of` times over."""
     specials = dict(cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
     rng = np.random.default_rng(options.seed) if rng is None else rng
-    return family.build_instances(tokenize_documents(documents, tokenizer), options.seq_len, specials, rng,
-                                  copies_of(family, options), options.packing, options.family_options,
-                                  options.batch_size, replicas)
+    return family.build_instances(tokenized, options.seq_len, specials, rng, copies_of(family, options),
+                                  options.packing, options.family_options, options.batch_size, replicas)
+
+
+def instance_coverage(family, instances, tokenized, tokenizer, options):
+    """`coverage_counts` of instances built by `build_instances`."""
+    return coverage_counts(instances, tokenized, copies_of(family, options),
+                           (tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id))
 
 
 def build_masker(family, tokenizer, options, replicas=1):

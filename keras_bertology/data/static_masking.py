@@ -121,7 +121,8 @@ def _spec_record(batch: dict[str, np.ndarray]) -> bytes:
 
 
 def serialize_examples(batch: dict[str, np.ndarray]) -> Iterator[bytes]:
-    """One serialized tf.train.Example per row of `batch`, each feature flattened (see `storage_dtype`)."""
+    """One serialized tf.train.Example per row of `batch`, each feature flattened (see `storage_dtype`);
+    deterministic, so the same instances give the same bytes in any process (a map's order is not)."""
     columns = {key: value.reshape(len(value), -1) for key, value in batch.items()}
     for row in range(len(batch["token_ids"])):
         feature = {}
@@ -130,7 +131,7 @@ def serialize_examples(batch: dict[str, np.ndarray]) -> Iterator[bytes]:
                 feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=column[row].tolist()))
             else:
                 feature[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=column[row].astype(np.int64)))
-        yield tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+        yield tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(deterministic=True)
 
 
 def _read_spec(path: str) -> dict[str, tuple]:

@@ -37,7 +37,8 @@ import numpy as np
 from keras_bertology.atomic import atomic_directory
 from keras_bertology.convert.hf_tokenizer import load_hf_tokenizer
 from keras_bertology.data.corpus import BadRecords, corpus_files, default_corpus_paths, iter_documents
-from keras_bertology.data.recipe import build_instances, build_masker, masking_of
+from keras_bertology.data.instances import coverage_line
+from keras_bertology.data.recipe import build_instances, build_masker, instance_coverage, masking_of, tokenize_documents
 from keras_bertology.data.shards import (
     FORMAT, MANIFEST_FILE, TOKENIZER_DIR, VERSION, shard_name, tokenizer_fingerprint, write_shard)
 from keras_bertology.data.static_masking import masked_batches
@@ -75,7 +76,7 @@ def prepare(options):
 
 def _prepare(family, options):
     """The shards, tokenizer and manifest, written to a staging folder that replaces --out at the end."""
-    files = corpus_files(options.corpus or default_corpus_paths())
+    files = corpus_files(options.corpus or default_corpus_paths(), say=lambda line: _say(options, line))
     corpus_bytes = sum(f.stat().st_size * (GZIP_RATIO if f.name.lower().endswith(".gz") else 1) for f in files)
     shards = options.shard_count(corpus_bytes)
     recipe_options = options.recipe_options()
@@ -198,8 +199,9 @@ class BuildShard(beam.DoFn):
         documents = _shard_documents(parts)
         if not documents:
             return
+        tokenized = tokenize_documents(documents, self.tokenizer)
         try:
-            instances = build_instances(self.family, documents, self.tokenizer, job.recipe_options, job.replicas,
+            instances = build_instances(self.family, tokenized, self.tokenizer, job.recipe_options, job.replicas,
                                         np.random.default_rng([job.recipe_options.seed, shard]))
         except ConfigError as error:
             _write_line(Path(job.staging) / ERRORS_FILE, {
@@ -215,9 +217,12 @@ class BuildShard(beam.DoFn):
         header = write_shard(str(Path(job.staging) / name), batches, header, count)
         shutil.rmtree(parts)
         tokens = int(np.sum(instances["token_ids"] != self.tokenizer.pad_id))
+        reached, corpus_tokens = instance_coverage(self.family, instances, tokenized, self.tokenizer,
+                                                   job.recipe_options)
         _write_line(Path(job.staging) / SUMMARY_FILE, {
             "file": name, "instances": count, "documents": len(documents),
-            "sentences": sum(map(len, documents)), "tokens": tokens, "features": header["features"]})
+            "sentences": sum(map(len, documents)), "tokens": tokens, "corpus_tokens": corpus_tokens,
+            "reached_tokens": reached, "features": header["features"]})
         yield name
 
 
@@ -332,8 +337,9 @@ def _manifest(format_name, version, recipe, fingerprint, summaries, bad, files, 
     if any(summary["features"] != features for summary in summaries):
         raise CorpusError("the shards came out with different features: " + ", ".join(
             f"{s['file']}: {s['features']}" for s in summaries[:2]))
-    totals = {key: sum(summary[key] for summary in summaries) for key in ("instances", "documents", "sentences",
-                                                                           "tokens")}
+    totals = {key: sum(summary[key] for summary in summaries)
+              for key in ("instances", "documents", "sentences", "tokens", "corpus_tokens", "reached_tokens")}
+    totals["reached_tokens"] = round(totals["reached_tokens"])  # one build's share of the instances' tokens
     return {
         "format": format_name, "version": version, "recipe": recipe, "tokenizer_sha256": fingerprint,
         "features": features, **totals,
@@ -396,6 +402,7 @@ def _report(manifest, options):
     _say(options, f"{manifest['instances']} instances from {manifest['documents']} documents "
                   f"({manifest['tokens']} tokens) in {len(manifest['shards'])} shards, "
                   f"{manifest['prepare_seconds']:.1f} s; manifest: {Path(options.out) / 'manifest.json'}")
+    _say(options, coverage_line(manifest["reached_tokens"], manifest["corpus_tokens"]))
     if skipped["count"]:
         _say(options, f"skipped {skipped['count']} bad records, for example: " + "; ".join(skipped["examples"]))
 

@@ -16,7 +16,7 @@ import numpy as np
 from keras_bertology.atomic import atomic_directory
 from keras_bertology.data.corpus import BadRecords, read_corpus
 from keras_bertology.data.pipeline import make_dataset
-from keras_bertology.data.recipe import build_instances, build_masker
+from keras_bertology.data.recipe import build_instances, build_masker, tokenize_documents
 from keras_bertology.data.tokenizers import load_tokenizer
 from keras_bertology.training.fill_mask import hold_out_sentences
 from keras_bertology.training.flops import pretraining_flops
@@ -28,7 +28,8 @@ PROBE_STEPS = 1000
 
 def read_documents(options):
     """The study's corpus, read once as `bertology pretrain` reads it."""
-    return read_corpus(options.corpus, options.corpus_format, options.text_field, BadRecords(skip=False))
+    return read_corpus(options.corpus, options.corpus_format, options.text_field, BadRecords(skip=False),
+                       say=print if options.verbose else lambda line: None)
 
 
 def arm_tokenizer(family, documents, pretrain_options, folder):
@@ -50,7 +51,7 @@ def flops_per_step(family, tokenizer, documents, pretrain_options):
                                                              dtype="float32"))
     pretrainer = family.build_pretrainer(backbone, options.family_options, options.preset, options.batch_size)
     pretrainer.compile()
-    instances = build_instances(family, documents, tokenizer, options)
+    instances = build_instances(family, tokenize_documents(documents, tokenizer), tokenizer, options)
     dataset = make_dataset(instances, options.batch_size, masker=build_masker(family, tokenizer, options),
                            seed=options.seed, shuffle=False)
     batch = next(iter(model_batches(dataset, pretrainer)))

@@ -17,6 +17,9 @@ class MetricHistory(keras.callbacks.Callback):
     Each Keras epoch here is one logging window of `steps_per_window` steps; the
     first window includes graph tracing, so throughput is reported for later
     ones. `records` carries the windows of an earlier, resumed part of the run.
+    A window cut short by a signal is recorded at the step it reached; the
+    resumed run's rest of it is merged into that record (metrics weighted by
+    steps), so a stopped and resumed run logs the windows of an uninterrupted one.
     """
 
     def __init__(self, steps_per_window, batch_size, records=None):
@@ -24,17 +27,39 @@ class MetricHistory(keras.callbacks.Callback):
         self.steps_per_window = steps_per_window
         self.batch_size = batch_size
         self.records = list(records or [])
-        self._started = None
+        self.step = self.records[-1]["step"] if self.records else 0
+        self.ended = None  # (epoch, step) of the last window recorded
+        self._started = self._steps = None
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._started = time.perf_counter()
+        self._started, self._steps = time.perf_counter(), 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._steps = batch + 1
 
     def on_epoch_end(self, epoch, logs=None):
         seconds = time.perf_counter() - self._started
-        record = {"step": (epoch + 1) * self.steps_per_window}
-        record.update({name: float(value) for name, value in (logs or {}).items()})
-        record["samples_per_second"] = self.steps_per_window * self.batch_size / seconds
-        self.records.append(record)
+        self.step += self._steps
+        record = {"step": self.step, **{name: float(value) for name, value in (logs or {}).items()},
+                  "samples_per_second": self._steps * self.batch_size / seconds}
+        cut = self.records[-1]["step"] % self.steps_per_window if self.records else 0
+        if cut and self.step - self._steps == self.records[-1]["step"]:
+            self.records[-1] = _merged(self.records[-1], cut, record, self._steps, self.batch_size)
+        else:
+            self.records.append(record)
+        self.ended = (epoch, self.step)
+
+
+def _merged(first, first_steps, rest, rest_steps, batch_size):
+    """One window's record from its two parts (metrics weighted by steps; throughput over both)."""
+    merged = {"step": rest["step"]}
+    for name, value in rest.items():
+        if name not in ("step", "samples_per_second") and name in first:
+            merged[name] = (first[name] * first_steps + value * rest_steps) / (first_steps + rest_steps)
+    seconds = sum(steps * batch_size / part["samples_per_second"]
+                  for part, steps in ((first, first_steps), (rest, rest_steps)))
+    merged["samples_per_second"] = (first_steps + rest_steps) * batch_size / seconds
+    return merged
 
 
 class CheckpointEveryWindow(keras.callbacks.Callback):
@@ -50,11 +75,14 @@ class CheckpointEveryWindow(keras.callbacks.Callback):
         self.history = history
 
     def on_epoch_end(self, epoch, logs=None):
-        step = (epoch + 1) * self.history.steps_per_window
-        records = self.history.records
-        if not records or records[-1]["step"] != step:
-            raise RuntimeError("CheckpointEveryWindow must follow its MetricHistory in the callback list")
-        self.checkpoints.save(self.model, step, records)
+        self.checkpoints.save(self.model, _recorded_step(self.history, epoch, self), self.history.records)
+
+
+def _recorded_step(history, epoch, callback):
+    """The step at which `history` recorded `epoch`'s end; `callback` must follow it in the list."""
+    if history.ended is None or history.ended[0] != epoch:
+        raise RuntimeError(f"{type(callback).__name__} must follow its MetricHistory in the callback list")
+    return history.ended[1]
 
 
 class StoppedBySignal(KeyboardInterrupt):
@@ -67,7 +95,7 @@ class StoppedBySignal(KeyboardInterrupt):
 
 class StopAtCheckpointOnSignal(keras.callbacks.Callback):
     """Defers SIGTERM (what schedulers and preemptible machines send before a kill) to the end of the
-    current window, whose checkpoint is then saved, so that --resume loses no step and goes on exactly.
+    current step: the window ends there, its checkpoint is saved, and --resume goes on exactly.
 
     It must follow CheckpointEveryWindow. The CLI's handler calls `request` while a run with this
     callback trains (`deferring`); elsewhere, or at a second signal, it stops at once.
@@ -76,9 +104,9 @@ class StopAtCheckpointOnSignal(keras.callbacks.Callback):
     deferring = None  # the callback of the training under way, if any
     requested = None  # the signal received (a signal.Signals)
 
-    def __init__(self, steps_per_window):
+    def __init__(self, history):
         super().__init__()
-        self.steps_per_window = steps_per_window
+        self.history = history
 
     @classmethod
     def request(cls, signal):
@@ -94,25 +122,29 @@ class StopAtCheckpointOnSignal(keras.callbacks.Callback):
     def on_train_end(self, logs=None):
         type(self).deferring = None
 
+    def on_train_batch_end(self, batch, logs=None):
+        if type(self).requested is not None:
+            self.model.stop_training = True  # the fit loop ends the window after this step
+
     def on_epoch_end(self, epoch, logs=None):
         signal = type(self).requested
         if signal is not None:
             type(self).deferring = None
-            raise StoppedBySignal(f"stopped by {signal.name} after step {(epoch + 1) * self.steps_per_window}; "
+            raise StoppedBySignal(f"stopped by {signal.name} after step {_recorded_step(self.history, epoch, self)}; "
                                   "checkpoint saved, --resume continues", 128 + signal.value)
 
 
 class SnapshotAtSteps(keras.callbacks.Callback):
     """At the end of the windows that end at `steps`, hands the step to `save` (once per step: a
-    resumed run does not write a snapshot again)."""
+    resumed run does not write a snapshot again). It must follow `history`."""
 
-    def __init__(self, steps, steps_per_window, save, exists):
+    def __init__(self, steps, history, save, exists):
         super().__init__()
-        self.steps, self.steps_per_window = set(steps), steps_per_window
+        self.steps, self.history = set(steps), history
         self.save, self.exists = save, exists
 
     def on_epoch_end(self, epoch, logs=None):
-        step = (epoch + 1) * self.steps_per_window
+        step = _recorded_step(self.history, epoch, self)
         if step in self.steps and not self.exists(step):
             self.save(step)
 

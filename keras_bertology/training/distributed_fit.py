@@ -29,20 +29,39 @@ def replica_batch_size(global_batch, strategy):
     return global_batch // replicas
 
 
-def fit(model, dataset, strategy, *, global_batch, epochs, initial_epoch, steps_per_epoch, callbacks,
+def fit(model, dataset, strategy, *, global_batch, epochs, initial_step, steps_per_epoch, callbacks,
         verbose, worker_dataset=None):
-    """Train `model` on `dataset` (global batches, endless) for epochs `initial_epoch` .. `epochs` - 1.
+    """Train `model` on `dataset` (global batches, endless, starting at step `initial_step`) up to the end
+    of epoch `epochs` - 1.
 
-    `worker_dataset`, when given, is `InputContext -> dataset` of that input
+    A run stopped by a signal stops at a step inside an epoch (a logged window); resumed there, the
+    first epoch trains the rest of that window only, so that later windows end where an uninterrupted
+    run's do. `worker_dataset`, when given, is `InputContext -> dataset` of that input
     pipeline's own share of each global batch (global_batch / pipelines rows,
     read from its own files): multi-worker runs then use it instead of
     building every global batch on every worker.
     """
+    first_epoch, done_in_window = divmod(initial_step, steps_per_epoch)
+    if done_in_window:
+        rest = steps_per_epoch - done_in_window
+        _fit_epochs(model, dataset.take(rest), strategy, global_batch, first_epoch + 1, first_epoch, rest,
+                    callbacks, verbose, worker_dataset and (lambda context: worker_dataset(context).take(rest)))
+        if model.stop_training or first_epoch + 1 == epochs:
+            return
+        dataset, first_epoch = dataset.skip(rest), first_epoch + 1
+        worker_dataset = worker_dataset and (lambda context, given=worker_dataset: given(context).skip(rest))
+    _fit_epochs(model, dataset, strategy, global_batch, epochs, first_epoch, steps_per_epoch, callbacks, verbose,
+                worker_dataset)
+
+
+def _fit_epochs(model, dataset, strategy, global_batch, epochs, initial_epoch, steps_per_epoch, callbacks,
+                verbose, worker_dataset):
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        return model.fit(dataset, epochs=epochs, initial_epoch=initial_epoch, steps_per_epoch=steps_per_epoch,
-                         callbacks=callbacks, shuffle=False, verbose=verbose)
-    return _fit_on_replicas(model, dataset, strategy, global_batch, epochs, initial_epoch, steps_per_epoch,
-                            callbacks, verbose, worker_dataset)
+        model.fit(dataset, epochs=epochs, initial_epoch=initial_epoch, steps_per_epoch=steps_per_epoch,
+                  callbacks=callbacks, shuffle=False, verbose=verbose)
+        return
+    _fit_on_replicas(model, dataset, strategy, global_batch, epochs, initial_epoch, steps_per_epoch,
+                     callbacks, verbose, worker_dataset)
 
 
 def shard_global_batches(dataset, global_batch, context):
@@ -96,6 +115,7 @@ def _fit_on_replicas(model, dataset, strategy, global_batch, epochs, initial_epo
                 callbacks.on_train_batch_begin(batch)
                 logs = train_function(iterator)
                 callbacks.on_train_batch_end(batch, logs)
+            # A stop (model.stop_training) waits for the window's end: every worker reaches it together.
             logs = {name: float(value) for name, value in logs.items()}
             callbacks.on_epoch_end(epoch, logs)
             if model.stop_training:
@@ -109,4 +129,3 @@ def _fit_on_replicas(model, dataset, strategy, global_batch, epochs, initial_epo
             f"another worker of the cluster stopped at step {step} ({error.message.splitlines()[0]}); "
             "start every worker again with --resume to go on from the newest checkpoint") from None
     callbacks.on_train_end(logs)
-    return model.history

@@ -21,7 +21,8 @@ from keras_bertology.atomic import atomic_directory
 from keras_bertology.data.corpus import BadRecords, read_corpus
 from keras_bertology.data.pipeline import make_dataset
 from keras_bertology.data.instances import coverage_line
-from keras_bertology.data.recipe import build_instances, build_masker, copies_of, masking_of, tokenize_documents
+from keras_bertology.data.recipe import (
+    build_instances, build_masker, copies_of, instance_coverage, masking_of, tokenize_documents)
 from keras_bertology.data.shards import (
     TOKENIZER_DIR, read_manifest, sample_instances, shard_dataset, tokenizer_fingerprint)
 from keras_bertology.data.static_masking import write_static_tfrecords
@@ -99,7 +100,8 @@ class _Source:
     @classmethod
     def read(cls, options):
         bad = BadRecords(skip=options.skip_bad_records)
-        documents = read_corpus(options.corpus, options.corpus_format, options.text_field, bad)
+        documents = read_corpus(options.corpus, options.corpus_format, options.text_field, bad,
+                                say=lambda line: _say(options, line))
         if bad.count:
             _say(options, f"skipped {bad.count} bad records, for example: " + "; ".join(bad.examples))
         return cls(documents=documents)
@@ -123,16 +125,19 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         instances, held_out = sample_instances(options.data, manifest), manifest.get("held_out", [])
         _say(options, f"data: {options.data}: {manifest['instances']} instances in {len(manifest['shards'])} "
                       f"shards, from {manifest['documents']} documents")
+        if "corpus_tokens" in manifest:  # not in the manifests of earlier versions
+            _say(options, coverage_line(manifest["reached_tokens"], manifest["corpus_tokens"]))
     else:
         documents, held_out = hold_out_sentences(source.documents, np.random.default_rng(options.seed))
         _say(options, f"corpus: {len(documents)} documents, {sum(map(len, documents))} sentences "
                       f"({len(held_out)} held out for the fill-in examples)")
         tokenizer = _tokenizer_for_run(family, documents, checkpoints, options)
-        instances = build_instances(family, documents, tokenizer, options, replicas)
+        tokenized = tokenize_documents(documents, tokenizer)
+        instances = build_instances(family, tokenized, tokenizer, options, replicas)
         _say(options, f"instances: {len(instances['token_ids'])} sequences of {options.seq_len} tokens"
                       + (f" ({copies} builds of the corpus)" if copies > 1 else ""))
-        _say(options, coverage_line(instances, tokenize_documents(documents, tokenizer), copies,
-                                    (tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id)))
+        _say(options, coverage_line(*instance_coverage(family, instances, tokenized, tokenizer, options)))
+        del tokenized
 
     steps_per_window, windows = options.steps_per_window, options.windows
     total_steps = windows * steps_per_window
@@ -165,12 +170,12 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
     started = time.perf_counter()
     writes = [CheckpointEveryWindow(checkpoints, history),
               keras.callbacks.TensorBoard(str(run_dir / "logs"), update_freq="epoch"),
-              _snapshots(options, run_dir, backbone, tokenizer, steps_per_window),
-              StopAtCheckpointOnSignal(steps_per_window)] if checkpoints.writer else []
+              _snapshots(options, run_dir, backbone, tokenizer, history),
+              StopAtCheckpointOnSignal(history)] if checkpoints.writer else []
     fit(pretrainer, model_batches(dataset, pretrainer), strategy,
         global_batch=options.batch_size,
         epochs=windows,
-        initial_epoch=done_steps // steps_per_window,
+        initial_step=done_steps,
         steps_per_epoch=steps_per_window,
         callbacks=[StopOnNonFiniteLoss(steps_per_window, checkpoints), history, *writes,
                    *pretrainer.training_callbacks()],
@@ -203,7 +208,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
     return metrics
 
 
-def _snapshots(options, run_dir, backbone, tokenizer, steps_per_window):
+def _snapshots(options, run_dir, backbone, tokenizer, history):
     """The encoder at `options.snapshots`, each a run folder of its own (to fine-tune at that step)."""
     def folder(step):
         return run_dir / "snapshots" / f"step-{step:07d}"
@@ -212,7 +217,7 @@ def _snapshots(options, run_dir, backbone, tokenizer, steps_per_window):
         save_run_model(folder(step), RunModel(options.model, backbone, tokenizer, options.seq_len, None,
                                               options.preset))
 
-    return SnapshotAtSteps(options.snapshots, steps_per_window, save,
+    return SnapshotAtSteps(options.snapshots, history, save,
                            exists=lambda step: (folder(step) / "model").is_dir())
 
 
