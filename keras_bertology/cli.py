@@ -40,6 +40,13 @@ def _number(parser, flag, bounds, help=None, **kwargs):
     parser.add_argument(flag, type=bounds.parse, help=help, **kwargs)
 
 
+def _length_buckets(parser):
+    parser.add_argument("--length-buckets", type=ranges.LENGTH_BUCKET.parse_list, default=(), metavar="N,N,...",
+                        help="the SavedModel pads each batch of strings to its longest input; with buckets, to the "
+                             "smallest bucket that holds it (e.g. 16,32,64,128), so a server compiling per shape "
+                             f"sees a few shapes ({ranges.LENGTH_BUCKET}, at most the sequence length)")
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors as one `bertology: error:` line, like every other refused input."""
 
@@ -69,6 +76,7 @@ def build_parser():
     pretrain.add_argument("--no-export", action="store_true",
                           help="write the run folder only, no SavedModel nor fill-in examples "
                                "(`bertology export RUN_DIR` exports it later)")
+    _length_buckets(pretrain)
     _number(pretrain, "--learning-rate", ranges.LEARNING_RATE,
             "peak learning rate (default: the family's, 1e-3; 3e-4 for ELECTRA)", default=defaults.learning_rate)
     _number(pretrain, "--layer-decay", ranges.LAYER_DECAY,
@@ -95,6 +103,7 @@ def build_parser():
     export = commands.add_parser("export", help="export a run folder to a SavedModel")
     export.add_argument("run_dir", metavar="RUN_DIR")
     export.add_argument("--out", metavar="DIR", help="default: savedmodels/<run folder name>")
+    _length_buckets(export)
 
     convert = commands.add_parser("convert", help="import a Hugging Face checkpoint into a run folder")
     convert.add_argument("--from-hf", required=True, metavar="HF_DIR",
@@ -141,6 +150,7 @@ def _add_finetune(commands):
     finetune.add_argument("--export", metavar="DIR", help="SavedModel folder (default: savedmodels/<out name>)")
     finetune.add_argument("--no-export", action="store_true",
                           help="write the results folder only, no SavedModel")
+    _length_buckets(finetune)
 
 
 def _add_study(commands):
@@ -292,7 +302,7 @@ def _run_export(args):
     run_dir = Path(args.run_dir)
     out = Path(args.out) if args.out else Path("savedmodels") / run_dir.resolve().name
     with claim_output_folder(out, "--out", SAVED_MODEL, replaced=True):
-        export_saved_model(load_run_model(run_dir), out)
+        export_saved_model(load_run_model(run_dir), out, args.length_buckets)
     print(f"SavedModel written to {out}")
 
 

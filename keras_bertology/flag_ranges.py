@@ -53,6 +53,13 @@ class Range:
             raise ConfigError(f"{flag} must be {self} (got {value!r})")
         return value
 
+    def parse_list(self, text):
+        """An argparse `type=` for comma-separated numbers ("16,32,64"), each in range."""
+        try:
+            return tuple(self.parse(part) for part in text.split(","))
+        except argparse.ArgumentTypeError as error:
+            raise argparse.ArgumentTypeError(f"in {text!r}: {error}") from None
+
     def parse(self, text):
         """An argparse `type=`: the flag's text as a number in range, or a one-line reason."""
         try:
@@ -62,6 +69,16 @@ class Range:
         if value is None or not self.accepts(value):
             raise argparse.ArgumentTypeError(f"{text!r} is not {self}")
         return value
+
+
+def check_length_buckets(buckets, seq_len):
+    """Serving length buckets (tokens), sorted and unique; ConfigError for the first that is not a whole
+    number in [1, seq_len] (the model's sequence length caps every input)."""
+    for size in buckets:
+        if not LENGTH_BUCKET.accepts(size) or size > seq_len:
+            raise ConfigError(f"--length-buckets {size!r}: each bucket must be a whole number of tokens from 1 "
+                              f"to {seq_len}, the sequence length")
+    return tuple(sorted(set(buckets)))
 
 
 def check_options(options, ranges_by_name, optional=()):
@@ -84,6 +101,8 @@ BATCH_SIZE = Range(int, 1, 2**20)
 # Tokens per sequence: 8 leaves room for text beside [CLS] and two [SEP]s; 65536 is 128x BERT's 512
 # positions (XLNet's relative positions have no table), where one head's attention is already 16 GiB.
 SEQ_LEN = Range(int, 8, 2**16)
+# Serving length buckets, in tokens: each at most the model's sequence length (checked with it).
+LENGTH_BUCKET = Range(int, 1, SEQ_LEN.high)
 # Masked-LM prediction slots per sequence: at most the maskable positions of --seq-len (checked with it).
 MAX_PREDICTIONS = Range(int, 1, SEQ_LEN.high)
 # Tokenizer size: 2**21 is 8x the largest vocabularies in use (XLM-R's 250K). Small sizes are left

@@ -29,7 +29,8 @@ os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 # out last are short ones and both workers finish close together.
 LONGEST_FILES = (
     "test_finetune.py", "test_distribute.py", "test_cli.py", "test_study.py", "test_benchmark_smoke.py", "test_xlnet.py",
-    "test_electra.py", "test_resume.py", "test_output_folders.py", "test_albert.py", "test_prepare.py", "test_spanbert.py",
+    "test_electra.py", "test_resume.py", "test_output_folders.py", "test_serving_lengths.py", "test_albert.py",
+    "test_prepare.py", "test_spanbert.py",
     "test_notebooks.py", "test_jax_backend.py", "test_prepare_families.py", "test_task_models.py",
     "test_presets.py", "test_family_plugin.py", "test_nsp_data.py",
 )

@@ -132,7 +132,7 @@ def test_pretrain_albert_from_the_command_line(tmp_path, capsys, task):
     assert metrics["family_options"] == {"max_ngram": 2, "sentence_task": task}
     assert metrics["instances"] == "sentence_pairs" and metrics["masking"] == "static"
     assert 0.4 < metrics["objectives"][task]["chance"]["accuracy"] < 0.6
-    out = served.mlm(tf.constant(["To be, or not to [MASK]."]))
+    out = served.mlm_logits(tf.constant(["To be, or not to [MASK]."]))
     assert out["logits"].shape[-1] == 800 and list(out["token_ids"].numpy()[0][:1]) == [2]  # [CLS]
     assert (out["token_ids"].numpy() == 4).sum() == 1  # [MASK]
 

@@ -47,12 +47,16 @@ model = tf.saved_model.load(sys.argv[1])
 assert "keras_bertology" not in sys.modules, "serving must not need the library"
 texts = tf.constant(["Now is the winter of our discontent.", "To be, or not to be?"])
 out = {name: value.numpy().tolist() for name, value in model.serve(texts).items()}
-if hasattr(model, "mlm"):
-    out["mlm_logits"] = model.mlm(texts)["logits"].numpy().tolist()
+if hasattr(model, "mlm_logits"):
+    out["mlm_logits"] = model.mlm_logits(texts)["logits"].numpy().tolist()
     meta = json.load(open(sys.argv[1] + "/assets/bertology.json"))
-    masked = model.mlm(tf.constant([f"Now is the {meta['mask_token']} of our discontent."]))
+    masked_text = tf.constant([f"Now is the {meta['mask_token']} of our discontent."])
+    masked = model.mlm_logits(masked_text)
     out["masked_ids"] = masked["token_ids"].numpy().tolist()
+    out["masked_logits"] = masked["logits"].numpy().tolist()
     out["mask_id"] = meta["mask_id"]
+    fill = model.fill_mask(masked_text)
+    out.update({f"fill_{name}": value.numpy().tolist() for name, value in fill.items() if name != "top_tokens"})
 if hasattr(model, "serve_pairs"):
     pairs = model.serve_pairs(texts, tf.constant(["Made glorious summer.", "That is the question."]))
     out["pair_segment_ids"] = pairs["segment_ids"].numpy().tolist()
@@ -120,10 +124,19 @@ def test_pretrain_writes_run_and_export_that_serves_the_same_numbers(tmp_path, m
 
     served = _serve_in_fresh_process(export_dir)
     expected, packed = _keras_outputs(run_dir)
-    np.testing.assert_array_equal(served["token_ids"], packed["token_ids"].numpy())
-    np.testing.assert_allclose(served["sequence_output"], expected["sequence_output"], atol=1e-5)
-    np.testing.assert_allclose(served["mlm_logits"], expected["mlm_logits"], atol=1e-4)
+    length = len(served["token_ids"][0])  # the batch's longest input: the export pads to it, not to --seq-len
+    assert length == packed["padding_mask"].numpy().sum(axis=1).max() < 48
+    np.testing.assert_array_equal(served["token_ids"], packed["token_ids"].numpy()[:, :length])
+    np.testing.assert_allclose(served["sequence_output"], expected["sequence_output"][:, :length], atol=1e-5)
+    np.testing.assert_allclose(served["mlm_logits"], expected["mlm_logits"][:, :length], atol=1e-4)
     assert (served["masked_ids"] == served["mask_id"]).sum() == 1
+    # fill_mask: the 5 likeliest tokens of the full logits at the mask, with their probabilities.
+    position = int(np.flatnonzero(served["masked_ids"][0] == served["mask_id"])[0])
+    scores = served["masked_logits"][0, position].astype(np.float64)
+    probabilities = np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum()
+    assert served["fill_mask_positions"].tolist() == [[position]]
+    np.testing.assert_array_equal(served["fill_top_ids"][0, 0], np.argsort(-probabilities, kind="stable")[:5])
+    np.testing.assert_allclose(served["fill_top_probabilities"][0, 0], np.sort(probabilities)[::-1][:5], atol=1e-5)
     if model == "bert":
         np.testing.assert_allclose(served["pooled_output"], expected["pooled_output"], atol=1e-5)
         assert set(np.unique(served["pair_segment_ids"])) == {0, 1}
@@ -167,7 +180,7 @@ def test_convert_minilm_then_export_serves_real_embeddings(tmp_path):
     tokenizer = transformers.BertTokenizerFast.from_pretrained(str(hf_dir))
     reference = transformers.BertModel.from_pretrained(str(hf_dir)).eval()
     batch = tokenizer(["Now is the winter of our discontent.", "To be, or not to be?"],
-                      padding="max_length", max_length=32, return_tensors="pt")
+                      padding="longest", max_length=32, return_tensors="pt")
     np.testing.assert_array_equal(served["token_ids"], batch["input_ids"].numpy())
     with torch.no_grad():
         expected = reference(**batch).last_hidden_state.numpy()

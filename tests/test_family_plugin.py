@@ -105,7 +105,7 @@ def test_a_family_defined_outside_trains_exports_and_serves(toy_family, tmp_path
     assert metrics["instances"] == "single_sentence_instances"
     assert 0.5 <= metrics["objectives"]["long"]["chance"]["accuracy"] < 1.0
     assert "long accuracy" in capsys.readouterr().out
-    assert served.mlm(tf.constant(["To be, or not to [MASK]."]))["logits"].shape[-1] <= 600
+    assert served.mlm_logits(tf.constant(["To be, or not to [MASK]."]))["logits"].shape[-1] <= 600
     out = served.serve(tf.constant(["To be, or not to be."]))
     np.testing.assert_array_equal(out["segment_ids"].numpy(), out["padding_mask"].numpy())
 

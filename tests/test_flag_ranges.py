@@ -30,7 +30,8 @@ def _base_argv(command, tmp):
             "finetune": ["finetune", "--task", "bbc-news", "--from", f"{tmp}/run", "--out", f"{tmp}/ft",
                          "--export", f"{tmp}/export"],
             "study": ["study", "--out", f"{tmp}/study"],
-            "convert": ["convert", "--from-hf", f"{tmp}/hf", "--out", f"{tmp}/run"]}.get(command, [command])
+            "convert": ["convert", "--from-hf", f"{tmp}/hf", "--out", f"{tmp}/run"],
+            "export": ["export", f"{tmp}/run", "--out", f"{tmp}/export"]}.get(command, [command])
 
 
 def _commands():
@@ -53,6 +54,12 @@ def _numeric_flags():
 
 
 FLAGS = _numeric_flags()
+
+
+def _is_list(command, flag):
+    """Whether the flag takes comma-separated numbers (--length-buckets 16,32), each in its range."""
+    return getattr(_commands()[command]._option_string_actions[flag].type, "__name__", "") == "parse_list"
+
 IDS = [f"{command} {flag}" for command, flag, _, _ in FLAGS]
 
 
@@ -80,7 +87,7 @@ def _ends(bounds):
 
 def test_the_table_covers_every_command_and_family():
     flags = {(command, flag) for command, flag, _, _ in FLAGS}
-    assert {command for command, _ in flags} == {"pretrain", "prepare", "finetune", "study", "convert"}
+    assert {command for command, _ in flags} == {"pretrain", "prepare", "finetune", "study", "convert", "export"}
     family_flags = {option.flag for family in FAMILIES.values() for option in family.options if option.kind is not str}
     assert family_flags <= {flag for command, flag in flags if command == "pretrain"}
     assert family_flags <= {flag for command, flag in flags if command == "prepare"}
@@ -124,7 +131,7 @@ def test_the_ends_of_each_range_are_accepted(command, flag, dest, bounds, tmp_pa
     parser = cli.build_parser()
     for value in _ends(bounds):
         args = parser.parse_args(_base_argv(command, tmp_path) + [f"{flag}={value!r}"])
-        assert getattr(args, dest) == value
+        assert getattr(args, dest) == ((value,) if _is_list(command, flag) else value)
 
 
 def _api_options(command, args):
@@ -147,7 +154,7 @@ def _family_of(flag):
     return []
 
 
-API_FLAGS = [case for case in FLAGS if case[0] != "convert"]  # convert has no options class
+API_FLAGS = [case for case in FLAGS if case[0] not in ("convert", "export")]  # no options class
 
 
 @pytest.mark.parametrize("command, flag, dest, bounds", API_FLAGS, ids=[f"{c} {f}" for c, f, _, _ in API_FLAGS])
@@ -159,8 +166,13 @@ def test_the_python_api_refuses_what_the_flags_refuse(command, flag, dest, bound
     for value in values:
         if bounds.accepts(value):
             continue
-        setattr(args, dest, value)
-        with pytest.raises(ConfigError, match=re.escape(f"{flag} must be {bounds}")):
+        if _is_list(command, flag):  # each number of the list, checked with the sequence length
+            setattr(args, dest, (value,))
+            message = f"{flag} {value!r}: each bucket must be a whole number of tokens from 1 to"
+        else:
+            setattr(args, dest, value)
+            message = f"{flag} must be {bounds}"
+        with pytest.raises(ConfigError, match=re.escape(message)):
             _api_options(command, args).validate()
 
 

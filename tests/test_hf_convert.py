@@ -50,7 +50,7 @@ def _convert_and_export(hf_dir, tmp_path, capsys, *extra):
 
 
 def _reference(hf, tokenizer, with_logits):
-    batch = tokenizer(TEXTS, padding="max_length", max_length=SEQ_LEN, truncation=True, return_tensors="pt")
+    batch = tokenizer(TEXTS, padding="longest", max_length=SEQ_LEN, truncation=True, return_tensors="pt")
     base = getattr(hf, hf.base_model_prefix, hf)
     with torch.no_grad():
         encoded = base(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
@@ -77,11 +77,12 @@ def _assert_serves_like_transformers(served, hf, tokenizer, heads, export_dir):
     assert ("pooled_output" in out) == ("pooler" in heads)
     meta = json.loads((export_dir / "assets" / "bertology.json").read_text())
     assert ("pooled_output" in meta["serve_outputs"]) == ("pooler" in heads)
-    assert ("mlm" in meta["signatures"]) == hasattr(served, "mlm") == with_logits
+    assert ("fill_mask" in meta["signatures"]) == ("mlm_logits" in meta["signatures"]) == with_logits
+    assert hasattr(served, "fill_mask") == hasattr(served, "mlm_logits") == with_logits
     if pooled is not None:
         _assert_close("pooled_output", out["pooled_output"].numpy(), pooled, slice(None))
     if with_logits:
-        _assert_close("mlm logits", served.mlm(tf.constant(TEXTS))["logits"].numpy(), logits.numpy(), real)
+        _assert_close("mlm logits", served.mlm_logits(tf.constant(TEXTS))["logits"].numpy(), logits.numpy(), real)
 
 
 BERT_LAYOUTS = [
@@ -178,8 +179,8 @@ def test_roberta_layouts_convert_and_serve_like_transformers(tmp_path, capsys, b
     _assert_serves_like_transformers(served, hf, tokenizer, heads, tmp_path / "export")
     if "mlm" in heads:
         masked = ["Now is the <mask> of our discontent."]
-        expected_ids = tokenizer(masked, padding="max_length", max_length=SEQ_LEN)["input_ids"]
-        np.testing.assert_array_equal(served.mlm(tf.constant(masked))["token_ids"].numpy(), expected_ids)
+        expected_ids = tokenizer(masked, padding="longest", max_length=SEQ_LEN)["input_ids"]
+        np.testing.assert_array_equal(served.mlm_logits(tf.constant(masked))["token_ids"].numpy(), expected_ids)
 
 
 @pytest.mark.slow

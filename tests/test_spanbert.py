@@ -136,7 +136,7 @@ def test_pretrain_spanbert_from_the_command_line(tmp_path, capsys):
     assert metrics["family_options"] == {"span_p": 0.2, "max_span": 3}
     assert metrics["instances"] == "packed_instances (doc-sentences)" and metrics["masking"] == "dynamic"
     assert metrics["objectives"]["sbo"]["chance"]["most_frequent_token"]
-    out = served.mlm(tf.constant(["To be, or not to [MASK]."]))
+    out = served.mlm_logits(tf.constant(["To be, or not to [MASK]."]))
     description = json.loads((tmp_path / "export" / "assets" / "bertology.json").read_text())
     assert out["logits"].shape[-1] == description["vocab_size"] > 700
     assert (out["token_ids"].numpy() == description["mask_id"]).sum() == 1

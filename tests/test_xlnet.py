@@ -350,19 +350,20 @@ def test_pretrain_xlnet_from_the_command_line(tmp_path, capsys):
     assert metrics["fill_mask"] and all(len(example["top"]) == 5 for example in metrics["fill_mask"])
     # Fill-in from the query stream: the blank is last in the order, so whatever token stands there,
     # the pretrained query stream predicts the same as the served signature.
-    blank = served.mlm(tf.constant(["To be, or <mask> to be."]))
+    blank = served.mlm_logits(tf.constant(["To be, or <mask> to be."]))
     token_ids = blank["token_ids"].numpy()
     position = int(np.flatnonzero(token_ids[0] == 4)[0])  # <mask> is id 4
     model = keras.saving.load_model(tmp_path / "run" / "model" / "pretrainer.keras")
-    perm_mask = np.zeros((1, 48, 48), "float32")
+    length = token_ids.shape[1]  # the served batch's own length: its longest input
+    perm_mask = np.zeros((1, length, length), "float32")
     perm_mask[0, :, position] = 1.0
     token_ids[0, position] = 300  # any word: nobody sees it
     query = model.backbone.encoder(token_ids, blank["segment_ids"].numpy(), blank["padding_mask"].numpy(), perm_mask,
-                                   np.eye(48, dtype="float32")[None, [position]])["query"]
+                                   np.eye(length, dtype="float32")[None, [position]])["query"]
     logits = keras.ops.convert_to_numpy(model.get_layer("plm_head")(query))
     np.testing.assert_allclose(logits[0, 0], blank["logits"].numpy()[0, position], atol=1e-4)
     out = served.serve(tf.constant(["To be, or not to be.", "Ay."]))
-    assert out["sequence_output"].shape == (2, 48, 128)
+    assert out["sequence_output"].shape == (2, out["padding_mask"].numpy().sum(axis=1).max(), 128)
     # XLNet's layout: padding first, <sep> <cls> last.
     assert out["padding_mask"].numpy()[1, 0] == 0 and out["padding_mask"].numpy()[:, -1].tolist() == [1, 1]
     memory = keras.ops.convert_to_numpy(model.get_layer("query_stream").memory)
@@ -420,10 +421,10 @@ def test_converted_checkpoint_with_spiece_serves_like_transformers(tmp_path, cap
     assert main(["export", str(tmp_path / "run"), "--out", str(tmp_path / "export")]) == 0
     served = tf.saved_model.load(str(tmp_path / "export"))
     for out, batch in [
-        (served.serve(tf.constant(TEXTS)), tokenizer(TEXTS, padding="max_length", max_length=24, truncation=True,
+        (served.serve(tf.constant(TEXTS)), tokenizer(TEXTS, padding="longest", max_length=24, truncation=True,
                                                       return_tensors="pt", return_token_type_ids=True)),
         (served.serve_pairs(tf.constant(TEXTS), tf.constant(SECONDS)),
-         tokenizer(TEXTS, SECONDS, padding="max_length", max_length=24, truncation=True, return_tensors="pt",
+         tokenizer(TEXTS, SECONDS, padding="longest", max_length=24, truncation=True, return_tensors="pt",
                    return_token_type_ids=True)),
     ]:
         np.testing.assert_array_equal(out["token_ids"].numpy(), batch["input_ids"].numpy())

@@ -73,3 +73,23 @@ def pack_segments(segments, seq_len, cls_id, sep_id, pad_id):
         "segment_ids": tf.cast(segment_ids, tf.int32),
         "padding_mask": tf.cast(padding_mask, tf.int32),
     }
+
+
+def fit_to_batch(tensors, padding_mask, buckets=()):
+    """[B, seq_len] `tensors` (a dict) cut to the columns the batch uses, for serving: a batch of short
+    inputs costs what their length costs, not the run's sequence length.
+
+    The columns kept run from the first that any row holds a token in to the last, so either padding
+    side works (BERT's on the right, XLNet's on the left); the width is rounded up to the smallest of
+    `buckets` that holds it (seq_len above the largest), so that a server compiling per shape sees a
+    handful of shapes. Values at the kept columns are unchanged.
+    """
+    seq_len = padding_mask.shape[1]
+    used = tf.reduce_any(padding_mask > 0, axis=0)
+    first = tf.argmax(tf.cast(used, tf.int32), output_type=tf.int32)
+    last = seq_len - tf.argmax(tf.cast(tf.reverse(used, [0]), tf.int32), output_type=tf.int32)
+    width = tf.where(tf.reduce_any(used), last - first, 1)
+    sizes = tf.constant(sorted({*(size for size in buckets if size < seq_len), seq_len}), tf.int32)
+    width = tf.reduce_min(tf.boolean_mask(sizes, sizes >= width)) if buckets else width
+    start = tf.minimum(first, seq_len - width)
+    return {name: value[:, start:start + width] for name, value in tensors.items()}

@@ -8,12 +8,26 @@ tokenizer ops):
     model = tf.saved_model.load("savedmodels/NAME")
     model.serve(tf.constant(["a sentence"]))                  # encoder outputs
     model.serve_pairs(tf.constant(["first"]), tf.constant(["second"]))
-    model.mlm(tf.constant(["a [MASK] sentence"]))              # MLM logits, every position
-    model.signatures["serve_ids"](token_ids=ids, padding_mask=mask, ...)  # pre-tokenized, [B, seq_len] int32
+    model.fill_mask(tf.constant(["a [MASK] sentence"]))        # the 5 likeliest tokens at each [MASK]
+    model.fill_mask_top_k(tf.constant(["a [MASK] sentence"]), 10)
+    model.mlm_logits(tf.constant(["a [MASK] sentence"]))       # MLM logits, every position: [B, L, V]
+    model.signatures["serve_ids"](token_ids=ids, padding_mask=mask, ...)  # pre-tokenized, [B, L] int32
 
-`serving_default` is `serve`. Every input is packed to the run's sequence
-length (longer texts are truncated, longest segment first); the literal mask
-token ("[MASK]" or "<mask>", see assets/bertology.json) becomes the mask id.
+`serving_default` is `serve`. A batch of strings is packed to its longest
+input, at most the run's sequence length (longer texts are truncated, longest
+segment first): outputs along the sequence axis are L long, L the batch's
+longest input in tokens, or the smallest of the export's length buckets that
+holds it (`length_buckets` in assets/bertology.json), so a short query costs
+what its length costs. Values at the real tokens are those of a batch padded
+to the full sequence length. The literal mask token ("[MASK]" or "<mask>", see
+assets/bertology.json) becomes the mask id.
+
+`fill_mask` returns, per input and per mask token, the k likeliest tokens
+(`top_tokens` as the vocabulary writes them, `top_ids`, `top_probabilities`,
+[B, M, k], M the most masks of one input of the batch) and `mask_positions`
+[B, M] (-1 where an input has fewer masks). `mlm_logits` is the full
+[B, L, V] float32 tensor: 4 V bytes per token (120 KB at V = 30,000, 60 MB for
+one input of 512 tokens), for clients that need every score.
 
 Request cost is bounded by the token budget: before tokenizing, every string
 is cut to its first `CHARS_PER_TOKEN * seq_len` UTF-8 characters (at most 4
@@ -22,10 +36,15 @@ splits is dropped. Real text averages 4-6 characters per token, so the tokens
 that fit `seq_len` are the same as without the cut; text past the bound is
 never read, even when all before it is whitespace.
 
-`serve_ids` checks its inputs in the graph (0 <= token id < vocabulary size,
-0 <= segment id < the number of segments, padding mask 0 or 1) and refuses
-others with an InvalidArgumentError naming the input and the valid range, since
-an embedding lookup would silently wrap -1 around to the last row.
+`serve_ids` takes [B, L] ids with L at most the run's sequence length, checks
+them in the graph (0 <= token id < vocabulary size, 0 <= segment id < the
+number of segments, padding mask 0 or 1) and refuses others with an
+InvalidArgumentError naming the input and the valid range, since an embedding
+lookup would silently wrap -1 around to the last row.
+
+`assets.extra/tf_serving_warmup_requests` holds one request per string
+signature, which TensorFlow Serving replays before it answers, so the first
+client request does not pay for the graph's first run.
 """
 
 import functools
@@ -34,16 +53,21 @@ import json
 import tensorflow as tf
 
 from keras_bertology.atomic import atomic_directory
-from keras_bertology.export.archive import write_saved_model
+from keras_bertology.data.packing import fit_to_batch
 from keras_bertology.errors import CheckpointError
+from keras_bertology.flag_ranges import check_length_buckets
+from keras_bertology.export.archive import write_saved_model
+from keras_bertology.export.warmup import write_warmup_requests
 from keras_bertology.models.registry import get_family
 
 _STRINGS = tf.TensorSpec([None], tf.string)
 CHARS_PER_TOKEN = 16  # 3-4x the average token of real text, so the cut never reaches the first seq_len tokens
+TOP_K = 5  # fill_mask's default number of tokens per mask
 
 
-def export_saved_model(run, export_dir):
-    """Write `run` (a `runs.RunModel`) as a SavedModel at `export_dir`, atomically."""
+def export_saved_model(run, export_dir, length_buckets=()):
+    """Write `run` (a `runs.RunModel`) as a SavedModel at `export_dir`, atomically; string inputs are
+    packed to the batch's longest, rounded up to one of `length_buckets` when given."""
     if run.tokenizer is None:
         raise CheckpointError(
             "this run has no in-graph tokenizer, so its SavedModel could not take raw strings; "
@@ -51,11 +75,16 @@ def export_saved_model(run, export_dir):
             "merges.txt, or tokenizer.json)"
         )
     backbone, tokenizer, seq_len = run.backbone, run.tokenizer, run.seq_len
+    buckets = check_length_buckets(length_buckets, seq_len)
     input_names = list(backbone.input)
     family = get_family(run.family)
 
-    def encode(first, second=None):
+    def pack(first, second=None):
         packed = family.pack_text(tokenizer, seq_len, first, second)
+        return fit_to_batch(packed, packed["padding_mask"], buckets)
+
+    def encode(first, second=None):
+        packed = pack(first, second)
         outputs = backbone({name: packed[name] for name in input_names}, training=False)
         outputs = {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
         return dict(outputs, **packed)
@@ -65,7 +94,7 @@ def export_saved_model(run, export_dir):
     if "segment_ids" in input_names:
         endpoints["serve_pairs"] = (encode, [_STRINGS, _STRINGS])
     if masked_lm is not None:
-        endpoints["mlm"] = (_mlm_endpoint(run, family, masked_lm), [_STRINGS])
+        endpoints.update(_masked_lm_endpoints(masked_lm, tokenizer, input_names, pack))
     endpoints = cut_text_inputs(endpoints, seq_len)
     signatures = list(endpoints)
     with atomic_directory(export_dir) as staging:
@@ -73,26 +102,37 @@ def export_saved_model(run, export_dir):
         (staging / "assets").mkdir(exist_ok=True)
         (staging / "assets" / "bertology.json").write_text(
             json.dumps({"family": run.family, "preset": run.preset, "seq_len": seq_len,
+                        "length_buckets": list(buckets),
                         "vocab_size": tokenizer.vocab_size, "mask_id": tokenizer.mask_id,
                         "mask_token": tokenizer.vocabulary[tokenizer.mask_id],
                         "max_text_chars": CHARS_PER_TOKEN * seq_len,
                         "signatures": signatures,
                         "serve_outputs": sorted([*backbone.output, "token_ids", "segment_ids", "padding_mask"])}, indent=2)
         )
+        write_warmup_requests(staging, endpoints, _warmup_text(tokenizer))
     return export_dir
 
 
+def _warmup_text(tokenizer):
+    """A request string for the warm-up file: two words and the mask token."""
+    return f"warm up {tokenizer.vocabulary[tokenizer.mask_id]} request"
+
+
 def ids_endpoint(model, seq_len):
-    """(function, input signature) serving `model` on pre-tokenized inputs: one [B, seq_len] int32 tensor per
-    model input, named like it (token_ids, padding_mask, ...), for clients that tokenize themselves."""
+    """(function, input signature) serving `model` on pre-tokenized inputs: one [B, L] int32 tensor per
+    model input (L <= seq_len), named like it (token_ids, padding_mask, ...), for clients that tokenize
+    themselves."""
     names = list(model.input)
-    specs = [tf.TensorSpec([None, seq_len], tf.int32, name=name) for name in names]
+    specs = [tf.TensorSpec([None, None], tf.int32, name=name) for name in names]
 
     limits = _id_limits(model)
 
     def serve_ids(*inputs):
-        checks = [_check_range(value, name, limits[name])
-                  for name, value in zip(names, inputs) if name in limits]
+        length = tf.shape(inputs[0])[1]
+        checks = [tf.debugging.Assert(length <= seq_len, [f"serve_ids: inputs hold at most {seq_len} tokens; got",
+                                                          length])]
+        checks += [_check_range(value, name, limits[name])
+                   for name, value in zip(names, inputs) if name in limits]
         with tf.control_dependencies(checks):
             inputs = [tf.identity(value) for value in inputs]
         outputs = model(dict(zip(names, inputs)), training=False)
@@ -140,16 +180,36 @@ def cut_text(text, seq_len):
     return tf.where(splits_word, tf.strings.regex_replace(cut, r"\s\S*$", ""), cut)
 
 
-def _mlm_endpoint(run, family, masked_lm):
-    """Raw strings -> MLM logits at every position [B, seq_len, V]."""
-    tokenizer, seq_len = run.tokenizer, run.seq_len
+def _masked_lm_endpoints(masked_lm, tokenizer, input_names, pack):
+    """fill_mask (k = TOP_K), fill_mask_top_k and mlm_logits (see the module docstring)."""
+    vocabulary = tf.constant(tokenizer.vocabulary)
 
-    def mlm(text):
-        packed = family.pack_text(tokenizer, seq_len, text)
-        batch = tf.shape(packed["token_ids"])[0]
-        positions = tf.tile(tf.range(seq_len)[None, :], [batch, 1])
-        inputs = {name: packed[name] for name in run.backbone.input}
-        logits = masked_lm(dict(inputs, mask_positions=positions), training=False)
-        return dict(logits=logits, **packed)
+    def logits_at(packed, positions):
+        inputs = {name: packed[name] for name in input_names}
+        return tf.cast(masked_lm(dict(inputs, mask_positions=positions), training=False), tf.float32)
 
-    return mlm
+    def fill_mask_top_k(text, top_k):
+        check = tf.debugging.Assert((top_k >= 1) & (top_k <= tokenizer.vocab_size),
+                                    [f"fill_mask_top_k: top_k must be in [1, {tokenizer.vocab_size}]; got", top_k])
+        packed = pack(text)
+        is_mask = tf.equal(packed["token_ids"], tokenizer.mask_id)
+        # Each row's mask positions, in order, padded with -1 to the most masks of one row.
+        positions = tf.ragged.boolean_mask(tf.broadcast_to(tf.range(tf.shape(is_mask)[1]), tf.shape(is_mask)),
+                                           is_mask).to_tensor(default_value=-1)
+        probabilities = tf.nn.softmax(logits_at(packed, tf.maximum(positions, 0)))
+        with tf.control_dependencies([check]):
+            top = tf.math.top_k(probabilities, k=top_k)
+        present = (positions >= 0)[:, :, None]
+        return {"top_ids": tf.where(present, top.indices, -1),
+                "top_tokens": tf.where(present, tf.gather(vocabulary, top.indices), ""),
+                "top_probabilities": tf.where(present, top.values, 0.0),
+                "mask_positions": positions}
+
+    def mlm_logits(text):
+        packed = pack(text)
+        positions = tf.broadcast_to(tf.range(tf.shape(packed["token_ids"])[1]), tf.shape(packed["token_ids"]))
+        return dict(logits=logits_at(packed, positions), **packed)
+
+    return {"fill_mask": (lambda text: fill_mask_top_k(text, tf.constant(TOP_K)), [_STRINGS]),
+            "fill_mask_top_k": (fill_mask_top_k, [_STRINGS, tf.TensorSpec([], tf.int32, name="top_k")]),
+            "mlm_logits": (mlm_logits, [_STRINGS])}

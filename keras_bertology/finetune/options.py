@@ -35,6 +35,7 @@ class FinetuneOptions:
     out: str | None = None
     export: str | None = None
     no_export: bool = False  # results and model.keras only (a study fine-tunes many models it never serves)
+    length_buckets: tuple = ()  # the export's serving lengths (see export.saved_model); () pads to the longest
     max_examples: int | None = None
     random_init: bool = False
     strategy: str = "default"
@@ -49,6 +50,7 @@ class FinetuneOptions:
         if not self.from_dir:
             raise ConfigError("--from is required: a run folder from `bertology pretrain` or `bertology convert`")
         ranges.check_options(self, _RANGES, optional=("seq_len", "max_examples"))
+        ranges.check_length_buckets(self.length_buckets, self.seq_len or ranges.SEQ_LEN.high)
         if self.strategy not in FINETUNE_STRATEGIES:
             raise ConfigError(f"--strategy must be one of {', '.join(FINETUNE_STRATEGIES)} for fine-tuning "
                               f"(got {self.strategy!r}; multiworker fine-tuning is not supported yet)")

@@ -8,6 +8,7 @@ class here, and every family gets it through its backbone and packer.
 import numpy as np
 import tensorflow as tf
 
+from keras_bertology.data.packing import fit_to_batch
 from keras_bertology.finetune import encoding, metrics
 from keras_bertology.models.task_models import SequenceClassifier, SpanExtractor, TokenClassifier
 from keras_bertology.models.pretrainer import sparse_cross_entropy
@@ -51,8 +52,9 @@ class TaskKind:
     def score(self, task, examples, predictions):
         raise NotImplementedError
 
-    def endpoints(self, model, task, family, tokenizer, seq_len):
-        """{signature name: (function, input signature)} for the SavedModel; the first is the default."""
+    def endpoints(self, model, task, family, tokenizer, seq_len, buckets=()):
+        """{signature name: (function, input signature)} for the SavedModel; the first is the default.
+        Inputs are packed to the batch's longest (`data.packing.fit_to_batch`, with `buckets`)."""
         raise NotImplementedError
 
 
@@ -83,11 +85,12 @@ class Classification(TaskKind):
         gold = [e["label"] for e in examples]
         return {"accuracy": metrics.accuracy(gold, predictions), "macro_f1": metrics.macro_f1(gold, predictions)}
 
-    def endpoints(self, model, task, family, tokenizer, seq_len):
+    def endpoints(self, model, task, family, tokenizer, seq_len, buckets=()):
         labels = tf.constant(list(task.labels))
 
         def classify(text, text_b=None):
             inputs = encoding.encode_texts(family, tokenizer, seq_len, text, text_b)
+            inputs = fit_to_batch(inputs, inputs["padding_mask"], buckets)
             probabilities = tf.nn.softmax(tf.cast(model(_model_inputs(model, inputs), training=False), tf.float32))
             best = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
             return {"label": tf.gather(labels, best), "label_id": best, "probabilities": probabilities}
@@ -138,13 +141,15 @@ class Tagging(TaskKind):
         flat_predicted = [t for tags in predictions for t in tags]
         return dict(metrics.entity_scores(gold, predictions), accuracy=metrics.accuracy(flat_gold, flat_predicted))
 
-    def endpoints(self, model, task, family, tokenizer, seq_len):
+    def endpoints(self, model, task, family, tokenizer, seq_len, buckets=()):
         labels = tf.constant(list(task.labels))
         outside = task.labels.index("O")
 
         def tag(text):
             words = encoding.split_words(text)
             inputs, word_map = encoding.encode_words(family, tokenizer, seq_len, words)
+            inputs = fit_to_batch(dict(inputs, word_map=word_map), inputs["padding_mask"], buckets)
+            word_map = inputs.pop("word_map")
             probabilities = tf.nn.softmax(tf.cast(model(_model_inputs(model, inputs), training=False), tf.float32))
             num_words = tf.cast(tf.reduce_max(tf.concat([words.row_lengths(), [0]], 0)), tf.int32)
             best = encoding.word_predictions(tf.argmax(probabilities, -1, output_type=tf.int32), word_map,
@@ -224,9 +229,11 @@ class SpanExtraction(TaskKind):
         return {"exact_match": float(np.mean([metrics.exact_match(p, a) for p, a in zip(predictions, answers)])),
                 "f1": float(np.mean([metrics.span_f1(p, a) for p, a in zip(predictions, answers)]))}
 
-    def endpoints(self, model, task, family, tokenizer, seq_len):
+    def endpoints(self, model, task, family, tokenizer, seq_len, buckets=()):
         def answer(question, context):
             inputs, words, word_map = encoding.encode_question_context(family, tokenizer, seq_len, question, context)
+            inputs = fit_to_batch(dict(inputs, word_map=word_map), inputs["padding_mask"], buckets)
+            word_map = inputs.pop("word_map")
             logits = model(_model_inputs(model, inputs), training=False)
             start_word, end_word, score = encoding.best_spans(
                 tf.cast(logits["start"], tf.float32), tf.cast(logits["end"], tf.float32), word_map,

@@ -1,7 +1,7 @@
 """What a pretrained model learned, in words: top-k fill-ins for one masked word per held-out line.
 
 A few sentences are kept out of training; after the export, one word of each
-is replaced by the mask token and the exported SavedModel (its `mlm`
+is replaced by the mask token and the exported SavedModel (its `mlm_logits`
 signature, so this also proves the export serves) ranks the vocabulary there.
 """
 
@@ -44,15 +44,15 @@ def fill_mask_examples(export_dir, tokenizer, sentences, top_k=TOP_K):
 
     The hidden word is the longest word of three or more letters that is a
     single vocabulary token (so one mask stands for all of it). Returns [] when
-    the export has no `mlm` signature or no sentence has such a word.
+    the export has no `mlm_logits` signature or no sentence has such a word.
     """
     queries = _masked_queries(tokenizer, sentences)
     if not queries:
         return []
     model = tf.saved_model.load(str(export_dir))
-    if not hasattr(model, "mlm"):
+    if not hasattr(model, "mlm_logits"):
         return []
-    outputs = model.mlm(tf.constant([text for text, _, _ in queries]))
+    outputs = model.mlm_logits(tf.constant([text for text, _, _ in queries]))
     token_ids, logits = outputs["token_ids"].numpy(), outputs["logits"].numpy()
     examples = []
     for row, (text, word, answer_id) in enumerate(queries):

@@ -52,6 +52,7 @@ class PretrainOptions:
     out: str | None = None
     export: str | None = None
     no_export: bool = False  # keep the run folder only (`bertology export RUN_DIR` exports it later)
+    length_buckets: tuple = ()  # the export's serving lengths (see export.saved_model); () pads to the longest
     vocab_size: int = 8000
     masking: str | None = None
     packing: str | None = None
@@ -80,6 +81,7 @@ class PretrainOptions:
         if self.no_export and self.export:
             raise ConfigError("--export and --no-export contradict each other; keep one")
         ranges.check_options(self, _RANGES, optional=("max_predictions", "learning_rate"))
+        ranges.check_length_buckets(self.length_buckets, self.seq_len)
         max_positions = family.presets[self.preset]["config"]["max_positions"]
         if self.seq_len > max_positions:
             raise ConfigError(

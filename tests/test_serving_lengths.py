@@ -1,0 +1,185 @@
+"""String endpoints pad a batch to its longest input (or a length bucket), with the values of a batch padded to
+the full sequence length; fill_mask returns the top k per mask; every export carries TF Serving's warm-up file."""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow_serving.apis import prediction_log_pb2
+
+from keras_bertology.data.corpus import default_corpus_paths, read_corpus
+from keras_bertology.data.packing import fit_to_batch
+from keras_bertology.errors import ConfigError
+from keras_bertology.export import export_saved_model
+from keras_bertology.export.task_model import export_task_model
+from keras_bertology.export.warmup import WARMUP_FILE
+from keras_bertology.finetune import encoding
+from keras_bertology.finetune.datasets import TaskData
+from keras_bertology.finetune.tasks import TASK_KINDS
+from keras_bertology.models.registry import get_family
+from keras_bertology.runs import RunModel
+
+SEQ_LEN = 64
+FAMILIES = ["bert", "roberta", "albert", "electra", "spanbert", "xlnet"]
+
+
+@pytest.fixture(scope="module")
+def sentences():
+    return [s for document in read_corpus([str(default_corpus_paths()[0])]) for s in document][:1500]
+
+
+def _export(family_name, sentences, path, buckets=()):
+    """A tiny random model of the family, its tokenizer trained on `sentences`, exported at SEQ_LEN."""
+    family = get_family(family_name)
+    preset = f"{family_name}-tiny"
+    tokenizer = family.train_tokenizer(sentences, 400)
+    backbone = family.backbone_cls(**family.backbone_config(preset, vocab_size=tokenizer.vocab_size))
+    extra = (4,) if family.stream_batches else ()
+    pretrainer = family.build_pretrainer(backbone, None, preset, *extra)
+    export_saved_model(RunModel(family_name, backbone, tokenizer, SEQ_LEN, pretrainer, preset), path, buckets)
+    return family, tokenizer, backbone, pretrainer
+
+
+def _texts(tokenizer, sentences):
+    mask = tokenizer.vocabulary[tokenizer.mask_id]
+    return [sentences[3][:60], f"{sentences[10][:40]} {mask} and {mask}", "", "Short one.", sentences[7][:40]]
+
+
+def _real(values, mask):
+    return np.asarray(values)[np.asarray(mask) == 1]
+
+
+@pytest.mark.parametrize("family_name", FAMILIES)
+def test_every_family_serves_the_batch_length_with_the_values_of_the_full_length(family_name, sentences, tmp_path):
+    family, tokenizer, backbone, pretrainer = _export(family_name, sentences, tmp_path / "export")
+    served = tf.saved_model.load(str(tmp_path / "export"))
+    texts = tf.constant(_texts(tokenizer, sentences))
+    full = family.pack_text(tokenizer, SEQ_LEN, texts)
+    longest = int(full["padding_mask"].numpy().sum(axis=1).max())
+    assert longest <= SEQ_LEN - 16  # the batch is short: its padding to SEQ_LEN would cost
+    out = served.serve(texts)
+    assert out["token_ids"].shape[1] == out["sequence_output"].shape[1] == longest
+    reference = backbone({name: full[name] for name in backbone.input}, training=False)
+    for name in ("token_ids", "segment_ids"):
+        np.testing.assert_array_equal(_real(out[name], out["padding_mask"]), _real(full[name], full["padding_mask"]))
+    np.testing.assert_allclose(_real(out["sequence_output"], out["padding_mask"]),
+                               _real(reference["sequence_output"], full["padding_mask"]), atol=1e-6, rtol=0)
+    if "pooled_output" in out:
+        np.testing.assert_allclose(out["pooled_output"], reference["pooled_output"], atol=1e-6, rtol=0)
+    if hasattr(served, "serve_pairs"):
+        pairs = served.serve_pairs(texts, texts[::-1])
+        full_pairs = family.pack_text(tokenizer, SEQ_LEN, texts, texts[::-1])
+        reference = backbone({name: full_pairs[name] for name in backbone.input}, training=False)
+        assert pairs["token_ids"].shape[1] == int(full_pairs["padding_mask"].numpy().sum(axis=1).max())
+        np.testing.assert_allclose(_real(pairs["sequence_output"], pairs["padding_mask"]),
+                                   _real(reference["sequence_output"], full_pairs["padding_mask"]), atol=1e-6, rtol=0)
+    if hasattr(served, "fill_mask"):
+        _check_fill_mask(served, pretrainer, tokenizer, texts, full)
+
+
+def _check_fill_mask(served, pretrainer, tokenizer, texts, full):
+    """Top k per mask: the masked LM's own probabilities at the masks of the full-length batch, in order."""
+    masked_lm = pretrainer.masked_lm_model(tokenizer.mask_id)
+    is_mask = full["token_ids"].numpy() == tokenizer.mask_id
+    positions = [np.flatnonzero(row) for row in is_mask]
+    most = max(map(len, positions))
+    padded = np.array([np.pad(p, (0, most - len(p)), constant_values=-1) for p in positions], np.int32)
+    inputs = {name: full[name] for name in pretrainer.backbone.input}
+    logits = masked_lm(dict(inputs, mask_positions=tf.constant(np.maximum(padded, 0))), training=False)
+    probabilities = tf.nn.softmax(tf.cast(logits, tf.float32)).numpy()
+    for k, out in ((5, served.fill_mask(texts)), (3, served.fill_mask_top_k(texts, 3))):
+        assert out["top_ids"].shape == (len(padded), most, k)
+        served_positions = out["mask_positions"].numpy()
+        assert (served_positions >= 0).sum() == (padded >= 0).sum() == 2  # the served layout may shift columns
+        for row, column in zip(*np.nonzero(padded >= 0)):
+            expected = np.argsort(-probabilities[row, column], kind="stable")[:k]
+            np.testing.assert_array_equal(out["top_ids"].numpy()[row, column], expected)
+            np.testing.assert_allclose(out["top_probabilities"].numpy()[row, column],
+                                       probabilities[row, column][expected], atol=1e-6)
+            assert [t.decode() for t in out["top_tokens"].numpy()[row, column]] == \
+                [tokenizer.vocabulary[i] for i in expected]
+        absent = padded < 0
+        assert (out["top_ids"].numpy()[absent] == -1).all() and (served_positions[absent] == -1).all()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="top_k must be in"):
+        served.fill_mask_top_k(texts, 0)
+
+
+@pytest.mark.parametrize("family_name", ["xlnet"])
+def test_the_sequence_axis_follows_the_batch_or_its_bucket(family_name, sentences, tmp_path):
+    """A planted export that pads to SEQ_LEN again is caught: the shapes served are counted (XLNet: the
+    padding on the left; the right side's is counted for every family above)."""
+    _, tokenizer, _, _ = _export(family_name, sentences, tmp_path / "plain")
+    _export(family_name, sentences, tmp_path / "buckets", buckets=(16, 8))
+    plain, bucketed = (tf.saved_model.load(str(tmp_path / name)) for name in ("plain", "buckets"))
+    batches = [["a"], ["a few more words here"], [" ".join(sentences[:40])], ["one", " ".join(sentences[:5])[:60]]]
+    lengths = [int(tokenizer.tokenize(tf.constant(b)).row_lengths().numpy().max()) for b in batches]
+    specials = {"bert": 2, "xlnet": 2}[family_name]
+    expected = [min(length + specials, SEQ_LEN) for length in lengths]
+    assert [plain.serve(tf.constant(b))["sequence_output"].shape[1] for b in batches] == expected
+    assert [bucketed.serve(tf.constant(b))["sequence_output"].shape[1] for b in batches] == \
+        [next(size for size in (8, 16, SEQ_LEN) if size >= length) for length in expected]
+    assert json.loads((tmp_path / "buckets" / "assets" / "bertology.json").read_text())["length_buckets"] == [8, 16]
+    with pytest.raises(ConfigError, match=f"each bucket must be a whole number of tokens from 1 to {SEQ_LEN}"):
+        _export(family_name, sentences, tmp_path / "never", buckets=(16, SEQ_LEN + 1))
+    assert not (tmp_path / "never").exists()
+
+
+def test_fit_to_batch_keeps_the_used_columns_on_either_side():
+    right = tf.constant([[1, 1, 1, 0, 0, 0], [1, 1, 0, 0, 0, 0]])
+    left = right[:, ::-1]
+    values = tf.reshape(tf.range(12), [2, 6])
+    assert fit_to_batch({"v": values}, right)["v"].numpy().tolist() == [[0, 1, 2], [6, 7, 8]]
+    assert fit_to_batch({"v": values}, left)["v"].numpy().tolist() == [[3, 4, 5], [9, 10, 11]]
+    assert fit_to_batch({"v": values}, left, buckets=(4,))["v"].numpy().tolist() == [[2, 3, 4, 5], [8, 9, 10, 11]]
+    assert fit_to_batch({"v": values}, right, buckets=(2, 5))["v"].shape == (2, 5)
+    assert fit_to_batch({"v": values[:0]}, right[:0])["v"].shape == (0, 1)
+
+
+@pytest.mark.parametrize("family_name", ["bert", "xlnet"])
+def test_task_endpoints_serve_the_batch_length_with_the_full_length_values(family_name, sentences, tmp_path):
+    """classify, tag and answer on a short batch: the probabilities, tags and spans of the full-length layout."""
+    family = get_family(family_name)
+    tokenizer = family.train_tokenizer(sentences, 400)
+    backbone = family.backbone_cls(**family.backbone_config(f"{family_name}-tiny", vocab_size=tokenizer.vocab_size))
+    texts = tf.constant(["Now is the winter", "of our discontent made glorious summer", ""])
+    tasks = {"classification": TaskData("topic", "classification", ("a", "b", "c"), False, {}, "test"),
+             "tagging": TaskData("ner", "tagging", ("O", "B-X", "I-X"), False, {}, "test"),
+             "spans": TaskData("qa", "spans", (), True, {}, "test")}
+    for kind_name, task in tasks.items():
+        kind = TASK_KINDS[kind_name]
+        model = kind.build_model(backbone, task, family)
+        path = tmp_path / kind_name
+        export_task_model(model, kind, task, family, tokenizer, SEQ_LEN, path)
+        served = tf.saved_model.load(str(path))
+        if kind_name == "classification":
+            full = encoding.encode_texts(family, tokenizer, SEQ_LEN, texts)
+            expected = tf.nn.softmax(model({n: full[n] for n in model.input}, training=False)).numpy()
+            np.testing.assert_allclose(served.classify(texts)["probabilities"], expected, atol=1e-6, rtol=0)
+        elif kind_name == "tagging":
+            words = encoding.split_words(texts)
+            full, word_map = encoding.encode_words(family, tokenizer, SEQ_LEN, words)
+            probabilities = tf.nn.softmax(model({n: full[n] for n in model.input}, training=False))
+            most_words = int(words.row_lengths().numpy().max())
+            expected = encoding.word_predictions(tf.reduce_max(probabilities, -1), word_map, most_words, 0.0)
+            np.testing.assert_allclose(served.tag(texts)["scores"], expected.numpy(), atol=1e-6, rtol=0)
+        else:
+            full, _, word_map = encoding.encode_question_context(family, tokenizer, SEQ_LEN, texts, texts[::-1])
+            logits = model({n: full[n] for n in model.input}, training=False)
+            _, _, score = encoding.best_spans(logits["start"], logits["end"], word_map, kind.max_answer_pieces)
+            np.testing.assert_allclose(served.answer(texts, texts[::-1])["score"], score.numpy(), atol=1e-5, rtol=0)
+
+
+def test_the_warmup_file_holds_one_request_per_string_signature_that_each_serves(sentences, tmp_path):
+    _export("bert", sentences, tmp_path / "export")
+    served = tf.saved_model.load(str(tmp_path / "export"))
+    requests = {}
+    for record in tf.data.TFRecordDataset(str(tmp_path / "export" / WARMUP_FILE)):
+        request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
+        requests[request.model_spec.signature_name] = {
+            name: tf.make_ndarray(tensor) for name, tensor in request.inputs.items()}
+    signatures = json.loads((tmp_path / "export" / "assets" / "bertology.json").read_text())["signatures"]
+    assert sorted(requests) == sorted(set(signatures) - {"serve_ids"})
+    for name, inputs in requests.items():
+        outputs = served.signatures[name](**{key: tf.constant(value) for key, value in inputs.items()})
+        assert all(np.size(value) for value in outputs.values()), name
