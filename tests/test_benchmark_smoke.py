@@ -148,3 +148,31 @@ def test_peer_suite_smoke_trains_the_same_architecture_in_every_system(tmp_path)
              for peer in systems if peer != "ours"})
     markdown = (tmp_path / "peers_smoke.md").read_text()
     assert all(f"| {name} (" in markdown for name in by_model)
+
+
+@pytest.mark.slow
+def test_serving_benchmark_smoke_times_every_system_on_every_row(tmp_path):
+    """Every system has a number on every row, the ratios come from them (peer ms / ours ms at batch 1,
+    ours seq/s / peer seq/s at batch 32), and the report names the processor and our padded length."""
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_serving", "--smoke", "--out", str(tmp_path)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["serving.json", "serving.md", "serving.png"]
+    report = json.loads((tmp_path / "serving.json").read_text())
+    assert report["smoke"] is True and report["machine"]["cpu_model"] and "processor" in report["machine"]
+    assert report["machine"]["usable_cpus"] >= 1 and report["machine"]["versions"]["onnxruntime"]
+    (entry,) = report["models"]
+    assert entry["same_ids_share"] == {"short": 1.0}  # both sides tokenize the texts alike
+    assert [(row["length"], row["batch"]) for row in entry["rows"]] == [("short", 1), ("short", 32)]
+    for row in entry["rows"]:
+        systems = row["systems"]
+        assert set(systems) == {"ours", "torch_eager", "onnxruntime"}
+        key = "p50_ms" if row["batch"] == 1 else "seqs_per_sec"
+        for name, values in systems.items():
+            assert values[key] > 0 and math.isfinite(values[key]), (row["length"], row["batch"], name)
+            assert values["seq_axis"] and all(axis >= 3 for axis in values["seq_axis"]), name
+        expected = {peer: systems[peer]["p50_ms"] / systems["ours"]["p50_ms"] if row["batch"] == 1
+                    else systems["ours"]["seqs_per_sec"] / systems[peer]["seqs_per_sec"]
+                    for peer in ("torch_eager", "onnxruntime")}
+        assert row["ratios"] == pytest.approx(expected)
+    assert "## bert-tiny" in (tmp_path / "serving.md").read_text()
