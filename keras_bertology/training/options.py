@@ -53,6 +53,7 @@ class PretrainOptions:
     export: str | None = None
     no_export: bool = False  # keep the run folder only (`bertology export RUN_DIR` exports it later)
     length_buckets: tuple = ()  # the export's serving lengths (see export.saved_model); () pads to the longest
+    serving_xla: bool = False  # the export's endpoints run the model compiled by XLA (see export.saved_model)
     vocab_size: int = 8000
     masking: str | None = None
     packing: str | None = None

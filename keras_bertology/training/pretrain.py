@@ -189,9 +189,9 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
     run = RunModel(options.model, backbone, tokenizer, options.seq_len, pretrainer, options.preset)
     save_run_model(run_dir, run)
     if export_dir and keras.config.backend() == "tensorflow":
-        export_saved_model(run, export_dir, options.length_buckets)
+        export_saved_model(run, export_dir, options.length_buckets, options.serving_xla)
     elif export_dir:
-        export_in_tensorflow(run_dir, export_dir, options.length_buckets)
+        export_in_tensorflow(run_dir, export_dir, options.length_buckets, options.serving_xla)
     metrics = _metrics(family, options, pretrainer, history.records, total_steps, train_seconds, export_dir)
     last = {name: summary["last"] for name, summary in metrics["objectives"].items()}
     chance = chance_levels(instances, tokenizer, pretrainer.declared_objectives, last)
