@@ -116,8 +116,7 @@ def test_the_sequence_axis_follows_the_batch_or_its_bucket(family_name, sentence
     plain, bucketed = (tf.saved_model.load(str(tmp_path / name)) for name in ("plain", "buckets"))
     batches = [["a"], ["a few more words here"], [" ".join(sentences[:40])], ["one", " ".join(sentences[:5])[:60]]]
     lengths = [int(tokenizer.tokenize(tf.constant(b)).row_lengths().numpy().max()) for b in batches]
-    specials = {"bert": 2, "xlnet": 2}[family_name]
-    expected = [min(length + specials, SEQ_LEN) for length in lengths]
+    expected = [min(length + 2, SEQ_LEN) for length in lengths]  # <sep> <cls> (XLNet), [CLS] [SEP] (BERT)
     assert [plain.serve(tf.constant(b))["sequence_output"].shape[1] for b in batches] == expected
     assert [bucketed.serve(tf.constant(b))["sequence_output"].shape[1] for b in batches] == \
         [next(size for size in (8, 16, SEQ_LEN) if size >= length) for length in expected]

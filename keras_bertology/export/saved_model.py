@@ -111,7 +111,7 @@ def export_saved_model(run, export_dir, length_buckets=(), xla=False):
                         "signatures": signatures,
                         "serve_outputs": sorted([*backbone.output, "token_ids", "segment_ids", "padding_mask"])}, indent=2)
         )
-        write_warmup_requests(staging, endpoints, _warmup_text(tokenizer))
+        write_warmup_requests(staging, endpoints, _warmup_text(tokenizer), TOP_K)
     return export_dir
 
 
