@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 MAX_TOKENS = 512  # every system truncates here; ours is exported at this sequence length
+# The XLA export's length buckets: XLA compiles once per shape, so it serves a handful of shapes.
+XLA_BUCKETS = (16, 32, 64, 128, 256, 512)
 BATCH = 32
 
 
@@ -46,8 +48,10 @@ def prepare_ours(spec):
     tf.keras.utils.set_random_seed(0)
     backbone = family.backbone_cls(**config)
     pretrainer = family.build_pretrainer(backbone, None, spec["preset"], batch_size=BATCH)  # XLNet streams need it
-    export_saved_model(RunModel(spec["family"], backbone, tokenizer, MAX_TOKENS, pretrainer, spec["preset"]),
-                       work / "saved_model")
+    run = RunModel(spec["family"], backbone, tokenizer, MAX_TOKENS, pretrainer, spec["preset"])
+    export_saved_model(run, work / "saved_model")
+    if "ours_xla" in spec["systems"]:
+        export_saved_model(run, work / "saved_model_xla", length_buckets=XLA_BUCKETS, xla=True)
     return {"config": config, "tokenizer": type(tokenizer).__name__, "vocab_size": tokenizer.vocab_size,
             "lower_case": getattr(tokenizer, "lower_case", None)}
 
@@ -192,12 +196,13 @@ def peer_tokenizer(spec):
 
 # --------------------------------------------------------------------------- timing one system
 
-def ours_endpoint(spec):
-    """Raw strings -> (sequence-axis length); only tensorflow, tensorflow_text and the SavedModel."""
+def ours_endpoint(spec, xla):
+    """Raw strings -> (sequence-axis length); only tensorflow, tensorflow_text and the SavedModel (the one
+    exported with `--serving-xla` when `xla`)."""
     import tensorflow as tf
     import tensorflow_text  # noqa: F401 - registers the tokenizer's ops
 
-    served = tf.saved_model.load(str(Path(spec["work"]) / "saved_model"))
+    served = tf.saved_model.load(str(Path(spec["work"]) / ("saved_model_xla" if xla else "saved_model")))
 
     def call(texts):
         outputs = served.serve(tf.constant(texts))
@@ -245,8 +250,8 @@ def onnx_endpoint(spec):
 
 def endpoint(spec):
     system = spec["system"]
-    if system == "ours":
-        return ours_endpoint(spec)
+    if system in ("ours", "ours_xla"):
+        return ours_endpoint(spec, xla=system == "ours_xla")
     if system in ("torch_eager", "torch_compile"):
         return torch_endpoint(spec, compiled=system == "torch_compile")
     if system == "onnxruntime":

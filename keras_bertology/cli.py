@@ -160,6 +160,7 @@ def _add_finetune(commands):
     finetune.add_argument("--no-export", action="store_true",
                           help="write the results folder only, no SavedModel")
     _length_buckets(finetune)
+    _serving_xla(finetune)
 
 
 def _add_study(commands):

@@ -153,7 +153,8 @@ def test_peer_suite_smoke_trains_the_same_architecture_in_every_system(tmp_path)
 @pytest.mark.slow
 def test_serving_benchmark_smoke_times_every_system_on_every_row(tmp_path):
     """Every system has a number on every row, the ratios come from them (peer ms / ours ms at batch 1,
-    ours seq/s / peer seq/s at batch 32), and the report names the processor and our padded length."""
+    ours seq/s / peer seq/s at batch 32) for the plain and the XLA export, and the report names the processor
+    and our padded length."""
     proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_serving", "--smoke", "--out", str(tmp_path)],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -166,13 +167,35 @@ def test_serving_benchmark_smoke_times_every_system_on_every_row(tmp_path):
     assert [(row["length"], row["batch"]) for row in entry["rows"]] == [("short", 1), ("short", 32)]
     for row in entry["rows"]:
         systems = row["systems"]
-        assert set(systems) == {"ours", "torch_eager", "onnxruntime"}
+        assert set(systems) == {"ours", "ours_xla", "torch_eager", "onnxruntime"}
         key = "p50_ms" if row["batch"] == 1 else "seqs_per_sec"
         for name, values in systems.items():
             assert values[key] > 0 and math.isfinite(values[key]), (row["length"], row["batch"], name)
             assert values["seq_axis"] and all(axis >= 3 for axis in values["seq_axis"]), name
-        expected = {peer: systems[peer]["p50_ms"] / systems["ours"]["p50_ms"] if row["batch"] == 1
-                    else systems["ours"]["seqs_per_sec"] / systems[peer]["seqs_per_sec"]
-                    for peer in ("torch_eager", "onnxruntime")}
-        assert row["ratios"] == pytest.approx(expected)
+        for peer in ("torch_eager", "onnxruntime"):
+            expected = {ours: systems[peer]["p50_ms"] / systems[ours]["p50_ms"] if row["batch"] == 1
+                        else systems[ours]["seqs_per_sec"] / systems[peer]["seqs_per_sec"]
+                        for ours in ("ours", "ours_xla")}
+            assert row["ratios"][peer] == pytest.approx(expected), peer
     assert "## bert-tiny" in (tmp_path / "serving.md").read_text()
+
+
+@pytest.mark.slow
+def test_serving_kernel_profile_smoke_times_every_kernel_on_each_side(tmp_path):
+    """Each kernel has a TensorFlow, XLA and PyTorch time (the empty graph call no PyTorch one), and the
+    ratio column comes from them."""
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.profile_serving", "--smoke", "--out", str(tmp_path)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["serving_kernels.json", "serving_kernels.md"]
+    report = json.loads((tmp_path / "serving_kernels.json").read_text())
+    rows = {row["kernel"]: row for row in report["rows"]}
+    assert list(rows) == ["dense 768->3072", "layer norm", "GELU", "masked softmax", "call of an empty graph"]
+    for name, row in rows.items():
+        for system in ("TensorFlow graph", "XLA") + (("PyTorch eager",) if name != "call of an empty graph" else ()):
+            assert row[system] > 0 and math.isfinite(row[system]), (name, system)
+        if row["PyTorch eager"] is not None:
+            assert row["TensorFlow / PyTorch"] == pytest.approx(row["TensorFlow graph"] / row["PyTorch eager"])
+    operations = report["bert_mini_graph_operations"]
+    assert operations["MatMul"] + operations.get("BatchMatMulV2", 0) >= 4 * 6  # six projections per layer
+    assert "| 16 | layer norm |" in (tmp_path / "serving_kernels.md").read_text()

@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_serving.apis import prediction_log_pb2
 
 from keras_bertology.data.corpus import default_corpus_paths, read_corpus
@@ -126,6 +127,13 @@ def test_the_sequence_axis_follows_the_batch_or_its_bucket(family_name, sentence
     assert not (tmp_path / "never").exists()
 
 
+def xla_compiled_functions(export_dir):
+    """Names of the SavedModel's functions that XLA must compile."""
+    saved = saved_model_pb2.SavedModel.FromString((export_dir / "saved_model.pb").read_bytes())
+    return [function.signature.name for function in saved.meta_graphs[0].graph_def.library.function
+            if function.attr["_XlaMustCompile"].b]
+
+
 def test_fit_to_batch_keeps_the_used_columns_on_either_side():
     right = tf.constant([[1, 1, 1, 0, 0, 0], [1, 1, 0, 0, 0, 0]])
     left = right[:, ::-1]
@@ -137,9 +145,10 @@ def test_fit_to_batch_keeps_the_used_columns_on_either_side():
     assert fit_to_batch({"v": values[:0]}, right[:0])["v"].shape == (0, 1)
 
 
-@pytest.mark.parametrize("family_name", ["bert", "xlnet"])
-def test_task_endpoints_serve_the_batch_length_with_the_full_length_values(family_name, sentences, tmp_path):
-    """classify, tag and answer on a short batch: the probabilities, tags and spans of the full-length layout."""
+@pytest.mark.parametrize("family_name, xla", [("bert", True), ("xlnet", False)])
+def test_task_endpoints_serve_the_batch_length_with_the_full_length_values(family_name, xla, sentences, tmp_path):
+    """classify, tag and answer on a short batch: the probabilities, tags and spans of the full-length layout,
+    also with the model compiled by XLA (`--serving-xla`)."""
     family = get_family(family_name)
     tokenizer = family.train_tokenizer(sentences, 400)
     backbone = family.backbone_cls(**family.backbone_config(f"{family_name}-tiny", vocab_size=tokenizer.vocab_size))
@@ -151,7 +160,10 @@ def test_task_endpoints_serve_the_batch_length_with_the_full_length_values(famil
         kind = TASK_KINDS[kind_name]
         model = kind.build_model(backbone, task, family)
         path = tmp_path / kind_name
-        export_task_model(model, kind, task, family, tokenizer, SEQ_LEN, path)
+        export_task_model(model, kind, task, family, tokenizer, SEQ_LEN, path, xla=xla)
+        assets = json.loads((path / "assets" / "bertology.json").read_text())
+        assert assets["xla"] is xla  # and each signature runs its model compiled (one function each), or none:
+        assert len(xla_compiled_functions(path)) == (len(assets["signatures"]) if xla else 0)
         served = tf.saved_model.load(str(path))
         if kind_name == "classification":
             full = encoding.encode_texts(family, tokenizer, SEQ_LEN, texts)
@@ -193,6 +205,7 @@ def test_an_xla_export_serves_the_values_of_the_plain_one_in_a_fresh_process(sen
     run = RunModel("bert", backbone, tokenizer, SEQ_LEN, pretrainer, "bert-tiny")
     export_saved_model(run, tmp_path / "xla", xla=True)
     assert json.loads((tmp_path / "xla" / "assets" / "bertology.json").read_text())["xla"] is True
+    assert xla_compiled_functions(tmp_path / "xla") and not xla_compiled_functions(tmp_path / "plain")
     texts = _texts(tokenizer, sentences)
     script = (
         "import json, sys\nimport tensorflow as tf, tensorflow_text  # noqa: F401\n"

@@ -27,18 +27,19 @@ from keras_bertology.flag_ranges import check_length_buckets
 from keras_bertology.export.warmup import write_warmup_requests
 
 
-def export_task_model(model, kind, task, family, tokenizer, seq_len, export_dir, length_buckets=()):
+def export_task_model(model, kind, task, family, tokenizer, seq_len, export_dir, length_buckets=(), xla=False):
     """Write `model` (a task model of `kind`, see `finetune.tasks`) as a SavedModel at `export_dir`, atomically;
-    string inputs are packed to the batch's longest, rounded up to one of `length_buckets` when given."""
+    string inputs are packed to the batch's longest, rounded up to one of `length_buckets` when given; `xla`
+    compiles the model's part of every endpoint."""
     buckets = check_length_buckets(length_buckets, seq_len)
-    endpoints = cut_text_inputs(kind.endpoints(model, task, family, tokenizer, seq_len, buckets), seq_len)
-    endpoints["serve_ids"] = ids_endpoint(model, seq_len)
+    endpoints = cut_text_inputs(kind.endpoints(model, task, family, tokenizer, seq_len, buckets, xla), seq_len)
+    endpoints["serve_ids"] = ids_endpoint(model, seq_len, xla)
     with atomic_directory(export_dir) as staging:
         write_saved_model(staging, [model, tokenizer], endpoints)
         (staging / "assets").mkdir(exist_ok=True)
         (staging / "assets" / "bertology.json").write_text(json.dumps({
             "task": task.name, "kind": task.kind, "family": family.name, "seq_len": seq_len,
-            "length_buckets": list(buckets), "max_text_chars": CHARS_PER_TOKEN * seq_len,
+            "length_buckets": list(buckets), "xla": xla, "max_text_chars": CHARS_PER_TOKEN * seq_len,
             "labels": list(task.labels), "signatures": list(endpoints)}, indent=2))
         write_warmup_requests(staging, endpoints, "warm up request")
     return export_dir

@@ -36,6 +36,7 @@ class FinetuneOptions:
     export: str | None = None
     no_export: bool = False  # results and model.keras only (a study fine-tunes many models it never serves)
     length_buckets: tuple = ()  # the export's serving lengths (see export.saved_model); () pads to the longest
+    serving_xla: bool = False  # the export's endpoints run the model compiled by XLA
     max_examples: int | None = None
     random_init: bool = False
     strategy: str = "default"

@@ -86,7 +86,8 @@ def _finetune(options, out, export_dir):
     _say(options, f"best dev epoch {best['epoch']}; test " + _scores_text(test))
     _say(options, f"results: {out}/results.json, results.md, training_curve.png; model: {out}/model.keras")
     if export_dir:
-        export_task_model(model, kind, task, family, run.tokenizer, seq_len, export_dir, options.length_buckets)
+        export_task_model(model, kind, task, family, run.tokenizer, seq_len, export_dir, options.length_buckets,
+                          options.serving_xla)
         _say(options, f"SavedModel: {export_dir}")
     return results
 

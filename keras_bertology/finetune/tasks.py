@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bertology.data.packing import fit_to_batch
+from keras_bertology.export.saved_model import compiled
 from keras_bertology.finetune import encoding, metrics
 from keras_bertology.models.task_models import SequenceClassifier, SpanExtractor, TokenClassifier
 from keras_bertology.models.pretrainer import sparse_cross_entropy
@@ -52,9 +53,10 @@ class TaskKind:
     def score(self, task, examples, predictions):
         raise NotImplementedError
 
-    def endpoints(self, model, task, family, tokenizer, seq_len, buckets=()):
+    def endpoints(self, model, task, family, tokenizer, seq_len, buckets=(), xla=False):
         """{signature name: (function, input signature)} for the SavedModel; the first is the default.
-        Inputs are packed to the batch's longest (`data.packing.fit_to_batch`, with `buckets`)."""
+        Inputs are packed to the batch's longest (`data.packing.fit_to_batch`, with `buckets`); `xla` compiles
+        the model's part (`export.saved_model.compiled`)."""
         raise NotImplementedError
 
 
@@ -85,13 +87,13 @@ class Classification(TaskKind):
         gold = [e["label"] for e in examples]
         return {"accuracy": metrics.accuracy(gold, predictions), "macro_f1": metrics.macro_f1(gold, predictions)}
 
-    def endpoints(self, model, task, family, tokenizer, seq_len, buckets=()):
-        labels = tf.constant(list(task.labels))
+    def endpoints(self, model, task, family, tokenizer, seq_len, buckets=(), xla=False):
+        labels, run_model = tf.constant(list(task.labels)), _runner(model, xla)
 
         def classify(text, text_b=None):
             inputs = encoding.encode_texts(family, tokenizer, seq_len, text, text_b)
             inputs = fit_to_batch(inputs, inputs["padding_mask"], buckets)
-            probabilities = tf.nn.softmax(tf.cast(model(_model_inputs(model, inputs), training=False), tf.float32))
+            probabilities = tf.nn.softmax(tf.cast(run_model(inputs), tf.float32))
             best = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
             return {"label": tf.gather(labels, best), "label_id": best, "probabilities": probabilities}
 
@@ -141,14 +143,14 @@ class Tagging(TaskKind):
         flat_predicted = [t for tags in predictions for t in tags]
         return dict(metrics.entity_scores(gold, predictions), accuracy=metrics.accuracy(flat_gold, flat_predicted))
 
-    def endpoints(self, model, task, family, tokenizer, seq_len, buckets=()):
-        labels = tf.constant(list(task.labels))
+    def endpoints(self, model, task, family, tokenizer, seq_len, buckets=(), xla=False):
+        labels, run_model = tf.constant(list(task.labels)), _runner(model, xla)
         outside = task.labels.index("O")
 
         def tag(text):
             words = encoding.split_words(text)
             inputs, word_map = _fit_with_word_map(*encoding.encode_words(family, tokenizer, seq_len, words), buckets)
-            probabilities = tf.nn.softmax(tf.cast(model(_model_inputs(model, inputs), training=False), tf.float32))
+            probabilities = tf.nn.softmax(tf.cast(run_model(inputs), tf.float32))
             num_words = tf.cast(tf.reduce_max(tf.concat([words.row_lengths(), [0]], 0)), tf.int32)
             best = encoding.word_predictions(tf.argmax(probabilities, -1, output_type=tf.int32), word_map,
                                              num_words, outside)
@@ -227,11 +229,13 @@ class SpanExtraction(TaskKind):
         return {"exact_match": float(np.mean([metrics.exact_match(p, a) for p, a in zip(predictions, answers)])),
                 "f1": float(np.mean([metrics.span_f1(p, a) for p, a in zip(predictions, answers)]))}
 
-    def endpoints(self, model, task, family, tokenizer, seq_len, buckets=()):
+    def endpoints(self, model, task, family, tokenizer, seq_len, buckets=(), xla=False):
+        run_model = _runner(model, xla)
+
         def answer(question, context):
             inputs, words, word_map = encoding.encode_question_context(family, tokenizer, seq_len, question, context)
             inputs, word_map = _fit_with_word_map(inputs, word_map, buckets)
-            logits = model(_model_inputs(model, inputs), training=False)
+            logits = run_model(inputs)
             start_word, end_word, score = encoding.best_spans(
                 tf.cast(logits["start"], tf.float32), tf.cast(logits["end"], tf.float32), word_map,
                 self.max_answer_pieces)
@@ -246,8 +250,10 @@ def _fit_with_word_map(inputs, word_map, buckets):
     return fitted, fitted.pop("word_map")
 
 
-def _model_inputs(model, inputs):
-    return {name: inputs[name] for name in model.input}
+def _runner(model, xla):
+    """inputs (the model's and more) -> the model's outputs, compiled by XLA when `xla`."""
+    run = compiled(model, xla)
+    return lambda inputs: run({name: inputs[name] for name in model.input})
 
 
 TASK_KINDS = {kind.name: kind for kind in (Classification(), Tagging(), SpanExtraction())}
