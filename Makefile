@@ -36,6 +36,8 @@ run: $(RUNTIME)
 # pretrainers (test_layers.py passes there too).
 JAX_TESTS := tests/test_hf_parity.py tests/test_minilm_parity.py tests/test_pretrainer.py \
 	tests/test_attention_streams.py tests/test_ranked_precision.py \
+	tests/test_gpt.py::test_converted_gpt2_matches_transformers_on_both_padding_sides \
+	tests/test_gpt.py::test_each_position_sees_only_itself_and_the_positions_before_it \
 	tests/test_xlnet.py::test_content_stream_matches_transformers \
 	tests/test_xlnet.py::test_query_stream_logits_match_transformers \
 	tests/test_xlnet.py::test_tied_config_with_differing_layer_biases_converts_per_layer_and_serves \

@@ -70,7 +70,7 @@ def _hf_checkpoint(tmp):
     good = json.loads((tmp / "hf" / "config.json").read_text())
     variant("hf_bad_json", "{not json")
     variant("hf_list_json", "[1, 2]")
-    variant("hf_gpt2", json.dumps(dict(good, model_type="gpt2")))
+    variant("hf_t5", json.dumps(dict(good, model_type="t5")))
     variant("hf_no_hidden", json.dumps({k: v for k, v in good.items() if k != "hidden_size"}))
     variant("hf_wider", json.dumps(dict(good, hidden_size=32)))
     variant("hf_act", json.dumps(dict(good, hidden_act="mish")))
@@ -128,7 +128,11 @@ CASES = [
     ("one document for NSP", _pretrain(corpus="{tmp}/onedoc.txt"), "at least two non-empty documents"),
     ("one sentence per document", _pretrain(corpus="{tmp}/onesentence.txt"), "at least two sentences"),
     # pretrain: model and flags
-    ("unknown model", _pretrain("--model", "gpt"), "invalid choice: 'gpt'"),
+    ("unknown model", _pretrain("--model", "t5"), "invalid choice: 't5'"),
+    ("gpt --whole-word", _pretrain("--model", "gpt", "--preset", "gpt-tiny", "--whole-word"),
+     "--whole-word does not apply to --model gpt"),
+    ("gpt --masking static", _pretrain("--model", "gpt", "--preset", "gpt-tiny", "--masking", "static"),
+     "--masking static does not apply to --model gpt"),
     ("unknown preset", _pretrain("--preset", "bert-gigantic"), "unknown preset 'bert-gigantic'"),
     ("other family's preset", _pretrain("--model", "roberta", "--preset", "bert-tiny"), "unknown preset"),
     ("zero steps", _pretrain("--steps", "0"), "argument --steps: '0' is not a whole number from 1 to 1000000000"),
@@ -184,7 +188,7 @@ CASES = [
                                     "--out", "{tmp}/ft", "--no-export"], "has a single class ('x')"),
     # study
     ("study --seeds 0", ["study", "--seeds", "0", "--out", "{tmp}/s"], "--seeds"),
-    ("study unknown arm", ["study", "--arms", "bert", "gpt", "--out", "{tmp}/s"], "invalid choice: 'gpt'"),
+    ("study unknown arm", ["study", "--arms", "bert", "t5", "--out", "{tmp}/s"], "invalid choice: 't5'"),
     ("study missing task folder", ["study", "--scale", "smoke", "--tasks", "{tmp}/nowhere", "--out", "{tmp}/s"],
      "nowhere"),
     ("study empty corpus", ["study", "--scale", "smoke", "--corpus", "{tmp}/empty.txt", "--out", "{tmp}/s"],
@@ -198,8 +202,8 @@ CASES = [
     ("invalid config.json", ["convert", "--from-hf", "{tmp}/hf_bad_json", "--out", "{tmp}/c"], "not valid JSON"),
     ("config.json not an object", ["convert", "--from-hf", "{tmp}/hf_list_json", "--out", "{tmp}/c"],
      "must hold a JSON object"),
-    ("unsupported model_type", ["convert", "--from-hf", "{tmp}/hf_gpt2", "--out", "{tmp}/c"],
-     "model_type 'gpt2' is not supported"),
+    ("unsupported model_type", ["convert", "--from-hf", "{tmp}/hf_t5", "--out", "{tmp}/c"],
+     "model_type 't5' is not supported"),
     ("config lacks a size", ["convert", "--from-hf", "{tmp}/hf_no_hidden", "--out", "{tmp}/c"],
      "hidden_size must be a positive integer"),
     ("unsupported activation", ["convert", "--from-hf", "{tmp}/hf_act", "--out", "{tmp}/c"],

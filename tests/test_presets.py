@@ -27,7 +27,8 @@ PUBLISHED = {
 SMALL = ["bert-tiny", "bert-mini", "bert-small", "bert-medium", "roberta-tiny", "roberta-mini", "albert-tiny",
          "spanbert-tiny", "electra-tiny"]
 # Counted against transformers' own models in the family's tests.
-CHECKED_ELSEWHERE = {"xlnet-tiny", "xlnet-base", "xlnet-large"}  # test_xlnet.py
+CHECKED_ELSEWHERE = {"xlnet-tiny", "xlnet-base", "xlnet-large",  # test_xlnet.py
+                     "gpt-tiny", "gpt2", "gpt2-medium"}  # test_gpt.py
 PRESETS = [(family, name) for family in FAMILIES.values() for name in family.presets]
 
 

@@ -24,7 +24,7 @@ from keras_bertology.models.registry import get_family
 from keras_bertology.runs import RunModel
 
 SEQ_LEN = 64
-FAMILIES = ["bert", "roberta", "albert", "electra", "spanbert", "xlnet"]
+FAMILIES = ["bert", "roberta", "albert", "electra", "spanbert", "xlnet", "gpt"]
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def _export(family_name, sentences, path, buckets=()):
 
 
 def _texts(tokenizer, sentences):
-    mask = tokenizer.vocabulary[tokenizer.mask_id]
+    mask = tokenizer.vocabulary[tokenizer.mask_id] if tokenizer.has_role("mask") else "it"
     return [sentences[3][:60], f"{sentences[10][:40]} {mask} and {mask}", "", "Short one.", sentences[7][:40]]
 
 
@@ -79,6 +79,21 @@ def test_every_family_serves_the_batch_length_with_the_values_of_the_full_length
                                    _real(reference["sequence_output"], full_pairs["padding_mask"]), atol=1e-6, rtol=0)
     if hasattr(served, "fill_mask"):
         _check_fill_mask(served, pretrainer, tokenizer, texts, full)
+    if hasattr(served, "score"):
+        _check_score(served, pretrainer, texts, full)
+
+
+def _check_score(served, pretrainer, texts, full):
+    """A causal LM's log-likelihoods: those of the full-length batch."""
+    logits = pretrainer({name: full[name] for name in pretrainer.input}, training=False)["clm"]
+    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32)).numpy()
+    ids, mask = full["token_ids"].numpy(), full["padding_mask"].numpy()
+    lengths = mask.sum(axis=1)
+    expected = [sum(log_probs[row, t - 1, ids[row, t]] for t in range(1, length - 1))
+                for row, length in enumerate(lengths)]
+    out = served.score(texts)
+    np.testing.assert_allclose(out["log_likelihood"], expected, atol=1e-4, rtol=0)
+    assert out["num_tokens"].numpy().tolist() == (lengths - 2).tolist()
 
 
 def _check_fill_mask(served, pretrainer, tokenizer, texts, full):

@@ -68,7 +68,7 @@ def test_summaries_use_the_sample_standard_deviation():
 
 @pytest.mark.parametrize("changes, words", [
     ({"scale": "huge"}, "--scale"),
-    ({"arms": ("bert", "gpt")}, "gpt"),
+    ({"arms": ("bert", "t5")}, "t5"),
     ({"arms": ("bert", "bert")}, "twice"),
     ({"arms": ()}, "--arms"),
     ({"tasks": ()}, "--tasks"),

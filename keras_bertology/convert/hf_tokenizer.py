@@ -8,7 +8,7 @@ run inside the SavedModel graph.
 
 from pathlib import Path
 
-from keras_bertology.data.byte_bpe import ByteLevelBPETokenizer
+from keras_bertology.data.byte_bpe import END_OF_TEXT, GPT2_SPECIAL_TOKENS, SPECIAL_TOKENS, ByteLevelBPETokenizer
 from keras_bertology.data.tokenizers import (
     ALBERT_SPECIAL_TOKENS,
     WORDPIECE_SPECIAL_TOKENS,
@@ -55,7 +55,9 @@ def _read_tokenizer(hf_dir):
     if (hf_dir / "vocab.txt").is_file() and not _runs_tokenizer_json(hf_dir, spec):
         return _wordpiece(hf_dir, hf_dir / "vocab.txt", spec)
     if (hf_dir / "vocab.json").is_file() and (hf_dir / "merges.txt").is_file():
-        return ByteLevelBPETokenizer.from_files(hf_dir, mask_lstrip=_mask_lstrip(hf_dir, spec))
+        vocab = read_json_object(hf_dir / "vocab.json", "byte-level BPE vocabulary")
+        return ByteLevelBPETokenizer.from_files(hf_dir, mask_lstrip=_mask_lstrip(hf_dir, spec),
+                                                special_tokens=_byte_bpe_specials(vocab))
     if spec is None:
         return None
     model = spec.get("model") or {}
@@ -69,8 +71,15 @@ def _read_tokenizer(hf_dir):
         return _wordpiece(hf_dir, tokens_by_id(model.get("vocab")), spec)
     if kind == "BPE":
         merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model.get("merges", [])]
-        return ByteLevelBPETokenizer(model.get("vocab"), merges, mask_lstrip=_mask_lstrip(hf_dir, spec))
+        vocab = model.get("vocab") or {}
+        return ByteLevelBPETokenizer(vocab, merges, mask_lstrip=_mask_lstrip(hf_dir, spec),
+                                     special_tokens=_byte_bpe_specials(vocab))
     raise ConfigError(f"tokenizer.json has a {kind!r} model; supported: WordPiece, BPE (byte-level)")
+
+
+def _byte_bpe_specials(vocab):
+    """RoBERTa's special tokens, or GPT-2's where the vocabulary has <|endoftext|> and not RoBERTa's <s>."""
+    return GPT2_SPECIAL_TOKENS if END_OF_TEXT in vocab and SPECIAL_TOKENS["cls"] not in vocab else SPECIAL_TOKENS
 
 
 def _sentencepiece(hf_dir):

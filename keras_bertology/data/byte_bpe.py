@@ -1,6 +1,6 @@
 """GPT-2 / RoBERTa byte-level BPE as TensorFlow ops, with Hugging Face's ids.
 
-Real RoBERTa checkpoints ship this tokenizer (`vocab.json` + `merges.txt`, or
+Real RoBERTa and GPT-2 checkpoints ship this tokenizer (`vocab.json` + `merges.txt`, or
 `tokenizer.json`); running it in-graph lets their SavedModel take raw strings.
 The steps are GPT-2's:
 
@@ -35,7 +35,11 @@ from keras_bertology.errors import ConfigError
 
 VOCAB_FILE = "vocab.json"
 MERGES_FILE = "merges.txt"
-SPECIAL_TOKENS = {"cls": "<s>", "pad": "<pad>", "sep": "</s>", "unk": "<unk>", "mask": "<mask>"}
+SPECIAL_TOKENS = {"cls": "<s>", "pad": "<pad>", "sep": "</s>", "unk": "<unk>", "mask": "<mask>"}  # RoBERTa's
+END_OF_TEXT = "<|endoftext|>"
+# GPT-2's one special token ends every document and plays every role a causal LM has: it opens a served
+# text (whose first token is then predicted as after a document boundary in training), closes it, and pads.
+GPT2_SPECIAL_TOKENS = {"eot": END_OF_TEXT, "cls": END_OF_TEXT, "sep": END_OF_TEXT, "pad": END_OF_TEXT}
 WORD_START = "\u0120"  # GPT-2's stand-in for the space byte
 
 _SENTINEL = "\ue000"
@@ -60,7 +64,7 @@ def byte_symbols():
 
 
 class ByteLevelBPETokenizer(Tokenizer):
-    """RoBERTa's byte-level BPE, in-graph, giving the ids of Hugging Face's RobertaTokenizer.
+    """GPT-2's and RoBERTa's byte-level BPE, in-graph, giving the ids of Hugging Face's tokenizers.
 
     Args:
         vocab: token -> id mapping, or the path of a `vocab.json`.
@@ -69,19 +73,23 @@ class ByteLevelBPETokenizer(Tokenizer):
         mask_lstrip: bool, whether a literal `<mask>` in text takes the spaces
             before it, as roberta-base's does ("the <mask> of" -> 'Ġthe',
             '<mask>', 'Ġof'); Hugging Face records it per tokenizer.
+        special_tokens: role -> token string (see `data.tokenizers`), RoBERTa's
+            by default; `GPT2_SPECIAL_TOKENS` for GPT-2's vocabulary.
     """
 
     type_name = "byte_bpe"
 
-    def __init__(self, vocab, merges, mask_lstrip=True):
+    def __init__(self, vocab, merges, mask_lstrip=True, special_tokens=None):
         vocab = _read_vocab_json(Path(vocab)) if isinstance(vocab, (str, Path)) else vocab
         merges = _read_merges(Path(merges)) if isinstance(merges, (str, Path)) else [tuple(m) for m in merges]
         tokens = tokens_by_id(vocab)
-        missing = [token for token in SPECIAL_TOKENS.values() if token not in vocab]
+        special_tokens = dict(special_tokens or SPECIAL_TOKENS)
+        missing = sorted({token for token in special_tokens.values() if token not in vocab})
         if missing:
             raise ConfigError(f"byte-level BPE vocabulary lacks the special tokens {missing}")
         _check_merges(merges, vocab)
-        super().__init__(tokens, SPECIAL_TOKENS, name="byte_bpe_tokenizer")
+        super().__init__(tokens, special_tokens, name="byte_bpe_tokenizer")
+        self.special_tokens = special_tokens
         self.mask_lstrip = bool(mask_lstrip)
         self._merges = merges
         symbols = byte_symbols()
@@ -89,14 +97,17 @@ class ByteLevelBPETokenizer(Tokenizer):
         self._unbyte_table = _table([symbols[b] for b in range(256)], [bytes([b]) for b in range(256)], "")
         self._rank_table = _table([f"{left} {right}" for left, right in merges], np.arange(len(merges), dtype=np.int32),
                                   _NO_RANK)
-        self._id_table = _table(tokens, np.arange(len(tokens), dtype=np.int32), self.unk_id)
+        # Every byte is a token, so nothing is unknown; a vocabulary without <unk> falls back to padding.
+        fallback = self.unk_id if self.has_role("unk") else self.pad_id
+        self._id_table = _table(tokens, np.arange(len(tokens), dtype=np.int32), fallback)
         self._token_strings = tf.constant(tokens)
 
     @classmethod
-    def from_files(cls, directory, mask_lstrip=True):
-        """Load `vocab.json` + `merges.txt` (as transformers 4 writes them for RoBERTa)."""
+    def from_files(cls, directory, mask_lstrip=True, special_tokens=None):
+        """Load `vocab.json` + `merges.txt` (as transformers 4 writes them for RoBERTa and GPT-2)."""
         directory = Path(directory)
-        return cls(directory / VOCAB_FILE, directory / MERGES_FILE, mask_lstrip=mask_lstrip)
+        return cls(directory / VOCAB_FILE, directory / MERGES_FILE, mask_lstrip=mask_lstrip,
+                   special_tokens=special_tokens)
 
     @property
     def strips_space_before_mask(self):
@@ -133,7 +144,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         (directory / VOCAB_FILE).write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
         lines = ["#version: 0.2", *(f"{left} {right}" for left, right in self._merges)]
         (directory / MERGES_FILE).write_text("\n".join(lines) + "\n", encoding="utf-8")
-        config = {"type": self.type_name, "mask_lstrip": self.mask_lstrip}
+        config = {"type": self.type_name, "mask_lstrip": self.mask_lstrip, "special_tokens": self.special_tokens}
         (directory / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
 

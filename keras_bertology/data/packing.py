@@ -20,8 +20,11 @@ def tokenize_keeping_mask(tokenizer, strings):
     Each string is split at the mask token, the pieces are tokenized, and the
     mask id is put back between consecutive pieces. Tokenizers whose mask
     token absorbs the spaces before it (`strips_space_before_mask`, RoBERTa's
-    byte-level BPE) get those spaces removed first.
+    byte-level BPE) get those spaces removed first. A vocabulary without a
+    mask token (a causal LM's) tokenizes the strings as they are.
     """
+    if not tokenizer.has_role("mask"):
+        return tokenizer.tokenize(strings)
     mask_token = tokenizer.vocabulary[tokenizer.mask_id]
     pieces = tf.strings.split(strings, sep=mask_token)
     texts = pieces.flat_values

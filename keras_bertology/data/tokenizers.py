@@ -114,25 +114,40 @@ class Tokenizer(tf.Module, metaclass=abc.ABCMeta):
     def vocab_size(self) -> int:
         return len(self._tokens)
 
+    def _role(self, role: str) -> int:
+        if role not in self._special:
+            raise ConfigError(f"this {self.type_name} tokenizer has no {role} token (it has "
+                              f"{', '.join(sorted(self._special))})")
+        return self._special[role]
+
+    def has_role(self, role: str) -> bool:
+        """Whether a special token plays `role` ("mask", "eot", ...): a causal LM's vocabulary has no mask."""
+        return role in self._special
+
     @property
     def pad_id(self) -> int:
-        return self._special["pad"]
+        return self._role("pad")
 
     @property
     def cls_id(self) -> int:
-        return self._special["cls"]
+        return self._role("cls")
 
     @property
     def sep_id(self) -> int:
-        return self._special["sep"]
+        return self._role("sep")
 
     @property
     def mask_id(self) -> int:
-        return self._special["mask"]
+        return self._role("mask")
 
     @property
     def unk_id(self) -> int:
-        return self._special["unk"]
+        return self._role("unk")
+
+    @property
+    def eot_id(self) -> int:
+        """End of text: what a causal LM predicts after a document's last token, and stops generating at."""
+        return self._role("eot")
 
     @property
     def special_ids(self) -> list[int]:
@@ -301,7 +316,8 @@ def load_tokenizer(directory: PathLike) -> Tokenizer:
         return SentencePieceTokenizer(directory / SENTENCEPIECE_MODEL_FILE, config.get("special_tokens"),
                                       **preprocessing)
     if kind == ByteLevelBPETokenizer.type_name:
-        return ByteLevelBPETokenizer.from_files(directory, mask_lstrip=config.get("mask_lstrip", True))
+        return ByteLevelBPETokenizer.from_files(directory, mask_lstrip=config.get("mask_lstrip", True),
+                                                special_tokens=config.get("special_tokens"))
     raise ConfigError(
         f"{config_path} has type {kind!r}; expected 'wordpiece', 'sentencepiece' or 'byte_bpe' "
         "(was it written by keras-bertology?)."

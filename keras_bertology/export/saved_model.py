@@ -13,6 +13,9 @@ tokenizer ops):
     model.mlm_logits(tf.constant(["a [MASK] sentence"]))       # MLM logits, every position: [B, L, V]
     model.signatures["serve_ids"](token_ids=ids, padding_mask=mask, ...)  # pre-tokenized, [B, L] int32
 
+A causal LM's export (GPT) adds `score` and `generate` / `generate_sampling`
+(see `export.causal_lm`) in place of the fill-mask endpoints.
+
 `serving_default` is `serve`. A batch of strings is packed to its longest
 input, at most the run's sequence length (longer texts are truncated, longest
 segment first): outputs along the sequence axis are L long, L the batch's
@@ -54,6 +57,7 @@ import tensorflow as tf
 
 from keras_bertology.atomic import atomic_directory
 from keras_bertology.data.packing import fit_to_batch
+from keras_bertology.export.causal_lm import causal_lm_endpoints
 from keras_bertology.errors import CheckpointError
 from keras_bertology.flag_ranges import check_length_buckets
 from keras_bertology.export.archive import write_saved_model
@@ -63,6 +67,8 @@ from keras_bertology.models.registry import get_family
 _STRINGS = tf.TensorSpec([None], tf.string)
 CHARS_PER_TOKEN = 16  # 3-4x the average token of real text, so the cut never reaches the first seq_len tokens
 TOP_K = 5  # fill_mask's default number of tokens per mask
+# The warm-up requests' values of the scalar inputs, by name (fill_mask_top_k's, generate_sampling's).
+WARMUP_SCALARS = {"top_k": TOP_K, "max_new_tokens": 2, "temperature": 1.0, "seed": 0}
 
 
 def export_saved_model(run, export_dir, length_buckets=(), xla=False):
@@ -91,33 +97,40 @@ def export_saved_model(run, export_dir, length_buckets=(), xla=False):
         outputs = {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
         return dict(outputs, **packed)
 
-    masked_lm = run.pretrainer.masked_lm_model(tokenizer.mask_id) if run.pretrainer is not None else None
+    pretrainer = run.pretrainer
+    masked_lm = pretrainer.masked_lm_model(tokenizer.mask_id) if pretrainer and tokenizer.has_role("mask") else None
+    causal_lm = pretrainer.causal_lm_model() if pretrainer is not None else None
     endpoints = {"serve": (lambda text: encode(text), [_STRINGS]), "serve_ids": ids_endpoint(backbone, seq_len, xla)}
     if "segment_ids" in input_names:
         endpoints["serve_pairs"] = (encode, [_STRINGS, _STRINGS])
     if masked_lm is not None:
         endpoints.update(_masked_lm_endpoints(compiled(masked_lm, xla), tokenizer, input_names, pack))
+    if causal_lm is not None:  # generation's loop grows the sequence every step: XLA would compile each length
+        endpoints.update(causal_lm_endpoints(causal_lm, tokenizer, seq_len, input_names, pack, _STRINGS))
     endpoints = cut_text_inputs(endpoints, seq_len)
     signatures = list(endpoints)
+    specials = {f"{role}_token": tokenizer.vocabulary[getattr(tokenizer, f"{role}_id")]
+                for role in ("mask", "eot") if tokenizer.has_role(role)}
     with atomic_directory(export_dir) as staging:
-        write_saved_model(staging, [backbone if masked_lm is None else masked_lm, tokenizer], endpoints)
+        write_saved_model(staging, [masked_lm or causal_lm or backbone, tokenizer], endpoints)
         (staging / "assets").mkdir(exist_ok=True)
         (staging / "assets" / "bertology.json").write_text(
             json.dumps({"family": run.family, "preset": run.preset, "seq_len": seq_len,
                         "length_buckets": list(buckets), "xla": xla,
-                        "vocab_size": tokenizer.vocab_size, "mask_id": tokenizer.mask_id,
-                        "mask_token": tokenizer.vocabulary[tokenizer.mask_id],
+                        "vocab_size": tokenizer.vocab_size,
+                        **({"mask_id": tokenizer.mask_id} if tokenizer.has_role("mask") else {}), **specials,
                         "max_text_chars": CHARS_PER_TOKEN * seq_len,
                         "signatures": signatures,
                         "serve_outputs": sorted([*backbone.output, "token_ids", "segment_ids", "padding_mask"])}, indent=2)
         )
-        write_warmup_requests(staging, endpoints, _warmup_text(tokenizer), TOP_K)
+        write_warmup_requests(staging, endpoints, _warmup_text(tokenizer), WARMUP_SCALARS)
     return export_dir
 
 
 def _warmup_text(tokenizer):
-    """A request string for the warm-up file: two words and the mask token."""
-    return f"warm up {tokenizer.vocabulary[tokenizer.mask_id]} request"
+    """A request string for the warm-up file: two words and the mask token where the vocabulary has one."""
+    return f"warm up {tokenizer.vocabulary[tokenizer.mask_id]} request" if tokenizer.has_role("mask") \
+        else "warm up request"
 
 
 def compiled(model, xla):

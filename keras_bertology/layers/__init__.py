@@ -1,6 +1,6 @@
 """Reusable, model-agnostic Keras layers."""
 
-from keras_bertology.layers.attention import MultiHeadSelfAttention, merge_attention_masks
+from keras_bertology.layers.attention import MultiHeadSelfAttention, causal_mask, merge_attention_masks
 from keras_bertology.layers.embeddings import TokenPositionSegmentEmbedding
 from keras_bertology.layers.heads import MaskedLMHead, PooledClassificationHead, gather_positions
 from keras_bertology.layers.relative_attention import (
@@ -28,6 +28,7 @@ __all__ = [
     "TokenPositionSegmentEmbedding",
     "TransformerEncoderBlock",
     "TwoStreamBlock",
+    "causal_mask",
     "different_segments",
     "gather_positions",
     "merge_attention_masks",

@@ -7,7 +7,7 @@ from keras import ops
 
 
 def merge_attention_masks(padding_mask, attention_mask=None):
-    """Combine a [B, L] padding mask and an optional [B, Lq, Lk] mask into [B, Lq, Lk].
+    """Combine a [B, L] padding mask and an optional [B, Lq, Lk] (or [Lq, Lk]) mask into [B, Lq, Lk].
 
     Both use 1/True for "may attend". Keys that are padding are hidden from
     every query; the extra mask restricts further (causal, two-stream, ...).
@@ -19,6 +19,19 @@ def merge_attention_masks(padding_mask, attention_mask=None):
         extra = ops.cast(attention_mask, "bool")
         mask = extra if mask is None else ops.logical_and(mask, extra)
     return mask
+
+
+def causal_mask(query_length, key_length=None):
+    """[Lq, Lk] bool: query i may attend to key j iff j <= i + (Lk - Lq).
+
+    The last Lq keys are the queries' own positions and any keys before them
+    (a Transformer-XL memory of Lk - Lq states) are visible to every query.
+    Merge it with a padding mask through `merge_attention_masks`.
+    """
+    key_length = query_length if key_length is None else key_length
+    queries = ops.expand_dims(ops.arange(query_length, dtype="int32"), 1)
+    keys = ops.expand_dims(ops.arange(key_length, dtype="int32"), 0)
+    return ops.less_equal(keys, queries + (key_length - query_length))
 
 
 # Score given to hidden keys; the softmax runs in float32, where exp() of it is 0.
@@ -52,6 +65,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         dropout: float, dropout on the attention probabilities.
         initializer_range: float, stddev of the truncated-normal initializer.
         use_bias: bool, biases on the four projections (XLNet has none).
+        causal: bool, each query also hides the keys after its own position
+            (`causal_mask`; memory keys stay visible): autoregressive models.
 
     Call args:
         x: [B, L, H] inputs.
@@ -70,9 +85,11 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         (1, 4, 8)
     """
 
-    def __init__(self, num_heads, head_dim=None, dropout=0.0, initializer_range=0.02, use_bias=True, **kwargs):
+    def __init__(self, num_heads, head_dim=None, dropout=0.0, initializer_range=0.02, use_bias=True, causal=False,
+                 **kwargs):
         super().__init__(**kwargs)
         self.use_bias = use_bias
+        self.causal = causal
         self.num_heads = num_heads
         self.head_dim = head_dim
         self.dropout = dropout
@@ -124,8 +141,12 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         else:  # scaling the queries first is cheaper and BERT's order
             query = query * ops.cast(1.0 / math.sqrt(self._head_dim), query.dtype)
             scores = ops.cast(ops.einsum("bqnd,bknd->bnqk", query, key), "float32")
+        if self.causal:
+            order = causal_mask(ops.shape(query)[1], ops.shape(key)[1])
+            attention_mask = order if attention_mask is None else ops.logical_and(
+                ops.cast(attention_mask, "bool"), order)
         if attention_mask is not None:
-            keep = ops.expand_dims(ops.cast(attention_mask, "bool"), axis=1)
+            keep = ops.expand_dims(ops.cast(attention_mask, "bool"), axis=-3)
             scores = ops.where(keep, scores, _MASKED_SCORE)
         probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
         probs = self.dropout_layer(probs, training=training)
@@ -145,5 +166,6 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             dropout=self.dropout,
             initializer_range=self.initializer_range,
             use_bias=self.use_bias,
+            causal=self.causal,
         )
         return config

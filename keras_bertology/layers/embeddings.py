@@ -70,7 +70,7 @@ class TokenPositionSegmentEmbedding(keras.layers.Layer):
             )
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
-    def build(self, token_ids_shape, segment_ids_shape=None):
+    def build(self, token_ids_shape, segment_ids_shape=None, position_ids_shape=None):
         self.token_embedding.build(token_ids_shape)
         self.position_embedding.build((None,))
         if self.segment_embedding is not None:
@@ -79,11 +79,14 @@ class TokenPositionSegmentEmbedding(keras.layers.Layer):
             self.layer_norm.build(tuple(token_ids_shape) + (self.embedding_dim,))
         self.built = True
 
-    def call(self, token_ids, segment_ids=None, training=None):
-        seq_len = ops.shape(token_ids)[1]
+    def call(self, token_ids, segment_ids=None, position_ids=None, training=None):
+        """`position_ids` [B, L]: each token's row of the position table; 0, 1, ... when None."""
         embeddings = self.token_embedding(token_ids)
-        positions = self.position_embedding(ops.arange(seq_len, dtype="int32"))
-        embeddings = embeddings + ops.expand_dims(positions, 0)
+        if position_ids is None:
+            positions = ops.expand_dims(self.position_embedding(ops.arange(ops.shape(token_ids)[1], dtype="int32")), 0)
+        else:
+            positions = self.position_embedding(position_ids)
+        embeddings = embeddings + positions
         if self.segment_embedding is not None:
             if segment_ids is None:
                 segment_ids = ops.zeros_like(token_ids)
@@ -92,7 +95,7 @@ class TokenPositionSegmentEmbedding(keras.layers.Layer):
             embeddings = self.layer_norm(embeddings)
         return self.dropout_layer(embeddings, training=training)
 
-    def compute_output_shape(self, token_ids_shape, segment_ids_shape=None):
+    def compute_output_shape(self, token_ids_shape, segment_ids_shape=None, position_ids_shape=None):
         return tuple(token_ids_shape) + (self.embedding_dim,)
 
     def get_config(self):

@@ -26,6 +26,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         initializer_range: float, stddev of the truncated-normal initializer.
         attention_bias: bool, biases on the attention projections (XLNet has none).
         activation_dropout: float, dropout after the feed-forward activation (XLNet's).
+        causal: bool, causal self-attention (see `MultiHeadSelfAttention`).
 
     Example:
         >>> import keras
@@ -47,6 +48,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         initializer_range=0.02,
         attention_bias=True,
         activation_dropout=0.0,
+        causal=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -60,6 +62,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.attention_bias = attention_bias
         self.activation_dropout = activation_dropout
+        self.causal = causal
 
     def build(self, input_shape):
         hidden = input_shape[-1]
@@ -67,7 +70,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
         init = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
         self.attention = MultiHeadSelfAttention(
             self.num_heads, dropout=self.attention_dropout,
-            initializer_range=self.initializer_range, use_bias=self.attention_bias, dtype=policy, name="attention",
+            initializer_range=self.initializer_range, use_bias=self.attention_bias, causal=self.causal, dtype=policy,
+            name="attention",
         )
         self.attention_norm = keras.layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=policy, name="attention_norm"
@@ -134,6 +138,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
             initializer_range=self.initializer_range,
             attention_bias=self.attention_bias,
             activation_dropout=self.activation_dropout,
+            causal=self.causal,
         )
         return config
 

@@ -108,6 +108,9 @@ class ModelFamily:
             pretrainer or None, head names, tensor names used[, notes])`;
             notes are lines for the convert report (where the import
             followed the tensors over config.json, as transformers does).
+        masks_tokens: False for a causal LM, whose data stage (`masker_path`)
+            predicts every next token: --masking static, --whole-word and
+            --max-predictions are refused for it.
         xla_on_cpu: False where XLA's CPU backend makes the family's step
             slower than TensorFlow's own kernels: `--xla auto` then leaves
             it uncompiled on a machine without an accelerator.
@@ -130,6 +133,7 @@ class ModelFamily:
     prediction_share: float = 0.15625
     learning_rate: float = 1e-3
     stream_batches: bool = False
+    masks_tokens: bool = True
     xla_on_cpu: bool = True
 
     @property

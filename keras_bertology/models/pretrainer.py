@@ -151,6 +151,11 @@ class Pretrainer(keras.Model):
         names = [*self.backbone.input, "mask_positions"]
         return keras.Model({name: self.input[name] for name in names}, self.output["mlm"])
 
+    def causal_lm_model(self):
+        """backbone inputs -> next-token logits [B, L, V] (position t scores token t + 1), for serving
+        `score` and `generate`; None when the pretrainer has no causal LM to serve."""
+        return None
+
     def get_compile_config(self):
         if not self.compiled:
             return None

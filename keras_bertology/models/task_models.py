@@ -46,13 +46,23 @@ def _initializer_range(backbone):
     return getattr(backbone, "initializer_range", 0.02)
 
 
+def last_real_state(sequence, padding_mask):
+    """[B, H] state of each row's last real token, whichever side its padding is on (XLNet pads on the
+    left, a causal LM's text on the right)."""
+    positions = keras.ops.cumsum(keras.ops.ones_like(padding_mask), axis=1)
+    last = keras.ops.max(positions * padding_mask, axis=1, keepdims=True)
+    selector = keras.ops.cast(keras.ops.equal(positions, last), sequence.dtype)
+    return keras.ops.sum(sequence * keras.ops.expand_dims(selector, -1), axis=1)
+
+
 @keras.saving.register_keras_serializable(package="keras_bertology")
 class SequenceClassifier(TaskModel):
     """Backbone inputs -> class logits [B, num_classes], for single texts and pairs.
 
     The summary is the backbone's `pooled_output` when it has one and
     `summary` is "first" (BERT's pretrained pooler); otherwise the state at
-    the summary token through a new dense + tanh (XLNet's sequence summary).
+    the summary token (the first, or the last real one) through a new dense
+    + tanh (XLNet's sequence summary).
     Then dropout and a linear layer.
 
     Example:
@@ -75,7 +85,7 @@ class SequenceClassifier(TaskModel):
             pooled = encoded["pooled_output"]
         else:
             sequence = encoded["sequence_output"]
-            state = sequence[:, 0, :] if summary == "first" else sequence[:, -1, :]
+            state = sequence[:, 0, :] if summary == "first" else last_real_state(sequence, inputs["padding_mask"])
             pooled = _dense(sequence.shape[-1], _initializer_range(backbone), "summary", "tanh", dtype)(state)
         pooled = keras.layers.Dropout(dropout, name="summary_dropout")(pooled)
         logits = _dense(num_classes, _initializer_range(backbone), "logits", dtype="float32")(pooled)

@@ -53,6 +53,7 @@ ARMS = (
         "two-stage: generator MLM alone, then detection with the generator frozen",
         step_share_options=(("two_stage_steps", 0.5),)),
     Arm("xlnet", "xlnet", "xlnet-tiny", "permutation LM, two streams, memory"),
+    Arm("gpt", "gpt", "gpt-tiny", "causal LM, left to right (GPT-2's architecture)"),
 )
 ARM_NAMES = tuple(arm.name for arm in ARMS)
 
@@ -66,6 +67,8 @@ CLAIMS = (
     ("SOP beats NSP", "albert", "albert-nsp", "better", None),
     ("joint ELECTRA beats its two-stage variant", "electra", "electra-two-stage", "better", None),
     ("permutation LM does at least as well as MLM", "xlnet", "bert", "at least", None),
+    ("a bidirectional MLM beats a left-to-right LM", "bert", "gpt", "better", None),
+    ("permutation LM beats a left-to-right LM", "xlnet", "gpt", "better", None),
 )
 
 

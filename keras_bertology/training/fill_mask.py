@@ -1,8 +1,11 @@
-"""What a pretrained model learned, in words: top-k fill-ins for one masked word per held-out line.
+"""What a pretrained model learned, in words: top-k fill-ins for one masked word per held-out line, or
+a causal LM's continuations of held-out lines and its perplexity on them.
 
 A few sentences are kept out of training; after the export, one word of each
 is replaced by the mask token and the exported SavedModel (its `mlm_logits`
 signature, so this also proves the export serves) ranks the vocabulary there.
+A causal LM's export instead continues the first half of each line
+(`generate`) and scores the lines (`score`).
 """
 
 import re
@@ -44,9 +47,10 @@ def fill_mask_examples(export_dir, tokenizer, sentences, top_k=TOP_K):
 
     The hidden word is the longest word of three or more letters that is a
     single vocabulary token (so one mask stands for all of it). Returns [] when
-    the export has no `mlm_logits` signature or no sentence has such a word.
+    the export has no `mlm_logits` signature (a causal LM's: see `continuation_examples`) or no sentence
+    has such a word.
     """
-    queries = _masked_queries(tokenizer, sentences)
+    queries = _masked_queries(tokenizer, sentences) if tokenizer.has_role("mask") else []
     if not queries:
         return []
     model = tf.saved_model.load(str(export_dir))
@@ -69,6 +73,27 @@ def fill_mask_examples(export_dir, tokenizer, sentences, top_k=TOP_K):
                     for i in ranking[:top_k]],
         })
     return examples
+
+
+def continuation_examples(export_dir, sentences, prompt_share=0.5):
+    """(per sentence: its first words as a prompt, the model's greedy continuation and the true rest;
+    the held-out lines' perplexity), from the export's `generate` and `score`; ([], None) without them."""
+    model = tf.saved_model.load(str(export_dir))
+    if not sentences or not hasattr(model, "generate"):
+        return [], None
+    prompts, rests = [], []
+    for sentence in sentences:
+        words = sentence.split()
+        cut = max(1, int(len(words) * prompt_share))
+        prompts.append(" ".join(words[:cut]))
+        rests.append(" ".join(words[cut:]))
+    texts = model.generate(tf.constant(prompts))["text"].numpy()
+    scored = model.score(tf.constant(sentences))
+    tokens = int(scored["num_tokens"].numpy().sum())
+    perplexity = float(np.exp(-scored["log_likelihood"].numpy().sum() / max(tokens, 1)))
+    examples = [{"prompt": prompt, "continuation": text.decode("utf-8", "replace"), "reference": rest}
+                for prompt, text, rest in zip(prompts, texts, rests)]
+    return examples, perplexity
 
 
 def _masked_queries(tokenizer, sentences):

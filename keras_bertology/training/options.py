@@ -103,6 +103,8 @@ class PretrainOptions:
                 f"--packing {self.packing} does not apply to --model {family.name}, "
                 + (f"which takes {', '.join(family.packings)}" if family.packings else "which takes none")
             )
+        if not family.masks_tokens:
+            self._check_no_masking(family)
         if self.family_options is not None and not isinstance(self.family_options, dict):
             raise ConfigError(f"family_options must be a dict (got {self.family_options!r})")
         family.option_values(self.family_options)
@@ -114,6 +116,14 @@ class PretrainOptions:
                 raise ConfigError(f"snapshot step {step!r} is not the end of a logged window of this run "
                                   f"(every {window} steps, up to {self.windows * window})")
         return family
+
+    def _check_no_masking(self, family):
+        given = [flag for flag, value in (("--whole-word", self.whole_word),
+                                          ("--max-predictions", self.max_predictions is not None),
+                                          ("--masking static", self.masking == "static")) if value]
+        if given:
+            raise ConfigError(f"{', '.join(given)} do{'es' if len(given) == 1 else ''} not apply to --model "
+                              f"{family.name}, a causal LM that predicts every next token")
 
     def _check_encoder(self, family):
         if self.encoder is None:

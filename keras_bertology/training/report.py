@@ -60,6 +60,8 @@ def chance_levels(instances, tokenizer, objectives, last_windows=None):
                 "loss": _entropy(shares),
                 "uniform_accuracy": 1.0 / tokenizer.vocab_size,
                 "uniform_loss": math.log(tokenizer.vocab_size),
+                "perplexity": math.exp(_entropy(shares)),
+                "uniform_perplexity": float(tokenizer.vocab_size),
             }
     return levels
 
@@ -92,6 +94,15 @@ def summary_text(metrics, run_dir):
             lines.append(f"  {example['text']}")
             lines.append(f"      answer '{example['answer']}' ranked {example['answer_rank']:,}; "
                          f"model: {guesses}")
+    if metrics.get("continuations"):
+        level = next((summary["chance"]["perplexity"] for summary in metrics["objectives"].values()
+                      if "perplexity" in summary["last"] and "perplexity" in summary.get("chance", {})), None)
+        lines.append(f"what the model learned: perplexity {metrics['held_out_perplexity']:.1f} on lines held out of "
+                     f"training" + (f" (unigram level {level:.1f})" if level else "")
+                     + "; its greedy continuations of their first halves")
+        for example in metrics["continuations"]:
+            lines.append(f"  {example['prompt']} | {example['continuation'].strip()}")
+            lines.append(f"      true rest: {example['reference']}")
     lines += [f"metrics and loss curve: {run_dir}", f"SavedModel: {metrics['export_dir'] or 'none (--no-export)'}"]
     return "\n".join(lines)
 
@@ -101,8 +112,8 @@ def _chance_words(chance, metric):
         return ""
     if "most_frequent_token" not in chance:
         return f"{chance[metric]:.3f}"
-    if metric == "loss":
-        return f"{chance['loss']:.3f} unigram, {chance['uniform_loss']:.3f} uniform"
+    if metric in ("loss", "perplexity"):
+        return f"{chance[metric]:.3f} unigram, {chance['uniform_' + metric]:.3f} uniform"
     return (f"{chance['accuracy']:.3f} always '{chance['most_frequent_token']}', "
             f"{chance['uniform_accuracy']:.5f} uniform")
 
@@ -120,7 +131,8 @@ def plot_training_curves(records, objectives, path, title):
     for name in objectives:
         loss_axis.plot(steps, [r.get(f"{name}_loss") for r in records], marker=".", label=f"{name} loss")
         for metric in _window(records[0], name):
-            if metric not in ("step", "loss") and records[0].get(f"{name}_{metric}") is not None:
+            # Perplexity is exp(loss), not a share: the loss panel shows it.
+            if metric not in ("step", "loss", "perplexity") and records[0].get(f"{name}_{metric}") is not None:
                 accuracy_axis.plot(steps, [r.get(f"{name}_{metric}") for r in records], marker=".",
                                    label=f"{name} {metric.replace('_', ' ')}")
     loss_axis.set(xlabel="step", ylabel="cross-entropy", title="training loss")

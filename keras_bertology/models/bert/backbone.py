@@ -35,6 +35,9 @@ class BertBackbone(Backbone):
         attention_dropout: float, attention-probability dropout.
         layer_norm_epsilon: float, 1e-12 for BERT, 1e-5 for RoBERTa.
         norm_first: bool, pre-LN blocks plus a final LayerNorm.
+        causal: bool, each token attends to itself and the tokens before it
+            only (an autoregressive LM), and positions count real tokens only
+            (`real_token_positions`), so left- and right-padded rows agree.
         initializer_range: float.
         embedding_size: int, width of the embedding tables when it differs from
             hidden_size (ELECTRA-small: 128 projected to 256); None for hidden_size.
@@ -73,6 +76,7 @@ class BertBackbone(Backbone):
         norm_first=False,
         initializer_range=0.02,
         embedding_size=None,
+        causal=False,
         embeddings=None,
         dtype=None,
         **kwargs,
@@ -93,7 +97,8 @@ class BertBackbone(Backbone):
             )
         _check_shared_embeddings(embeddings, vocab_size, width, max_positions, num_segments)
         inputs = encoder_inputs(num_segments)
-        x = embeddings(inputs["token_ids"], inputs.get("segment_ids"))
+        position_ids = real_token_positions(inputs["padding_mask"]) if causal else None
+        x = embeddings(inputs["token_ids"], inputs.get("segment_ids"), position_ids)
         if width != hidden_size:
             x = keras.layers.Dense(
                 hidden_size, kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
@@ -110,6 +115,7 @@ class BertBackbone(Backbone):
                 layer_norm_epsilon=layer_norm_epsilon,
                 norm_first=norm_first,
                 initializer_range=initializer_range,
+                causal=causal,
                 dtype=dtype,
                 name=f"encoder_block_{index}",
             )(x, attention_mask=attention_mask)
@@ -126,6 +132,7 @@ class BertBackbone(Backbone):
             num_segments=num_segments, use_pooler=use_pooler, dropout=dropout,
             attention_dropout=attention_dropout, layer_norm_epsilon=layer_norm_epsilon,
             norm_first=norm_first, initializer_range=initializer_range, embedding_size=embedding_size,
+            causal=causal,
         )
         super().__init__(inputs, outputs, config, dtype=dtype, **kwargs)
         self.embeddings = embeddings
@@ -133,6 +140,11 @@ class BertBackbone(Backbone):
     @property
     def token_embedding(self):
         return self.embeddings.token_embedding
+
+
+def real_token_positions(padding_mask):
+    """[B, L] int32 position of each token among the real tokens of its row (0 for padding before them)."""
+    return keras.ops.maximum(keras.ops.cumsum(keras.ops.cast(padding_mask, "int32"), axis=1) - 1, 0)
 
 
 def _check_shared_embeddings(embeddings, vocab_size, width, max_positions, num_segments):

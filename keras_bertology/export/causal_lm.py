@@ -1,0 +1,121 @@
+"""Serving endpoints of causal LMs: `score` raw strings, `generate` continuations of prompts.
+
+    model.score(tf.constant(["a sentence"]))   # per-token log-probabilities, log-likelihood, perplexity
+    model.generate(tf.constant(["Once upon"]))  # greedy, up to 32 new tokens (half the sequence length)
+    model.generate_sampling(tf.constant(["Once upon"]), max_new_tokens=20, temperature=0.8, top_k=40, seed=1)
+
+A text is served as the family packs it: <|endoftext|> (the `cls` role) before
+it, as after a document boundary in training. `score` predicts each text token
+from the ones before it (the closing end-of-text token is not scored).
+`generate` runs the model in a graph loop: each step feeds every prompt and
+what it has generated so far, left-padded so each row's last token is in the
+last column, and appends one token per row; a row stops at end-of-text, the
+loop when every row has stopped or after `max_new_tokens` steps. Prompts
+longer than the sequence length leaves room for are cut from the left.
+"""
+
+import tensorflow as tf
+
+GENERATED_TOKENS = 32  # `generate`'s continuation length, at most half the sequence length
+
+
+def causal_lm_endpoints(causal_lm, tokenizer, seq_len, input_names, pack, strings_spec):
+    """{signature: (function, input signature)} for `causal_lm` (inputs dict -> next-token logits)."""
+
+    def logits_of(token_ids, padding_mask):
+        inputs = {"token_ids": token_ids, "padding_mask": padding_mask}
+        return tf.cast(causal_lm({name: inputs[name] for name in input_names}), tf.float32)
+
+    def score(text):
+        packed = pack(text)
+        token_ids, mask = packed["token_ids"], packed["padding_mask"]
+        log_probs = tf.nn.log_softmax(logits_of(token_ids, mask))[:, :-1]
+        targets = token_ids[:, 1:]
+        # A target is scored when it is a real token and another real token follows it (not the closing one).
+        scored = mask[:, 1:] * tf.concat([mask[:, 2:], tf.zeros_like(mask[:, :1])], axis=1)
+        token_log_probs = tf.gather(log_probs, targets, batch_dims=2) * tf.cast(scored, tf.float32)
+        count = tf.reduce_sum(scored, axis=1)
+        total = tf.reduce_sum(token_log_probs, axis=1)
+        return {"token_log_probs": token_log_probs, "target_ids": targets, "scored": scored,
+                "log_likelihood": total, "num_tokens": count,
+                "perplexity": tf.exp(-total / tf.cast(tf.maximum(count, 1), tf.float32))}
+
+    def generate_sampling(prompt, max_new_tokens, temperature, top_k, seed):
+        checks = [
+            tf.debugging.Assert((max_new_tokens >= 1) & (max_new_tokens < seq_len),
+                                [f"generate: max_new_tokens must be in [1, {seq_len - 1}]; got", max_new_tokens]),
+            tf.debugging.Assert(tf.math.is_finite(temperature) & (temperature >= 0.0),
+                                ["generate: temperature must be finite and >= 0 (0: greedy); got", temperature]),
+            tf.debugging.Assert((top_k >= 0) & (top_k <= tokenizer.vocab_size),
+                                [f"generate: top_k must be in [0, {tokenizer.vocab_size}] (0: all); got", top_k])]
+        with tf.control_dependencies(checks):
+            token_ids, mask = _left_padded_prompts(tokenizer, prompt, seq_len - max_new_tokens)
+        batch = tf.shape(token_ids)[0]
+        generated = tf.zeros([batch, 0], tf.int32)
+        done = tf.zeros([batch], tf.bool)
+
+        def step(index, token_ids, mask, generated, done):
+            logits = logits_of(token_ids, mask)[:, -1]
+            chosen = _choose(logits, temperature, top_k, tf.stack([seed, index]))
+            chosen = tf.where(done, tokenizer.pad_id, chosen)
+            live = tf.cast(tf.logical_not(done), tf.int32)
+            return (index + 1, tf.concat([token_ids, chosen[:, None]], 1), tf.concat([mask, live[:, None]], 1),
+                    tf.concat([generated, tf.where(done, -1, chosen)[:, None]], 1),
+                    done | tf.equal(chosen, tokenizer.eot_id))
+
+        def going(index, token_ids, mask, generated, done):
+            return (index < max_new_tokens) & tf.logical_not(tf.reduce_all(done))
+
+        _, _, _, generated, _ = tf.while_loop(
+            going, step, (tf.constant(0), token_ids, mask, generated, done),
+            shape_invariants=(tf.TensorShape([]), tf.TensorShape([None, None]), tf.TensorShape([None, None]),
+                              tf.TensorShape([None, None]), tf.TensorShape([None])))
+        text_ids = tf.ragged.boolean_mask(generated, (generated >= 0) & (generated != tokenizer.eot_id))
+        # Byte-level tokens may end inside a character: invalid bytes become U+FFFD, so text is valid UTF-8.
+        text = tf.strings.unicode_transcode(tokenizer.detokenize(text_ids), "UTF-8", "UTF-8", errors="replace")
+        return {"text": text, "generated_ids": generated,
+                "num_tokens": tf.reduce_sum(tf.cast(generated >= 0, tf.int32), axis=1)}
+
+    scalar = tf.TensorSpec
+    return {
+        "score": (score, [strings_spec]),
+        "generate": (lambda prompt: generate_sampling(prompt, tf.constant(min(GENERATED_TOKENS, seq_len // 2)),
+                                                      tf.constant(0.0),
+                                                      tf.constant(0), tf.constant(0)), [strings_spec]),
+        "generate_sampling": (generate_sampling, [
+            strings_spec, scalar([], tf.int32, name="max_new_tokens"), scalar([], tf.float32, name="temperature"),
+            scalar([], tf.int32, name="top_k"), scalar([], tf.int32, name="seed")]),
+    }
+
+
+def _left_padded_prompts(tokenizer, prompt, room):
+    """<|endoftext|> + each prompt's tokens, its last `room` tokens kept, left-padded: [B, P] ids and mask."""
+    pieces = tf.cast(tokenizer.tokenize(prompt), tf.int32)
+    opening = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(prompt)[0], 1], tf.constant(tokenizer.cls_id, tf.int32)))
+    opened = tf.concat([opening, pieces], axis=1)
+    lengths = tf.minimum(opened.row_lengths(), tf.cast(room, tf.int64))
+    kept = tf.RaggedTensor.from_row_lengths(
+        tf.gather(opened.flat_values, _last_positions(opened.row_limits(), lengths)), lengths)
+    # Reversed rows padded on the right, reversed back: padding on the left.
+    right_padded = kept.to_tensor(tokenizer.pad_id)
+    token_ids = tf.reverse(tf.reverse_sequence(right_padded, lengths, seq_axis=1), [1])
+    mask = tf.reverse(tf.sequence_mask(lengths, tf.shape(right_padded, out_type=tf.int64)[1], tf.int32), [1])
+    return token_ids, mask
+
+
+def _last_positions(limits, lengths):
+    """Flat indices of the last `lengths` values of each ragged row ending at `limits`."""
+    starts = tf.repeat(limits - lengths, lengths)
+    offsets = tf.range(tf.reduce_sum(lengths)) - tf.repeat(tf.cumsum(lengths, exclusive=True), lengths)
+    return starts + offsets
+
+
+def _choose(logits, temperature, top_k, seed):
+    """[B] next tokens: the likeliest where temperature is 0, else a draw from softmax(logits / temperature)
+    over the top_k likeliest (all when 0), from the stateless `seed`."""
+    vocab = tf.shape(logits)[-1]
+    k = tf.where(top_k > 0, tf.minimum(top_k, vocab), vocab)
+    top = tf.math.top_k(logits, k=k)
+    draw = tf.random.stateless_categorical(top.values / tf.maximum(temperature, 1e-6), 1, seed)[:, 0]
+    picked = tf.gather(top.indices, tf.cast(draw, tf.int32), batch_dims=1)
+    return tf.where(temperature > 0.0, picked, tf.argmax(logits, axis=-1, output_type=tf.int32))
