@@ -39,7 +39,9 @@ def _train(name, jit_compile):
     keras.utils.set_random_seed(0)
     family = FAMILIES[name]
     preset = next(iter(family.presets))
-    accepted = inspect.signature(family.backbone_cls.__init__).parameters
+    # Every class's own arguments: a backbone may take its parent's (GPT's dropout) through **kwargs.
+    accepted = {name for cls in family.backbone_cls.__mro__ if "__init__" in vars(cls)
+                for name in inspect.signature(cls.__init__).parameters}
     small = dict(SIZES, **({"embedding_size": 16} if "embedding_size" in family.presets[preset]["config"] else {}))
     backbone = family.backbone_cls(**family.backbone_config(
         preset, **small, **{key: 0.0 for key in ("dropout", "attention_dropout") if key in accepted}))
@@ -47,13 +49,24 @@ def _train(name, jit_compile):
     options = {"mem_len": 8, "bi_data": 0} if family.stream_batches else None
     pretrainer = family.build_pretrainer(backbone, options, preset, batch_size=SHAPE.batch_size)
     pretrainer.compile(optimizer=keras.optimizers.AdamW(1e-3), jit_compile=jit_compile)
-    features = synthetic_features(MODELS[name], SHAPE, backbone.vocab_size)
+    features = _features(family, backbone.vocab_size)
     if family.stream_batches:
         features["stream_start"] = np.zeros(len(features["token_ids"]), np.int32)
     x, y, weights = pretrainer.split_features(features)
     rows = slice(0, SHAPE.batch_size)
     batch = keras.tree.map_structure(lambda a: keras.ops.convert_to_numpy(a)[rows], (x, y, weights))
     return [pretrainer.train_on_batch(*batch, return_dict=True) for _ in range(STEPS)]
+
+
+def _features(family, vocab_size):
+    """The peer suite's synthetic batches; a family outside it (a causal LM, whose data stage needs no
+    vocabulary) gets its own data stage's features of random tokens."""
+    if family.name in MODELS:
+        return synthetic_features(MODELS[family.name], SHAPE, vocab_size)
+    rows = 4 * SHAPE.batch_size
+    token_ids = np.random.default_rng(1234).integers(1000, vocab_size, (rows, SHAPE.seq_len), dtype=np.int32)
+    stage = family.build_masker(None, SHAPE.predictions)
+    return keras.tree.map_structure(np.asarray, stage({"token_ids": token_ids, "padding_mask": np.ones_like(token_ids)}))
 
 
 @pytest.mark.slow
