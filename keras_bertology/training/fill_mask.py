@@ -8,7 +8,9 @@ A causal LM's export instead continues the first half of each line
 (`generate`) and scores the lines (`score`).
 """
 
+import json
 import re
+from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
@@ -78,9 +80,10 @@ def fill_mask_examples(export_dir, tokenizer, sentences, top_k=TOP_K):
 def continuation_examples(export_dir, sentences, prompt_share=0.5):
     """(per sentence: its first words as a prompt, the model's greedy continuation and the true rest;
     the held-out lines' perplexity), from the export's `generate` and `score`; ([], None) without them."""
-    model = tf.saved_model.load(str(export_dir))
-    if not sentences or not hasattr(model, "generate"):
+    signatures = json.loads((Path(export_dir) / "assets" / "bertology.json").read_text())["signatures"]
+    if not sentences or "generate" not in signatures:  # known from the assets, without loading the model
         return [], None
+    model = tf.saved_model.load(str(export_dir))
     prompts, rests = [], []
     for sentence in sentences:
         words = sentence.split()
