@@ -71,6 +71,8 @@ def _hf_checkpoint(tmp):
     variant("hf_bad_json", "{not json")
     variant("hf_list_json", "[1, 2]")
     variant("hf_t5", json.dumps(dict(good, model_type="t5")))
+    variant("hf_gpt2_layer_scaled", json.dumps(dict(model_type="gpt2", vocab_size=99, n_positions=32, n_embd=16,
+                                                    n_layer=1, n_head=2, scale_attn_by_inverse_layer_idx=True)))
     variant("hf_no_hidden", json.dumps({k: v for k, v in good.items() if k != "hidden_size"}))
     variant("hf_wider", json.dumps(dict(good, hidden_size=32)))
     variant("hf_act", json.dumps(dict(good, hidden_act="mish")))
@@ -204,6 +206,8 @@ CASES = [
      "must hold a JSON object"),
     ("unsupported model_type", ["convert", "--from-hf", "{tmp}/hf_t5", "--out", "{tmp}/c"],
      "model_type 't5' is not supported"),
+    ("GPT-2 with layer-scaled attention", ["convert", "--from-hf", "{tmp}/hf_gpt2_layer_scaled", "--out", "{tmp}/c"],
+     "scale_attn_by_inverse_layer_idx=True is not supported"),
     ("config lacks a size", ["convert", "--from-hf", "{tmp}/hf_no_hidden", "--out", "{tmp}/c"],
      "hidden_size must be a positive integer"),
     ("unsupported activation", ["convert", "--from-hf", "{tmp}/hf_act", "--out", "{tmp}/c"],
