@@ -4,29 +4,44 @@ It takes the place of a masking stage (`ModelFamily.masker_path`) and is
 mapped over batches the same way, but it draws nothing: position t's target
 is the token at t + 1 of the same row, weighed 1 when both are real tokens,
 so a row's last position and padding (on either side) count for nothing.
+Instances that know what follows their last token (a stream cut into
+segments) bring their own `next_token_ids`, and every real position counts.
 """
 
+import numpy as np
 import tensorflow as tf
+
+from keras_bertology.data.instances import Documents, _clean_documents
 
 from keras_bertology.errors import ConfigError
 
 
+def token_stream(documents: Documents, end_id: int) -> np.ndarray:
+    """Every document's sentences run on, each document followed by `end_id` (end of text): int32 [T]."""
+    end = np.array([end_id], np.int32)
+    return np.concatenate([piece for document in _clean_documents(documents)
+                           for piece in (*document, end)]).astype(np.int32)
+
+
 class NextTokenTargets:
-    """batch (`token_ids`, optional `padding_mask` [B, L]) -> the batch with `next_token_ids` and
-    `next_token_weights` [B, L]; a batch without `padding_mask` is all real tokens."""
+    """batch (`token_ids`, optional `padding_mask` [B, L], optional `next_token_ids`) -> the batch with
+    `next_token_ids` and `next_token_weights` [B, L]; a batch without `padding_mask` is all real tokens."""
 
     def __call__(self, batch, seed=None):
         token_ids = tf.cast(batch["token_ids"], tf.int32)
         mask = tf.cast(batch["padding_mask"], tf.int32) if "padding_mask" in batch else tf.ones_like(token_ids)
-        end = tf.zeros_like(token_ids[:, :1])
-        next_ids = tf.concat([token_ids[:, 1:], end], axis=1)
-        weights = tf.concat([mask[:, :-1] * mask[:, 1:], end], axis=1)
+        if "next_token_ids" in batch:
+            next_ids, weights = tf.cast(batch["next_token_ids"], tf.int32), mask
+        else:
+            end = tf.zeros_like(token_ids[:, :1])
+            next_ids = tf.concat([token_ids[:, 1:], end], axis=1)
+            weights = tf.concat([mask[:, :-1] * mask[:, 1:], end], axis=1)
         return {**batch, "padding_mask": mask, "next_token_ids": next_ids, "next_token_weights": weights}
 
 
-def next_token_stage(tokenizer, max_predictions=None, whole_word=False):
+def next_token_stage(tokenizer, max_predictions=None, whole_word=False, replicas=1):
     """The stage for `ModelFamily.build_masker`: a causal LM predicts every token, so masking settings do
-    not apply to it."""
+    not apply to it (nor does how `replicas` share a batch of streams: nothing is drawn)."""
     if whole_word:
         raise ConfigError("--whole-word does not apply to a causal LM, which predicts every token")
     return NextTokenTargets()

@@ -75,9 +75,10 @@ def different_segments(segment_ids, memory_length=0):
 class RelativeAttentionTerms(keras.layers.Layer):
     """One layer's relative-position projection W_r and segment vectors, turned into score terms.
 
-    Weights: `position_kernel` [H, N, D] (XLNet's `r`) and `segment_embedding`
-    [2, N, D] (`seg_embed`: same, different). The biases are passed in, so
-    that a model can share one set across layers (XLNet with untie_r=False).
+    Weights: `position_kernel` [H, N, D] (XLNet's `r`, Transformer-XL's `r_net`)
+    and, with `segments`, `segment_embedding` [2, N, D] (`seg_embed`: same,
+    different; Transformer-XL has no segments). The biases are passed in, so
+    that a model can share one set across layers (untie_r=False).
 
     Example:
         >>> from keras import ops
@@ -93,19 +94,21 @@ class RelativeAttentionTerms(keras.layers.Layer):
         (1, 5, 8)
     """
 
-    def __init__(self, num_heads, head_dim, initializer_range=0.02, **kwargs):
+    def __init__(self, num_heads, head_dim, initializer_range=0.02, segments=True, **kwargs):
         super().__init__(**kwargs)
         self.num_heads = num_heads
         self.head_dim = head_dim
         self.initializer_range = initializer_range
+        self.segments = segments
 
     def build(self, hidden_size):
         hidden_size = hidden_size[-1] if isinstance(hidden_size, (tuple, list)) else hidden_size
         init = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
         self.position_kernel = self.add_weight(
             shape=(hidden_size, self.num_heads, self.head_dim), initializer=init, name="position_kernel")
-        self.segment_embedding = self.add_weight(
-            shape=(2, self.num_heads, self.head_dim), initializer=init, name="segment_embedding")
+        if self.segments:
+            self.segment_embedding = self.add_weight(
+                shape=(2, self.num_heads, self.head_dim), initializer=init, name="segment_embedding")
         self.built = True
 
     def project_positions(self, positions):
@@ -118,8 +121,9 @@ class RelativeAttentionTerms(keras.layers.Layer):
 
         Args:
             key_positions: [S, Lk + L, N, D] from `project_positions`.
-            biases: (content, position, segment) biases, [N, D] each.
-            different_segment: optional [B, Lq, Lk] bool (`different_segments`, rows of the queries).
+            biases: (content, position, segment) biases, [N, D] each (segment: None without segments).
+            different_segment: optional [B, Lq, Lk] bool (`different_segments`, rows of the queries);
+                only for terms built with `segments`.
             query_positions: optional [B, Lq] int: where each query sits in the L current
                 positions, when the queries are not the L positions in order (XLNet's query
                 stream asks only for its targets).
@@ -149,5 +153,6 @@ class RelativeAttentionTerms(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(num_heads=self.num_heads, head_dim=self.head_dim, initializer_range=self.initializer_range)
+        config.update(num_heads=self.num_heads, head_dim=self.head_dim, initializer_range=self.initializer_range,
+                      segments=self.segments)
         return config

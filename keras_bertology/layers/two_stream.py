@@ -18,13 +18,21 @@ class TwoStreamBlock(keras.layers.Layer):
     (projected once), and their own masks; g holds only the P predicted
     slots, at `query_positions`, so its attention costs P rows, not L.
 
+    Run with the content stream alone, `causal` and without `segments`, it
+    is Transformer-XL's layer: relative attention over [memory; h], each
+    position seeing the memory and the positions up to its own.
+
     Args:
         num_heads, intermediate_size: ints.
         activation: feed-forward activation name.
         dropout: float, used everywhere XLNet uses its single dropout rate
-            (attention probabilities, both residual branches, after the
-            feed-forward activation).
+            (both residual branches, after the feed-forward activation, and
+            the attention probabilities unless `attention_dropout` is given).
         layer_norm_epsilon, initializer_range: floats.
+        attention_dropout: optional float, dropout on the attention probabilities
+            (Transformer-XL's `dropatt`).
+        causal: bool, each position attends to the memory and the positions up to its own.
+        segments: bool, the relative segment term (XLNet's; Transformer-XL has none).
 
     Call args:
         h: [B, L, H] content stream.
@@ -54,7 +62,7 @@ class TwoStreamBlock(keras.layers.Layer):
     """
 
     def __init__(self, num_heads, intermediate_size, activation="gelu", dropout=0.1, layer_norm_epsilon=1e-12,
-                 initializer_range=0.02, **kwargs):
+                 initializer_range=0.02, attention_dropout=None, causal=False, segments=True, **kwargs):
         super().__init__(**kwargs)
         self.num_heads = num_heads
         self.intermediate_size = intermediate_size
@@ -62,18 +70,22 @@ class TwoStreamBlock(keras.layers.Layer):
         self.dropout = dropout
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
+        self.attention_dropout = attention_dropout
+        self.causal = causal
+        self.segments = segments
 
     def build(self, h_shape, *args, **kwargs):
         hidden = h_shape[-1]
         self.block = TransformerEncoderBlock(
             self.num_heads, self.intermediate_size, activation=self.activation, dropout=self.dropout,
-            attention_dropout=self.dropout, layer_norm_epsilon=self.layer_norm_epsilon,
-            initializer_range=self.initializer_range, attention_bias=False, activation_dropout=self.dropout,
-            dtype=self.dtype_policy, name="block",
+            attention_dropout=self.dropout if self.attention_dropout is None else self.attention_dropout,
+            layer_norm_epsilon=self.layer_norm_epsilon, initializer_range=self.initializer_range,
+            attention_bias=False, activation_dropout=self.dropout, causal=self.causal, dtype=self.dtype_policy,
+            name="block",
         )
         self.block.build(h_shape)
         self.relative = RelativeAttentionTerms(self.num_heads, hidden // self.num_heads,
-                                               initializer_range=self.initializer_range,
+                                               initializer_range=self.initializer_range, segments=self.segments,
                                                dtype=self.dtype_policy, name="relative")
         self.relative.build(hidden)
         self.built = True
@@ -95,5 +107,6 @@ class TwoStreamBlock(keras.layers.Layer):
         config = super().get_config()
         config.update(num_heads=self.num_heads, intermediate_size=self.intermediate_size,
                       activation=self.activation, dropout=self.dropout,
-                      layer_norm_epsilon=self.layer_norm_epsilon, initializer_range=self.initializer_range)
+                      layer_norm_epsilon=self.layer_norm_epsilon, initializer_range=self.initializer_range,
+                      attention_dropout=self.attention_dropout, causal=self.causal, segments=self.segments)
         return config

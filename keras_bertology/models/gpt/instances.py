@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from keras_bertology.data.instances import Documents, _clean_documents
+from keras_bertology.data.instances import Documents
+from keras_bertology.data.next_token import token_stream
 
 
 def block_instances(documents: Documents, seq_len: int, specials: dict, rng=None, copies: int = 1,
@@ -13,9 +14,7 @@ def block_instances(documents: Documents, seq_len: int, specials: dict, rng=None
 
     Returns token_ids and padding_mask [N, seq_len] int32.
     """
-    end = np.array([specials["sep_id"]], np.int32)
-    stream = np.concatenate([piece for document in _clean_documents(documents)
-                             for piece in (*document, end)])
+    stream = token_stream(documents, specials["sep_id"])
     rows = -(-len(stream) // seq_len)
     token_ids = np.full(rows * seq_len, specials["pad_id"], np.int32)
     token_ids[:len(stream)] = stream

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_bertology.layers.segment_memory import SegmentMemory
 from keras_bertology.models.pretrainer import Objective, Pretrainer
 
 # Permutation LM: the original ids of the P target slots, padded slots weighted 0.
@@ -42,47 +43,32 @@ class TiedOutputBias(keras.layers.Layer):
         return (*hidden_shape[:-1], self.token_embedding.input_dim)
 
 
-class QueryStream(keras.layers.Layer):
+class QueryStream(SegmentMemory):
     """The encoder's query stream for the target slots, with Transformer-XL memory when `mem_len` > 0.
 
-    The memory is a non-trainable variable [num_layers, batch, mem_len, H]:
-    saved with checkpoints, carried across `fit` steps, and zeroed for the
-    rows whose `stream_start` is 1 (a stream begins again). During training
-    each layer's memory becomes the last `mem_len` of [memory; its input's
-    first `reuse_len` positions] (default L / 2), without gradient. Batch row
-    r must continue row r's text from one batch to the next.
+    The memory (`SegmentMemory`) is carried across `fit` steps and zeroed for
+    the rows whose `stream_start` is 1 (a stream begins again). During
+    training each layer's memory becomes the last `mem_len` of [memory; its
+    input's first `reuse_len` positions] (default L / 2). Batch row r must
+    continue row r's text from one batch to the next.
 
     (A layer of its own because Keras wants every call of one layer, here
     the backbone's encoder, to return the same outputs.)
     """
 
     def __init__(self, encoder, mem_len=0, batch_size=None, reuse_len=None, bi_data=False, **kwargs):
-        super().__init__(**kwargs)
-        self.encoder = encoder
-        self.mem_len = mem_len
-        self.batch_size = batch_size
+        super().__init__(encoder, mem_len, batch_size, **kwargs)
         self.reuse_len = reuse_len
         self.bi_data = bi_data
 
-    def build(self, *shapes, **kwargs):
-        if self.mem_len:
-            self.memory = self.add_weight(
-                shape=(self.encoder.num_layers, self.batch_size, self.mem_len, self.encoder.hidden_size),
-                initializer="zeros", trainable=False, name="memory")
-        self.built = True
-
     def call(self, token_ids, segment_ids, padding_mask, perm_mask, target_mapping, stream_start=None,
              training=None):
-        memory = None
-        if self.mem_len:
-            keep = 1.0 - ops.cast(stream_start, "float32")
-            memory = ops.cast(self.memory, "float32") * keep[None, :, None, None]
+        memory = self.read_memory(stream_start)
         outputs = self.encoder(token_ids, segment_ids, padding_mask, perm_mask, target_mapping,
                                memory=memory, bi_data=self.bi_data, training=training)
         if training and self.mem_len:
             reuse = self.reuse_len or ops.shape(token_ids)[1] // 2
-            states = ops.cast(outputs["layer_inputs"][:, :, :reuse], "float32")
-            self.memory.assign(ops.stop_gradient(ops.concatenate([memory, states], axis=2)[:, :, -self.mem_len:]))
+            self.write_memory(memory, outputs["layer_inputs"][:, :, :reuse])
         return outputs["query"]
 
     def compute_output_spec(self, token_ids, segment_ids, padding_mask, perm_mask, target_mapping,
@@ -144,8 +130,6 @@ class XLNetPretrainer(Pretrainer):
 
     def __init__(self, backbone, mem_len=0, batch_size=None, reuse_len=None, bi_data=False, tie_decoder=True,
                  **kwargs):
-        if mem_len and not batch_size:
-            raise ValueError("a memory (mem_len > 0) needs the batch size")
         inputs = dict(backbone.input)
         inputs["perm_mask"] = keras.Input((None, None), dtype="float32", name="perm_mask")
         inputs["target_mapping"] = keras.Input((None, None), dtype="float32", name="target_mapping")

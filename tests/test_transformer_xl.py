@@ -1,0 +1,131 @@
+"""Transformer-XL: parity with an independent NumPy reference (through `convert`), the recurrence invariant,
+the adaptive softmax against torch, the stream instances, and the CLI from pretraining to serving."""
+
+import json
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import torch
+from keras import ops
+
+import transformer_xl_reference as reference
+from keras_bertology.cli import main
+from keras_bertology.layers.adaptive_softmax import AdaptiveEmbedding, AdaptiveSoftmax
+from keras_bertology.models.transformer_xl import TRANSFORMER_XL, TransformerXLBackbone
+from keras_bertology.models.transformer_xl.instances import stream_segments
+
+# Odd shapes: 3 heads of 6, feed-forward 40; the switches on and off.
+_BASE = dict(vocab_size=61, d_model=18, d_embed=18, n_head=3, d_head=6, d_inner=40, n_layer=2, mem_len=6,
+             clamp_len=-1, same_length=False, layer_norm_epsilon=1e-5, pre_lnorm=False, attn_type=0)
+CONFIGS = {
+    "clusters-div2": dict(_BASE, cutoffs=[12, 30], div_val=2, untie_r=False, tie_projs=[False, True, False]),
+    "full-softmax-untied": dict(_BASE, cutoffs=[], div_val=1, untie_r=True, clamp_len=4, tie_projs=[False]),
+    "div1-projected": dict(_BASE, cutoffs=[20], div_val=1, d_embed=10, untie_r=False, tie_projs=[True, False]),
+}
+
+
+def _hf_layout(state):
+    """The reference reads the head's cluster logits from the end (the original PyTorch code); transformers 4
+    saved checkpoints read them in cutoff order: the same model with the cluster rows reversed."""
+    state = dict(state)
+    for name in ("crit.cluster_weight", "crit.cluster_bias"):
+        if name in state:
+            state[name] = state[name][::-1].copy()
+    return state
+
+
+def _convert(config, state):
+    from keras_bertology.models.transformer_xl.convert import convert
+
+    hf_config = dict(config, adaptive=True, dropout=0.0, dropatt=0.0)
+    backbone, pretrainer, heads, used, _ = convert(TRANSFORMER_XL, hf_config, _hf_layout(state))
+    return backbone, pretrainer, heads, used
+
+
+def _ours(pretrainer, token_ids, memory=None, attention_window=None):
+    outputs = pretrainer.backbone.encoder(ops.convert_to_tensor(token_ids), memory=memory,
+                                          attention_window=attention_window, training=False)
+    log_probs = ops.log_softmax(pretrainer.get_layer("clm_head")(outputs["sequence"]), axis=-1)
+    return outputs, ops.convert_to_numpy(log_probs)
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_convert_matches_the_numpy_reference_with_memory(name):
+    """Two segments, the second reading the memory the first left: log-probabilities, hidden states and the
+    memory itself within 1e-5 of the reference (float64), with weights large enough that ReLU, LayerNorm and
+    the softmaxes bend; every tensor of the checkpoint is used."""
+    config = CONFIGS[name]
+    state = reference.random_state_dict(config, seed=1, scale=0.3)
+    _, pretrainer, heads, used = _convert(config, state)
+    assert heads == ["clm"]
+    assert used == set(state), sorted(set(state) - used)
+    rng = np.random.default_rng(0)
+    first, second = (rng.integers(0, config["vocab_size"], (2, 5)) for _ in range(2))
+    expected_first = reference.forward(config, state, first, mem_len=config["mem_len"])
+    expected = reference.forward(config, state, second, mems=expected_first["new_mems"])
+    outputs, log_probs = _ours(pretrainer, first)
+    np.testing.assert_allclose(log_probs, expected_first["log_probs"], atol=1e-5)
+    layer_inputs = ops.convert_to_numpy(outputs["layer_inputs"])
+    np.testing.assert_allclose(layer_inputs, np.stack(expected_first["new_mems"][:-1]), atol=1e-5)
+    memory = ops.convert_to_tensor(np.stack(expected_first["new_mems"][:-1]).astype("float32"))
+    outputs, log_probs = _ours(pretrainer, second, memory)
+    np.testing.assert_allclose(ops.convert_to_numpy(outputs["sequence"]), expected["hidden"], atol=1e-5)
+    np.testing.assert_allclose(log_probs, expected["log_probs"], atol=1e-5)
+
+
+def test_same_length_window_matches_the_reference():
+    """same_length with a full memory: every query sees mem_len keys, itself included."""
+    config = CONFIGS["clusters-div2"]
+    state = reference.random_state_dict(config, seed=2, scale=0.3)
+    _, pretrainer, _, _ = _convert(config, state)
+    rng = np.random.default_rng(3)
+    first, second = rng.integers(0, 61, (2, 6)), rng.integers(0, 61, (2, 5))
+    mems = reference.forward(config, state, first, mem_len=6)["new_mems"]
+    expected = reference.forward(config, state, second, mems=mems, same_length=True, mem_len=6)
+    memory = ops.convert_to_tensor(np.stack(mems[:-1]).astype("float32"))
+    _, log_probs = _ours(pretrainer, second, memory, attention_window=6)
+    np.testing.assert_allclose(log_probs, expected["log_probs"], atol=1e-5)
+    _, without_window = _ours(pretrainer, second, memory)
+    assert np.abs(without_window - expected["log_probs"]).max() > 1e-2  # the window changes the numbers
+
+
+def _tiny_pretrainer(mem_len, batch_size=2, **config):
+    backbone = TransformerXLBackbone(**dict(dict(vocab_size=50, num_layers=2, num_heads=2, hidden_size=12,
+                                                 intermediate_size=20, cutoffs=[10, 30], div_val=2, dropout=0.0,
+                                                 initializer_range=0.3),
+                                            **config))
+    return TRANSFORMER_XL.build_pretrainer(backbone, {"mem_len": mem_len}, batch_size=batch_size)
+
+
+def test_training_steps_carry_the_memory_of_the_previous_segment():
+    """The recurrence invariant through the training path: a training step leaves the last mem_len states each
+    layer read; segment 2 scored with a memory holding all of segment 1 equals the segment-2 rows of one causal
+    pass over both; with a shorter memory it equals the encoder given those last states; and `stream_start`
+    clears a row's memory (its first segment sees none: not zeros)."""
+    rng = np.random.default_rng(0)
+    stream = rng.integers(0, 50, (2, 14)).astype("int32")
+    ones = np.ones((2, 7), "int32")
+    for mem_len in (7, 3):
+        model = _tiny_pretrainer(mem_len)
+        encoder, head = model.backbone.encoder, model.get_layer("clm_head")
+        step = {"token_ids": stream[:, :7], "padding_mask": ones, "stream_start": np.ones(2, "int32")}
+        model(step, training=True)
+        memory = ops.convert_to_numpy(model.get_layer("memory_stream").memory)
+        first = ops.convert_to_numpy(encoder(ops.convert_to_tensor(stream[:, :7]))["layer_inputs"])
+        np.testing.assert_allclose(memory, first[:, :, -mem_len:], atol=1e-6)
+        second = {"token_ids": stream[:, 7:], "padding_mask": ones, "stream_start": np.array([0, 1], "int32")}
+        scored = ops.convert_to_numpy(model(second, training=False)["clm"])
+        if mem_len == 7:
+            expected = model.causal_lm_model()({"token_ids": stream, "padding_mask": np.ones((2, 14), "int32")})
+            expected = ops.convert_to_numpy(expected)[:, 7:]
+        else:
+            given = encoder(ops.convert_to_tensor(stream[:, 7:]), memory=ops.convert_to_tensor(memory))
+            expected = ops.convert_to_numpy(head(given["sequence"]))
+        np.testing.assert_allclose(scored[0], expected[0], atol=2e-5)
+        alone = ops.convert_to_numpy(model.causal_lm_model()({"token_ids": stream[:, 7:], "padding_mask": ones}))
+        np.testing.assert_allclose(scored[1], alone[1], atol=2e-5)  # row 1 started again: no memory
+        assert np.abs(scored[0] - alone[0]).max() > 0.1
+        keras.backend.clear_session()
