@@ -129,3 +129,86 @@ def test_training_steps_carry_the_memory_of_the_previous_segment():
         np.testing.assert_allclose(scored[1], alone[1], atol=2e-5)  # row 1 started again: no memory
         assert np.abs(scored[0] - alone[0]).max() > 0.1
         keras.backend.clear_session()
+
+
+def test_adaptive_softmax_matches_torch_where_their_options_coincide():
+    """div_val 1, no projections: torch's AdaptiveLogSoftmaxWithLoss with its tail projections set to the
+    identity, tail biases zero, and the cluster rows in its order (ours reads them from the end)."""
+    vocab, width, cutoffs = 40, 8, [10, 25]
+    embedding = AdaptiveEmbedding(vocab, width, cutoffs, div_val=1)
+    embedding.build()
+    head = AdaptiveSoftmax(embedding)
+    head.build((None, width))
+    rng = np.random.default_rng(0)
+    table, cluster, cluster_bias, shortlist_bias = (rng.normal(0, 0.8, shape).astype("float32") for shape in
+                                                    ((vocab, width), (2, width), (2,), (10,)))
+    embedding.embeddings[0].assign(table)
+    head.cluster_kernel.assign(cluster)
+    head.cluster_bias.assign(cluster_bias)
+    head.bias.assign(np.concatenate([shortlist_bias, np.zeros(vocab - 10, "float32")]))
+    hidden = rng.normal(0, 1.5, (6, width)).astype("float32")
+    torch_head = torch.nn.AdaptiveLogSoftmaxWithLoss(width, vocab, cutoffs, div_value=1.0, head_bias=True)
+    with torch.no_grad():
+        torch_head.head.weight.copy_(torch.tensor(np.concatenate([table[:10], cluster[::-1]])))
+        torch_head.head.bias.copy_(torch.tensor(np.concatenate([shortlist_bias, cluster_bias[::-1]])))
+        for index, (first, end) in enumerate(((10, 25), (25, 40))):
+            torch_head.tail[index][0].weight.copy_(torch.eye(width))
+            torch_head.tail[index][1].weight.copy_(torch.tensor(table[first:end]))
+        expected = torch_head.log_prob(torch.tensor(hidden)).numpy()
+    np.testing.assert_allclose(ops.convert_to_numpy(head(hidden)), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(TRANSFORMER_XL.presets))
+def test_presets_count_the_original_parameters(name):
+    """The original PyTorch code's counts (REFERENCE-2): the backbone plus the softmax's own weights."""
+    preset = TRANSFORMER_XL.presets[name]
+    backbone = TransformerXLBackbone(**preset["config"])
+    pretrainer = TRANSFORMER_XL.build_pretrainer(backbone, {"mem_len": 0}, preset=name, batch_size=1)
+    trainable = sum(int(np.prod(variable.shape)) for variable in pretrainer.trainable_weights)
+    assert trainable == preset["params"]
+    vocab, cutoffs = preset["config"]["vocab_size"], preset["config"]["cutoffs"]
+    own_head = vocab + (len(cutoffs) * (preset["config"]["hidden_size"] + 1) if cutoffs else 0)
+    own_head += 1024 * 1024 if name.endswith("large") else 0  # the untied head projection
+    assert backbone.count_params() == preset["params"] - own_head
+    keras.backend.clear_session()
+
+
+def test_stream_segments_walk_each_row_of_one_stream_in_order():
+    """Concatenating row r's segments over the batches gives row r of the stream; every target is the token
+    after its position, across segment borders; `copies` start the streams again."""
+    rng = np.random.default_rng(0)
+    documents = [[rng.integers(5, 90, rng.integers(3, 20)) for _ in range(rng.integers(1, 6))] for _ in range(40)]
+    out = stream_segments(documents, 7, {"sep_id": 1, "pad_id": 0}, batch_size=4, copies=2)
+    stream = np.concatenate([piece for document in documents for piece in (*document, [1])])
+    row_length = len(stream) // 4
+    batches = (row_length - 1) // 7
+    assert out["token_ids"].shape == (2 * batches * 4, 7)
+    tokens = out["token_ids"][:batches * 4].reshape(batches, 4, 7).transpose(1, 0, 2).reshape(4, -1)
+    targets = out["next_token_ids"][:batches * 4].reshape(batches, 4, 7).transpose(1, 0, 2).reshape(4, -1)
+    rows = stream[:4 * row_length].reshape(4, row_length)
+    np.testing.assert_array_equal(tokens, rows[:, :batches * 7])
+    np.testing.assert_array_equal(targets, rows[:, 1:batches * 7 + 1])
+    assert out["stream_start"].reshape(2, batches, 4)[:, 0].all() and out["stream_start"].sum() == 8
+    np.testing.assert_array_equal(out["token_ids"][:batches * 4], out["token_ids"][batches * 4:])
+
+
+def test_pretraining_falls_below_the_unigram_level_and_serves(tmp_path, capsys):
+    run, export = tmp_path / "run", tmp_path / "export"
+    assert main(["pretrain", "--model", "transformer-xl", "--preset", "transformer-xl-tiny", "--steps", "150",
+                 "--batch-size", "16", "--seq-len", "32", "--vocab-size", "600", "--mem-len", "32",
+                 "--out", str(run), "--export", str(export)]) == 0
+    out = capsys.readouterr().out
+    metrics = json.loads((run / "metrics.json").read_text())
+    clm = metrics["objectives"]["clm"]
+    assert clm["last"]["loss"] < clm["chance"]["loss"] < clm["first"]["loss"]
+    assert metrics["held_out_perplexity"] < clm["chance"]["perplexity"]
+    stream = metrics["held_out_stream"]
+    assert stream["with_memory"]["mem_len"] == 32 and stream["without_memory"]["mem_len"] == 0
+    assert stream["with_memory"]["tokens"] == stream["without_memory"]["tokens"] > 100
+    assert stream["with_memory"]["perplexity"] != stream["without_memory"]["perplexity"]
+    assert "with a memory of 32 states" in out and "continuations of their first halves" in out
+    script = (f"import tensorflow as tf, tensorflow_text; m = tf.saved_model.load({str(export)!r}); "
+              "print(m.generate(tf.constant(['the king']))['text'].shape, "
+              "m.score(tf.constant(['the king is dead']))['num_tokens'].numpy().tolist())")
+    served = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert served.split()[:2] == ["(1,)", "[4]"] or "(1,)" in served, served

@@ -156,6 +156,12 @@ class Pretrainer(keras.Model):
         `score` and `generate`; None when the pretrainer has no causal LM to serve."""
         return None
 
+    def stream_perplexity(self, token_ids, segment_length, mem_len=None):
+        """Perplexity of one token stream read in consecutive segments, with a memory of `mem_len` states
+        carried from segment to segment (0: none; None: the model's own), as a dict with the settings;
+        None for a model without segment memory."""
+        return None
+
     def get_compile_config(self):
         if not self.compiled:
             return None

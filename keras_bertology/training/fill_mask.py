@@ -99,6 +99,18 @@ def continuation_examples(export_dir, sentences, prompt_share=0.5):
     return examples, perplexity
 
 
+def memory_perplexities(pretrainer, tokenizer, sentences, segment_length):
+    """{"with_memory", "without_memory"} perplexities of the held-out lines read as one stream (each line
+    closed by the end-of-text token) in segments of `segment_length`, for a model with segment memory
+    (`Pretrainer.stream_perplexity`); None for the others or without lines."""
+    if not sentences or pretrainer.stream_perplexity([], segment_length) is None:  # (an empty stream runs nothing)
+        return None
+    end = [tokenizer.eot_id]
+    stream = [token for row in tokenizer.tokenize(tf.constant(sentences)).to_list() for token in (*row, *end)]
+    return {"with_memory": pretrainer.stream_perplexity(stream, segment_length),
+            "without_memory": pretrainer.stream_perplexity(stream, segment_length, mem_len=0)}
+
+
 def _masked_queries(tokenizer, sentences):
     """(text with one word masked, the word, its token id) for each sentence that has a maskable word."""
     words = sorted({w for s in sentences for w in re.findall(r"[^\W\d_]+", s) if len(w) >= _MIN_ANSWER_CHARS})

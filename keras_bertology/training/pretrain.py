@@ -35,7 +35,12 @@ from keras_bertology.runs import RunModel, save_run_model
 from keras_bertology.training.callbacks import (
     CheckpointEveryWindow, MetricHistory, SnapshotAtSteps, StopAtCheckpointOnSignal, StopOnNonFiniteLoss)
 from keras_bertology.training.checkpoints import RunCheckpoints, weights_digest
-from keras_bertology.training.fill_mask import continuation_examples, fill_mask_examples, hold_out_sentences
+from keras_bertology.training.fill_mask import (
+    continuation_examples,
+    fill_mask_examples,
+    hold_out_sentences,
+    memory_perplexities,
+)
 from keras_bertology.training.model_batches import model_batches
 from keras_bertology.training.optimization import bert_adamw, layerwise_decay
 from keras_bertology.training.options import PretrainOptions  # noqa: F401  re-exported
@@ -205,6 +210,9 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         continuations, perplexity = continuation_examples(export_dir, held_out)
         if continuations:
             metrics.update(continuations=continuations, held_out_perplexity=perplexity)
+    stream = memory_perplexities(pretrainer, tokenizer, held_out, options.seq_len)
+    if stream:
+        metrics["held_out_stream"] = stream
     write_metrics(run_dir / "metrics.json", metrics)
     plot_training_curves(history.records, pretrainer.objectives, run_dir / "loss_curve.png",
                          f"{options.model} {options.preset} on {_corpus_label(options)}")

@@ -46,7 +46,7 @@ def chance_levels(instances, tokenizer, objectives, last_windows=None):
         name, labels = objective.name, instances.get(objective.label_key)
         if objective.make_chance is not None and last_windows and name in last_windows:
             levels[name] = objective.make_chance(last_windows[name])
-        elif labels is not None:
+        elif labels is not None and not objective.predicts_tokens:
             shares = np.bincount(labels.ravel()) / labels.size
             levels[name] = {"accuracy": float(shares.max()), "loss": _entropy(shares)}
         elif objective.predicts_tokens:
@@ -103,6 +103,11 @@ def summary_text(metrics, run_dir):
         for example in metrics["continuations"]:
             lines.append(f"  {example['prompt']} | {example['continuation'].strip()}")
             lines.append(f"      true rest: {example['reference']}")
+    if metrics.get("held_out_stream"):
+        carried, alone = metrics["held_out_stream"]["with_memory"], metrics["held_out_stream"]["without_memory"]
+        lines.append(f"the held-out lines as one stream of {carried['tokens']:,} tokens in segments of "
+                     f"{carried['segment_length']}: perplexity {carried['perplexity']:.1f} with a memory of "
+                     f"{carried['mem_len']} states carried across segments, {alone['perplexity']:.1f} without")
     lines += [f"metrics and loss curve: {run_dir}", f"SavedModel: {metrics['export_dir'] or 'none (--no-export)'}"]
     return "\n".join(lines)
 
