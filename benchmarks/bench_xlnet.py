@@ -108,23 +108,32 @@ def measure(build, shape, warmup, steps):
     return statistics.median(times), params
 
 
+def alternate(systems, shape, rounds, warmup, steps):
+    """Rounds that each time every (name, build) of `systems` once (`measure`): per system the median
+    ms/step over rounds, each round's ms and the parameter count; the second system's time over the
+    first's, per round and their median."""
+    times = {name: [] for name, _ in systems}
+    params = {}
+    for _ in range(rounds):
+        for name, build in systems:
+            ms, params[name] = measure(build, shape, warmup, steps)
+            times[name].append(ms)
+    (first, _), (second, _) = systems
+    ratios = [later / earlier for later, earlier in zip(times[second], times[first])]
+    return {"ms_per_step": {name: statistics.median(values) for name, values in times.items()},
+            "rounds_ms": times, "params": params, "round_ratios": ratios, "ratio": statistics.median(ratios)}
+
+
 def run(shapes, rounds, warmup, steps):
     results = {}
     for name, shape in shapes.items():
-        times = {"bert_mlm": [], "xlnet_plm": []}
-        params = {}
-        for _ in range(rounds):
-            for system, build in (("bert_mlm", _bert), ("xlnet_plm", _xlnet)):
-                ms, params[system] = measure(build, shape, warmup, steps)
-                times[system].append(ms)
-        ratios = [x / b for x, b in zip(times["xlnet_plm"], times["bert_mlm"])]
+        entry = alternate((("bert_mlm", _bert), ("xlnet_plm", _xlnet)), shape, rounds, warmup, steps)
         results[name] = {
             "shape": dict(shape, num_heads=shape["hidden_size"] // 64, intermediate_size=4 * shape["hidden_size"],
                           vocab_size=VOCAB, bert_predictions=max(1, int(0.15 * shape["seq_len"])),
                           xlnet_num_predict=shape["seq_len"] // 6, xlnet_mem_len=shape["seq_len"] // 2),
-            "ms_per_step": {system: statistics.median(values) for system, values in times.items()},
-            "rounds_ms": times, "params": params, "round_ratios": ratios,
-            "ratio_xlnet_vs_bert": statistics.median(ratios),
+            **{key: value for key, value in entry.items() if key != "ratio"},
+            "ratio_xlnet_vs_bert": entry["ratio"],
         }
     return results
 
@@ -140,8 +149,10 @@ def render_markdown(report):
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def step_time_main(argv, doc, run, render, name):
+    """The command line of a step-time comparison: parse, `run(shapes, rounds, warmup, steps)`, write
+    `<out>/<name>[_smoke].json` and `.md` (`render(report)`) atomically, print the table."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="tiny shape, one round, few steps")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=3)
@@ -153,13 +164,17 @@ def main(argv=None):
         shapes, rounds, warmup, steps = SMOKE_SHAPE, 1, 1, 2
     report = {"machine": machine_info(), "smoke": args.smoke, "rounds": rounds, "warmup_steps": warmup,
               "steps": steps, "results": run(shapes, rounds, warmup, steps)}
-    name = "xlnet_step_time_smoke" if args.smoke else "xlnet_step_time"
+    name = f"{name}_smoke" if args.smoke else name
     with atomic_write(args.out / f"{name}.json") as handle:
         json.dump(report, handle, indent=2)
     with atomic_write(args.out / f"{name}.md") as handle:
-        handle.write(render_markdown(report))
-    print(render_markdown(report))
+        handle.write(render(report))
+    print(render(report))
     return 0
+
+
+def main(argv=None):
+    return step_time_main(argv, __doc__, run, render_markdown, "xlnet_step_time")
 
 
 if __name__ == "__main__":

@@ -73,6 +73,8 @@ def _hf_checkpoint(tmp):
     variant("hf_t5", json.dumps(dict(good, model_type="t5")))
     variant("hf_gpt2_layer_scaled", json.dumps(dict(model_type="gpt2", vocab_size=99, n_positions=32, n_embd=16,
                                                     n_layer=1, n_head=2, scale_attn_by_inverse_layer_idx=True)))
+    variant("hf_transfo_xl_pre_ln", json.dumps(dict(model_type="transfo-xl", vocab_size=99, d_model=16, n_head=2,
+                                                    d_head=8, d_inner=32, n_layer=1, pre_lnorm=True)))
     variant("hf_no_hidden", json.dumps({k: v for k, v in good.items() if k != "hidden_size"}))
     variant("hf_wider", json.dumps(dict(good, hidden_size=32)))
     variant("hf_act", json.dumps(dict(good, hidden_act="mish")))
@@ -135,6 +137,10 @@ CASES = [
      "--whole-word does not apply to --model gpt"),
     ("gpt --masking static", _pretrain("--model", "gpt", "--preset", "gpt-tiny", "--masking", "static"),
      "--masking static does not apply to --model gpt"),
+    ("transformer-xl --reuse-len", _pretrain("--model", "transformer-xl", "--preset", "transformer-xl-tiny",
+                                             "--reuse-len", "8"), "--reuse-len does not apply to --model transformer-xl"),
+    ("transformer-xl --mem-len out of range", _pretrain("--model", "transformer-xl", "--preset",
+                                                        "transformer-xl-tiny", "--mem-len", "5000"), "--mem-len"),
     ("unknown preset", _pretrain("--preset", "bert-gigantic"), "unknown preset 'bert-gigantic'"),
     ("other family's preset", _pretrain("--model", "roberta", "--preset", "bert-tiny"), "unknown preset"),
     ("zero steps", _pretrain("--steps", "0"), "argument --steps: '0' is not a whole number from 1 to 1000000000"),
@@ -208,6 +214,8 @@ CASES = [
      "model_type 't5' is not supported"),
     ("GPT-2 with layer-scaled attention", ["convert", "--from-hf", "{tmp}/hf_gpt2_layer_scaled", "--out", "{tmp}/c"],
      "scale_attn_by_inverse_layer_idx=True is not supported"),
+    ("pre-LN Transformer-XL", ["convert", "--from-hf", "{tmp}/hf_transfo_xl_pre_ln", "--out", "{tmp}/c"],
+     "pre_lnorm=True is not supported"),
     ("config lacks a size", ["convert", "--from-hf", "{tmp}/hf_no_hidden", "--out", "{tmp}/c"],
      "hidden_size must be a positive integer"),
     ("unsupported activation", ["convert", "--from-hf", "{tmp}/hf_act", "--out", "{tmp}/c"],

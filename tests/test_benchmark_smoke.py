@@ -199,3 +199,16 @@ def test_serving_kernel_profile_smoke_times_every_kernel_on_each_side(tmp_path):
     operations = report["bert_mini_graph_operations"]
     assert operations["MatMul"] + operations.get("BatchMatMulV2", 0) >= 4 * 6  # six projections per layer
     assert "| 16 | layer norm |" in (tmp_path / "serving_kernels.md").read_text()
+
+
+@pytest.mark.slow
+def test_transformer_xl_benchmark_smoke_writes_complete_report(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_transformer_xl", "--smoke", "--out", str(tmp_path)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads((tmp_path / "transformer_xl_step_time_smoke.json").read_text())
+    assert MACHINE_KEYS <= set(report["machine"]) and report["smoke"] is True
+    (entry,) = report["results"].values()
+    gpt, txl = entry["ms_per_step"]["gpt"], entry["ms_per_step"]["transformer_xl"]
+    assert gpt > 0 and txl > 0 and entry["ratio_transformer_xl_vs_gpt"] == pytest.approx(txl / gpt)
+    assert entry["shape"]["mem_len"] == entry["shape"]["seq_len"] == 32

@@ -28,7 +28,8 @@ SMALL = ["bert-tiny", "bert-mini", "bert-small", "bert-medium", "roberta-tiny", 
          "spanbert-tiny", "electra-tiny"]
 # Counted against transformers' own models in the family's tests.
 CHECKED_ELSEWHERE = {"xlnet-tiny", "xlnet-base", "xlnet-large",  # test_xlnet.py
-                     "gpt-tiny", "gpt2", "gpt2-medium"}  # test_gpt.py
+                     "gpt-tiny", "gpt2", "gpt2-medium",  # test_gpt.py
+                     "transformer-xl-tiny", "transformer-xl-wt103-base", "transformer-xl-wt103-large"}  # its own
 PRESETS = [(family, name) for family in FAMILIES.values() for name in family.presets]
 
 

@@ -212,3 +212,53 @@ def test_pretraining_falls_below_the_unigram_level_and_serves(tmp_path, capsys):
               "m.score(tf.constant(['the king is dead']))['num_tokens'].numpy().tolist())")
     served = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert served.split()[:2] == ["(1,)", "[4]"] or "(1,)" in served, served
+
+
+def test_convert_reads_a_transformers_4_folder_from_the_command_line(tmp_path, capsys):
+    """A `TransfoXLLMHeadModel` folder as transformers 4 saved it (tied copies dropped): the CLI converts it,
+    and the converted run scores like the reference."""
+    from safetensors.numpy import save_file
+
+    from keras_bertology.runs import load_run_model
+
+    config = CONFIGS["clusters-div2"]
+    state = reference.random_state_dict(config, seed=4, scale=0.3)
+    saved = {name: np.ascontiguousarray(value) for name, value in _hf_layout(state).items()
+             if not name.startswith(("crit.out_layers.", "crit.out_projs.1")) or name.endswith("bias")}
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    save_file(saved, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps(dict(config, model_type="transfo-xl", adaptive=True,
+                                                        architectures=["TransfoXLLMHeadModel"])))
+    assert main(["convert", "--from-hf", str(folder), "--out", str(tmp_path / "run")]) == 0, capsys.readouterr().err
+    run = load_run_model(tmp_path / "run")
+    tokens = np.random.default_rng(5).integers(0, 61, (2, 6))
+    logits = run.pretrainer.causal_lm_model()({"token_ids": tokens, "padding_mask": np.ones_like(tokens)})
+    np.testing.assert_allclose(ops.convert_to_numpy(logits), reference.forward(config, state, tokens)["log_probs"],
+                               atol=1e-5)
+
+
+def test_a_resumed_run_goes_on_with_the_memory_it_stopped_with(tmp_path):
+    """Delete the newest checkpoint of a finished run and resume: the memory (and how much of it is filled)
+    comes back from the checkpoint, so the weights end bit for bit as the uninterrupted run's."""
+    import shutil
+
+    from keras_bertology.data.corpus import default_corpus_paths
+    from keras_bertology.training.checkpoints import RunCheckpoints
+    from keras_bertology.training.options import PretrainOptions
+    from keras_bertology.training.pretrain import pretrain
+
+    def options(folder, **extra):
+        return PretrainOptions(model="transformer-xl", preset="transformer-xl-tiny", steps=6, log_every=3,
+                               corpus=[str(default_corpus_paths()[0])], batch_size=4, seq_len=16, vocab_size=400,
+                               out=str(folder / "run"), no_export=True, verbose=0, family_options={"mem_len": 24},
+                               **extra)
+
+    finished = pretrain(options(tmp_path / "a"))
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    shutil.rmtree(RunCheckpoints(tmp_path / "b" / "run").latest()[0])
+    resumed = pretrain(options(tmp_path / "b", resume=True))
+    assert resumed["weights_sha256"] == finished["weights_sha256"]
+    stream = RunCheckpoints(tmp_path / "b" / "run").load_model()[0].get_layer("memory_stream")
+    assert ops.convert_to_numpy(stream.filled).tolist() == [24.0] * 4
+    keras.backend.clear_session()

@@ -45,8 +45,10 @@ def _train(name, jit_compile):
     small = dict(SIZES, **({"embedding_size": 16} if "embedding_size" in family.presets[preset]["config"] else {}))
     backbone = family.backbone_cls(**family.backbone_config(
         preset, **small, **{key: 0.0 for key in ("dropout", "attention_dropout") if key in accepted}))
-    # XLNet with a memory: its update, a variable assigned in the step, runs inside the compiled step too.
-    options = {"mem_len": 8, "bi_data": 0} if family.stream_batches else None
+    # A family with a memory: its update, a variable assigned in the step, runs inside the compiled step too.
+    options = None
+    if family.stream_batches:
+        options = {name: value for name, value in (("mem_len", 8), ("bi_data", 0)) if name in family.option_values()}
     pretrainer = family.build_pretrainer(backbone, options, preset, batch_size=SHAPE.batch_size)
     pretrainer.compile(optimizer=keras.optimizers.AdamW(1e-3), jit_compile=jit_compile)
     features = _features(family, backbone.vocab_size)

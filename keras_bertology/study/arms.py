@@ -54,6 +54,8 @@ ARMS = (
         step_share_options=(("two_stage_steps", 0.5),)),
     Arm("xlnet", "xlnet", "xlnet-tiny", "permutation LM, two streams, memory"),
     Arm("gpt", "gpt", "gpt-tiny", "causal LM, left to right (GPT-2's architecture)"),
+    Arm("transformer-xl", "transformer-xl", "transformer-xl-tiny",
+        "causal LM with segment memory, relative positions, adaptive softmax"),
 )
 ARM_NAMES = tuple(arm.name for arm in ARMS)
 
@@ -69,6 +71,8 @@ CLAIMS = (
     ("permutation LM does at least as well as MLM", "xlnet", "bert", "at least", None),
     ("a bidirectional MLM beats a left-to-right LM", "bert", "gpt", "better", None),
     ("permutation LM beats a left-to-right LM", "xlnet", "gpt", "better", None),
+    ("segment recurrence does at least as well as a plain left-to-right LM", "transformer-xl", "gpt", "at least",
+     None),
 )
 
 
