@@ -53,14 +53,19 @@ def build_ours(model, shape, precision, xla="auto"):
 
 
 def build_keras_hub(model, shape, precision):
-    """keras-hub's masked-LM task on a backbone of the same shape (MLM only: keras-hub has no NSP/SOP)."""
+    """keras-hub's pretraining task on a backbone of the same shape: masked LM (MLM only: keras-hub has no
+    NSP/SOP), or GPT-2's causal LM."""
     import keras_hub
 
     config = our_config(model, shape)
     common = dict(vocabulary_size=config["vocab_size"], num_layers=shape.num_layers, num_heads=shape.num_heads,
                   hidden_dim=shape.hidden_size, intermediate_dim=shape.intermediate_size,
                   max_sequence_length=config["max_positions"], dtype=precision)
-    if model.family == "albert":
+    labels, weights = "mask_ids", "mask_weights"
+    if model.family == "gpt":
+        backbone = keras_hub.models.GPT2Backbone(**common)
+        labels, weights = "next_token_ids", "next_token_weights"
+    elif model.family == "albert":
         backbone = keras_hub.models.AlbertBackbone(embedding_dim=config["embedding_size"], num_groups=1,
                                                    num_inner_repetitions=1, num_segments=2, **common)
     elif model.family == "roberta":
@@ -75,7 +80,7 @@ def build_keras_hub(model, shape, precision):
     )
     features = synthetic_features(model, shape, config["vocab_size"])
     x = {name: features[name] for name in task.input} if isinstance(task.input, dict) else features["token_ids"]
-    return task, _batches(x, features["mask_ids"], features["mask_weights"], shape.batch_size)
+    return task, _batches(x, features[labels], features[weights], shape.batch_size)
 
 
 def train_keras(model, dataset, clock, steps):

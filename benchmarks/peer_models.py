@@ -6,7 +6,7 @@ token ids (no padding), two segments, `predictions` distinct masked
 positions per row with random target ids, and a random sentence-pair label
 for the models with one (NSP, SOP). SpanBERT's rows mask whole spans and
 carry their boundaries; XLNet's carry a factorization order (perm_mask) and
-its `predictions` targets. The arrays come from a fixed seed, so every fresh
+its `predictions` targets; GPT's predict every next token. The arrays come from a fixed seed, so every fresh
 worker process rebuilds exactly the same batches (NumPy only: the GPU
 machine has no TensorFlow).
 """
@@ -62,8 +62,10 @@ class PeerModel:
     hub_task: keras-hub's pretraining task class, None where keras-hub has none.
     hf_model: the transformers model the PyTorch peers train.
     targets: how the rows choose what to predict: "tokens" (MLM), "spans" (SpanBERT's spans and
-        their boundaries) or "permutation" (XLNet's factorization order).
+        their boundaries), "permutation" (XLNet's factorization order) or "next" (a causal LM: every
+        next token).
     options: our family's options for the pretrainer (XLNet: no memory, forward rows only).
+    note: what a reader of the report must know about this model's rows, or "".
     """
 
     family: str
@@ -74,6 +76,7 @@ class PeerModel:
     hf_model: str
     targets: str = "tokens"
     options: tuple = ()
+    note: str = ""
 
 
 MODELS = {
@@ -88,7 +91,13 @@ MODELS = {
     # Memory and backward rows are off in every system: transformers' XLNet has no bi_data in training,
     # and a memory would make one step depend on the last.
     "xlnet": PeerModel("xlnet", "xlnet-base", "two-stream PLM, no memory", None, None, "XLNetLMHeadModel",
-                       targets="permutation", options=(("mem_len", 0), ("bi_data", 0))),
+                       targets="permutation", options=(("mem_len", 0), ("bi_data", 0)),
+                       note="XLNet: both streams, the targets predicted last in a random order, no memory and no "
+                            "backward rows in either system, so every step does the same work."),
+    "gpt": PeerModel("gpt", "gpt2", "causal LM (every next token)", None, "GPT2CausalLM", "GPT2LMHeadModel",
+                     targets="next", note="GPT: every system scores every position against the whole "
+                                          "vocabulary (a causal LM's logits), with the head tied to the "
+                                          "token table."),
 }
 
 SPAN_LENGTH = 4  # SpanBERT's mean span (3.8 pieces), rounded
@@ -126,7 +135,8 @@ def synthetic_features(model, shape, vocab_size, seed=1234):
         "segment_ids": np.repeat((np.arange(length) >= length // 2)[None].astype(np.int32), rows, axis=0),
         "padding_mask": np.ones((rows, length), np.int32),
     }
-    targets = {"tokens": _token_targets, "spans": _span_targets, "permutation": _permutation_targets}
+    targets = {"tokens": _token_targets, "spans": _span_targets, "permutation": _permutation_targets,
+               "next": _next_targets}
     features.update(targets[model.targets](rng, features["token_ids"], shape.predictions, vocab_size))
     if model.pair_label:
         features[model.pair_label] = rng.integers(0, 2, size=(rows,), dtype=np.int32)
@@ -174,6 +184,13 @@ def _permutation_targets(rng, token_ids, slots, vocab_size):
             "target_weights": np.ones((rows, slots), np.float32)}
 
 
+def _next_targets(rng, token_ids, slots, vocab_size):
+    """A causal LM: each position's target is the next token; the last position has none (weight 0)."""
+    weights = np.ones(token_ids.shape, np.float32)
+    weights[:, -1] = 0.0
+    return {"next_token_ids": np.roll(token_ids, -1, axis=1), "next_token_weights": weights}
+
+
 def _encoder_flops(tokens, seq_len, hidden, intermediate, layers, position_keys=0):
     """Forward matmul FLOPs of `layers` Transformer layers over `tokens` tokens in rows of `seq_len`;
     `position_keys` relative positions per query add their scores (XLNet: 2 x seq_len)."""
@@ -207,6 +224,9 @@ def train_flops(model, shape):
     width = config.get("embedding_size") or hidden
     if model.targets == "permutation":  # XLNet: its LM head is the tied embedding alone
         return 3 * (_xlnet_flops(shape, slots) + 2 * slots * hidden * vocab_size)
+    if model.targets == "next":  # a causal LM scores every position with the tied table
+        return 3 * (_encoder_flops(tokens, shape.seq_len, hidden, shape.intermediate_size, shape.num_layers)
+                    + 2 * tokens * hidden * vocab_size)
     forward = _encoder_flops(tokens, shape.seq_len, hidden, shape.intermediate_size, shape.num_layers)
     if width != hidden:
         forward += 2 * tokens * width * hidden  # embedding projection

@@ -5,7 +5,8 @@ the same arrays, with AdamW(1e-4), SDPA attention, and bf16 autocast where
 ours trains in mixed_bfloat16. Like ours, it computes masked-LM logits only
 at the masked positions (the encoder's states are gathered there before the
 head), so both do the same work; the models' own `forward` would project
-every token onto the vocabulary.
+every token onto the vocabulary. GPT-2 scores every position, as a causal
+LM does (ours too).
 """
 
 import torch
@@ -170,7 +171,23 @@ def _xlnet(config, shape):
     return model, loss
 
 
-BUILDERS = {"bert": _bert, "roberta": _roberta, "albert": _albert, "spanbert": _spanbert, "xlnet": _xlnet}
+def _gpt(config, shape):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    model = GPT2LMHeadModel(GPT2Config(
+        vocab_size=config["vocab_size"], n_positions=config["max_positions"], n_embd=shape.hidden_size,
+        n_layer=shape.num_layers, n_head=shape.num_heads, n_inner=shape.intermediate_size,
+        activation_function="gelu_new", layer_norm_epsilon=config["layer_norm_epsilon"],
+        attn_implementation="sdpa"))
+
+    def loss(batch):
+        logits = model(input_ids=batch["token_ids"], attention_mask=batch["padding_mask"]).logits
+        return _mlm_loss(logits, batch, "next_token_ids", "next_token_weights")
+
+    return model, loss
+
+
+BUILDERS = {"gpt": _gpt, "bert": _bert, "roberta": _roberta, "albert": _albert, "spanbert": _spanbert, "xlnet": _xlnet}
 
 
 def build_torch(model, shape, precision, compiled, device="cpu"):
