@@ -38,6 +38,8 @@ JAX_TESTS := tests/test_hf_parity.py tests/test_minilm_parity.py tests/test_pret
 	tests/test_attention_streams.py tests/test_ranked_precision.py \
 	tests/test_gpt.py::test_converted_gpt2_matches_transformers_on_both_padding_sides \
 	tests/test_gpt.py::test_each_position_sees_only_itself_and_the_positions_before_it \
+	tests/test_transformer_xl.py::test_convert_matches_the_numpy_reference_with_memory \
+	tests/test_transformer_xl.py::test_training_steps_carry_the_memory_of_the_previous_segment \
 	tests/test_xlnet.py::test_content_stream_matches_transformers \
 	tests/test_xlnet.py::test_query_stream_logits_match_transformers \
 	tests/test_xlnet.py::test_tied_config_with_differing_layer_biases_converts_per_layer_and_serves \

@@ -262,3 +262,17 @@ def test_a_resumed_run_goes_on_with_the_memory_it_stopped_with(tmp_path):
     stream = RunCheckpoints(tmp_path / "b" / "run").load_model()[0].get_layer("memory_stream")
     assert ops.convert_to_numpy(stream.filled).tolist() == [24.0] * 4
     keras.backend.clear_session()
+
+
+def test_stream_perplexity_with_a_long_memory_equals_one_pass_over_the_stream():
+    """The paper's evaluation: segments read with the memory of all before them score the stream as one causal
+    pass does; without memory each segment starts blind, and the numbers differ."""
+    model = _tiny_pretrainer(0, batch_size=1)
+    stream = np.random.default_rng(6).integers(0, 50, 23).astype("int32")
+    carried = model.stream_perplexity(stream, 5, mem_len=30)
+    log_probs = ops.convert_to_numpy(ops.log_softmax(model.causal_lm_model()(
+        {"token_ids": stream[None, :-1], "padding_mask": np.ones((1, 22), "int32")}), axis=-1))[0]
+    expected = np.exp(-log_probs[np.arange(22), stream[1:]].mean())
+    assert carried == {"perplexity": pytest.approx(expected, rel=1e-5), "tokens": 22, "segment_length": 5,
+                       "mem_len": 30}
+    assert model.stream_perplexity(stream, 5, mem_len=0)["perplexity"] != pytest.approx(expected, rel=1e-3)
