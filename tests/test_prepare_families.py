@@ -20,6 +20,8 @@ PLAYS = [str(path) for path in default_corpus_paths()[:4]]
     ("spanbert", "spanbert-tiny", {}),
     ("electra", "electra-tiny", {}),
     ("xlnet", "xlnet-tiny", {"batch_size": 8}),
+    ("gpt", "gpt-tiny", {}),
+    ("transformer-xl", "transformer-xl-tiny", {"batch_size": 8}),
 ])
 def test_every_family_prepares_and_pretrains_from_its_shards(tmp_path, model, preset, flags):
     from keras_bertology.training.pretrain import pretrain

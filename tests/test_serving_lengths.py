@@ -24,7 +24,7 @@ from keras_bertology.models.registry import get_family
 from keras_bertology.runs import RunModel
 
 SEQ_LEN = 64
-FAMILIES = ["bert", "roberta", "albert", "electra", "spanbert", "xlnet", "gpt"]
+FAMILIES = ["bert", "roberta", "albert", "electra", "spanbert", "xlnet", "gpt", "transformer-xl"]
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,7 @@ def test_every_family_serves_the_batch_length_with_the_values_of_the_full_length
 
 def _check_score(served, pretrainer, texts, full):
     """A causal LM's log-likelihoods: those of the full-length batch."""
-    logits = pretrainer({name: full[name] for name in pretrainer.input}, training=False)["clm"]
+    logits = pretrainer.causal_lm_model()({name: full[name] for name in pretrainer.backbone.input}, training=False)
     log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32)).numpy()
     ids, mask = full["token_ids"].numpy(), full["padding_mask"].numpy()
     lengths = mask.sum(axis=1)

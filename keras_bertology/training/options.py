@@ -171,7 +171,10 @@ class PretrainOptions:
         return self.learning_rate if self.learning_rate is not None else family.learning_rate
 
     def prediction_slots(self, family):
-        """--max-predictions, or the family's rule for --seq-len."""
+        """--max-predictions, or the family's rule for --seq-len; None for a causal LM (it predicts every
+        token: nothing to count, and nothing for prepared data to record)."""
+        if not family.masks_tokens:
+            return None
         return self.max_predictions if self.max_predictions is not None else family.max_predictions(self.seq_len)
 
     @property
