@@ -21,7 +21,8 @@ from keras_bertology.training.checkpoints import RunCheckpoints
 # One step sequence trained twice in one process: on the default strategy, then on MirroredStrategy over two
 # logical CPUs with the same global batch. Dropout is 0: each replica draws its own masks. XLNet keeps
 # Transformer-XL memory per replica (bi_data is off: with it, a replica's rows are laid out for its own
-# forward and backward halves, so the batches of one device differ; tests/test_xlnet_data.py checks that).
+# forward and backward halves, so the batches of one device differ; tests/test_xlnet_data.py checks that);
+# so does Transformer-XL, with the count of each row's filled memory slots.
 MIRRORED = """
 import json, sys
 import numpy as np, tensorflow as tf, keras
@@ -40,7 +41,7 @@ tokenizer = type("T", (), dict(vocab_size=200, pad_id=0, cls_id=2, sep_id=3, mas
                                word_start_table=np.ones(200, bool)))()
 rng = np.random.default_rng(0)
 GLOBAL_BATCH, STEPS = 16, 6
-options = {"mem_len": 8, "bi_data": 0} if family.stream_batches else None
+options = {key: value for key, value in (("mem_len", 8), ("bi_data", 0)) if key in family.option_values()} or None
 
 def instances(replicas):
     if family.stream_batches:  # contiguous text: row r of each batch continues row r, for 8 batches
@@ -97,7 +98,8 @@ print(json.dumps(report))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,preset", [("bert", "bert-tiny"), ("xlnet", "xlnet-tiny")])
+@pytest.mark.parametrize("name,preset", [("bert", "bert-tiny"), ("xlnet", "xlnet-tiny"),
+                                         ("transformer-xl", "transformer-xl-tiny")])
 def test_mirrored_strategy_on_two_cpus_matches_one_device_with_the_same_global_batch(name, preset, tmp_path):
     result = subprocess.run([sys.executable, "-c", MIRRORED, name, preset, str(tmp_path)], capture_output=True,
                             text=True, timeout=600)
