@@ -56,9 +56,8 @@ def save_run_model(run_dir, run):
         (staging / RUN_FILE).write_text(json.dumps(description, indent=2))
 
 
-def load_run_model(run_dir):
-    """Read RUN_DIR/model/ back; raises CheckpointError when it is missing or broken."""
-    from keras_bertology.data.tokenizers import load_tokenizer
+def read_run_description(run_dir):
+    """RUN_DIR/model/run.json, checked: its family is known and its fields are there."""
     from keras_bertology.models import get_family
 
     model_dir = Path(run_dir) / MODEL_DIR
@@ -71,23 +70,43 @@ def load_run_model(run_dir):
         )
     try:
         description = json.loads(run_file.read_text(encoding="utf-8"))
-        family = get_family(description["family"])
-        family.backbone_cls, family.pretrainer_cls  # registers the classes load_model looks up
-        seq_len, has_tokenizer = int(description["seq_len"]), bool(description["has_tokenizer"])
+        get_family(description["family"])
+        description["seq_len"], description["has_tokenizer"] = int(description["seq_len"]), \
+            bool(description["has_tokenizer"])
     except (ValueError, UnicodeDecodeError, KeyError, TypeError, BertologyError) as error:
         raise CheckpointError(f"{run_file} is damaged: {error}") from None
+    return description
+
+
+def load_run_tokenizer(run_dir, description=None):
+    """The tokenizer of RUN_DIR/model/, or None where the run has none (`description`: its run.json,
+    when already read)."""
+    from keras_bertology.data.tokenizers import load_tokenizer
+
+    description = description or read_run_description(run_dir)
+    return load_tokenizer(Path(run_dir) / MODEL_DIR / "tokenizer") if description["has_tokenizer"] else None
+
+
+def load_run_model(run_dir, with_tokenizer=True):
+    """Read RUN_DIR/model/ back (without the tokenizer unless `with_tokenizer`); raises CheckpointError
+    when it is missing or broken."""
+    from keras_bertology.models import get_family
+
+    description = read_run_description(run_dir)
+    model_dir = Path(run_dir) / MODEL_DIR
+    family = get_family(description["family"])
+    family.backbone_cls, family.pretrainer_cls  # registers the classes load_model looks up
     pretrainer = None
     if description.get("has_pretraining_heads"):
         pretrainer = _load_keras(model_dir / "pretrainer.keras")
         backbone = pretrainer.backbone
     else:
         backbone = _load_keras(model_dir / "backbone.keras")
-    tokenizer = load_tokenizer(model_dir / "tokenizer") if has_tokenizer else None
     return RunModel(
         family=description["family"],
         backbone=backbone,
-        tokenizer=tokenizer,
-        seq_len=seq_len,
+        tokenizer=load_run_tokenizer(run_dir, description) if with_tokenizer else None,
+        seq_len=int(description["seq_len"]),
         pretrainer=pretrainer,
         preset=description.get("preset"),
     )

@@ -31,6 +31,11 @@ class ConversionReport:
 
 def read_hf_checkpoint(hf_dir):
     """Return `(config, weights)` from a Hugging Face model folder."""
+    return read_hf_config(hf_dir), _read_weights(Path(hf_dir))
+
+
+def read_hf_config(hf_dir):
+    """The config.json of a Hugging Face model folder, as a dict."""
     hf_dir = Path(hf_dir)
     if not hf_dir.is_dir():
         raise CheckpointError(f"--from-hf {hf_dir} is not a folder")
@@ -43,7 +48,7 @@ def read_hf_checkpoint(hf_dir):
         raise CheckpointError(f"{config_path} is not valid JSON: {error}") from None
     if not isinstance(config, dict):
         raise CheckpointError(f"{config_path} must hold a JSON object, not {type(config).__name__}")
-    return config, _read_weights(hf_dir)
+    return config
 
 
 def _read_weights(hf_dir):
@@ -89,12 +94,12 @@ def family_for_model_type(model_type):
     return supported[model_type]
 
 
-def convert_hf_checkpoint(hf_dir, seq_len=None):
+def convert_hf_checkpoint(hf_dir, seq_len=None, with_tokenizer=True):
     """`(runs.RunModel, ConversionReport)` from a Hugging Face folder.
 
     The encoder always; the heads the family's converter finds; the tokenizer
-    when the folder ships one that runs in-graph. The sequence length defaults
-    to the smaller of 128 and the model's positions.
+    when the folder ships one that runs in-graph (and `with_tokenizer`). The
+    sequence length defaults to the smaller of 128 and the model's positions.
     """
     from keras_bertology.convert.hf_tokenizer import load_hf_tokenizer
     from keras_bertology.runs import RunModel
@@ -112,5 +117,5 @@ def convert_hf_checkpoint(hf_dir, seq_len=None):
                               notes=list(notes[0]) if notes else [])
     renamed = rename_legacy_layer_norm(weights)
     report.skipped = sorted(name for name in renamed if name not in used and not name.endswith(BUFFERS))
-    tokenizer = load_hf_tokenizer(hf_dir, backbone.vocab_size)
+    tokenizer = load_hf_tokenizer(hf_dir, backbone.vocab_size) if with_tokenizer else None
     return RunModel(family.name, backbone, tokenizer, seq_len, pretrainer=pretrainer), report

@@ -88,6 +88,14 @@ class Tokenizer(tf.Module, metaclass=abc.ABCMeta):
         self._special = {role: index[token] for role, token in special_tokens.items()}
         self._special_ids = sorted(set(self._special.values()) | set(control_ids))
 
+    @classmethod
+    def from_preset(cls, name_or_path: PathLike) -> "Tokenizer":
+        """The tokenizer of a run folder of this library or of a Hugging Face folder (its in-graph
+        equivalent). A preset name fixes only sizes: the vocabulary is learned from a corpus."""
+        from keras_bertology import preset_loading
+
+        return preset_loading.tokenizer(cls, name_or_path)
+
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
         """Token ids of each string, int32 ragged [N, None]; no specials added."""

@@ -83,6 +83,22 @@ class Backbone(keras.Model):
         }
 
     @classmethod
+    def from_preset(cls, name_or_path, **overrides):
+        """A backbone from a preset name (new weights at that size; `overrides` change its config, such
+        as vocab_size), a run folder of this library or a Hugging Face folder (their weights). Called on
+        this base class it builds whichever family the source holds.
+
+        Example:
+            >>> from keras_bertology.models import Backbone
+            >>> backbone = Backbone.from_preset("bert-tiny", vocab_size=100)
+            >>> type(backbone).__name__, backbone.num_layers, backbone.hidden_size
+            ('BertBackbone', 2, 128)
+        """
+        from keras_bertology import preset_loading
+
+        return preset_loading.backbone(cls, name_or_path, **overrides)
+
+    @classmethod
     def from_config(cls, config):
         config = dict(config)
         if isinstance(config.get("dtype"), dict):

@@ -83,6 +83,22 @@ class Pretrainer(keras.Model):
         # Objectives whose labels the model computes: output name -> label output name.
         self._label_outputs = {o.name: o.label_key for o in self.declared_objectives if o.label_key in outputs}
 
+    @classmethod
+    def from_preset(cls, name_or_path, batch_size=None, **overrides):
+        """The family's pretrainer on a new backbone of a preset's size (`overrides` go to the backbone's
+        config; `batch_size` per replica for families with a memory per row), or the pretraining heads
+        of a run or Hugging Face folder, trained. Called on this base class it builds any family's.
+
+        Example:
+            >>> from keras_bertology.models import Pretrainer
+            >>> model = Pretrainer.from_preset("albert-tiny", vocab_size=100)
+            >>> type(model).__name__, model.objectives
+            ('AlbertPretrainer', ['mlm', 'sop'])
+        """
+        from keras_bertology import preset_loading
+
+        return preset_loading.pretrainer(cls, name_or_path, batch_size=batch_size, **overrides)
+
     @property
     def objectives(self):
         """Names of the outputs this pretrainer trains."""

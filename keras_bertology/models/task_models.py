@@ -28,6 +28,27 @@ class TaskModel(keras.Model):
         self.backbone = backbone
         self._head_config = dict(head_config)
 
+    @classmethod
+    def from_preset(cls, name_or_path, **head_kwargs):
+        """This task head on the backbone of a preset name (new weights), a run folder or a Hugging Face
+        folder (their weights), with the head's arguments (`num_classes`, `num_tags`, ...); where the
+        family sums up a sequence follows the family unless given.
+
+        Example:
+            >>> from keras_bertology.models.task_models import SequenceClassifier
+            >>> model = SequenceClassifier.from_preset("xlnet-tiny", num_classes=3)
+            >>> model.get_config()["summary"], tuple(model.output.shape)
+            ('last', (None, 3))
+        """
+        from keras_bertology import preset_loading
+
+        return preset_loading.task_model(cls, name_or_path, **head_kwargs)
+
+    @classmethod
+    def family_defaults(cls, family):
+        """Head arguments that follow the backbone's family (none here)."""
+        return {}
+
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable,
                 "backbone": keras.saving.serialize_keras_object(self.backbone), **self._head_config}
@@ -75,6 +96,10 @@ class SequenceClassifier(TaskModel):
         >>> tuple(model(inputs).shape)
         (2, 3)
     """
+
+    @classmethod
+    def family_defaults(cls, family):
+        return {"summary": family.summary_position}
 
     def __init__(self, backbone, num_classes, summary="first", dropout=0.1, **kwargs):
         if summary not in SUMMARY_POSITIONS:
