@@ -10,7 +10,7 @@
                        [--out DIR] [--export DIR]
     bertology study [--scale tiny|small|base|smoke] [--corpus PATH ...] [--arms NAME ...]
                     [--tasks NAME|DATA_DIR ...] [--seeds N] [--out STUDY_DIR]
-    bertology export RUN_DIR [--out DIR]
+    bertology export RUN_DIR [--format saved_model|hf] [--out DIR]
     bertology convert --from-hf HF_DIR --out RUN_DIR [--seq-len L]
     bertology presets
 
@@ -108,9 +108,13 @@ def build_parser():
     _add_finetune(commands)
     _add_study(commands)
 
-    export = commands.add_parser("export", help="export a run folder to a SavedModel")
+    export = commands.add_parser("export", help="export a run folder to a SavedModel or a Hugging Face model")
     export.add_argument("run_dir", metavar="RUN_DIR")
-    export.add_argument("--out", metavar="DIR", help="default: savedmodels/<run folder name>")
+    export.add_argument("--format", choices=EXPORT_FORMATS, default=EXPORT_FORMATS[0],
+                        help="saved_model: a TensorFlow SavedModel serving raw strings; hf: a transformers model "
+                             "folder (config.json, model.safetensors, tokenizer files)")
+    export.add_argument("--out", metavar="DIR",
+                        help="default: savedmodels/<run folder name>, or hf/<run folder name> with --format hf")
     _length_buckets(export)
     _serving_xla(export)
 
@@ -305,6 +309,8 @@ def _run_study(args):
 
 
 def _run_export(args):
+    if args.format == "hf":
+        return _run_export_hf(args)
     from keras_bertology.export import export_saved_model
     from keras_bertology.output_paths import SAVED_MODEL, claim_output_folder
     from keras_bertology.runs import load_run_model
@@ -314,6 +320,24 @@ def _run_export(args):
     with claim_output_folder(out, "--out", SAVED_MODEL, replaced=True):
         export_saved_model(load_run_model(run_dir), out, args.length_buckets, args.serving_xla)
     print(f"SavedModel written to {out}")
+
+
+def _run_export_hf(args):
+    from keras_bertology.convert.hf_export import export_hf
+    from keras_bertology.errors import ConfigError
+    from keras_bertology.output_paths import HF_MODEL, claim_output_folder
+
+    for flag, given in (("--length-buckets", args.length_buckets), ("--serving-xla", args.serving_xla)):
+        if given:
+            raise ConfigError(f"{flag} applies to a SavedModel, not to --format hf")
+    run_dir = Path(args.run_dir)
+    out = Path(args.out) if args.out else Path("hf") / run_dir.resolve().name
+    with claim_output_folder(out, "--out", HF_MODEL, replaced=True):
+        exported = export_hf(run_dir, out)
+    parts = "".join(f"; {part.architecture} in {out / name}" for name, part in exported.parts.items())
+    print(f"{exported.architecture} written to {out}{parts}")
+    for note in exported.notes + [note for part in exported.parts.values() for note in part.notes]:
+        print(note)
 
 
 def _run_convert(args):
@@ -349,6 +373,7 @@ COMMANDS = {"pretrain": _run_pretrain, "prepare": _run_prepare, "finetune": _run
 
 
 BACKENDS = ("tensorflow", "jax")
+EXPORT_FORMATS = ("saved_model", "hf")
 
 
 def _select_backend(argv):

@@ -96,6 +96,9 @@ def _run_folders(tmp):
     (tmp / "run_bad_json" / "model" / "run.json").write_text("{oops")
     shutil.copytree(tmp / "run", tmp / "run_bad_keras")
     (tmp / "run_bad_keras" / "model" / "backbone.keras").write_bytes(b"not a zip archive")
+    shutil.copytree(tmp / "run", tmp / "run_transformer_xl")  # a family transformers has no model for
+    run_file = tmp / "run_transformer_xl" / "model" / "run.json"
+    run_file.write_text(json.dumps(dict(json.loads(run_file.read_text()), family="transformer-xl")))
 
 
 @pytest.fixture(scope="module")
@@ -242,6 +245,20 @@ CASES = [
     ("damaged model archive", ["export", "{tmp}/run_bad_keras", "--out", "{tmp}/e"], "cannot load"),
     ("export --out under /proc", ["export", "{tmp}/run", "--out", "/proc/bertology/e"], "cannot be written"),
     ("export without tokenizer", ["export", "{tmp}/run", "--out", "{tmp}/e"], "no in-graph tokenizer"),
+    ("export --format hf of a family transformers lacks",
+     ["export", "{tmp}/run_transformer_xl", "--format", "hf", "--out", "{tmp}/e"],
+     "--format hf: transformers has no model for the transformer-xl family; families that export: bert,"),
+    ("export --format hf --serving-xla", ["export", "{tmp}/run", "--format", "hf", "--serving-xla", "--out", "{tmp}/e"],
+     "--serving-xla applies to a SavedModel, not to --format hf"),
+    ("export --format hf --length-buckets",
+     ["export", "{tmp}/run", "--format", "hf", "--length-buckets", "16", "--out", "{tmp}/e"],
+     "--length-buckets applies to a SavedModel, not to --format hf"),
+    ("unknown export format", ["export", "{tmp}/run", "--format", "onnx", "--out", "{tmp}/e"],
+     "argument --format: invalid choice: 'onnx'"),
+    ("export --format hf --out holding other files", ["export", "{tmp}/run", "--format", "hf", "--out",
+                                                      "{tmp}/hidden_only"], "holds files that bertology did not write"),
+    ("export --format hf of a missing run", ["export", "{tmp}/no_run", "--format", "hf", "--out", "{tmp}/e"],
+     "not a finished run folder"),
 ]
 
 

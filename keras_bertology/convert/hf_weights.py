@@ -127,3 +127,46 @@ def rename_legacy_layer_norm(weights):
             name = name.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
         renamed[name] = value
     return renamed
+
+
+# The other direction: Keras variables into Hugging Face tensors (`bertology export --format hf`).
+
+# Our activation names and the Hugging Face `hidden_act` that computes each (the inverse of HF_ACTIVATIONS).
+HF_ACTIVATION_NAMES = {"gelu": "gelu", "gelu_approximate": "gelu_new", "quick_gelu": "quick_gelu", "relu": "relu",
+                       "silu": "silu"}
+
+
+def hf_activation(name, what="activation"):
+    """The Hugging Face name of our activation `name`; CheckpointError where transformers has none."""
+    if name not in HF_ACTIVATION_NAMES:
+        raise CheckpointError(f"the {what} {name!r} has no Hugging Face name; exportable: "
+                              f"{', '.join(HF_ACTIVATION_NAMES)}")
+    return HF_ACTIVATION_NAMES[name]
+
+
+class WeightSink:
+    """Collects Hugging Face tensors (float32 NumPy) by name, the mirror of `WeightSource`: Keras Dense
+    kernels [in, out] become PyTorch Linear weights [out, in]; `prefix` starts every encoder name."""
+
+    def __init__(self, prefix=""):
+        self.prefix = prefix
+        self.tensors = {}
+
+    def put(self, name, value, prefixed=True):
+        name = self.prefix + name if prefixed else name
+        if name in self.tensors:
+            raise ValueError(f"tensor {name} written twice")
+        self.tensors[name] = np.ascontiguousarray(_numpy(value), dtype="float32")
+
+    def dense(self, dense, name, prefixed=True):
+        self.put(f"{name}.weight", _numpy(dense.kernel).T, prefixed)
+        self.put(f"{name}.bias", dense.bias, prefixed)
+
+    def layer_norm(self, norm, name, prefixed=True):
+        self.put(f"{name}.weight", norm.gamma, prefixed)
+        self.put(f"{name}.bias", norm.beta, prefixed)
+
+
+def _numpy(value):
+    """A Keras variable's or an array's values as NumPy."""
+    return np.asarray(value.numpy() if hasattr(value, "numpy") else value)

@@ -108,6 +108,10 @@ class ModelFamily:
             pretrainer or None, head names, tensor names used[, notes])`;
             notes are lines for the convert report (where the import
             followed the tensors over config.json, as transformers does).
+        hf_exporter_path: `export(family, run) -> convert.hf_export.HFExport`, the
+            inverse of the converter (`bertology export --format hf`): the
+            transformers class, config and tensors of a `runs.RunModel`; None
+            where transformers has no model of the family.
         masks_tokens: False for a causal LM, whose data stage (`masker_path`)
             predicts every next token: --masking static, --whole-word and
             --max-predictions are refused for it.
@@ -126,6 +130,7 @@ class ModelFamily:
     packings: tuple = ()
     hf_model_types: tuple = ()
     converter_path: str | None = None
+    hf_exporter_path: str | None = None
     masker_path: str = "keras_bertology.data.masking:token_masker"
     options: tuple = ()
     segment_packer_path: str = "keras_bertology.data.packing:pack_segments"
@@ -211,6 +216,10 @@ class ModelFamily:
     def convert_hf(self, config, weights):
         """This family's model from a Hugging Face config and tensors (see `converter_path`)."""
         return import_object(self.converter_path)(self, config, weights)
+
+    def export_hf(self, run):
+        """The run as a Hugging Face model (see `hf_exporter_path`)."""
+        return import_object(self.hf_exporter_path)(self, run)
 
     def instance_kind(self, packing=None):
         """A name for metrics.json: the builder, and the packing when it takes one."""

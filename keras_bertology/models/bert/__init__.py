@@ -13,6 +13,7 @@ BERT = FAMILY = ModelFamily(
     instances_path="keras_bertology.data.instances:sentence_pair_instances",
     hf_model_types=("bert",),
     converter_path="keras_bertology.models.bert.convert:convert",
+    hf_exporter_path="keras_bertology.models.bert.convert:export_bert",
     masking="static",
 )
 

@@ -6,11 +6,15 @@ task head is skipped; names with or without the `bert.` / `roberta.` prefix;
 legacy gamma/beta LayerNorm names.
 """
 
+import numpy as np
+
 from keras_bertology.convert.hf_weights import (
+    WeightSink,
     WeightSource,
     assign,
     check_sizes,
     decoder_bias,
+    hf_activation,
     load_decoder,
     load_dense,
     load_layer_norm,
@@ -178,3 +182,125 @@ def load_hf_pretrainer(pretrainer_cls, backbone, weights, config, **kwargs):
     if pretrainer.next_sentence_prediction:
         load_dense(pretrainer.get_layer("nsp_head").classifier, source, "cls.seq_relationship")
     return pretrainer, source.used, source.notes
+
+
+# Export: the inverse of the import above (`bertology export --format hf`).
+
+
+def export_bert(family, run):
+    """`HFExport` of a BERT-backbone run as transformers' BERT: BertForPreTraining (MLM + NSP),
+    BertForMaskedLM (MLM only; other heads, such as SpanBERT's span boundary head, are dropped
+    with a note), or BertModel (no heads)."""
+    return _export(run, "bert", "Bert", {"wordpiece": "BertTokenizer"})
+
+
+def export_roberta(family, run):
+    """`HFExport` of a RoBERTa run: RobertaForMaskedLM, or RobertaModel without heads."""
+    return _export(run, "roberta", "Roberta", {"byte_bpe": "RobertaTokenizer"})
+
+
+def _export(run, model_type, prefix, tokenizer_classes):
+    from keras_bertology.convert.hf_export import HFExport, dropped_heads_note, find_layer
+
+    backbone, pretrainer = run.backbone, run.pretrainer
+    mlm_head = find_layer(pretrainer, "mlm_head")
+    nsp_head = find_layer(pretrainer, "nsp_head")
+    config = dict(model_type=model_type, **export_encoder_config(backbone))
+    tokenizer = run.tokenizer
+    notes = []
+    if model_type == "roberta":
+        pad = tokenizer.pad_id if tokenizer is not None else 1
+        config.update(pad_token_id=pad, max_position_embeddings=backbone.max_positions + pad + 1)
+        if tokenizer is not None:
+            config.update(bos_token_id=tokenizer.cls_id, eos_token_id=tokenizer.sep_id)
+    elif tokenizer is not None:
+        config.update(pad_token_id=tokenizer.pad_id)
+    if mlm_head is None:
+        architecture, sink = f"{prefix}Model", WeightSink()
+    else:
+        architecture = f"{prefix}ForPreTraining" if nsp_head is not None else f"{prefix}ForMaskedLM"
+        sink = WeightSink(prefix=f"{model_type}.")
+    notes += dropped_heads_note(pretrainer, ("mlm_head", "nsp_head"), architecture)
+    offset = config["max_position_embeddings"] - backbone.max_positions
+    export_embeddings(sink, backbone, position_offset=offset)
+    for index in range(backbone.num_layers):
+        export_encoder_block(sink, backbone.get_layer(f"encoder_block_{index}"), index)
+    keeps_pooler = architecture.endswith(("Model", "ForPreTraining"))
+    if backbone.use_pooler and keeps_pooler:
+        sink.dense(backbone.get_layer("pooler"), "pooler.dense")
+    elif backbone.use_pooler:
+        notes.append(f"the pooler is dropped: transformers' {architecture} has none")
+    elif keeps_pooler:
+        notes.append(f"this run has no pooler: transformers' {architecture} builds one, randomly initialised")
+    if mlm_head is not None:
+        if model_type == "roberta":
+            _export_mlm_head(sink, mlm_head, "lm_head.dense", "lm_head.layer_norm", "lm_head", "gelu", config)
+        else:
+            _export_mlm_head(sink, mlm_head, "cls.predictions.transform.dense",
+                             "cls.predictions.transform.LayerNorm", "cls.predictions", config["hidden_act"], config)
+    if nsp_head is not None:
+        sink.dense(nsp_head.classifier, "cls.seq_relationship", prefixed=False)
+    return HFExport(architecture, config, sink.tensors, tokenizer_classes, notes)
+
+
+def export_encoder_config(backbone):
+    """The BertConfig / RobertaConfig / ElectraConfig keys of a `BertBackbone` (post-LN, bidirectional)."""
+    config = backbone.get_config()
+    if config.get("norm_first") or config.get("causal"):
+        raise CheckpointError("a pre-LayerNorm or causal encoder has no Hugging Face BERT-family counterpart")
+    return dict(
+        vocab_size=config["vocab_size"], hidden_size=config["hidden_size"], num_hidden_layers=config["num_layers"],
+        num_attention_heads=config["num_heads"], intermediate_size=config["intermediate_size"],
+        hidden_act=hf_activation(config["activation"]), max_position_embeddings=config["max_positions"],
+        type_vocab_size=max(config["num_segments"], 1), hidden_dropout_prob=config["dropout"],
+        attention_probs_dropout_prob=config["attention_dropout"], layer_norm_eps=config["layer_norm_epsilon"],
+        initializer_range=config["initializer_range"],
+    )
+
+
+def export_embeddings(sink, backbone, position_offset=0):
+    """Word, position and token-type embeddings and their LayerNorm. RoBERTa's first `position_offset`
+    position rows are never read (written as zeros); a backbone without segments gets one zero row,
+    which adds nothing."""
+    embeddings = backbone.get_layer("embeddings")
+    sink.put("embeddings.word_embeddings.weight", embeddings.token_embedding.embeddings)
+    positions = embeddings.position_embedding.embeddings.numpy()
+    sink.put("embeddings.position_embeddings.weight",
+             np.concatenate([np.zeros((position_offset, positions.shape[1]), positions.dtype), positions]))
+    if embeddings.segment_embedding is not None:
+        sink.put("embeddings.token_type_embeddings.weight", embeddings.segment_embedding.embeddings)
+    else:
+        sink.put("embeddings.token_type_embeddings.weight", np.zeros((1, positions.shape[1])))
+    sink.layer_norm(embeddings.layer_norm, "embeddings.LayerNorm")
+
+
+def export_encoder_block(sink, block, index):
+    prefix = f"encoder.layer.{index}"
+    attention = block.attention
+    sink.dense(attention.query_dense, f"{prefix}.attention.self.query")
+    sink.dense(attention.key_dense, f"{prefix}.attention.self.key")
+    sink.dense(attention.value_dense, f"{prefix}.attention.self.value")
+    sink.dense(attention.output_dense, f"{prefix}.attention.output.dense")
+    sink.layer_norm(block.attention_norm, f"{prefix}.attention.output.LayerNorm")
+    sink.dense(block.intermediate_dense, f"{prefix}.intermediate.dense")
+    sink.dense(block.output_dense, f"{prefix}.output.dense")
+    sink.layer_norm(block.output_norm, f"{prefix}.output.LayerNorm")
+
+
+def _export_mlm_head(sink, head, dense, norm, name, activation, config):
+    """A masked-LM head whose transform transformers runs with `activation`; an untied decoder is saved
+    (and tie_word_embeddings set false), a tied one is the word embeddings."""
+    if hf_activation(head.activation, "MLM head activation") != activation:
+        raise CheckpointError(f"the MLM head computes {head.activation!r}, but transformers' head computes "
+                              f"{activation!r}: it cannot be exported as is")
+    sink.dense(head.transform, dense, prefixed=False)
+    sink.layer_norm(head.layer_norm, norm, prefixed=False)
+    sink.put(f"{name}.bias", head.output_bias, prefixed=False)
+    export_decoder(sink, head, f"{name}.decoder.weight", config)
+
+
+def export_decoder(sink, head, name, config):
+    """An untied decoder kernel [width, vocab] as `name` [vocab, width], with tie_word_embeddings false."""
+    if not head.tie_decoder:
+        sink.put(name, head.decoder_kernel.numpy().T, prefixed=False)
+        config["tie_word_embeddings"] = False

@@ -18,6 +18,7 @@ ROBERTA = FAMILY = ModelFamily(
     instances_path="keras_bertology.data.instances:packed_instances",
     hf_model_types=("roberta",),
     converter_path="keras_bertology.models.bert.convert:convert",
+    hf_exporter_path="keras_bertology.models.bert.convert:export_roberta",
     masking="dynamic",
     packings=("full-sentences", "doc-sentences"),
 )

@@ -15,6 +15,8 @@ SPANBERT = FAMILY = ModelFamily(
     pretrainer_path="keras_bertology.models.spanbert.pretrainer:SpanBertPretrainer",
     tokenizer_path="keras_bertology.models.spanbert.tokenizer:train_tokenizer",
     instances_path="keras_bertology.data.instances:packed_instances",
+    # Exported as transformers' BertForMaskedLM: the span boundary head has no transformers counterpart.
+    hf_exporter_path="keras_bertology.models.bert.convert:export_bert",
     masking="dynamic",
     masker_path="keras_bertology.models.spanbert.masking:span_masker",
     packings=("doc-sentences", "full-sentences"),

@@ -1,0 +1,157 @@
+"""Export a run folder as a Hugging Face model folder: the reverse of `convert_hf_checkpoint`.
+
+    DIR/
+      config.json          the family's transformers config, with `architectures`
+      model.safetensors    float32 tensors under transformers' names
+      vocab.txt | spiece.model | vocab.json + merges.txt, tokenizer_config.json
+      bertology.json       what was exported from where (marks the folder as ours)
+      generator/           ELECTRA's generator, a model folder of its own
+
+The family's exporter (`ModelFamily.hf_exporter_path`) maps the tensors and
+names the transformers class; this module writes the files into a staging
+folder that replaces DIR whole once complete (`atomic.atomic_directory`).
+"""
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from keras_bertology.errors import CheckpointError
+
+MARKER_FILE = "bertology.json"
+
+
+@dataclass
+class HFExport:
+    """What a family's exporter gives: one transformers model folder's content.
+
+    Attributes:
+        architecture: the transformers class (`BertForPreTraining`, ...), written as `architectures`.
+        config: config.json's keys, `model_type` included.
+        tensors: transformers tensor name -> float32 NumPy array.
+        tokenizer_classes: our tokenizer kind (`type_name`) -> the transformers tokenizer class that
+            reads it back (tokenizer_config.json's `tokenizer_class`); other kinds are refused.
+        notes: lines for the user (what was dropped or left to transformers).
+        parts: sub-folder name -> HFExport of another model of the run (ELECTRA's generator).
+    """
+
+    architecture: str
+    config: dict
+    tensors: dict
+    tokenizer_classes: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+    parts: dict = field(default_factory=dict)
+
+
+def export_hf(run_dir, out):
+    """Write the run in `run_dir` as a Hugging Face folder `out`; returns the `HFExport` written."""
+    from keras_bertology.atomic import atomic_directory
+    from keras_bertology.models import FAMILIES, get_family
+    from keras_bertology.runs import load_run_model
+
+    run = load_run_model(run_dir)
+    family = get_family(run.family)
+    if family.hf_exporter_path is None:
+        exporting = ", ".join(name for name, other in FAMILIES.items() if other.hf_exporter_path)
+        raise CheckpointError(f"--format hf: transformers has no model for the {run.family} family; "
+                              f"families that export: {exporting}")
+    exported = family.export_hf(run)
+    if run.tokenizer is None:
+        exported.notes.append("the run has no tokenizer: no tokenizer files were written")
+    with atomic_directory(out) as staging:
+        _write_model(staging, exported, run)
+        for name, part in exported.parts.items():
+            _write_model(staging / name, part, run)
+        marker = {"format": "hf", "run": str(Path(run_dir).resolve()), "family": run.family,
+                  "architecture": exported.architecture,
+                  "parts": {name: part.architecture for name, part in exported.parts.items()}}
+        (staging / MARKER_FILE).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+    return exported
+
+
+def _write_model(folder, exported, run):
+    from safetensors.numpy import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {"architectures": [exported.architecture], **exported.config}
+    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    save_file(exported.tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    if run.tokenizer is not None:
+        save_hf_tokenizer(run.tokenizer, folder, exported.tokenizer_classes, run.seq_len)
+
+
+def find_layer(model, name):
+    """`model`'s layer `name`, or None (also for no model)."""
+    if model is None:
+        return None
+    return next((layer for layer in model.layers if layer.name == name), None)
+
+
+def dropped_heads_note(pretrainer, exported, architecture):
+    """Lines naming the pretrainer's heads (layers ending in `_head`) not among `exported`."""
+    if pretrainer is None:
+        return []
+    dropped = [layer.name for layer in pretrainer.layers if layer.name.endswith("_head") and layer.name not in exported]
+    return [f"dropped the pretraining head {name}: transformers' {architecture} has no such head" for name in dropped]
+
+
+# Tokenizer files -----------------------------------------------------------------------------------
+
+
+def save_hf_tokenizer(tokenizer, folder, tokenizer_classes, seq_len):
+    """The files the transformers tokenizer class of `tokenizer`'s kind (`tokenizer_classes`) reads to
+    give the ids `tokenizer` gives; a CheckpointError where that class cannot express its options."""
+    writers = {"wordpiece": _wordpiece, "sentencepiece": _sentencepiece, "byte_bpe": _byte_bpe}
+    kind = tokenizer.type_name
+    if kind not in tokenizer_classes:
+        wanted = ", ".join(f"{theirs} ({ours})" for ours, theirs in tokenizer_classes.items()) or "none"
+        raise CheckpointError(f"the run's {kind} tokenizer has no transformers form for this model; its "
+                              f"tokenizers: {wanted}")
+    tokenizer_class = tokenizer_classes[kind]
+    config = writers[kind](tokenizer, Path(folder), tokenizer_class)
+    config = {"tokenizer_class": tokenizer_class, "model_max_length": seq_len, **config}
+    (Path(folder) / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+
+
+def _specials(tokenizer, roles):
+    """`{role}_token` entries of tokenizer_config.json for the roles the tokenizer has."""
+    return {f"{role}_token": tokenizer.vocabulary[tokenizer._role(role)] for role in roles if tokenizer.has_role(role)}
+
+
+def _wordpiece(tokenizer, folder, tokenizer_class):
+    if not tokenizer.options["clean_text"]:
+        raise CheckpointError(f"the run's WordPiece tokenizer keeps control characters (clean_text off); "
+                              f"transformers' {tokenizer_class} always deletes them")
+    (folder / "vocab.txt").write_text("".join(token + "\n" for token in tokenizer.vocabulary), encoding="utf-8")
+    return dict(do_lower_case=tokenizer.lower_case, strip_accents=tokenizer.options["strip_accents"],
+                tokenize_chinese_chars=tokenizer.options["chinese_chars"],
+                **_specials(tokenizer, ("unk", "sep", "pad", "cls", "mask")))
+
+
+def _sentencepiece(tokenizer, folder, tokenizer_class):
+    import sentencepiece as spm
+
+    processor = spm.SentencePieceProcessor(model_proto=tokenizer.model_proto)
+    if any(processor.is_byte(i) for i in range(processor.get_piece_size())):
+        raise CheckpointError(f"the run's SentencePiece model falls back to bytes for unknown characters; "
+                              f"transformers' {tokenizer_class} maps them to the unknown token instead")
+    if not tokenizer.preprocessing["replace_quotes"]:
+        raise CheckpointError(f"the run's SentencePiece tokenizer keeps `` and ''; transformers' {tokenizer_class} "
+                              "always turns them into \"")
+    (folder / "spiece.model").write_bytes(tokenizer.model_proto)
+    return dict(do_lower_case=tokenizer.preprocessing["lower_case"],
+                keep_accents=not tokenizer.preprocessing["strip_accents"],
+                **_specials(tokenizer, ("unk", "sep", "pad", "cls", "mask")))
+
+
+def _byte_bpe(tokenizer, folder, tokenizer_class):
+    tokenizer.save(folder)  # vocab.json + merges.txt, and our own tokenizer.json, which transformers must not read
+    (folder / "tokenizer.json").unlink()
+    config = dict(add_prefix_space=False, **_specials(tokenizer, ("unk", "sep", "pad", "cls", "mask")))
+    if tokenizer.has_role("cls"):
+        config.update(bos_token=config["cls_token"], eos_token=config["sep_token"])
+    if tokenizer.has_role("mask"):
+        config["mask_token"] = {"content": config["mask_token"], "lstrip": tokenizer.mask_lstrip, "rstrip": False,
+                                "normalized": False, "single_word": False, "special": True,
+                                "__type": "AddedToken"}
+    return config

@@ -1,0 +1,252 @@
+"""`bertology export --format hf`: run folders back into Hugging Face model folders.
+
+Round trips: a randomly initialised transformers model of an odd small size
+(weights large enough to work the nonlinearities, LayerNorms perturbed) is
+saved, converted by `convert_hf_checkpoint`, written as a run folder and
+exported again: every tensor comes back under its name with its value, and
+transformers loads the folder into a model that computes what the original
+did. A run made by this library (a trained tokenizer, perturbed weights) is
+exported and loaded with `AutoTokenizer` and `AutoModelForPreTraining`: the
+same ids and the same numbers as the Keras model.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+import torch
+import transformers
+from safetensors.numpy import load_file
+from tokenizers import AddedToken
+
+from hf_reference import perturbed_hf_model
+from keras_bertology.cli import main
+from keras_bertology.convert import convert_hf_checkpoint
+from keras_bertology.runs import RunModel, save_run_model
+
+SMALL = dict(vocab_size=99, hidden_size=48, num_hidden_layers=2, num_attention_heads=3, intermediate_size=80,
+             max_position_embeddings=40, initializer_range=0.2)
+TOLERANCE = 1e-5
+
+
+def _export(run_dir, out, capsys, *extra):
+    assert main(["export", str(run_dir), "--format", "hf", "--out", str(out), *extra]) == 0
+    return capsys.readouterr().out
+
+
+def _round_trip(tmp_path, capsys, hf):
+    """Save `hf`, convert it to a run folder, export that with --format hf; (folder, printed lines)."""
+    hf_dir, run_dir, out = tmp_path / "hf", tmp_path / "run", tmp_path / "export"
+    hf.save_pretrained(str(hf_dir))
+    run, _ = convert_hf_checkpoint(hf_dir)
+    save_run_model(run_dir, run)
+    return hf_dir, out, _export(run_dir, out, capsys)
+
+
+def _assert_same_tensors(original_dir, exported_dir, folded=None):
+    """Every tensor of `original_dir` is in `exported_dir` with its value; `folded(original, exported)`
+    compares the tensors the import folds together (RoBERTa's positions and token type)."""
+    original, exported = load_file(str(original_dir / "model.safetensors")), load_file(str(exported_dir /
+                                                                                            "model.safetensors"))
+    assert sorted(exported) == sorted(original)
+    special = folded(original, exported) if folded else set()
+    for name, value in original.items():
+        if name not in special:
+            assert exported[name].dtype == np.float32
+            np.testing.assert_allclose(exported[name], value, rtol=0, atol=1e-7, err_msg=name)
+
+
+def _assert_computes_like(original, exported_dir, **inputs):
+    """transformers loads the export into `original`'s class, which computes what `original` computes."""
+    loaded = type(original).from_pretrained(str(exported_dir), attn_implementation="eager").eval()
+    with torch.no_grad():
+        expected, got = original(**inputs), loaded(**inputs)
+    for key, value in expected.items():
+        if torch.is_tensor(value):
+            np.testing.assert_allclose(got[key].numpy(), value.numpy(), rtol=0, atol=TOLERANCE, err_msg=key)
+
+
+def _ids(vocab_size, seed=0, shape=(2, 11)):
+    ids = torch.tensor(np.random.default_rng(seed).integers(5, vocab_size, shape))
+    mask = torch.ones(shape, dtype=torch.long)
+    mask[1, 7:] = 0
+    return ids, mask
+
+
+BERT_CLASSES = [("BertForPreTraining", "gelu"), ("BertForMaskedLM", "gelu_new"), ("BertModel", "relu")]
+
+
+@pytest.mark.parametrize("cls_name,hidden_act", BERT_CLASSES)
+def test_bert_round_trip(tmp_path, capsys, cls_name, hidden_act):
+    hf = perturbed_hf_model(getattr(transformers, cls_name), transformers.BertConfig(hidden_act=hidden_act, **SMALL))
+    hf_dir, out, printed = _round_trip(tmp_path, capsys, hf)
+    assert printed.startswith(f"{cls_name} written to {out}")
+    assert json.loads((out / "config.json").read_text())["architectures"] == [cls_name]
+    _assert_same_tensors(hf_dir, out)
+    ids, mask = _ids(SMALL["vocab_size"])
+    _assert_computes_like(hf, out, input_ids=ids, attention_mask=mask, token_type_ids=(ids % 2))
+
+
+def _roberta_folded(original, exported):
+    """The import adds token type row 0 into the positions and drops the two rows RoBERTa never reads."""
+    positions, types = (f"roberta.embeddings.{name}.weight" for name in ("position_embeddings", "token_type_embeddings"))
+    np.testing.assert_allclose(exported[positions][2:] + exported[types][0],
+                               original[positions][2:] + original[types][0], rtol=0, atol=1e-7)
+    np.testing.assert_array_equal(exported[positions][:2], 0)
+    return {positions, types}
+
+
+@pytest.fixture(scope="module")
+def bpe_files(tmp_path_factory, sentences):
+    """A small byte-level BPE vocabulary trained as RoBERTa's, as vocab.json + merges.txt."""
+    from tokenizers import ByteLevelBPETokenizer
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(sentences, vocab_size=400, min_frequency=2,
+                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"], show_progress=False)
+    folder = tmp_path_factory.mktemp("bpe")
+    bpe.save_model(str(folder))
+    return folder
+
+
+def test_roberta_round_trip(tmp_path, capsys, bpe_files):
+    """With its byte-level BPE files: AutoTokenizer reads the exported ones to RoBERTa's ids, the mask
+    taking the spaces before it."""
+    vocab_size = len(json.loads((bpe_files / "vocab.json").read_text(encoding="utf-8")))
+    config = transformers.RobertaConfig(type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1, bos_token_id=0,
+                                        eos_token_id=2, **dict(SMALL, vocab_size=vocab_size))
+    hf = perturbed_hf_model(transformers.RobertaForMaskedLM, config)
+    for name in ("vocab.json", "merges.txt"):
+        (tmp_path / "hf").mkdir(exist_ok=True)
+        (tmp_path / "hf" / name).write_bytes((bpe_files / name).read_bytes())
+    hf_dir, out, printed = _round_trip(tmp_path, capsys, hf)
+    assert printed.startswith(f"RobertaForMaskedLM written to {out}")
+    _assert_same_tensors(hf_dir, out, _roberta_folded)
+    _assert_computes_like(hf, out, **dict(zip(("input_ids", "attention_mask"), _ids(vocab_size))))
+    texts = ["Now is the <mask> of our discontent.", "  To be,  or not\tto be!", "Hi."]
+    mask = AddedToken("<mask>", lstrip=True, rstrip=False)  # as the import reads these files, and roberta-base has it
+    expected = transformers.RobertaTokenizer.from_pretrained(str(hf_dir), mask_token=mask)(texts, padding="longest")
+    expected = expected["input_ids"]
+    assert transformers.AutoTokenizer.from_pretrained(str(out))(texts, padding="longest")["input_ids"] == expected
+
+
+# A run made by this library -------------------------------------------------------------------------
+
+# Case, accents, punctuation, CJK, words outside the vocabulary, runs of spaces, a pair of segments.
+TEXTS = ["Now is the WINTER of our discontent.", "Café naïve:  to be, or not to be?  東京 xyzzyq!", "Hi."]
+SECOND = ["Made glorious summer by this sun of York.", "That is the question.", "Ho."]
+SEQ_LEN = 32
+
+
+@pytest.fixture(scope="module")
+def sentences():
+    from keras_bertology.data.corpus import default_corpus_paths, read_corpus
+
+    return [s for document in read_corpus(default_corpus_paths()[:1]) for s in document][:600]
+
+
+def _perturb(model, seed=0):
+    """Every weight moved by N(0, 0.2): LayerNorms off (1, 0), biases off 0, activations nonlinear."""
+    rng = np.random.default_rng(seed)
+    for variable in model.weights:
+        variable.assign(variable.numpy() + rng.normal(0, 0.2, variable.shape).astype("float32"))
+
+
+def _native_run(family_name, preset, sentences, run_dir, **pretrainer_options):
+    from keras_bertology.models import FAMILIES
+
+    keras.utils.set_random_seed(0)
+    family = FAMILIES[family_name]
+    tokenizer = family.train_tokenizer(sentences, 300)
+    backbone = family.backbone_cls(**family.backbone_config(preset, vocab_size=tokenizer.vocab_size,
+                                                            max_positions=SEQ_LEN))
+    pretrainer = family.build_pretrainer(backbone, pretrainer_options, preset=preset)
+    _perturb(pretrainer)
+    run = RunModel(family_name, backbone, tokenizer, SEQ_LEN, pretrainer=pretrainer, preset=preset)
+    save_run_model(run_dir, run)
+    return run
+
+
+@pytest.fixture(scope="module")
+def bert_run(tmp_path_factory, sentences):
+    run_dir = tmp_path_factory.mktemp("bert_run")
+    return run_dir, _native_run("bert", "bert-tiny", sentences, run_dir)
+
+
+def _keras_outputs(run):
+    """Our packed ids and the Keras model's outputs on (TEXTS, SECOND): the encoder's, MLM logits at every
+    position, and NSP logits where the run has that head."""
+    import tensorflow as tf
+
+    from keras_bertology.convert.hf_export import find_layer
+    from keras_bertology.models import FAMILIES
+
+    inputs = FAMILIES[run.family].pack_text(run.tokenizer, SEQ_LEN, tf.constant(TEXTS), tf.constant(SECOND))
+    inputs = {name: value.numpy() for name, value in inputs.items()}
+    outputs = dict(run.backbone({k: v for k, v in inputs.items() if k in run.backbone.input}))
+    positions = np.tile(np.arange(SEQ_LEN, dtype="int32"), (len(TEXTS), 1))
+    outputs["mlm"] = run.pretrainer.get_layer("mlm_head")(outputs["sequence_output"], positions)
+    if find_layer(run.pretrainer, "nsp_head") is not None:
+        outputs["nsp"] = run.pretrainer.get_layer("nsp_head")(outputs["pooled_output"])
+    return inputs, {name: np.asarray(value) for name, value in outputs.items()}
+
+
+def _assert_close(name, got, expected):
+    """Equal within TOLERANCE of the values' scale (fp32 sums taken in another order, values up to ~10)."""
+    diff, scale = np.abs(got - expected).max(), max(1.0, np.abs(expected).max())
+    assert diff <= TOLERANCE * scale, f"{name}: max abs diff {diff} at scale {scale}"
+
+
+def _assert_matches_transformers(run, out, architecture, auto_class=transformers.AutoModelForPreTraining):
+    """AutoTokenizer's ids are ours, and `auto_class`'s hidden states and logits the Keras model's."""
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(out))
+    ours, keras_out = _keras_outputs(run)
+    batch = tokenizer(TEXTS, SECOND, padding="max_length", max_length=SEQ_LEN, truncation=True, return_tensors="pt")
+    np.testing.assert_array_equal(batch["input_ids"].numpy(), ours["token_ids"])
+    np.testing.assert_array_equal(batch["attention_mask"].numpy(), ours["padding_mask"])
+    if "segment_ids" in ours:
+        np.testing.assert_array_equal(batch["token_type_ids"].numpy(), ours["segment_ids"])
+
+    model = auto_class.from_pretrained(str(out), attn_implementation="eager").eval()
+    assert type(model).__name__ == architecture
+    with torch.no_grad():
+        hf_out = model(**batch, output_hidden_states=True)
+    real = ours["padding_mask"].astype(bool)
+    logits = getattr(hf_out, "prediction_logits", None)
+    for name, expected, got in (("sequence", keras_out["sequence_output"], hf_out.hidden_states[-1]),
+                                ("mlm", keras_out["mlm"], hf_out.logits if logits is None else logits)):
+        _assert_close(name, got.numpy()[real], expected[real])
+    if "nsp" in keras_out:
+        _assert_close("nsp", hf_out.seq_relationship_logits.numpy(), keras_out["nsp"])
+    assert np.abs(keras_out["mlm"]).max() > 1, "weights too small to tell a mapping mistake"
+
+
+def test_bert_run_exports_to_transformers(tmp_path, capsys, bert_run):
+    run_dir, run = bert_run
+    out = tmp_path / "hf"
+    printed = _export(run_dir, out, capsys)
+    assert printed.startswith(f"BertForPreTraining written to {out}")
+    _assert_matches_transformers(run, out, "BertForPreTraining")
+
+
+def test_spanbert_run_exports_as_bert_masked_lm_from_the_command_line(tmp_path, sentences):
+    """In a fresh `bertology` process, to the default --out: the cased vocabulary, the MLM head, and a
+    note for the span boundary head, which transformers lacks."""
+    run_dir = tmp_path / "spanbert_run"
+    run = _native_run("spanbert", "spanbert-tiny", sentences, run_dir)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    result = subprocess.run([sys.executable, "-m", "keras_bertology.cli", "export", str(run_dir), "--format", "hf"],
+                            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = tmp_path / "hf" / "spanbert_run"
+    assert result.stdout.splitlines() == [
+        f"BertForMaskedLM written to {Path('hf') / 'spanbert_run'}",
+        "dropped the pretraining head sbo_head: transformers' BertForMaskedLM has no such head",
+    ]
+    assert json.loads((out / "tokenizer_config.json").read_text())["do_lower_case"] is False
+    _assert_matches_transformers(run, out, "BertForMaskedLM", transformers.AutoModelForMaskedLM)
