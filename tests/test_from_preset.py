@@ -151,5 +151,8 @@ def test_what_from_preset_cannot_load_is_refused_in_one_line(runs, tmp_path):
         assert message in str(error.value)
         assert "\n" not in str(error.value)
     # Settings that keep the weights' shapes rebuild the loaded model with them.
-    rebuilt = Backbone.from_preset(xlnet_run, dropout=0.0)
-    assert rebuilt.dropout == 0.0 and Backbone.from_preset(xlnet_run).dropout != 0.0
+    rebuilt, loaded = Backbone.from_preset(xlnet_run, dropout=0.0), Backbone.from_preset(xlnet_run)
+    assert rebuilt.dropout == 0.0 and loaded.dropout != 0.0
+    batch = {name: np.arange(12, dtype="int32").reshape(2, 6) % 3 + (name == "token_ids") * 9
+             for name in loaded.input}
+    np.testing.assert_array_equal(rebuilt(batch)["sequence_output"], loaded(batch)["sequence_output"])
