@@ -78,18 +78,27 @@ def _ids(vocab_size, seed=0, shape=(2, 11)):
     return ids, mask
 
 
-BERT_CLASSES = [("BertForPreTraining", "gelu"), ("BertForMaskedLM", "gelu_new"), ("BertModel", "relu")]
+BERT_CLASSES = [("BertForPreTraining", "gelu", {}), ("BertForMaskedLM", "gelu_new", {"tie_word_embeddings": False}),
+                ("BertModel", "relu", {})]
 
 
-@pytest.mark.parametrize("cls_name,hidden_act", BERT_CLASSES)
-def test_bert_round_trip(tmp_path, capsys, cls_name, hidden_act):
-    hf = perturbed_hf_model(getattr(transformers, cls_name), transformers.BertConfig(hidden_act=hidden_act, **SMALL))
+@pytest.mark.parametrize("cls_name,hidden_act,options", BERT_CLASSES)
+def test_bert_round_trip(tmp_path, capsys, cls_name, hidden_act, options):
+    config = transformers.BertConfig(hidden_act=hidden_act, **SMALL, **options)
+    hf = perturbed_hf_model(getattr(transformers, cls_name), config)
     hf_dir, out, printed = _round_trip(tmp_path, capsys, hf)
     assert printed.startswith(f"{cls_name} written to {out}")
     assert json.loads((out / "config.json").read_text())["architectures"] == [cls_name]
-    _assert_same_tensors(hf_dir, out)
+    _assert_same_tensors(hf_dir, out, None if config.tie_word_embeddings else _unused_head_bias)
     ids, mask = _ids(SMALL["vocab_size"])
     _assert_computes_like(hf, out, input_ids=ids, attention_mask=mask, token_type_ids=(ids % 2))
+
+
+def _unused_head_bias(original, exported):
+    """Untied, transformers adds cls.predictions.decoder.bias to the logits and never reads
+    cls.predictions.bias (the import skips it): the export writes the used one under both names."""
+    np.testing.assert_array_equal(exported["cls.predictions.bias"], original["cls.predictions.decoder.bias"])
+    return {"cls.predictions.bias"}
 
 
 def _roberta_folded(original, exported):
@@ -135,6 +144,17 @@ def test_roberta_round_trip(tmp_path, capsys, bpe_files):
     assert transformers.AutoTokenizer.from_pretrained(str(out))(texts, padding="longest")["input_ids"] == expected
 
 
+@pytest.mark.parametrize("cls_name", ["ElectraForPreTraining", "ElectraForMaskedLM"])
+def test_electra_round_trip(tmp_path, capsys, cls_name):
+    """Embeddings narrower than the encoder (embeddings_project), as ELECTRA's."""
+    hf = perturbed_hf_model(getattr(transformers, cls_name), transformers.ElectraConfig(embedding_size=24, **SMALL))
+    hf_dir, out, printed = _round_trip(tmp_path, capsys, hf)
+    assert printed.startswith(f"{cls_name} written to {out}")
+    _assert_same_tensors(hf_dir, out)
+    ids, mask = _ids(SMALL["vocab_size"])
+    _assert_computes_like(hf, out, input_ids=ids, attention_mask=mask, token_type_ids=(ids % 2))
+
+
 # A run made by this library -------------------------------------------------------------------------
 
 # Case, accents, punctuation, CJK, words outside the vocabulary, runs of spaces, a pair of segments.
@@ -178,9 +198,9 @@ def bert_run(tmp_path_factory, sentences):
     return run_dir, _native_run("bert", "bert-tiny", sentences, run_dir)
 
 
-def _keras_outputs(run):
-    """Our packed ids and the Keras model's outputs on (TEXTS, SECOND): the encoder's, MLM logits at every
-    position, and NSP logits where the run has that head."""
+def _keras_outputs(run, heads=True):
+    """Our packed ids and the Keras model's outputs on (TEXTS, SECOND): the encoder's, and with `heads`
+    MLM logits at every position and NSP logits where the run has that head."""
     import tensorflow as tf
 
     from keras_bertology.convert.hf_export import find_layer
@@ -189,6 +209,8 @@ def _keras_outputs(run):
     inputs = FAMILIES[run.family].pack_text(run.tokenizer, SEQ_LEN, tf.constant(TEXTS), tf.constant(SECOND))
     inputs = {name: value.numpy() for name, value in inputs.items()}
     outputs = dict(run.backbone({k: v for k, v in inputs.items() if k in run.backbone.input}))
+    if not heads:
+        return inputs, outputs
     positions = np.tile(np.arange(SEQ_LEN, dtype="int32"), (len(TEXTS), 1))
     outputs["mlm"] = run.pretrainer.get_layer("mlm_head")(outputs["sequence_output"], positions)
     if find_layer(run.pretrainer, "nsp_head") is not None:
@@ -250,3 +272,33 @@ def test_spanbert_run_exports_as_bert_masked_lm_from_the_command_line(tmp_path, 
     ]
     assert json.loads((out / "tokenizer_config.json").read_text())["do_lower_case"] is False
     _assert_matches_transformers(run, out, "BertForMaskedLM", transformers.AutoModelForMaskedLM)
+
+
+def test_electra_run_exports_discriminator_and_generator(tmp_path, capsys, sentences):
+    """The discriminator as ElectraForPreTraining, the generator (sharing its embeddings) as
+    ElectraForMaskedLM in generator/: both compute what the Keras models do."""
+    run_dir, out = tmp_path / "run", tmp_path / "hf"
+    run = _native_run("electra", "electra-tiny", sentences, run_dir)
+    printed = _export(run_dir, out, capsys)
+    assert printed.splitlines()[0] == (f"ElectraForPreTraining written to {out}; "
+                                       f"ElectraForMaskedLM in {out / 'generator'}")
+    ours, _ = _keras_outputs(run, heads=False)
+    inputs = {k: v for k, v in ours.items() if k in run.backbone.input}
+    batch = transformers.AutoTokenizer.from_pretrained(str(out / "generator"))(
+        TEXTS, SECOND, padding="max_length", max_length=SEQ_LEN, truncation=True, return_tensors="pt")
+    np.testing.assert_array_equal(batch["input_ids"].numpy(), ours["token_ids"])
+    real = ours["padding_mask"].astype(bool)
+
+    detector = transformers.AutoModelForPreTraining.from_pretrained(str(out), attn_implementation="eager").eval()
+    generator = transformers.AutoModelForMaskedLM.from_pretrained(str(out / "generator"),
+                                                                  attn_implementation="eager").eval()
+    assert (type(detector).__name__, type(generator).__name__) == ("ElectraForPreTraining", "ElectraForMaskedLM")
+    with torch.no_grad():
+        detected, generated = detector(**batch).logits.numpy(), generator(**batch).logits.numpy()
+    keras_detected = run.pretrainer.get_layer("rtd_head")(run.backbone(inputs)["sequence_output"])
+    _assert_close("rtd", detected[real], np.asarray(keras_detected)[..., 0][real])
+    positions = np.tile(np.arange(SEQ_LEN, dtype="int32"), (len(TEXTS), 1))
+    keras_generated = run.pretrainer.get_layer("mlm_head")(run.pretrainer.generator(inputs)["sequence_output"],
+                                                           positions)
+    _assert_close("generator mlm", generated[real], np.asarray(keras_generated)[real])
+    assert np.abs(keras_generated).max() > 1, "weights too small to tell a mapping mistake"

@@ -234,10 +234,10 @@ def _export(run, model_type, prefix, tokenizer_classes):
         notes.append(f"this run has no pooler: transformers' {architecture} builds one, randomly initialised")
     if mlm_head is not None:
         if model_type == "roberta":
-            _export_mlm_head(sink, mlm_head, "lm_head.dense", "lm_head.layer_norm", "lm_head", "gelu", config)
+            export_mlm_head(sink, mlm_head, "lm_head", "lm_head.dense", "lm_head.layer_norm", "gelu", config)
         else:
-            _export_mlm_head(sink, mlm_head, "cls.predictions.transform.dense",
-                             "cls.predictions.transform.LayerNorm", "cls.predictions", config["hidden_act"], config)
+            export_mlm_head(sink, mlm_head, "cls.predictions", "cls.predictions.transform.dense",
+                            "cls.predictions.transform.LayerNorm", config["hidden_act"], config)
     if nsp_head is not None:
         sink.dense(nsp_head.classifier, "cls.seq_relationship", prefixed=False)
     return HFExport(architecture, config, sink.tensors, tokenizer_classes, notes)
@@ -287,20 +287,18 @@ def export_encoder_block(sink, block, index):
     sink.layer_norm(block.output_norm, f"{prefix}.output.LayerNorm")
 
 
-def _export_mlm_head(sink, head, dense, norm, name, activation, config):
-    """A masked-LM head whose transform transformers runs with `activation`; an untied decoder is saved
-    (and tie_word_embeddings set false), a tied one is the word embeddings."""
+def export_mlm_head(sink, head, name, dense, norm, activation, config, decoder=None):
+    """A masked-LM head whose transform transformers runs with `activation`: `{name}.bias`, and an untied
+    decoder as `decoder` (default `{name}.decoder.weight` and `.bias`; tie_word_embeddings then false); a
+    tied one is the word embeddings."""
     if hf_activation(head.activation, "MLM head activation") != activation:
         raise CheckpointError(f"the MLM head computes {head.activation!r}, but transformers' head computes "
                               f"{activation!r}: it cannot be exported as is")
     sink.dense(head.transform, dense, prefixed=False)
     sink.layer_norm(head.layer_norm, norm, prefixed=False)
     sink.put(f"{name}.bias", head.output_bias, prefixed=False)
-    export_decoder(sink, head, f"{name}.decoder.weight", config)
-
-
-def export_decoder(sink, head, name, config):
-    """An untied decoder kernel [width, vocab] as `name` [vocab, width], with tie_word_embeddings false."""
     if not head.tie_decoder:
-        sink.put(name, head.decoder_kernel.numpy().T, prefixed=False)
         config["tie_word_embeddings"] = False
+        sink.put(decoder or f"{name}.decoder.weight", head.decoder_kernel.numpy().T, prefixed=False)
+        if decoder is None:  # untied, transformers saves the decoder's bias too: the one it adds to the logits
+            sink.put(f"{name}.decoder.bias", head.output_bias, prefixed=False)

@@ -17,6 +17,7 @@ ELECTRA = FAMILY = ModelFamily(
     instances_path="keras_bertology.data.instances:packed_instances",
     hf_model_types=("electra",),
     converter_path="keras_bertology.models.electra.convert:convert",
+    hf_exporter_path="keras_bertology.models.electra.convert:export",
     masking="dynamic",
     masker_path="keras_bertology.models.electra.masking:electra_masker",
     packings=("full-sentences", "doc-sentences"),
