@@ -155,6 +155,40 @@ def test_electra_round_trip(tmp_path, capsys, cls_name):
     _assert_computes_like(hf, out, input_ids=ids, attention_mask=mask, token_type_ids=(ids % 2))
 
 
+@pytest.fixture(scope="module")
+def albert_spiece(tmp_path_factory, sentences):
+    """A unigram spiece.model with ALBERT's specials and no byte fallback, as ALBERT ships."""
+    from keras_bertology.data.tokenizers import ALBERT_SPECIAL_TOKENS, train_sentencepiece
+
+    trained = train_sentencepiece([s.lower() for s in sentences], 300, model_type="unigram", byte_fallback=False,
+                                  special_tokens=ALBERT_SPECIAL_TOKENS)
+    path = tmp_path_factory.mktemp("spiece") / "spiece.model"
+    path.write_bytes(trained.model_proto)
+    return path
+
+
+@pytest.mark.parametrize("cls_name,tokenizer_config", [("AlbertForPreTraining", {"keep_accents": True}),
+                                                       ("AlbertForMaskedLM", {"do_lower_case": False})])
+def test_albert_round_trip(tmp_path, capsys, albert_spiece, cls_name, tokenizer_config):
+    """Two layers sharing one group, embeddings narrower than the encoder; the tokenizer's options survive."""
+    hf_dir = tmp_path / "hf"
+    hf_dir.mkdir()
+    (hf_dir / "spiece.model").write_bytes(albert_spiece.read_bytes())
+    (hf_dir / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
+    tokenizer = transformers.AlbertTokenizer.from_pretrained(str(hf_dir), **tokenizer_config)
+    config = transformers.AlbertConfig(embedding_size=24, **dict(SMALL, vocab_size=len(tokenizer)))
+    hf = perturbed_hf_model(getattr(transformers, cls_name), config)
+    hf_dir, out, printed = _round_trip(tmp_path, capsys, hf)
+    assert printed.startswith(f"{cls_name} written to {out}")
+    _assert_same_tensors(hf_dir, out)
+    ids, mask = _ids(len(tokenizer))
+    _assert_computes_like(hf, out, input_ids=ids, attention_mask=mask, token_type_ids=(ids % 2))
+    texts = ["``Café'' is NOT   naïve, Ünïcödé!", "Now is the winter of our [MASK].", "Hi."]
+    exported = transformers.AutoTokenizer.from_pretrained(str(out))
+    assert type(exported).__name__ == "AlbertTokenizer"
+    assert exported(texts, padding="longest")["input_ids"] == tokenizer(texts, padding="longest")["input_ids"]
+
+
 # A run made by this library -------------------------------------------------------------------------
 
 # Case, accents, punctuation, CJK, words outside the vocabulary, runs of spaces, a pair of segments.
@@ -177,12 +211,12 @@ def _perturb(model, seed=0):
         variable.assign(variable.numpy() + rng.normal(0, 0.2, variable.shape).astype("float32"))
 
 
-def _native_run(family_name, preset, sentences, run_dir, **pretrainer_options):
+def _native_run(family_name, preset, sentences, run_dir, vocab_size=300, **pretrainer_options):
     from keras_bertology.models import FAMILIES
 
     keras.utils.set_random_seed(0)
     family = FAMILIES[family_name]
-    tokenizer = family.train_tokenizer(sentences, 300)
+    tokenizer = family.train_tokenizer(sentences, vocab_size)
     backbone = family.backbone_cls(**family.backbone_config(preset, vocab_size=tokenizer.vocab_size,
                                                             max_positions=SEQ_LEN))
     pretrainer = family.build_pretrainer(backbone, pretrainer_options, preset=preset)
@@ -302,3 +336,15 @@ def test_electra_run_exports_discriminator_and_generator(tmp_path, capsys, sente
                                                            positions)
     _assert_close("generator mlm", generated[real], np.asarray(keras_generated)[real])
     assert np.abs(keras_generated).max() > 1, "weights too small to tell a mapping mistake"
+
+
+def test_a_tokenizer_transformers_cannot_express_is_refused(tmp_path, capsys, sentences):
+    """ALBERT's tokenizer trained here falls back to bytes, which AlbertTokenizer cannot: one line, and
+    no --out folder."""
+    run_dir, out = tmp_path / "run", tmp_path / "hf"
+    _native_run("albert", "albert-tiny", sentences, run_dir, vocab_size=500)
+    assert main(["export", str(run_dir), "--format", "hf", "--out", str(out)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert error == ["bertology: error: the run's SentencePiece model falls back to bytes for unknown characters; "
+                     "transformers' AlbertTokenizer maps them to the unknown token instead"]
+    assert not out.exists()

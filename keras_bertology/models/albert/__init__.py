@@ -13,6 +13,7 @@ ALBERT = FAMILY = ModelFamily(
     instances_path="keras_bertology.models.albert.instances:sentence_pairs",
     hf_model_types=("albert",),
     converter_path="keras_bertology.models.albert.convert:convert",
+    hf_exporter_path="keras_bertology.models.albert.convert:export",
     masking="static",
     masker_path="keras_bertology.models.albert.masking:ngram_masker",
     options=(FamilyOption("max_ngram", int, 3, "longest masked n-gram in words; p(n) ~ 1/n", minimum=1, maximum=10),

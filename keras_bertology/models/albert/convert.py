@@ -1,10 +1,14 @@
 """Hugging Face ALBERT checkpoints (AlbertModel, AlbertForPreTraining, AlbertForMaskedLM, task models)."""
 
+import numpy as np
+
 from keras_bertology.convert.hf_weights import (
+    WeightSink,
     WeightSource,
     assign,
     check_sizes,
     decoder_bias,
+    hf_activation,
     load_decoder,
     load_dense,
     load_layer_norm,
@@ -101,3 +105,78 @@ def _load_heads(pretrainer, source, sop, decoder, config):
     load_decoder(head, decoder, "predictions.decoder.weight")
     if sop:
         load_dense(pretrainer.get_layer("sop_head").classifier, source, "sop_classifier.classifier")
+
+
+def export(family, run):
+    """`HFExport` of an ALBERT run: AlbertForPreTraining (MLM + SOP), AlbertForMaskedLM (MLM only; an
+    NSP head of the ablation is dropped with a note), or AlbertModel."""
+    from keras_bertology.convert.hf_export import HFExport, dropped_heads_note, find_layer
+
+    backbone, pretrainer, tokenizer = run.backbone, run.pretrainer, run.tokenizer
+    mlm_head, sop_head = find_layer(pretrainer, "mlm_head"), find_layer(pretrainer, "sop_head")
+    if mlm_head is None:
+        architecture, sink = "AlbertModel", WeightSink()
+    else:
+        architecture = "AlbertForPreTraining" if sop_head is not None else "AlbertForMaskedLM"
+        sink = WeightSink(prefix="albert.")
+    config = _export_config(backbone.get_config())
+    if tokenizer is not None:
+        config.update(pad_token_id=tokenizer.pad_id, bos_token_id=tokenizer.cls_id, eos_token_id=tokenizer.sep_id)
+    notes = dropped_heads_note(pretrainer, ("mlm_head", "sop_head"), architecture)
+    _export_backbone(sink, backbone, pooler=architecture != "AlbertForMaskedLM", notes=notes,
+                     architecture=architecture)
+    if mlm_head is not None:
+        from keras_bertology.models.bert.convert import export_mlm_head
+
+        export_mlm_head(sink, mlm_head, "predictions", "predictions.dense", "predictions.LayerNorm",
+                        config["hidden_act"], config)
+    if sop_head is not None:
+        sink.dense(sop_head.classifier, "sop_classifier.classifier", prefixed=False)
+    return HFExport(architecture, config, sink.tensors, {"sentencepiece": "AlbertTokenizer"}, notes)
+
+
+def _export_config(config):
+    return dict(
+        model_type="albert", vocab_size=config["vocab_size"], embedding_size=config["embedding_size"],
+        hidden_size=config["hidden_size"], num_hidden_layers=config["num_layers"],
+        num_hidden_groups=config["num_groups"], inner_group_num=config["inner_group_num"],
+        num_attention_heads=config["num_heads"], intermediate_size=config["intermediate_size"],
+        hidden_act=hf_activation(config["activation"]), hidden_dropout_prob=config["dropout"],
+        attention_probs_dropout_prob=config["attention_dropout"], max_position_embeddings=config["max_positions"],
+        type_vocab_size=max(config["num_segments"], 1), initializer_range=config["initializer_range"],
+        layer_norm_eps=config["layer_norm_epsilon"],
+    )
+
+
+def _export_backbone(sink, backbone, pooler, notes, architecture):
+    """The inverse of `_load_backbone`; the pooler where the class has one."""
+    embeddings = backbone.get_layer("embeddings")
+    sink.put("embeddings.word_embeddings.weight", embeddings.token_embedding.embeddings)
+    sink.put("embeddings.position_embeddings.weight", embeddings.position_embedding.embeddings)
+    if embeddings.segment_embedding is not None:
+        sink.put("embeddings.token_type_embeddings.weight", embeddings.segment_embedding.embeddings)
+    else:  # one zero row adds nothing
+        sink.put("embeddings.token_type_embeddings.weight", np.zeros((1, embeddings.token_embedding.output_dim)))
+    sink.layer_norm(embeddings.layer_norm, "embeddings.LayerNorm")
+    sink.dense(backbone.get_layer("embedding_projection"), "encoder.embedding_hidden_mapping_in")
+    stack = backbone.get_layer("encoder")
+    for group in range(stack.num_groups):
+        for inner, block in enumerate(stack.group_blocks(group)):
+            _export_block(sink, block, f"encoder.albert_layer_groups.{group}.albert_layers.{inner}")
+    if backbone.use_pooler and pooler:
+        sink.dense(backbone.get_layer("pooler"), "pooler")
+    elif backbone.use_pooler:
+        notes.append(f"the pooler is dropped: transformers' {architecture} has none")
+    elif pooler:
+        notes.append(f"this run has no pooler: transformers' {architecture} builds one, randomly initialised")
+
+
+def _export_block(sink, block, prefix):
+    attention = block.attention
+    for dense, name in ((attention.query_dense, "query"), (attention.key_dense, "key"),
+                        (attention.value_dense, "value"), (attention.output_dense, "dense")):
+        sink.dense(dense, f"{prefix}.attention.{name}")
+    sink.layer_norm(block.attention_norm, f"{prefix}.attention.LayerNorm")
+    sink.dense(block.intermediate_dense, f"{prefix}.ffn")
+    sink.dense(block.output_dense, f"{prefix}.ffn_output")
+    sink.layer_norm(block.output_norm, f"{prefix}.full_layer_layer_norm")
