@@ -348,3 +348,34 @@ def test_a_tokenizer_transformers_cannot_express_is_refused(tmp_path, capsys, se
     assert error == ["bertology: error: the run's SentencePiece model falls back to bytes for unknown characters; "
                      "transformers' AlbertTokenizer maps them to the unknown token instead"]
     assert not out.exists()
+
+
+def test_gpt2_round_trip(tmp_path, capsys):
+    config = transformers.GPT2Config(vocab_size=99, n_positions=40, n_embd=48, n_layer=2, n_head=3, n_inner=80,
+                                     initializer_range=0.2)
+    hf = perturbed_hf_model(transformers.GPT2LMHeadModel, config)
+    hf_dir, out, printed = _round_trip(tmp_path, capsys, hf)
+    assert printed.startswith(f"GPT2LMHeadModel written to {out}")
+    _assert_same_tensors(hf_dir, out)
+    _assert_computes_like(hf, out, **dict(zip(("input_ids", "attention_mask"), _ids(99))))
+
+
+def test_gpt_run_exports_to_transformers(tmp_path, capsys, sentences):
+    """GPT's byte-level BPE read by GPT2Tokenizer to our ids, and GPT2LMHeadModel's logits ours."""
+    import tensorflow as tf
+
+    run_dir, out = tmp_path / "run", tmp_path / "hf"
+    run = _native_run("gpt", "gpt-tiny", sentences, run_dir, vocab_size=400)
+    assert _export(run_dir, out, capsys).startswith(f"GPT2LMHeadModel written to {out}")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(out))
+    assert type(tokenizer).__name__ == "GPT2Tokenizer"
+    texts = ["Now is the WINTER of our discontent.", "  To be,  or not\tto be? 東京!"]
+    ours = run.tokenizer.tokenize(tf.constant(texts)).to_list()
+    assert tokenizer(texts, add_special_tokens=False)["input_ids"] == ours
+    ids = np.array([ours[0][:SEQ_LEN]], dtype="int32")
+    logits = run.pretrainer({"token_ids": ids, "padding_mask": np.ones_like(ids)})["clm"]
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(out), attn_implementation="eager").eval()
+    with torch.no_grad():
+        expected = model(input_ids=torch.tensor(ids, dtype=torch.long)).logits.numpy()
+    _assert_close("clm", expected, np.asarray(logits))
+    assert np.abs(expected).max() > 1, "weights too small to tell a mapping mistake"

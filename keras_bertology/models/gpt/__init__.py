@@ -19,6 +19,7 @@ GPT = FAMILY = ModelFamily(
     instances_path="keras_bertology.models.gpt.instances:block_instances",
     hf_model_types=("gpt2",),
     converter_path="keras_bertology.models.gpt.convert:convert",
+    hf_exporter_path="keras_bertology.models.gpt.convert:export",
     masking="dynamic",
     masker_path="keras_bertology.data.next_token:next_token_stage",
     summary_position="last",

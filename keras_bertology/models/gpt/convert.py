@@ -8,7 +8,14 @@ table (tied), so every GPT-2 checkpoint gives the pretrainer as well.
 
 import numpy as np
 
-from keras_bertology.convert.hf_weights import WeightSource, assign, check_sizes, load_layer_norm
+from keras_bertology.convert.hf_weights import (
+    WeightSink,
+    WeightSource,
+    assign,
+    check_sizes,
+    hf_activation,
+    load_layer_norm,
+)
 from keras_bertology.errors import CheckpointError
 from keras_bertology.layers.activations import HF_ACTIVATIONS
 
@@ -83,3 +90,49 @@ def _load_conv1d(dense, source, name):
     """A Conv1D [in, out] weight is a Keras Dense kernel as it is."""
     assign(dense.kernel, source.get(f"{name}.weight"), f"{name}.weight")
     assign(dense.bias, source.get(f"{name}.bias"), f"{name}.bias")
+
+
+def export(family, run):
+    """`HFExport` of a GPT run: GPT2LMHeadModel (its head is the token table), or GPT2Model without one."""
+    from keras_bertology.convert.hf_export import HFExport
+
+    backbone, tokenizer = run.backbone, run.tokenizer
+    config = backbone.get_config()
+    hf_config = dict(
+        model_type="gpt2", vocab_size=config["vocab_size"], n_positions=config["max_positions"],
+        n_embd=config["hidden_size"], n_layer=config["num_layers"], n_head=config["num_heads"],
+        n_inner=config["intermediate_size"], activation_function=hf_activation(config["activation"]),
+        resid_pdrop=config["dropout"], embd_pdrop=config["dropout"], attn_pdrop=config["attention_dropout"],
+        layer_norm_epsilon=config["layer_norm_epsilon"], initializer_range=config["initializer_range"],
+    )
+    if tokenizer is not None and tokenizer.has_role("eot"):
+        hf_config.update(bos_token_id=tokenizer.eot_id, eos_token_id=tokenizer.eot_id)
+    heads = run.pretrainer is not None
+    sink = WeightSink(prefix="transformer." if heads else "")
+    export_backbone(sink, backbone)
+    architecture = "GPT2LMHeadModel" if heads else "GPT2Model"
+    return HFExport(architecture, hf_config, sink.tensors, {"byte_bpe": "GPT2Tokenizer"})
+
+
+def export_backbone(sink, backbone):
+    """The inverse of `load_backbone`: q, k and v fused into c_attn [H, 3H]; Conv1D weights are Keras kernels."""
+    embeddings = backbone.get_layer("embeddings")
+    sink.put("wte.weight", embeddings.token_embedding.embeddings)
+    sink.put("wpe.weight", embeddings.position_embedding.embeddings)
+    for index in range(backbone.num_layers):
+        block, prefix = backbone.get_layer(f"encoder_block_{index}"), f"h.{index}"
+        attention = block.attention
+        projections = (attention.query_dense, attention.key_dense, attention.value_dense)
+        sink.put(f"{prefix}.attn.c_attn.weight", np.concatenate([dense.kernel.numpy() for dense in projections], 1))
+        sink.put(f"{prefix}.attn.c_attn.bias", np.concatenate([dense.bias.numpy() for dense in projections]))
+        _export_conv1d(sink, attention.output_dense, f"{prefix}.attn.c_proj")
+        sink.layer_norm(block.attention_norm, f"{prefix}.ln_1")
+        sink.layer_norm(block.output_norm, f"{prefix}.ln_2")
+        _export_conv1d(sink, block.intermediate_dense, f"{prefix}.mlp.c_fc")
+        _export_conv1d(sink, block.output_dense, f"{prefix}.mlp.c_proj")
+    sink.layer_norm(backbone.get_layer("final_norm"), "ln_f")
+
+
+def _export_conv1d(sink, dense, name):
+    sink.put(f"{name}.weight", dense.kernel)
+    sink.put(f"{name}.bias", dense.bias)
