@@ -7,6 +7,7 @@ from pathlib import Path
 
 from keras_bertology import cli_reference
 from keras_bertology.cli import build_parser
+from keras_bertology.models import FAMILIES
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").rglob("*.md"))
@@ -64,6 +65,23 @@ def test_every_bertology_example_in_a_shell_block_parses():
                 except SystemExit:
                     failures.append(f"{_where(page, line_number)}: {command.strip()}")
     assert parsed >= 15 and not failures, f"examples the parser refuses: {failures}"
+
+
+def test_the_readme_families_table_names_each_family_its_presets_and_hf_export():
+    """One row per family, linking its page; its presets (`bert-tiny`, `-mini`: the family's prefix cut) and
+    "export" in the Hugging Face column exactly when the family has an exporter."""
+    section = (ROOT / "README.md").read_text(encoding="utf-8").split("\n## Families\n", 1)[1].split("\n## ", 1)[0]
+    rows = {re.search(r"\(docs/families/([\w-]+)\.md\)", row).group(1): row.split(" | ")
+            for row in section.splitlines() if row.startswith("| [")}
+    assert sorted(rows) == sorted(FAMILIES)
+    for name, (_, _, presets, hf, _) in rows.items():
+        family = FAMILIES[name]
+        listed = re.findall(r"`([\w.-]+)`", presets)
+        full = [preset if not preset.startswith("-") else listed[0].rsplit("-", 1)[0] + preset for preset in listed]
+        assert sorted(full) == sorted(family.presets), name
+        assert ("export" in hf) == (family.hf_exporter_path is not None), (
+            f"README families table, {name}: the Hugging Face column must say export exactly when the family has "
+            "an exporter")
 
 
 def test_every_docs_python_block_is_run_or_says_why_not():
