@@ -379,3 +379,30 @@ def test_gpt_run_exports_to_transformers(tmp_path, capsys, sentences):
         expected = model(input_ids=torch.tensor(ids, dtype=torch.long)).logits.numpy()
     _assert_close("clm", expected, np.asarray(logits))
     assert np.abs(expected).max() > 1, "weights too small to tell a mapping mistake"
+
+
+def test_xlnet_round_trip(tmp_path, capsys, sentences):
+    """Per-layer relative biases, and a cased SentencePiece model read back by XLNetTokenizer."""
+    from keras_bertology.data.tokenizers import XLNET_SPECIAL_TOKENS, train_sentencepiece
+
+    hf_dir = tmp_path / "hf"
+    hf_dir.mkdir()
+    trained = train_sentencepiece(sentences, 300, model_type="unigram", byte_fallback=False,
+                                  special_tokens=XLNET_SPECIAL_TOKENS)
+    (hf_dir / "spiece.model").write_bytes(trained.model_proto)
+    tokenizer = transformers.XLNetTokenizer.from_pretrained(str(hf_dir))
+    config = transformers.XLNetConfig(vocab_size=trained.vocab_size, d_model=48, n_layer=2, n_head=3, d_inner=80,
+                                      initializer_range=0.2)
+    hf = perturbed_hf_model(transformers.XLNetLMHeadModel, config)
+    with torch.no_grad():  # random init gives every layer the same relative biases: make them differ
+        for name, tensor in hf.named_parameters():
+            if name.endswith(("r_w_bias", "r_r_bias", "r_s_bias")):
+                tensor.normal_(0, 0.2)
+    hf_dir, out, printed = _round_trip(tmp_path, capsys, hf)
+    assert printed.startswith(f"XLNetLMHeadModel written to {out}")
+    _assert_same_tensors(hf_dir, out)
+    _assert_computes_like(hf, out, **dict(zip(("input_ids", "attention_mask"), _ids(trained.vocab_size))))
+    texts = ["``Café'' is NOT   naïve, Ünïcödé!", "Now is the winter of our discontent.", "Hi."]
+    exported = transformers.AutoTokenizer.from_pretrained(str(out))
+    assert type(exported).__name__ == "XLNetTokenizer"
+    assert exported(texts, padding="longest")["input_ids"] == tokenizer(texts, padding="longest")["input_ids"]

@@ -20,6 +20,7 @@ XLNET = FAMILY = ModelFamily(
     instances_path="keras_bertology.models.xlnet.instances:stream_instances",
     hf_model_types=("xlnet",),
     converter_path="keras_bertology.models.xlnet.convert:convert",
+    hf_exporter_path="keras_bertology.models.xlnet.convert:export",
     masking="dynamic",
     masker_path="keras_bertology.models.xlnet.permutation:permutation_masker",
     segment_packer_path="keras_bertology.models.xlnet.packing:pack_segments",

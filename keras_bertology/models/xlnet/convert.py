@@ -8,6 +8,7 @@ config.json says; where they are equal one shared set computes the same.
 import numpy as np
 
 from keras_bertology.convert.hf_weights import (
+    WeightSink,
     WeightSource,
     assign,
     check_sizes,
@@ -109,3 +110,59 @@ def convert(family, config, weights):
     assign(head.bias, heads.get("lm_loss.bias"), "lm_loss.bias")
     load_decoder(head, decoder, "lm_loss.weight")
     return backbone, pretrainer, ["plm"], source.used | heads.used, source.notes + heads.notes
+
+
+def export(family, run):
+    """`HFExport` of an XLNet run: XLNetLMHeadModel (its LM head on the content stream) or XLNetModel."""
+    from keras_bertology.convert.hf_export import HFExport, dropped_heads_note, find_layer
+
+    backbone, tokenizer = run.backbone, run.tokenizer
+    encoder, config = backbone.encoder, backbone.get_config()
+    activations = {"gelu": "gelu", "gelu_approximate": "gelu_new", "relu": "relu"}
+    if config["activation"] not in activations:
+        raise CheckpointError(f"XLNet's ff_activation has no form of {config['activation']!r}")
+    hf_config = dict(
+        model_type="xlnet", vocab_size=config["vocab_size"], d_model=config["hidden_size"],
+        n_layer=config["num_layers"], n_head=config["num_heads"], d_head=config["hidden_size"] // config["num_heads"],
+        d_inner=config["intermediate_size"], ff_activation=activations[config["activation"]],
+        untie_r=config["untie_r"], attn_type="bi", clamp_len=config["clamp_len"], dropout=config["dropout"],
+        layer_norm_eps=config["layer_norm_epsilon"], initializer_range=config["initializer_range"], bi_data=False,
+        mem_len=None, same_length=False,
+    )
+    if tokenizer is not None:
+        if not getattr(tokenizer, "preprocessing", {}).get("strip_accents", True):
+            raise CheckpointError("the run's tokenizer keeps accents; transformers' XLNetTokenizer always strips them")
+        hf_config.update(pad_token_id=tokenizer.pad_id, bos_token_id=tokenizer.cls_id, eos_token_id=tokenizer.sep_id)
+    head = find_layer(run.pretrainer, "plm_head")
+    architecture = "XLNetLMHeadModel" if head is not None else "XLNetModel"
+    sink = WeightSink(prefix="transformer." if head is not None else "")
+    export_encoder(sink, encoder)
+    if head is not None:
+        sink.put("lm_loss.bias", head.bias, prefixed=False)
+        if not head.tie_decoder:
+            sink.put("lm_loss.weight", head.decoder_kernel.numpy().T, prefixed=False)
+            hf_config["tie_word_embeddings"] = False
+    notes = dropped_heads_note(run.pretrainer, ("plm_head",), architecture)
+    return HFExport(architecture, hf_config, sink.tensors, {"sentencepiece": "XLNetTokenizer"}, notes)
+
+
+def export_encoder(sink, encoder):
+    """The inverse of `load_encoder`: Dense kernels [H, N * D] back to XLNet's [H, N, D] projections."""
+    hidden, heads = encoder.hidden_size, encoder.num_heads
+    sink.put("word_embedding.weight", encoder.word_embedding.embeddings)
+    sink.put("mask_emb", encoder.mask_embedding.numpy().reshape(1, 1, hidden))
+    biases = encoder.relative_biases.numpy()
+    for index, block in enumerate(encoder.blocks):
+        prefix = f"layer.{index}."
+        attention = block.block.attention
+        for ours, theirs in (("query_dense", "q"), ("key_dense", "k"), ("value_dense", "v")):
+            sink.put(f"{prefix}rel_attn.{theirs}", getattr(attention, ours).kernel.numpy().reshape(hidden, heads, -1))
+        sink.put(f"{prefix}rel_attn.o", attention.output_dense.kernel.numpy().T.reshape(hidden, heads, -1))
+        sink.put(f"{prefix}rel_attn.r", block.relative.position_kernel)
+        sink.put(f"{prefix}rel_attn.seg_embed", block.relative.segment_embedding)
+        for name, bias in zip(BIAS_NAMES, biases[index] if encoder.untie_r else biases):
+            sink.put(f"{prefix}rel_attn.{name}", bias)
+        sink.layer_norm(block.block.attention_norm, f"{prefix}rel_attn.layer_norm")
+        sink.dense(block.block.intermediate_dense, f"{prefix}ff.layer_1")
+        sink.dense(block.block.output_dense, f"{prefix}ff.layer_2")
+        sink.layer_norm(block.block.output_norm, f"{prefix}ff.layer_norm")
