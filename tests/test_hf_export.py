@@ -288,6 +288,13 @@ def test_bert_run_exports_to_transformers(tmp_path, capsys, bert_run):
     printed = _export(run_dir, out, capsys)
     assert printed.startswith(f"BertForPreTraining written to {out}")
     _assert_matches_transformers(run, out, "BertForPreTraining")
+    # An earlier export is replaced whole; a transformers folder bertology did not write is refused.
+    (out / "stale.txt").write_text("from the earlier export")
+    assert _export(run_dir, out, capsys).startswith("BertForPreTraining written")
+    assert not (out / "stale.txt").exists() and json.loads((out / "bertology.json").read_text())["family"] == "bert"
+    (out / "bertology.json").unlink()
+    assert main(["export", str(run_dir), "--format", "hf", "--out", str(out)]) == 2
+    assert "holds files that bertology did not write" in capsys.readouterr().err
 
 
 def test_spanbert_run_exports_as_bert_masked_lm_from_the_command_line(tmp_path, sentences):
