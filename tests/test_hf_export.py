@@ -211,12 +211,12 @@ def _perturb(model, seed=0):
         variable.assign(variable.numpy() + rng.normal(0, 0.2, variable.shape).astype("float32"))
 
 
-def _native_run(family_name, preset, sentences, run_dir, vocab_size=300, **pretrainer_options):
+def _native_run(family_name, preset, sentences, run_dir, vocab_size=300, tokenizer=None, **pretrainer_options):
     from keras_bertology.models import FAMILIES
 
     keras.utils.set_random_seed(0)
     family = FAMILIES[family_name]
-    tokenizer = family.train_tokenizer(sentences, vocab_size)
+    tokenizer = tokenizer or family.train_tokenizer(sentences, vocab_size)
     backbone = family.backbone_cls(**family.backbone_config(preset, vocab_size=tokenizer.vocab_size,
                                                             max_positions=SEQ_LEN))
     pretrainer = family.build_pretrainer(backbone, pretrainer_options, preset=preset)
@@ -232,20 +232,21 @@ def bert_run(tmp_path_factory, sentences):
     return run_dir, _native_run("bert", "bert-tiny", sentences, run_dir)
 
 
-def _keras_outputs(run, heads=True):
-    """Our packed ids and the Keras model's outputs on (TEXTS, SECOND): the encoder's, and with `heads`
+def _keras_outputs(run, heads=True, texts=TEXTS, second=SECOND):
+    """Our packed ids and the Keras model's outputs on (texts, second): the encoder's, and with `heads`
     MLM logits at every position and NSP logits where the run has that head."""
     import tensorflow as tf
 
     from keras_bertology.convert.hf_export import find_layer
     from keras_bertology.models import FAMILIES
 
-    inputs = FAMILIES[run.family].pack_text(run.tokenizer, SEQ_LEN, tf.constant(TEXTS), tf.constant(SECOND))
+    inputs = FAMILIES[run.family].pack_text(run.tokenizer, SEQ_LEN, tf.constant(texts),
+                                            None if second is None else tf.constant(second))
     inputs = {name: value.numpy() for name, value in inputs.items()}
     outputs = dict(run.backbone({k: v for k, v in inputs.items() if k in run.backbone.input}))
     if not heads:
         return inputs, outputs
-    positions = np.tile(np.arange(SEQ_LEN, dtype="int32"), (len(TEXTS), 1))
+    positions = np.tile(np.arange(SEQ_LEN, dtype="int32"), (len(texts), 1))
     outputs["mlm"] = run.pretrainer.get_layer("mlm_head")(outputs["sequence_output"], positions)
     if find_layer(run.pretrainer, "nsp_head") is not None:
         outputs["nsp"] = run.pretrainer.get_layer("nsp_head")(outputs["pooled_output"])
@@ -258,14 +259,16 @@ def _assert_close(name, got, expected):
     assert diff <= TOLERANCE * scale, f"{name}: max abs diff {diff} at scale {scale}"
 
 
-def _assert_matches_transformers(run, out, architecture, auto_class=transformers.AutoModelForPreTraining):
+def _assert_matches_transformers(run, out, architecture, auto_class=transformers.AutoModelForPreTraining,
+                                 texts=TEXTS, second=SECOND):
     """AutoTokenizer's ids are ours, and `auto_class`'s hidden states and logits the Keras model's."""
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(out))
-    ours, keras_out = _keras_outputs(run)
-    batch = tokenizer(TEXTS, SECOND, padding="max_length", max_length=SEQ_LEN, truncation=True, return_tensors="pt")
+    ours, keras_out = _keras_outputs(run, texts=texts, second=second)
+    pair = (texts,) if second is None else (texts, second)
+    batch = tokenizer(*pair, padding="max_length", max_length=SEQ_LEN, truncation=True, return_tensors="pt")
     np.testing.assert_array_equal(batch["input_ids"].numpy(), ours["token_ids"])
     np.testing.assert_array_equal(batch["attention_mask"].numpy(), ours["padding_mask"])
-    if "segment_ids" in ours:
+    if "segment_ids" in run.backbone.input:
         np.testing.assert_array_equal(batch["token_type_ids"].numpy(), ours["segment_ids"])
 
     model = auto_class.from_pretrained(str(out), attn_implementation="eager").eval()
@@ -295,6 +298,20 @@ def test_bert_run_exports_to_transformers(tmp_path, capsys, bert_run):
     (out / "bertology.json").unlink()
     assert main(["export", str(run_dir), "--format", "hf", "--out", str(out)]) == 2
     assert "holds files that bertology did not write" in capsys.readouterr().err
+
+
+def test_roberta_run_exports_to_transformers(tmp_path, capsys, sentences):
+    """A byte-level BPE vocabulary with RoBERTa's specials: RobertaTokenizer's ids (the mask taking the
+    spaces before it) and RobertaForMaskedLM's numbers, positions numbered after the padding id."""
+    from keras_bertology.data.byte_bpe import SPECIAL_TOKENS
+    from keras_bertology.data.byte_bpe_training import train_byte_level_bpe
+
+    run_dir, out = tmp_path / "run", tmp_path / "hf"
+    run = _native_run("roberta", "roberta-tiny", sentences, run_dir,
+                      tokenizer=train_byte_level_bpe(sentences, 400, SPECIAL_TOKENS))
+    assert _export(run_dir, out, capsys).startswith(f"RobertaForMaskedLM written to {out}")
+    texts = ["Now is the <mask> of our discontent.", "  To be,  or not\tto be? 東京!", "Hi."]
+    _assert_matches_transformers(run, out, "RobertaForMaskedLM", transformers.AutoModelForMaskedLM, texts, None)
 
 
 def test_spanbert_run_exports_as_bert_masked_lm_from_the_command_line(tmp_path, sentences):
@@ -413,3 +430,20 @@ def test_xlnet_round_trip(tmp_path, capsys, sentences):
     exported = transformers.AutoTokenizer.from_pretrained(str(out))
     assert type(exported).__name__ == "XLNetTokenizer"
     assert exported(texts, padding="longest")["input_ids"] == tokenizer(texts, padding="longest")["input_ids"]
+
+
+@pytest.mark.parametrize("options", [dict(lower_case=True, strip_accents=False, chinese_chars=False),
+                                     dict(lower_case=False, strip_accents=True, chinese_chars=True)])
+def test_wordpiece_options_off_bert_defaults_reach_transformers(tmp_path, bert_run, options):
+    """Accents kept while lower-casing, stripped while cased, CJK left in words: BertTokenizer is told each."""
+    import tensorflow as tf
+
+    from keras_bertology.convert.hf_export import save_hf_tokenizer
+    from keras_bertology.data.tokenizers import WordPieceTokenizer
+
+    vocabulary = bert_run[1].tokenizer.vocabulary + ["café", "naïve", "cafe", "東京"]
+    ours = WordPieceTokenizer(vocabulary, **options)
+    save_hf_tokenizer(ours, tmp_path, {"wordpiece": "BertTokenizer"}, SEQ_LEN)
+    texts = TEXTS + ["CAFÉ café Cafe naïve 東京東京"]
+    theirs = transformers.AutoTokenizer.from_pretrained(str(tmp_path))(texts, add_special_tokens=False)
+    assert theirs["input_ids"] == ours.tokenize(tf.constant(texts)).to_list()
