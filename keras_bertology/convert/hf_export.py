@@ -115,7 +115,8 @@ def save_hf_tokenizer(tokenizer, folder, tokenizer_classes, seq_len):
 
 def _specials(tokenizer, roles):
     """`{role}_token` entries of tokenizer_config.json for the roles the tokenizer has."""
-    return {f"{role}_token": tokenizer.vocabulary[tokenizer._role(role)] for role in roles if tokenizer.has_role(role)}
+    tokens = tokenizer.vocabulary
+    return {f"{role}_token": tokens[getattr(tokenizer, f"{role}_id")] for role in roles if tokenizer.has_role(role)}
 
 
 def _wordpiece(tokenizer, folder, tokenizer_class):

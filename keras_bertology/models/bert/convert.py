@@ -205,10 +205,12 @@ def _export(run, model_type, prefix, tokenizer_classes):
     backbone, pretrainer = run.backbone, run.pretrainer
     mlm_head = find_layer(pretrainer, "mlm_head")
     nsp_head = find_layer(pretrainer, "nsp_head")
+    if find_layer(backbone, "embedding_projection") is not None:
+        raise CheckpointError(f"embeddings narrower than the encoder have no place in transformers' {prefix} "
+                              "(ELECTRA's have)")
     config = dict(model_type=model_type, **export_encoder_config(backbone))
     tokenizer = run.tokenizer
-    notes = []
-    if model_type == "roberta":
+    if model_type == "roberta":  # positions are numbered from pad + 1: the rows before are never read
         pad = tokenizer.pad_id if tokenizer is not None else 1
         config.update(pad_token_id=pad, max_position_embeddings=backbone.max_positions + pad + 1)
         if tokenizer is not None:
@@ -220,7 +222,7 @@ def _export(run, model_type, prefix, tokenizer_classes):
     else:
         architecture = f"{prefix}ForPreTraining" if nsp_head is not None else f"{prefix}ForMaskedLM"
         sink = WeightSink(prefix=f"{model_type}.")
-    notes += dropped_heads_note(pretrainer, ("mlm_head", "nsp_head"), architecture)
+    notes = dropped_heads_note(pretrainer, ("mlm_head", "nsp_head"), architecture)
     offset = config["max_position_embeddings"] - backbone.max_positions
     export_embeddings(sink, backbone, position_offset=offset)
     for index in range(backbone.num_layers):
