@@ -1,9 +1,6 @@
-"""RoBERTa: the BERT backbone without segments or pooler, pretrained by MLM only.
-
-RoBERTa's original byte-level BPE has no in-graph TensorFlow implementation;
-here it pretrains with SentencePiece BPE with byte fallback, which is also
-byte-complete (no unknown tokens) and runs inside the SavedModel graph.
-"""
+"""RoBERTa: the BERT backbone without segments or pooler, pretrained by MLM only, with a byte-level BPE
+vocabulary learned from the corpus (as the original's; it runs inside the SavedModel graph and exports
+as RobertaTokenizer's vocab.json + merges.txt)."""
 
 from keras_bertology.lazy_imports import lazy_attributes
 from keras_bertology.models.family import ModelFamily
@@ -14,7 +11,7 @@ ROBERTA = FAMILY = ModelFamily(
     presets=ROBERTA_PRESETS,
     backbone_path="keras_bertology.models.bert.backbone:BertBackbone",
     pretrainer_path="keras_bertology.models.roberta.pretrainer:RobertaPretrainer",
-    tokenizer_path="keras_bertology.data.tokenizers:train_sentencepiece",  # BPE + byte fallback
+    tokenizer_path="keras_bertology.models.roberta.tokenizer:train_tokenizer",
     instances_path="keras_bertology.data.instances:packed_instances",
     hf_model_types=("roberta",),
     converter_path="keras_bertology.models.bert.convert:convert",
