@@ -60,7 +60,7 @@ benchmark: $(TESTING)
 	$(BIN)/python -m benchmarks.peer_suite
 
 # The objective study (`bertology study`, --scale tiny: about 75 minutes on 2 CPU cores, resumable); its
-# table, JSON and plot are then copied to benchmarks/results/study_tiny/, the copy the README shows.
+# table, JSON and plot are then copied to benchmarks/results/study_tiny/, the copy docs/study.md shows.
 study: $(RUNTIME)
 	$(BIN)/bertology study --out studies/objectives
 	mkdir -p benchmarks/results/study_tiny
