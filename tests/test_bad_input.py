@@ -247,7 +247,8 @@ CASES = [
     ("export without tokenizer", ["export", "{tmp}/run", "--out", "{tmp}/e"], "no in-graph tokenizer"),
     ("export --format hf of a family transformers lacks",
      ["export", "{tmp}/run_transformer_xl", "--format", "hf", "--out", "{tmp}/e"],
-     "--format hf: transformers has no model for the transformer-xl family; families that export: bert,"),
+     "transformers has no model for the transformer-xl family; families that export: albert, bert, electra, gpt, "
+     "roberta, spanbert, xlnet"),
     ("export --format hf --serving-xla", ["export", "{tmp}/run", "--format", "hf", "--serving-xla", "--out", "{tmp}/e"],
      "--serving-xla applies to a SavedModel, not to --format hf"),
     ("export --format hf --length-buckets",
