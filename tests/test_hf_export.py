@@ -219,7 +219,7 @@ def _native_run(family_name, preset, sentences, run_dir, vocab_size=300, tokeniz
     tokenizer = tokenizer or family.train_tokenizer(sentences, vocab_size)
     backbone = family.backbone_cls(**family.backbone_config(preset, vocab_size=tokenizer.vocab_size,
                                                             max_positions=SEQ_LEN))
-    pretrainer = family.build_pretrainer(backbone, pretrainer_options, preset=preset)
+    pretrainer = family.build_pretrainer(backbone, pretrainer_options, preset=preset, batch_size=len(TEXTS))
     _perturb(pretrainer)
     run = RunModel(family_name, backbone, tokenizer, SEQ_LEN, pretrainer=pretrainer, preset=preset)
     save_run_model(run_dir, run)
@@ -307,8 +307,8 @@ def test_roberta_run_exports_to_transformers(tmp_path, capsys, sentences):
     from keras_bertology.data.byte_bpe_training import train_byte_level_bpe
 
     run_dir, out = tmp_path / "run", tmp_path / "hf"
-    run = _native_run("roberta", "roberta-tiny", sentences, run_dir,
-                      tokenizer=train_byte_level_bpe(sentences, 400, SPECIAL_TOKENS))
+    run = _native_run("roberta", "roberta-tiny", sentences, run_dir, vocab_size=400)
+    assert run.tokenizer.vocabulary == train_byte_level_bpe(sentences, 400, SPECIAL_TOKENS).vocabulary
     assert _export(run_dir, out, capsys).startswith(f"RobertaForMaskedLM written to {out}")
     texts = ["Now is the <mask> of our discontent.", "  To be,  or not\tto be? 東京!", "Hi."]
     _assert_matches_transformers(run, out, "RobertaForMaskedLM", transformers.AutoModelForMaskedLM, texts, None)
@@ -362,11 +362,48 @@ def test_electra_run_exports_discriminator_and_generator(tmp_path, capsys, sente
     assert np.abs(keras_generated).max() > 1, "weights too small to tell a mapping mistake"
 
 
-def test_a_tokenizer_transformers_cannot_express_is_refused(tmp_path, capsys, sentences):
-    """ALBERT's tokenizer trained here falls back to bytes, which AlbertTokenizer cannot: one line, and
-    no --out folder."""
+def test_albert_run_exports_to_transformers(tmp_path, capsys, sentences):
+    """ALBERT's own vocabulary (lowercased, accents stripped, quotes replaced, <unk> for unseen
+    characters) gives AlbertTokenizer's ids; AlbertForPreTraining's numbers are the Keras model's."""
     run_dir, out = tmp_path / "run", tmp_path / "hf"
-    _native_run("albert", "albert-tiny", sentences, run_dir, vocab_size=500)
+    run = _native_run("albert", "albert-tiny", sentences, run_dir, vocab_size=500)
+    assert _export(run_dir, out, capsys).startswith(f"AlbertForPreTraining written to {out}")
+    texts = ["``Now'' is the WINTER of our discontent.", *TEXTS[1:]]
+    assert run.tokenizer.unk_id in run.tokenizer.tokenize(texts).flat_values.numpy()  # 東京 is unseen
+    _assert_matches_transformers(run, out, "AlbertForPreTraining", texts=texts)
+
+
+def test_xlnet_run_exports_to_transformers(tmp_path, capsys, sentences):
+    """XLNet's own cased vocabulary gives XLNetTokenizer's ids, segments and left padding; XLNetModel's
+    hidden states are the Keras backbone's."""
+    run_dir, out = tmp_path / "run", tmp_path / "hf"
+    run = _native_run("xlnet", "xlnet-tiny", sentences, run_dir, vocab_size=500)
+    assert _export(run_dir, out, capsys).startswith(f"XLNetLMHeadModel written to {out}")
+    ours, keras_out = _keras_outputs(run, heads=False)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(out))
+    batch = tokenizer(TEXTS, SECOND, padding="max_length", max_length=SEQ_LEN, truncation=True,
+                      return_tensors="pt")
+    for theirs, mine in (("input_ids", "token_ids"), ("attention_mask", "padding_mask")):
+        np.testing.assert_array_equal(batch[theirs].numpy(), ours[mine])
+    real = ours["padding_mask"].astype(bool)
+    # Padding's segment (3 in ours, 0 in transformers 5's) reaches no real token: padding keys are masked.
+    np.testing.assert_array_equal(batch["token_type_ids"].numpy()[real], ours["segment_ids"][real])
+    model = transformers.AutoModel.from_pretrained(str(out), attn_implementation="eager").eval()
+    with torch.no_grad():
+        hidden = model(**batch).last_hidden_state.numpy()
+    _assert_close("sequence", hidden[real], keras_out["sequence_output"][real])
+    assert np.abs(keras_out["sequence_output"]).max() > 1, "weights too small to tell a mapping mistake"
+
+
+def test_a_tokenizer_transformers_cannot_express_is_refused(tmp_path, capsys, sentences):
+    """A SentencePiece model that falls back to bytes, which AlbertTokenizer cannot: one line, and no
+    --out folder."""
+    from keras_bertology.data.tokenizers import ALBERT_SPECIAL_TOKENS, train_sentencepiece
+
+    run_dir, out = tmp_path / "run", tmp_path / "hf"
+    bytes_too = train_sentencepiece(sentences, 500, model_type="unigram", special_tokens=ALBERT_SPECIAL_TOKENS,
+                                    lower_case=True, strip_accents=True, replace_quotes=True)
+    _native_run("albert", "albert-tiny", sentences, run_dir, tokenizer=bytes_too)
     assert main(["export", str(run_dir), "--format", "hf", "--out", str(out)]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert error == ["bertology: error: the run's SentencePiece model falls back to bytes for unknown characters; "

@@ -77,7 +77,8 @@ def _write_model(folder, exported, run):
     (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     save_file(exported.tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
     if run.tokenizer is not None:
-        save_hf_tokenizer(run.tokenizer, folder, exported.tokenizer_classes, run.seq_len)
+        save_hf_tokenizer(run.tokenizer, folder, exported.tokenizer_classes, run.seq_len,
+                          segments="segment_ids" in run.backbone.input)
 
 
 def find_layer(model, name):
@@ -98,9 +99,12 @@ def dropped_heads_note(pretrainer, exported, architecture):
 # Tokenizer files -----------------------------------------------------------------------------------
 
 
-def save_hf_tokenizer(tokenizer, folder, tokenizer_classes, seq_len):
+def save_hf_tokenizer(tokenizer, folder, tokenizer_classes, seq_len, segments=True):
     """The files the transformers tokenizer class of `tokenizer`'s kind (`tokenizer_classes`) reads to
-    give the ids `tokenizer` gives; a CheckpointError where that class cannot express its options."""
+    give the ids `tokenizer` gives; a CheckpointError where that class cannot express its options.
+    With `segments` (a model with segment embeddings) the tokenizer returns token_type_ids too, which
+    some classes (AlbertTokenizer, XLNetTokenizer) leave out by default: the model would then read
+    every pair as one segment."""
     writers = {"wordpiece": _wordpiece, "sentencepiece": _sentencepiece, "byte_bpe": _byte_bpe}
     kind = tokenizer.type_name
     if kind not in tokenizer_classes:
@@ -109,7 +113,9 @@ def save_hf_tokenizer(tokenizer, folder, tokenizer_classes, seq_len):
                               f"tokenizers: {wanted}")
     tokenizer_class = tokenizer_classes[kind]
     config = writers[kind](tokenizer, Path(folder), tokenizer_class)
-    config = {"tokenizer_class": tokenizer_class, "model_max_length": seq_len, **config}
+    inputs = ["input_ids", "token_type_ids", "attention_mask"] if segments else ["input_ids", "attention_mask"]
+    config = {"tokenizer_class": tokenizer_class, "model_max_length": seq_len, "model_input_names": inputs,
+              **config}
     (Path(folder) / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
 

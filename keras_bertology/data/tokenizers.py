@@ -447,6 +447,9 @@ def train_sentencepiece(
     model_type: str = "bpe",
     byte_fallback: bool = True,
     special_tokens: dict | None = None,
+    lower_case: bool = False,
+    strip_accents: bool = False,
+    replace_quotes: bool = False,
 ) -> SentencePieceTokenizer:
     """Train a SentencePiece model in memory (no files), deterministically.
 
@@ -456,6 +459,8 @@ def train_sentencepiece(
     text maps to it. With `byte_fallback` the 256 byte pieces follow, and
     characters outside the vocabulary become their UTF-8 bytes instead of
     <unk>. One thread, so the same sentences always give the same model.
+    The preprocessing flags (ALBERT's and XLNet's, see SentencePieceTokenizer)
+    apply to the training sentences as the tokenizer applies them to text.
     """
     if model_type not in ("bpe", "unigram"):
         raise ConfigError(f"model_type must be 'bpe' or 'unigram', got {model_type!r}.")
@@ -464,6 +469,10 @@ def train_sentencepiece(
     if set(order) != set(SPECIAL_ROLES) or order[-1] != "mask":
         raise ConfigError(f"special_tokens must name the roles {SPECIAL_ROLES}, the mask last; got {order}")
     _check_training_input(sentences, vocab_size, minimum=len(order) + 1)
+    preprocessing = dict(lower_case=lower_case, strip_accents=strip_accents, replace_quotes=replace_quotes)
+    if any(preprocessing.values()):
+        sentences = [s.decode("utf-8") for s in
+                     _sentencepiece_preprocess(tf.constant(list(sentences)), **preprocessing).numpy()]
     ids = {role: index for index, role in enumerate(order)}
     model = io.BytesIO()
     try:
@@ -487,7 +496,7 @@ def train_sentencepiece(
         )
     except RuntimeError as error:
         raise _sentencepiece_training_error(error, vocab_size) from None
-    return SentencePieceTokenizer(model.getvalue(), special_tokens)
+    return SentencePieceTokenizer(model.getvalue(), special_tokens, **preprocessing)
 
 
 def _sentencepiece_training_error(error: RuntimeError, vocab_size: int) -> ConfigError:

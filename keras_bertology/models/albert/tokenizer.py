@@ -4,6 +4,9 @@ from keras_bertology.data.tokenizers import ALBERT_SPECIAL_TOKENS, train_sentenc
 
 
 def train_tokenizer(sentences, vocab_size):
-    """A unigram SentencePiece model as google-research/albert trains it, with byte fallback."""
-    return train_sentencepiece(sentences, vocab_size, model_type="unigram", byte_fallback=True,
-                               special_tokens=ALBERT_SPECIAL_TOKENS)
+    """A unigram SentencePiece model as google-research/albert trains and reads it: text lowercased,
+    accents stripped, `` and '' turned into ", characters outside the vocabulary <unk> (no byte
+    fallback), so that transformers' AlbertTokenizer reads the exported model with the same ids."""
+    return train_sentencepiece(sentences, vocab_size, model_type="unigram", byte_fallback=False,
+                               special_tokens=ALBERT_SPECIAL_TOKENS, lower_case=True, strip_accents=True,
+                               replace_quotes=True)

@@ -4,6 +4,8 @@ from keras_bertology.data.tokenizers import XLNET_SPECIAL_TOKENS, train_sentence
 
 
 def train_tokenizer(sentences, vocab_size):
-    """A unigram SentencePiece model (XLNet's kind), cased, with byte fallback."""
-    return train_sentencepiece(sentences, vocab_size, model_type="unigram", byte_fallback=True,
-                               special_tokens=XLNET_SPECIAL_TOKENS)
+    """A cased unigram SentencePiece model as zihangdai/xlnet reads text: accents stripped, `` and ''
+    turned into ", characters outside the vocabulary <unk> (no byte fallback), so that transformers'
+    XLNetTokenizer reads the exported model with the same ids."""
+    return train_sentencepiece(sentences, vocab_size, model_type="unigram", byte_fallback=False,
+                               special_tokens=XLNET_SPECIAL_TOKENS, strip_accents=True, replace_quotes=True)
