@@ -1,7 +1,5 @@
 """Hugging Face ALBERT checkpoints (AlbertModel, AlbertForPreTraining, AlbertForMaskedLM, task models)."""
 
-import numpy as np
-
 from keras_bertology.convert.hf_weights import (
     WeightSink,
     WeightSource,
@@ -150,25 +148,15 @@ def _export_config(config):
 
 def _export_backbone(sink, backbone, pooler, notes, architecture):
     """The inverse of `_load_backbone`; the pooler where the class has one."""
-    embeddings = backbone.get_layer("embeddings")
-    sink.put("embeddings.word_embeddings.weight", embeddings.token_embedding.embeddings)
-    sink.put("embeddings.position_embeddings.weight", embeddings.position_embedding.embeddings)
-    if embeddings.segment_embedding is not None:
-        sink.put("embeddings.token_type_embeddings.weight", embeddings.segment_embedding.embeddings)
-    else:  # one zero row adds nothing
-        sink.put("embeddings.token_type_embeddings.weight", np.zeros((1, embeddings.token_embedding.output_dim)))
-    sink.layer_norm(embeddings.layer_norm, "embeddings.LayerNorm")
+    from keras_bertology.models.bert.convert import export_embeddings, export_pooler
+
+    export_embeddings(sink, backbone)
     sink.dense(backbone.get_layer("embedding_projection"), "encoder.embedding_hidden_mapping_in")
     stack = backbone.get_layer("encoder")
     for group in range(stack.num_groups):
         for inner, block in enumerate(stack.group_blocks(group)):
             _export_block(sink, block, f"encoder.albert_layer_groups.{group}.albert_layers.{inner}")
-    if backbone.use_pooler and pooler:
-        sink.dense(backbone.get_layer("pooler"), "pooler")
-    elif backbone.use_pooler:
-        notes.append(f"the pooler is dropped: transformers' {architecture} has none")
-    elif pooler:
-        notes.append(f"this run has no pooler: transformers' {architecture} builds one, randomly initialised")
+    export_pooler(sink, backbone, "pooler", pooler, architecture, notes)
 
 
 def _export_block(sink, block, prefix):

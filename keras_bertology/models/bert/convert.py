@@ -227,13 +227,8 @@ def _export(run, model_type, prefix, tokenizer_classes):
     export_embeddings(sink, backbone, position_offset=offset)
     for index in range(backbone.num_layers):
         export_encoder_block(sink, backbone.get_layer(f"encoder_block_{index}"), index)
-    keeps_pooler = architecture.endswith(("Model", "ForPreTraining"))
-    if backbone.use_pooler and keeps_pooler:
-        sink.dense(backbone.get_layer("pooler"), "pooler.dense")
-    elif backbone.use_pooler:
-        notes.append(f"the pooler is dropped: transformers' {architecture} has none")
-    elif keeps_pooler:
-        notes.append(f"this run has no pooler: transformers' {architecture} builds one, randomly initialised")
+    export_pooler(sink, backbone, "pooler.dense", architecture.endswith(("Model", "ForPreTraining")),
+                  architecture, notes)
     if mlm_head is not None:
         if model_type == "roberta":
             export_mlm_head(sink, mlm_head, "lm_head", "lm_head.dense", "lm_head.layer_norm", "gelu", config)
@@ -274,6 +269,17 @@ def export_embeddings(sink, backbone, position_offset=0):
     else:
         sink.put("embeddings.token_type_embeddings.weight", np.zeros((1, positions.shape[1])))
     sink.layer_norm(embeddings.layer_norm, "embeddings.LayerNorm")
+
+
+def export_pooler(sink, backbone, name, wanted, architecture, notes):
+    """The backbone's pooler as `name` where transformers' `architecture` has one (`wanted`); a note
+    where only one side has it."""
+    if backbone.use_pooler and wanted:
+        sink.dense(backbone.get_layer("pooler"), name)
+    elif backbone.use_pooler:
+        notes.append(f"the pooler is dropped: transformers' {architecture} has none")
+    elif wanted:
+        notes.append(f"this run has no pooler: transformers' {architecture} builds one, randomly initialised")
 
 
 def export_encoder_block(sink, block, index):
