@@ -17,7 +17,7 @@ import tensorflow as tf
 import torch
 import transformers
 
-from hf_reference import nonlinear_share, perturbed_hf_model
+from hf_reference import nonlinear_share, perturbed_hf_model, roberta_bpe_files
 from keras_bertology.cli import main
 
 TOLERANCE = 1e-5
@@ -116,17 +116,10 @@ def test_bert_layouts_convert_and_serve_like_transformers(tmp_path, capsys, cls_
 @pytest.fixture(scope="module")
 def bpe_files(tmp_path_factory):
     """A byte-level BPE vocabulary trained like RoBERTa's, as vocab.json + merges.txt."""
-    from tokenizers import ByteLevelBPETokenizer
-
     from keras_bertology.data.corpus import default_corpus_paths, read_corpus
 
     sentences = [s for document in read_corpus(default_corpus_paths()[:2]) for s in document]
-    bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(sentences, vocab_size=1200, min_frequency=2,
-                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"], show_progress=False)
-    folder = tmp_path_factory.mktemp("bpe")
-    bpe.save_model(str(folder))
-    return folder
+    return roberta_bpe_files(sentences, 1200, tmp_path_factory.mktemp("bpe"))
 
 
 def _roberta_tokenizer(directory, bpe_files, source):

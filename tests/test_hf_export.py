@@ -24,7 +24,7 @@ import transformers
 from safetensors.numpy import load_file
 from tokenizers import AddedToken
 
-from hf_reference import perturbed_hf_model
+from hf_reference import perturbed_hf_model, roberta_bpe_files
 from keras_bertology.cli import main
 from keras_bertology.convert import convert_hf_checkpoint
 from keras_bertology.runs import RunModel, save_run_model
@@ -113,14 +113,7 @@ def _roberta_folded(original, exported):
 @pytest.fixture(scope="module")
 def bpe_files(tmp_path_factory, sentences):
     """A small byte-level BPE vocabulary trained as RoBERTa's, as vocab.json + merges.txt."""
-    from tokenizers import ByteLevelBPETokenizer
-
-    bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(sentences, vocab_size=400, min_frequency=2,
-                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"], show_progress=False)
-    folder = tmp_path_factory.mktemp("bpe")
-    bpe.save_model(str(folder))
-    return folder
+    return roberta_bpe_files(sentences, 400, tmp_path_factory.mktemp("bpe"))
 
 
 def test_roberta_round_trip(tmp_path, capsys, bpe_files):
