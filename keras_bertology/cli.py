@@ -157,6 +157,10 @@ def _add_finetune(commands):
                           help="tf.distribute strategy (--batch-size is the global batch)")
     _number(finetune, "--max-examples", ranges.MAX_EXAMPLES, "keep the first N examples of each split (quick trials)",
             metavar="N")
+    _number(finetune, "--train-examples", ranges.MAX_EXAMPLES,
+            "learn from N training examples drawn by --seed (classification: every class first, then in "
+            "proportion; the same N examples for every model with the same seed); dev and test untouched",
+            metavar="N")
     finetune.add_argument("--random-init", action="store_true",
                           help="re-initialise the encoder's weights (a baseline for what pretraining gives)")
     finetune.add_argument("--out", metavar="DIR", help="results folder (default: runs/finetune-<task>-<time>)")
@@ -178,8 +182,9 @@ def _add_study(commands):
     study.add_argument("--out", default=defaults.out, metavar="STUDY_DIR",
                        help="the study folder; run the same command again to resume an interrupted study")
     study.add_argument("--scale", choices=list(SCALES), default=defaults.scale,
-                       help="tiny: 2 CPU cores, about 75 min; small: a GPU; base: a TPU slice; smoke: a check")
-    study.add_argument("--corpus", nargs="+", metavar="PATH", help="as for pretrain (default: the bundled plays)")
+                       help="tiny: 2 CPU cores, about an hour; small: a GPU; base: a TPU slice; smoke: a check")
+    study.add_argument("--corpus", nargs="+", metavar="PATH",
+                       help="as for pretrain (default: the tasks' own training text, without labels)")
     study.add_argument("--corpus-format", choices=CORPUS_FORMATS, default=defaults.corpus_format)
     study.add_argument("--text-field", default=defaults.text_field)
     study.add_argument("--arms", nargs="+", choices=ARM_NAMES, default=list(defaults.arms), metavar="ARM",
@@ -187,7 +192,9 @@ def _add_study(commands):
                             "sets the compute budget")
     study.add_argument("--tasks", nargs="+", default=list(defaults.tasks), metavar="NAME|DATA_DIR",
                        help="fine-tuning tasks, as `finetune --task` takes them")
-    _number(study, "--seeds", ranges.STUDY_SEEDS, "fine-tuning seeds per run", default=defaults.seeds)
+    _number(study, "--seeds", ranges.STUDY_SEEDS,
+            "fine-tuning seeds per arm, task and label count, each drawing the same labeled examples for every "
+            "arm (default: the scale's, 5 for tiny)")
     _number(study, "--seed", ranges.SEED, "the pretraining runs' seed", default=defaults.seed)
     _number(study, "--vocab-size", ranges.VOCAB_SIZE, default=defaults.vocab_size)
 

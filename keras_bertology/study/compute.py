@@ -8,12 +8,13 @@ pretrainer's traced step (`training.flops`), stage by stage.
 """
 
 import dataclasses
+import json
 import shutil
 
 import keras
 import numpy as np
 
-from keras_bertology.atomic import atomic_directory
+from keras_bertology.atomic import atomic_directory, atomic_file
 from keras_bertology.data.corpus import BadRecords, read_corpus
 from keras_bertology.data.pipeline import make_dataset
 from keras_bertology.data.recipe import build_instances, build_masker, tokenize_documents
@@ -30,6 +31,26 @@ def read_documents(options):
     """The study's corpus, read once as `bertology pretrain` reads it."""
     return read_corpus(options.corpus, options.corpus_format, options.text_field, BadRecords(skip=False),
                        say=print if options.verbose else lambda line: None)
+
+
+def write_task_text(tasks, out):
+    """STUDY/pretraining_text.jsonl: every task's training text without its labels, one document per
+    example (a classification pair's two texts, a tagged sentence's words, a span example's context
+    once), so that pretraining reads in-domain text and never a dev or test example. Returns the path."""
+    documents = []
+    for task in tasks:
+        for example in task.splits["train"]:
+            if task.kind == "classification":
+                documents.append(" ".join(filter(None, (example["text"], example.get("text_b")))))
+            elif task.kind == "tagging":
+                documents.append(" ".join(example["words"]))
+            else:
+                documents.append(example["context"])
+    path = out / "pretraining_text.jsonl"
+    with atomic_file(path) as staging:
+        staging.write_text("".join(json.dumps({"text": text}) + "\n" for text in dict.fromkeys(documents)),
+                           encoding="utf-8")
+    return path
 
 
 def arm_tokenizer(family, documents, pretrain_options, folder):

@@ -17,11 +17,13 @@ _RANGES = {"seeds": ranges.STUDY_SEEDS, "seed": ranges.SEED, "vocab_size": range
 class StudyOptions:
     """Everything `bertology study` accepts.
 
-    corpus / corpus_format / text_field: as `bertology pretrain` (None: the bundled plays).
+    corpus / corpus_format / text_field: as `bertology pretrain`; None pretrains on the tasks' own
+        unlabeled text (the text of their training splits, no labels, no dev or test example).
     scale: a name of `arms.SCALES` (sizes, budget, fine-tuning recipe).
     arms: the arms to compare (default all; the first sets the compute budget).
     tasks: fine-tuning tasks, built-in names or data folders as `bertology finetune --task` takes.
-    seeds: fine-tuning seeds per arm and task (pretraining uses `seed`).
+    seeds: fine-tuning seeds per arm, task and label count (None: the scale's); seed s draws the
+        same labeled examples for every arm (pretraining uses `seed`).
     """
 
     out: str = "studies/objectives"
@@ -31,7 +33,7 @@ class StudyOptions:
     scale: str = "tiny"
     arms: tuple = ARM_NAMES
     tasks: tuple = DEFAULT_TASKS
-    seeds: int = 3
+    seeds: int | None = None
     seed: int = 0
     vocab_size: int = 8000
     verbose: int = 1
@@ -50,8 +52,12 @@ class StudyOptions:
         if len(set(names)) != len(names):
             raise ConfigError(f"--tasks names two tasks alike ({', '.join(names)}): each task's results are kept "
                               "under its folder's name")
-        ranges.check_options(self, _RANGES)
+        ranges.check_options(self, _RANGES, optional=("seeds",))
         return SCALES[self.scale]
+
+    @property
+    def seed_count(self):
+        return self.seeds if self.seeds is not None else SCALES[self.scale].seeds
 
     def plan_key(self):
         """What fixes the study's results: a study folder holds one plan, resumed only with the same
@@ -60,4 +66,5 @@ class StudyOptions:
         for name in ("out", "verbose"):
             key.pop(name)
         key["recipe"] = dataclasses.asdict(SCALES[self.scale])
+        key["seeds"] = self.seed_count
         return json.loads(json.dumps(key))  # as study.json holds it: tuples become lists

@@ -1,15 +1,24 @@
-"""The study's table, verdicts on the seeds' claims, and the score-against-compute plot.
+"""The study's table, learning curves, verdicts on the seeds' claims, and its plots.
 
-A claim is judged on the test scores of the full budget, per task: the
-difference of the two arms' means against its standard error over seeds
-(sqrt(s_a^2 / n_a + s_b^2 / n_b)). "better" is reproduced when the
-difference is above two standard errors, reversed when below minus two,
-and undecided between; "same" (a wash) is reproduced when it lies within
-two; "at least" (as well as) when it is not below minus two. Two arms
-that score the same on every seed (a task at its floor: every tagger
-predicting no entity) give no evidence either way: "no signal".
+Every comparison is paired: fine-tuning seed s draws the same labeled
+examples for every arm, so two arms are compared by their per-seed
+differences d_s, whose standard error is sd(d) / sqrt(n). "better" is
+reproduced when the mean difference is above two standard errors, reversed
+when below minus two, and undecided between; "same" (a wash) is reproduced
+when it lies within two; "at least" (as well as) when it is not below minus
+two. Two arms that score the same on every seed (a task at its floor: every
+tagger predicting no entity) give no evidence either way: "no signal".
+
+A sanity gate comes first: a comparison of objectives means something only
+where pretraining helps at all. Per task, the reference arm (the first, BERT's
+MLM) must beat random initialisation by more than two standard errors at the
+verdict label count; where it does not, the report says the budget is too
+small for that task and judges no claim on it. The smallest difference a
+task can decide is two pooled standard errors of the paired differences of
+all arms (random init included) at the full budget.
 """
 
+import itertools
 import json
 import math
 import statistics
@@ -22,15 +31,16 @@ DECISIVE = 2.0  # standard errors
 
 
 def summarize(scores):
-    """Mean, sample standard deviation (0 for one seed) and count of `scores`."""
+    """Mean, sample standard deviation (0 for one seed), count and the per-seed `scores` themselves."""
     return {"mean": statistics.fmean(scores), "std": statistics.stdev(scores) if len(scores) > 1 else 0.0,
-            "n": len(scores)}
+            "n": len(scores), "seeds": list(scores)}
 
 
 def judge(relation, a, b):
-    """The verdict of one claim from the summaries of arm `a` and arm `b` on a task."""
-    difference = a["mean"] - b["mean"]
-    error = math.sqrt(a["std"] ** 2 / a["n"] + b["std"] ** 2 / b["n"])
+    """The verdict of one claim from the per-seed scores of arm `a` and arm `b` (paired by seed)."""
+    differences = [x - y for x, y in zip(a, b, strict=True)]
+    difference = statistics.fmean(differences)
+    error = statistics.stdev(differences) / math.sqrt(len(differences)) if len(differences) > 1 else 0.0
     z = difference / error if error > 0 else math.copysign(math.inf, difference) if difference else 0.0
     if not difference and not error:
         verdict = "no signal"
@@ -43,39 +53,71 @@ def judge(relation, a, b):
     return {"difference": difference, "standard_error": error, "verdict": verdict}
 
 
-def write_report(out, options, scale, points, state, random_init_key):
-    """results.json, results.md and score_vs_compute.png of a finished study; returns the results."""
+def decidable_difference(seed_scores):
+    """Two pooled standard errors of the paired differences of every pair of `seed_scores` (lists
+    over the same seeds): the smallest difference between two arms the study can tell from noise."""
+    variances = [statistics.variance([x - y for x, y in zip(a, b)]) for a, b in itertools.combinations(seed_scores, 2)]
+    n = len(seed_scores[0]) if seed_scores else 0
+    if not variances or n < 2:
+        return None
+    return DECISIVE * math.sqrt(statistics.fmean(variances) / n)
+
+
+def finetune_key(key, task, labels, seed):
+    """The study.json key (and folder under STUDY/finetune/) of one fine-tuning run."""
+    return f"{key}/{Path(task).name}/labels-{labels}/seed-{seed}"
+
+
+def write_report(out, options, scale, points, state, random_init_key, label_counts):
+    """results.json, results.md and score_vs_compute.png of a finished study; returns the results.
+
+    `label_counts`: per task (as given), {"all": its label counts, "verdict": the one verdicts use}."""
+    seeds = range(options.seed_count)
+
+    def scores(key, task, labels):
+        return summarize([state["finetune"][finetune_key(key, task, labels, seed)]["score"] for seed in seeds])
+
     tasks = [Path(task).name for task in options.tasks]
-    rows = []
+    verdict_labels = {Path(task).name: counts["verdict"] for task, counts in label_counts.items()}
+    metrics = {Path(task).name: state["finetune"][finetune_key(random_init_key, task, counts["verdict"], 0)]["metric"]
+               for task, counts in label_counts.items()}
+    rows, curves = [], {}
     for point in points:
-        scores, metrics = {}, {}
-        for task in tasks:
-            records = [state["finetune"][f"{point.key}/{task}/seed-{seed}"] for seed in range(options.seeds)]
-            scores[task] = summarize([record["score"] for record in records])
-            metrics[task] = records[0]["metric"]
         pretrained = state["pretrain"][point.arm.name]
         rows.append({"arm": point.arm.name, "objective": point.arm.objective, "budget": point.share,
                      "steps": point.steps, "pretrain_flops": point.flops,
                      "pretrain_seconds": pretrained["seconds"] * point.steps / point.run.steps,
-                     "scores": scores, "metrics": metrics})
+                     "scores": {Path(task).name: scores(point.key, task, counts["verdict"])
+                                for task, counts in label_counts.items()}})
         if point.steps == point.run.steps:
             rows[-1]["pretrain_losses"] = {name: summary["last"].get("loss")
                                            for name, summary in pretrained["objectives"].items()}
-    baseline = {task: summarize([state["finetune"][f"{random_init_key}/{task}/seed-{seed}"]["score"]
-                                 for seed in range(options.seeds)]) for task in tasks}
+            curves[point.arm.name] = _curve(scores, point.key, label_counts)
+    random_init = _curve(scores, random_init_key, label_counts)
     full = {row["arm"]: row for row in rows if row["budget"] == max(scale.budgets)}
+    reference = next(iter(full))
+    gate = {task: judge("better", full[reference]["scores"][task]["seeds"],
+                        random_init[task][str(verdict_labels[task])]["seeds"]) for task in tasks}
+    for task in tasks:
+        gate[task]["pays"] = gate[task]["verdict"] == "reproduced"
     claims = []
     for text, winner, other, relation, task in CLAIMS:
         if winner in full and other in full:
             for name in ([task] if task else tasks):
-                if name in tasks:
+                if name in tasks and gate[name]["pays"]:
                     claims.append({"claim": text, "arm": winner, "against": other, "relation": relation,
-                                   "task": name, **judge(relation, full[winner]["scores"][name],
-                                                         full[other]["scores"][name])})
-    results = {"scale": options.scale, "size": scale.describe(), "seeds": options.seeds, "tasks": tasks,
+                                   "task": name, **judge(relation, full[winner]["scores"][name]["seeds"],
+                                                         full[other]["scores"][name]["seeds"])})
+    decidable = {task: decidable_difference([row["scores"][task]["seeds"] for row in full.values()]
+                                            + [random_init[task][str(verdict_labels[task])]["seeds"]])
+                 for task in tasks}
+    results = {"scale": options.scale, "size": scale.describe(), "seeds": options.seed_count, "tasks": tasks,
+               "metrics": metrics, "verdict_labels": verdict_labels, "reference_arm": reference,
                "budget_flops": max(row["pretrain_flops"] for row in rows) if rows else 0,
-               "rows": rows, "random_init": baseline, "claims": claims,
-               "flops_per_step": state["flops_per_step"],
+               "pretraining_text": "the tasks' training text, without labels" if options.corpus is None
+               else " ".join(map(str, options.corpus)),
+               "rows": rows, "learning_curves": curves, "random_init": random_init, "gate": gate,
+               "decidable_difference": decidable, "claims": claims, "flops_per_step": state["flops_per_step"],
                "pretrain_seconds": sum(r["seconds"] for r in state["pretrain"].values()),
                "finetune_train_seconds": sum(r["seconds"] for r in state["finetune"].values())}
     with atomic_file(Path(out) / "results.json") as staging:
@@ -86,22 +128,29 @@ def write_report(out, options, scale, points, state, random_init_key):
     return results
 
 
+def _curve(scores, key, label_counts):
+    """{task: {label count (as text, JSON's keys): summary}} of one encoder."""
+    return {Path(task).name: {str(labels): scores(key, task, labels) for labels in counts["all"]}
+            for task, counts in label_counts.items()}
+
+
 def _cell(summary):
     return f"{summary['mean']:.3f} ± {summary['std']:.3f}"
 
 
 def markdown(results):
     tasks = results["tasks"]
-    metric_names = {task: next((row["metrics"][task] for row in results["rows"]), "") for task in tasks}
+    header = " | ".join(f"{task} {results['metrics'][task]} ({results['verdict_labels'][task]} labels)"
+                        for task in tasks)
     lines = [
         f"# Objective study ({results['scale']} scale)",
         "",
-        f"Encoder: {results['size']}. Every arm gets the same pretraining compute (matmul FLOPs of its "
-        f"traced training step x steps), then the same fine-tuning recipe; test scores are the mean ± "
-        f"standard deviation over {results['seeds']} fine-tuning seeds.",
+        f"Encoder: {results['size']}; pretrained on {results['pretraining_text']}. Every arm gets the same "
+        "pretraining compute (matmul FLOPs of its traced training step x steps), then the same fine-tuning "
+        f"recipe; test scores are the mean ± standard deviation over {results['seeds']} fine-tuning seeds, "
+        "each drawing the same labeled examples for every arm.",
         "",
-        "| arm | objective | budget | steps | pretraining FLOPs | pretraining s | "
-        + " | ".join(f"{task} {metric_names[task]}" for task in tasks) + " |",
+        f"| arm | objective | budget | steps | pretraining FLOPs | pretraining s | {header} |",
         "|---|---|---|---|---|---|" + "---|" * len(tasks),
     ]
     for row in results["rows"]:
@@ -109,44 +158,72 @@ def markdown(results):
                      f"{row['pretrain_flops']:.3g} | {row['pretrain_seconds']:.0f} | "
                      + " | ".join(_cell(row["scores"][task]) for task in tasks) + " |")
     lines.append("| no pretraining | random initialisation | 0 | 0 | 0 | 0 | "
-                 + " | ".join(_cell(results["random_init"][task]) for task in tasks) + " |")
+                 + " | ".join(_cell(results["random_init"][task][str(results["verdict_labels"][task])])
+                              for task in tasks) + " |")
     lines += ["", f"Time on this machine: pretraining {results['pretrain_seconds'] / 60:.1f} min (wall-clock of the "
               f"runs), fine-tuning {results['finetune_train_seconds'] / 60:.1f} min (training only: encoding the data "
-              "and evaluating after each epoch come on top).",
-              "", "## The seeds' claims at the full budget", "",
-              "| claim | task | difference | standard error | verdict |", "|---|---|---|---|---|"]
-    for claim in results["claims"]:
-        lines.append(f"| {claim['claim']} ({claim['arm']} vs {claim['against']}) | {claim['task']} | "
-                     f"{claim['difference']:+.3f} | {claim['standard_error']:.3f} | {claim['verdict']} |")
-    lines += ["", f"A verdict needs a difference beyond {DECISIVE:g} standard errors of it; \"no signal\": both "
-              "arms scored the same on every seed (see `keras_bertology/study/report.py`).", ""]
+              "and evaluating after each epoch come on top).", "", "## Learning curves at the full budget", ""]
+    for task in tasks:
+        counts = list(results["random_init"][task])
+        lines += [f"{task} ({results['metrics'][task]}):", "",
+                  "| arm | " + " | ".join(f"{count} labels" for count in counts) + " |",
+                  "|---|" + "---|" * len(counts)]
+        for arm, curve in [*results["learning_curves"].items(), ("no pretraining", results["random_init"])]:
+            lines.append(f"| {arm} | " + " | ".join(_cell(curve[task][count]) for count in counts) + " |")
+        lines.append("")
+    lines += ["## Does pretraining pay? (the gate)", "",
+              f"| task | {results['reference_arm']} - random init | standard error | decidable difference | "
+              "verdicts |", "|---|---|---|---|---|"]
+    for task in tasks:
+        gate, decidable = results["gate"][task], results["decidable_difference"][task]
+        lines.append(f"| {task} | {gate['difference']:+.3f} | {gate['standard_error']:.3f} | "
+                     + (f"{decidable:.3f}" if decidable is not None else "-") + " | "
+                     + ("given" if gate["pays"] else "none: the budget is too small for this task") + " |")
+    lines += ["", "## The seeds' claims at the full budget", ""]
+    if results["claims"]:
+        lines += ["| claim | task | difference | standard error | verdict |", "|---|---|---|---|---|"]
+        for claim in results["claims"]:
+            lines.append(f"| {claim['claim']} ({claim['arm']} vs {claim['against']}) | {claim['task']} | "
+                         f"{claim['difference']:+.3f} | {claim['standard_error']:.3f} | {claim['verdict']} |")
+    else:
+        lines.append("No claim is judged: on no task did pretraining beat random initialisation.")
+    lines += ["", f"A verdict needs a paired difference beyond {DECISIVE:g} standard errors of it; \"no signal\": "
+              "both arms scored the same on every seed (see `keras_bertology/study/report.py`).", ""]
     return "\n".join(lines)
 
 
 def plot(results, path):
-    """Test score against pretraining FLOPs per task, one line per arm through its budgets."""
+    """Per task: test score against pretraining FLOPs (one line per arm through its budgets), and the
+    learning curves at the full budget; random initialisation as a dashed line or curve."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     tasks = results["tasks"]
-    figure, axes = plt.subplots(1, len(tasks), figsize=(5.5 * len(tasks), 4.4), squeeze=False)
+    figure, axes = plt.subplots(2, len(tasks), figsize=(5.5 * len(tasks), 8.4), squeeze=False)
     arms = list(dict.fromkeys(row["arm"] for row in results["rows"]))
-    for axis, task in zip(axes[0], tasks):
+    for column, task in enumerate(tasks):
+        compute, curve = axes[0][column], axes[1][column]
+        labels = results["verdict_labels"][task]
         for arm in arms:
             rows = sorted((row for row in results["rows"] if row["arm"] == arm), key=lambda r: r["pretrain_flops"])
-            axis.errorbar([row["pretrain_flops"] for row in rows], [row["scores"][task]["mean"] for row in rows],
-                          yerr=[row["scores"][task]["std"] for row in rows], marker="o", capsize=3, label=arm)
-        axis.axhline(results["random_init"][task]["mean"], color="grey", linestyle="--", linewidth=1,
-                     label="no pretraining")
-        axis.set_xscale("log")
-        axis.set_xlabel("pretraining FLOPs")
-        metric = next((row["metrics"][task] for row in results["rows"]), "score")
-        axis.set_ylabel(f"{task} test {metric}")
-        axis.set_title(task, fontsize=10)
+            compute.errorbar([row["pretrain_flops"] for row in rows], [row["scores"][task]["mean"] for row in rows],
+                             yerr=[row["scores"][task]["std"] for row in rows], marker="o", capsize=3, label=arm)
+        for name, points in [*results["learning_curves"].items(), ("no pretraining", results["random_init"])]:
+            counts = list(points[task])
+            style = {"color": "grey", "linestyle": "--"} if name == "no pretraining" else {}
+            curve.errorbar([int(count) for count in counts], [points[task][c]["mean"] for c in counts],
+                           yerr=[points[task][c]["std"] for c in counts], marker="o", capsize=3, label=name, **style)
+        compute.axhline(results["random_init"][task][str(labels)]["mean"], color="grey", linestyle="--",
+                        linewidth=1, label="no pretraining")
+        metric = results["metrics"][task]
+        compute.set(xscale="log", xlabel="pretraining FLOPs", ylabel=f"test {metric}, {labels} labels",
+                    title=f"{task}: score against compute")
+        curve.set(xscale="log", xlabel="labeled training examples", ylabel=f"test {metric}",
+                  title=f"{task}: learning curve at the full budget")
     axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
-    figure.suptitle(f"Downstream score against pretraining compute ({results['scale']} scale, "
+    figure.suptitle(f"Downstream score against pretraining compute and labels ({results['scale']} scale, "
                     f"mean ± sd over {results['seeds']} seeds)", fontsize=10)
     figure.tight_layout()
     with atomic_file(path) as staging:

@@ -1,11 +1,16 @@
 """`bertology study`: every pretraining objective at equal compute, then fine-tuned with one recipe.
 
     STUDY/study.json                    the plan (options, FLOPs per step) and every finished run
+    STUDY/pretraining_text.jsonl        the tasks' unlabeled training text, when no --corpus is given
     STUDY/tokenizers/<arm>/             each arm's vocabulary, trained once
     STUDY/pretrain/<arm>/               a `bertology pretrain` run folder (resumable), whose
         snapshots/step-N/               encoder is also kept at each share of the budget
-    STUDY/finetune/<arm>/budget-<share>/<task>/seed-<s>/   a `bertology finetune` results folder
-    STUDY/finetune/random-init/<task>/seed-<s>/            the encoder without pretraining, for reference
+    STUDY/finetune/<arm>/budget-<share>/<task>/labels-<n>/seed-<s>/   a `bertology finetune` results folder
+    STUDY/finetune/random-init/<task>/labels-<n>/seed-<s>/            the encoder without pretraining
+
+Fine-tuning runs are paired: seed s draws the same n labeled examples (and
+starts the task head the same way) for every arm and for random init, so two
+arms are compared seed by seed (see study/report.py).
     STUDY/results.json, results.md, score_vs_compute.png
 
 Every run is a folder that is complete or resumable: an interrupted study,
@@ -14,6 +19,7 @@ pretraining run from its newest checkpoint and repeats an unfinished
 fine-tuning run.
 """
 
+import dataclasses
 import json
 import logging
 import shutil
@@ -29,9 +35,10 @@ from keras_bertology.finetune.options import FinetuneOptions
 from keras_bertology.models.registry import get_family
 from keras_bertology.output_paths import STUDY, claim_output_folder
 from keras_bertology.study.arms import ARMS
-from keras_bertology.study.compute import PROBE_STEPS, arm_tokenizer, flops_per_step, read_documents, seed_run_folder
+from keras_bertology.study.compute import (PROBE_STEPS, arm_tokenizer, flops_per_step, read_documents,
+                                           seed_run_folder, write_task_text)
 from keras_bertology.study.options import StudyOptions  # noqa: F401  re-exported
-from keras_bertology.study.report import write_report
+from keras_bertology.study.report import finetune_key, write_report
 from keras_bertology.training.options import PretrainOptions
 
 STATE_FILE = "study.json"
@@ -50,8 +57,13 @@ def study(options):
 
 def _study(options, scale, out):
     state = _State.open(out, options)
-    for task in options.tasks:
-        load_task(task, scale.finetune_max_examples)  # a bad task folder stops the study before any training
+    # a bad task folder stops the study before any training
+    tasks = {task: load_task(task, scale.finetune_max_examples) for task in options.tasks}
+    label_counts = {task: _label_counts(scale, data) for task, data in tasks.items()}
+    given = options
+    if options.corpus is None:
+        options = dataclasses.replace(options, corpus=[str(write_task_text(tasks.values(), out))],
+                                      corpus_format="jsonl", text_field="text")
     arms = sorted((arm for arm in ARMS if arm.name in options.arms), key=lambda arm: options.arms.index(arm.name))
     documents = read_documents(options)
 
@@ -62,11 +74,9 @@ def _study(options, scale, out):
                   f"{scale.describe()}")
     _pretrain_all(options, scale, runs, state, out)
     points = [point for run in runs for point in run.points]
-    jobs = [(point.key, point.folder(out), False) for point in points]
-    jobs.append((RANDOM_INIT, runs[0].points[-1].folder(out), True))
-    _finetune_all(options, scale, jobs, state, out)
+    _finetune_all(options, scale, _finetune_jobs(points, label_counts, out), state, out)
 
-    results = write_report(out, options, scale, points, state, RANDOM_INIT)
+    results = write_report(out, given, scale, points, state, RANDOM_INIT, label_counts)
     _say(options, f"study done: {out}/results.md, results.json, score_vs_compute.png")
     return results
 
@@ -98,15 +108,38 @@ def _pretrain_all(options, scale, runs, state, out):
         _say(options, f"    done in {state['pretrain'][run.arm.name]['seconds']:.0f} s{progress.step()}")
 
 
+def _label_counts(scale, task):
+    """{"all": the scale's label counts a task has room for, "verdict": the one verdicts are made at}:
+    a count above the task's training examples becomes all of them."""
+    available = len(task.splits["train"])
+    verdict = min(scale.verdict_labels, available)
+    return {"all": sorted({min(count, available) for count in scale.label_counts} | {verdict}), "verdict": verdict}
+
+
+def _finetune_jobs(points, label_counts, out):
+    """[(key, run folder, random init, task, label count)]: each arm's budget points at the verdict
+    count, its full budget at every count (the learning curve), and random initialisation (of the
+    reference arm's encoder) at every count."""
+    reference = next(point for point in points if point.steps == point.run.steps)
+    jobs = []
+    for task, counts in label_counts.items():
+        for point in points:
+            full = point.steps == point.run.steps
+            jobs += [(point.key, point.folder(out), False, task, labels)
+                     for labels in (counts["all"] if full else [counts["verdict"]])]
+        jobs += [(RANDOM_INIT, reference.folder(out), True, task, labels) for labels in counts["all"]]
+    return jobs
+
+
 def _finetune_all(options, scale, jobs, state, out):
-    """Every (encoder, task, seed) of `jobs` [(key, run folder, random init)] not done yet."""
-    work = [(f"{key}/{Path(task).name}/seed-{seed}", run_dir, random_init, task, seed)
-            for key, run_dir, random_init in jobs for task in options.tasks for seed in range(options.seeds)]
+    """Every seed of `jobs` [(key, run folder, random init, task, label count)] not done yet."""
+    work = [(finetune_key(key, task, labels, seed), run_dir, random_init, task, labels, seed)
+            for key, run_dir, random_init, task, labels in jobs for seed in range(options.seed_count)]
     progress = _Progress(sum(key not in state["finetune"] for key, *_ in work), "fine-tuning")
-    for index, (key, run_dir, random_init, task, seed) in enumerate(work):
+    for index, (key, run_dir, random_init, task, labels, seed) in enumerate(work):
         if key in state["finetune"]:
             continue
-        result = _finetune(scale, run_dir, random_init, task, seed, out / "finetune" / key)
+        result = _finetune(scale, run_dir, random_init, task, labels, seed, out / "finetune" / key)
         state["finetune"][key] = result
         state.save()
         _say(options, f"[finetune {index + 1}/{len(work)}] {key}: test {result['metric']} {result['score']:.4f} "
@@ -186,17 +219,19 @@ def _pretrain(options, scale, run, out):
                            for name, summary in metrics["objectives"].items()}}
 
 
-def _finetune(scale, run_dir, random_init, task, seed, folder):
-    """One fine-tuning run; a folder an interrupted run left is cleared first."""
+def _finetune(scale, run_dir, random_init, task, labels, seed, folder):
+    """One fine-tuning run on `labels` examples drawn by `seed`; a folder an interrupted run left is
+    cleared first."""
     from keras_bertology.finetune.run import finetune
 
     if folder.exists():
         shutil.rmtree(folder)
+    batch_size, epochs = scale.finetune_recipe(labels)
     results = finetune(FinetuneOptions(
-        task=task, from_dir=str(run_dir), epochs=scale.finetune_epochs, batch_size=scale.finetune_batch_size,
+        task=task, from_dir=str(run_dir), epochs=epochs, batch_size=batch_size,
         learning_rate=scale.finetune_learning_rate, seq_len=scale.finetune_seq_len, seed=seed, out=str(folder),
-        no_export=True,
-        max_examples=scale.finetune_max_examples, random_init=random_init, verbose=0))
+        no_export=True, max_examples=scale.finetune_max_examples, train_examples=labels,
+        random_init=random_init, verbose=0))
     keras.backend.clear_session()
     metric = results["primary_metric"]
     return {"metric": metric, "score": results["test"][metric], "dev": results["dev"][metric],

@@ -1,14 +1,15 @@
 """What a pretrained model learned, in words: top-k fill-ins for one masked word per held-out line, or
 a causal LM's continuations of held-out lines and its perplexity on them.
 
-A few sentences are kept out of training; after the export, one word of each
-is replaced by the mask token and the exported SavedModel (its `mlm_logits`
+A few sentences are kept out of training; after the export, one word of each,
+drawn at random as masking draws tokens, is replaced by the mask token and the exported SavedModel (its `mlm_logits`
 signature, so this also proves the export serves) ranks the vocabulary there.
 A causal LM's export instead continues the first half of each line
 (`generate`) and scores the lines (`score`).
 """
 
 import json
+import random
 import re
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  registers the tokenizer ops of the SavedModel
 
-HELD_OUT = 5
+HELD_OUT = 8
 TOP_K = 5
 # Smaller corpora keep every sentence for training.
 _MIN_CORPUS_SENTENCES = 200
@@ -44,15 +45,16 @@ def hold_out_sentences(documents, rng, count=HELD_OUT):
     return kept, [documents[d][s] for d, s in sorted(chosen)]
 
 
-def fill_mask_examples(export_dir, tokenizer, sentences, top_k=TOP_K):
+def fill_mask_examples(export_dir, tokenizer, sentences, seed=0, top_k=TOP_K):
     """Per sentence: the masked text, the hidden word, the top-k fill-ins and the word's rank.
 
-    The hidden word is the longest word of three or more letters that is a
-    single vocabulary token (so one mask stands for all of it). Returns [] when
+    The hidden word is drawn (by `seed`, whatever the model) among the words of
+    three or more letters that are a single vocabulary token (so one mask
+    stands for all of it). Returns [] when
     the export has no `mlm_logits` signature (a causal LM's: see `continuation_examples`) or no sentence
     has such a word.
     """
-    queries = _masked_queries(tokenizer, sentences) if tokenizer.has_role("mask") else []
+    queries = _masked_queries(tokenizer, sentences, random.Random(seed)) if tokenizer.has_role("mask") else []
     if not queries:
         return []
     model = tf.saved_model.load(str(export_dir))
@@ -111,7 +113,7 @@ def memory_perplexities(pretrainer, tokenizer, sentences, segment_length):
             "without_memory": pretrainer.stream_perplexity(stream, segment_length, mem_len=0)}
 
 
-def _masked_queries(tokenizer, sentences):
+def _masked_queries(tokenizer, sentences, rng):
     """(text with one word masked, the word, its token id) for each sentence that has a maskable word."""
     words = sorted({w for s in sentences for w in re.findall(r"[^\W\d_]+", s) if len(w) >= _MIN_ANSWER_CHARS})
     if not words:
@@ -123,7 +125,7 @@ def _masked_queries(tokenizer, sentences):
     for sentence in sentences:
         candidates = [w for w in re.findall(r"[^\W\d_]+", sentence) if w in single]
         if candidates:
-            word = max(candidates, key=len)
+            word = rng.choice(candidates)
             text = re.sub(rf"(?<!\w){re.escape(word)}(?!\w)", mask_token, sentence, count=1)
             queries.append((text, word, single[word]))
     return queries

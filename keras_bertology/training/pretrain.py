@@ -205,7 +205,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
     metrics.update(masking=masking, instances=family.instance_kind(options.packing),
                    family_options=family.option_values(options.family_options),
                    windows=len(history.records), steps_per_window=steps_per_window,
-                   fill_mask=fill_mask_examples(export_dir, tokenizer, held_out) if export_dir else [])
+                   fill_mask=fill_mask_examples(export_dir, tokenizer, held_out, options.seed) if export_dir else [])
     if export_dir:
         continuations, perplexity = continuation_examples(export_dir, held_out)
         if continuations:
