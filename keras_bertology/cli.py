@@ -161,6 +161,9 @@ def _add_finetune(commands):
             "learn from N training examples drawn by --seed (classification: every class first, then in "
             "proportion; the same N examples for every model with the same seed); dev and test untouched",
             metavar="N")
+    finetune.add_argument("--last-epoch", action="store_true",
+                          help="keep the last epoch's weights, dev scored once at the end, instead of the best dev "
+                               "epoch (quicker; few-label fine-tuning has no dev set larger than its training set)")
     finetune.add_argument("--random-init", action="store_true",
                           help="re-initialise the encoder's weights (a baseline for what pretraining gives)")
     finetune.add_argument("--out", metavar="DIR", help="results folder (default: runs/finetune-<task>-<time>)")

@@ -267,6 +267,18 @@ def test_built_in_tasks_run_from_the_cli_and_serve_raw_strings(task, tmp_path, s
         assert [[t for t in row if t] for row in served["tags"]] == predictions
 
 
+def test_a_learning_curve_point_draws_its_labels_and_keeps_the_last_epoch(tmp_path, sentences, capsys):
+    run = make_run(tmp_path / "run", "bert", sentences)
+    out = tmp_path / "ft"
+    assert _finetune("bbc-news", run, out, "--train-examples", "10", "--seed", "4", "--last-epoch", "--epochs", "3") == 0, capsys.readouterr().err
+    results = json.loads((out / "results.json").read_text())
+    assert results["examples"] == {"train": 10, "dev": 223, "test": 223}  # dev and test whole
+    assert "10 training examples drawn with seed 4" in results["data"]
+    # One fit of three epochs, dev scored once: the last epoch is the one kept.
+    assert [record["epoch"] for record in results["history"]] == [3] and results["best_epoch"] == 3
+    assert len(results["step_losses"]) == 3 * 1  # batches of 16: one step an epoch
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("family_name", sorted(FAMILIES))
 def test_every_family_fine_tunes_from_its_run_folder(family_name, tmp_path, sentences, capsys):
@@ -285,6 +297,8 @@ def test_every_family_fine_tunes_from_its_run_folder(family_name, tmp_path, sent
     (["--layer-decay", "2"], "--layer-decay"),
     (["--out", "/proc/bertology-out"], "--out"),
     (["--strategy", "multiworker"], "invalid choice: 'multiworker'"),
+    (["--train-examples", "0"], "--train-examples"),
+    (["--train-examples", "1000"], "cannot draw 1,000"),
 ])
 def test_bad_flags_fail_with_one_line(flags, message, tmp_path, sentences, capsys):
     run = make_run(tmp_path / "run", "bert", sentences)

@@ -40,6 +40,7 @@ class FinetuneOptions:
     serving_xla: bool = False  # the export's endpoints run the model compiled by XLA
     max_examples: int | None = None
     train_examples: int | None = None  # N labeled examples drawn from train by `seed` (a learning curve's point)
+    last_epoch: bool = False  # keep the last epoch, dev scored once (few labels: no dev set larger than train)
     random_init: bool = False
     strategy: str = "default"
     verbose: int = 1

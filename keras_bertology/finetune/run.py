@@ -120,20 +120,24 @@ def _steps_per_epoch(examples, batch_size, whole_batches):
 
 def _train_keeping_best(model, kind, task, encoded, options, whole_batches):
     """Train epoch by epoch, scoring dev after each; leaves `model` with the best epoch's weights.
+    With `options.last_epoch`, train all epochs in one go and score dev once, keeping the last.
     Returns (history, best epoch record, step losses). The first step whose loss is not finite ends
     training with a TrainingError, before anything is written."""
     history, best, losses = [], None, _StepLosses()
     train = _train_dataset(encoded["train"], options, whole_batches)  # built once: each epoch gets a new order
     diverged = StopOnNonFiniteStepLoss(int(train.cardinality()), advice=(
         f"Fine-tune with a lower --learning-rate (this run's was {options.learning_rate:g})"))
-    for epoch in range(options.epochs):
-        fitted = model.fit(train, epochs=epoch + 1, initial_epoch=epoch,
+    ends = [options.epochs] if options.last_epoch else range(1, options.epochs + 1)
+    start = 0
+    for end in ends:
+        fitted = model.fit(train, epochs=end, initial_epoch=start,
                            callbacks=[diverged, losses], shuffle=False, verbose=options.verbose)
+        start = end
         dev = _evaluate(kind, model, encoded["dev"], task, "dev", options.batch_size)
-        history.append({"epoch": epoch + 1, "train_loss": float(fitted.history["loss"][-1]), "dev": dev})
-        _say(options, f"epoch {epoch + 1}: dev " + _scores_text(dev))
+        history.append({"epoch": end, "train_loss": float(fitted.history["loss"][-1]), "dev": dev})
+        _say(options, f"epoch {end}: dev " + _scores_text(dev))
         if best is None or dev[kind.primary_metric] > best["dev"][kind.primary_metric]:
-            best = {"epoch": epoch + 1, "dev": dev, "weights": copy.deepcopy(model.get_weights())}
+            best = {"epoch": end, "dev": dev, "weights": copy.deepcopy(model.get_weights())}
     model.set_weights(best["weights"])
     return history, best, losses
 

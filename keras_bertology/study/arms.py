@@ -87,8 +87,10 @@ class Scale:
     `label_counts` labeled examples (the learning curves); random
     initialisation with each of them too. Every fine-tuning run follows one
     recipe: a seed draws the labeled examples and starts the head, the same
-    for every arm (a paired design). Small draws train in smaller batches and
-    for more epochs, so that each run takes at least `finetune_min_steps`.
+    for every arm (a paired design), and the last epoch is kept (a dev split
+    would hold more labels than the run learns from). Small draws train in
+    smaller batches and for more epochs, so that each run takes at least
+    `finetune_min_steps`.
     """
 
     num_layers: int

@@ -230,7 +230,7 @@ def _finetune(scale, run_dir, random_init, task, labels, seed, folder):
     results = finetune(FinetuneOptions(
         task=task, from_dir=str(run_dir), epochs=epochs, batch_size=batch_size,
         learning_rate=scale.finetune_learning_rate, seq_len=scale.finetune_seq_len, seed=seed, out=str(folder),
-        no_export=True, max_examples=scale.finetune_max_examples, train_examples=labels,
+        no_export=True, max_examples=scale.finetune_max_examples, train_examples=labels, last_epoch=True,
         random_init=random_init, verbose=0))
     keras.backend.clear_session()
     metric = results["primary_metric"]
