@@ -279,6 +279,30 @@ def test_a_learning_curve_point_draws_its_labels_and_keeps_the_last_epoch(tmp_pa
     assert len(results["step_losses"]) == 3 * 1  # batches of 16: one step an epoch
 
 
+def test_a_run_on_a_kept_compiled_model_computes_what_a_run_of_its_own_does(tmp_path, sentences):
+    from keras_bertology.finetune.compiled_models import CompiledModels
+    from keras_bertology.finetune.run import FinetuneOptions, finetune
+
+    run = make_run(tmp_path / "run", "bert", sentences)
+    other = make_run(tmp_path / "other", "bert", sentences)  # same shapes and vocabulary, other weights
+    folder = _user_folders(tmp_path / "data")["pairs"]
+    kept = CompiledModels()
+
+    def fine_tune(name, seed, compiled, from_dir=run, random_init=False):
+        return finetune(FinetuneOptions(
+            task=str(folder), from_dir=str(from_dir), epochs=2, batch_size=8, learning_rate=5e-3, seed=seed,
+            train_examples=24, last_epoch=True, random_init=random_init, out=str(tmp_path / name), no_export=True,
+            verbose=0), compiled)
+
+    fine_tune("fills", 0, kept)  # compiles and keeps its model
+    for seed, from_dir, random_init in ((1, run, False), (2, other, False), (3, run, True)):
+        lent = fine_tune(f"kept-{seed}", seed, kept, from_dir, random_init)
+        alone = fine_tune(f"alone-{seed}", seed, None, from_dir, random_init)
+        assert lent["step_losses"] == alone["step_losses"] and lent["test"] == alone["test"]
+        assert len(set(lent["step_losses"])) > 1
+    assert len(kept._models) == 1  # one recipe: one traced model served every run
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("family_name", sorted(FAMILIES))
 def test_every_family_fine_tunes_from_its_run_folder(family_name, tmp_path, sentences, capsys):

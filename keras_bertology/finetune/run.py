@@ -18,6 +18,7 @@ import tensorflow as tf
 from keras_bertology.atomic import atomic_file
 from keras_bertology.errors import CheckpointError, ConfigError
 from keras_bertology.export.task_model import export_task_model
+from keras_bertology.finetune.compiled_models import recipe_key
 from keras_bertology.finetune.datasets import load_task, sample_training_examples
 from keras_bertology.finetune.options import FinetuneOptions  # noqa: F401  re-exported
 from keras_bertology.finetune.report import plot_finetuning, results_markdown
@@ -32,16 +33,19 @@ from keras_bertology.training.report import write_metrics
 from keras_bertology.training.strategy import make_strategy
 
 
-def finetune(options):
-    """Fine-tune end to end; returns the results dict also written to RUN/results.json."""
+def finetune(options, compiled_models=None):
+    """Fine-tune end to end; returns the results dict also written to RUN/results.json.
+
+    `compiled_models` (a `CompiledModels`): lend the run a model compiled by an earlier run of the same
+    recipe, and keep this run's for the next (a study's many runs)."""
     options.validate()
     out = Path(options.out or Path("runs") / f"finetune-{Path(options.task).name}-{datetime.now():%Y%m%d-%H%M%S}")
     export_dir = None if options.no_export else Path(options.export or Path("savedmodels") / out.name)
     with claim_outputs(out, FINETUNING, export_dir):
-        return _finetune(options, out, export_dir)
+        return _finetune(options, out, export_dir, compiled_models)
 
 
-def _finetune(options, out, export_dir):
+def _finetune(options, out, export_dir, compiled_models):
     task = load_task(options.task, options.max_examples)
     if options.train_examples is not None:
         task = sample_training_examples(task, options.train_examples, options.seed)
@@ -62,10 +66,17 @@ def _finetune(options, out, export_dir):
         if options.random_init:
             backbone = backbone.__class__.from_config(backbone.get_config())
         model = kind.build_model(backbone, task, family)
-        multipliers = layerwise_decay(backbone, options.layer_decay) if options.layer_decay < 1 else None
-        model.compile(optimizer=bert_adamw(options.learning_rate, options.epochs * steps_per_epoch,
-                                           warmup_fraction=options.warmup, lr_multipliers=multipliers),
-                      loss=kind.loss())
+        key = recipe_key(backbone, task, seq_len, options, steps_per_epoch) if compiled_models is not None else None
+        kept = compiled_models.take(key, model) if key else None
+        if kept is not None:
+            model = kept
+        else:
+            multipliers = layerwise_decay(backbone, options.layer_decay) if options.layer_decay < 1 else None
+            model.compile(optimizer=bert_adamw(options.learning_rate, options.epochs * steps_per_epoch,
+                                               warmup_fraction=options.warmup, lr_multipliers=multipliers),
+                          loss=kind.loss())
+            if key:
+                compiled_models.keep(key, model)
     _say(options, f"encoder: {run.family} from {options.from_dir}"
                   + (" (weights re-initialised)" if options.random_init else "")
                   + f", {backbone.count_params():,} parameters; {options.epochs} epochs of {steps_per_epoch} "

@@ -119,7 +119,9 @@ def write_report(out, options, scale, points, state, random_init_key, label_coun
                "rows": rows, "learning_curves": curves, "random_init": random_init, "gate": gate,
                "decidable_difference": decidable, "claims": claims, "flops_per_step": state["flops_per_step"],
                "pretrain_seconds": sum(r["seconds"] for r in state["pretrain"].values()),
-               "finetune_train_seconds": sum(r["seconds"] for r in state["finetune"].values())}
+               "finetune_runs": len(state["finetune"]),
+               "finetune_train_seconds": sum(r["seconds"] for r in state["finetune"].values()),
+               "finetune_seconds": sum(r["wall_seconds"] for r in state["finetune"].values())}
     with atomic_file(Path(out) / "results.json") as staging:
         staging.write_text(json.dumps(results, indent=2))
     with atomic_file(Path(out) / "results.md") as staging:
@@ -161,8 +163,9 @@ def markdown(results):
                  + " | ".join(_cell(results["random_init"][task][str(results["verdict_labels"][task])])
                               for task in tasks) + " |")
     lines += ["", f"Time on this machine: pretraining {results['pretrain_seconds'] / 60:.1f} min (wall-clock of the "
-              f"runs), fine-tuning {results['finetune_train_seconds'] / 60:.1f} min (training only: encoding the data "
-              "and evaluating after each epoch come on top).", "", "## Learning curves at the full budget", ""]
+              f"runs), fine-tuning {results['finetune_seconds'] / 60:.1f} min ({len(results['rows'])} encoders and "
+              f"random init, {results['finetune_runs']} runs; {results['finetune_train_seconds'] / 60:.1f} min of it "
+              "training).", "", "## Learning curves at the full budget", ""]
     for task in tasks:
         counts = list(results["random_init"][task])
         lines += [f"{task} ({results['metrics'][task]}):", "",
@@ -185,8 +188,10 @@ def markdown(results):
         for claim in results["claims"]:
             lines.append(f"| {claim['claim']} ({claim['arm']} vs {claim['against']}) | {claim['task']} | "
                          f"{claim['difference']:+.3f} | {claim['standard_error']:.3f} | {claim['verdict']} |")
-    else:
+    elif not any(gate["pays"] for gate in results["gate"].values()):
         lines.append("No claim is judged: on no task did pretraining beat random initialisation.")
+    else:
+        lines.append("No claim is judged: no claim has both of its arms in this study.")
     lines += ["", f"A verdict needs a paired difference beyond {DECISIVE:g} standard errors of it; \"no signal\": "
               "both arms scored the same on every seed (see `keras_bertology/study/report.py`).", ""]
     return "\n".join(lines)

@@ -135,15 +135,21 @@ def _finetune_all(options, scale, jobs, state, out):
     """Every seed of `jobs` [(key, run folder, random init, task, label count)] not done yet."""
     work = [(finetune_key(key, task, labels, seed), run_dir, random_init, task, labels, seed)
             for key, run_dir, random_init, task, labels in jobs for seed in range(options.seed_count)]
+    from keras_bertology.finetune.compiled_models import CompiledModels
+
     progress = _Progress(sum(key not in state["finetune"] for key, *_ in work), "fine-tuning")
+    compiled = CompiledModels()  # the seeds of a job, and the budgets of an arm, share one traced model
     for index, (key, run_dir, random_init, task, labels, seed) in enumerate(work):
         if key in state["finetune"]:
             continue
-        result = _finetune(scale, run_dir, random_init, task, labels, seed, out / "finetune" / key)
+        started = time.perf_counter()
+        result = _finetune(scale, run_dir, random_init, task, labels, seed, out / "finetune" / key, compiled)
+        result["wall_seconds"] = time.perf_counter() - started
         state["finetune"][key] = result
         state.save()
         _say(options, f"[finetune {index + 1}/{len(work)}] {key}: test {result['metric']} {result['score']:.4f} "
-                      f"({result['seconds']:.0f} s){progress.step()}")
+                      f"({result['wall_seconds']:.0f} s){progress.step()}")
+    keras.backend.clear_session()
 
 
 class _Progress:
@@ -219,9 +225,9 @@ def _pretrain(options, scale, run, out):
                            for name, summary in metrics["objectives"].items()}}
 
 
-def _finetune(scale, run_dir, random_init, task, labels, seed, folder):
-    """One fine-tuning run on `labels` examples drawn by `seed`; a folder an interrupted run left is
-    cleared first."""
+def _finetune(scale, run_dir, random_init, task, labels, seed, folder, compiled):
+    """One fine-tuning run on `labels` examples drawn by `seed` (with a model `compiled` before when
+    the recipe is the same); a folder an interrupted run left is cleared first."""
     from keras_bertology.finetune.run import finetune
 
     if folder.exists():
@@ -231,8 +237,7 @@ def _finetune(scale, run_dir, random_init, task, labels, seed, folder):
         task=task, from_dir=str(run_dir), epochs=epochs, batch_size=batch_size,
         learning_rate=scale.finetune_learning_rate, seq_len=scale.finetune_seq_len, seed=seed, out=str(folder),
         no_export=True, max_examples=scale.finetune_max_examples, train_examples=labels, last_epoch=True,
-        random_init=random_init, verbose=0))
-    keras.backend.clear_session()
+        random_init=random_init, verbose=0), compiled)
     metric = results["primary_metric"]
     return {"metric": metric, "score": results["test"][metric], "dev": results["dev"][metric],
             "seconds": results["train_seconds"]}
