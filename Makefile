@@ -62,7 +62,7 @@ test: $(TESTING)
 benchmark: $(TESTING)
 	$(BIN)/python -m benchmarks.peer_suite
 
-# The objective study (`bertology study`, --scale tiny: about 75 minutes on 2 CPU cores, resumable); its
+# The objective study (`bertology study`, --scale tiny: 2 CPU cores, resumable; time in docs/study.md); its
 # table, JSON and plot are then copied to benchmarks/results/study_tiny/, the copy docs/study.md shows.
 study: $(RUNTIME)
 	$(BIN)/bertology study --out studies/objectives
