@@ -7,11 +7,11 @@
         snapshots/step-N/               encoder is also kept at each share of the budget
     STUDY/finetune/<arm>/budget-<share>/<task>/labels-<n>/seed-<s>/   a `bertology finetune` results folder
     STUDY/finetune/random-init/<task>/labels-<n>/seed-<s>/            the encoder without pretraining
+    STUDY/results.json, results.md, score_vs_compute.png
 
 Fine-tuning runs are paired: seed s draws the same n labeled examples (and
 starts the task head the same way) for every arm and for random init, so two
 arms are compared seed by seed (see study/report.py).
-    STUDY/results.json, results.md, score_vs_compute.png
 
 Every run is a folder that is complete or resumable: an interrupted study,
 started again with the same options, skips what is done, resumes a
@@ -30,6 +30,7 @@ import keras
 
 from keras_bertology.atomic import atomic_file
 from keras_bertology.errors import ConfigError
+from keras_bertology.finetune.compiled_models import CompiledModels
 from keras_bertology.finetune.datasets import load_task
 from keras_bertology.finetune.options import FinetuneOptions
 from keras_bertology.models.registry import get_family
@@ -135,8 +136,6 @@ def _finetune_all(options, scale, jobs, state, out):
     """Every seed of `jobs` [(key, run folder, random init, task, label count)] not done yet."""
     work = [(finetune_key(key, task, labels, seed), run_dir, random_init, task, labels, seed)
             for key, run_dir, random_init, task, labels in jobs for seed in range(options.seed_count)]
-    from keras_bertology.finetune.compiled_models import CompiledModels
-
     progress = _Progress(sum(key not in state["finetune"] for key, *_ in work), "fine-tuning")
     compiled = CompiledModels()  # the seeds of a job, and the budgets of an arm, share one traced model
     for index, (key, run_dir, random_init, task, labels, seed) in enumerate(work):
