@@ -17,6 +17,7 @@ from keras_bertology.data.tokenizers import load_tokenizer
 from keras_bertology.models.registry import get_family
 from keras_bertology.prepare.options import PrepareOptions
 from keras_bertology.prepare.pipeline import prepare
+from keras_bertology.training.fill_mask import HELD_OUT
 from keras_bertology.training.options import PretrainOptions
 
 PLAYS = [str(path) for path in default_corpus_paths()[:8]]
@@ -50,7 +51,7 @@ def test_prepare_writes_shards_a_manifest_and_the_tokenizer(bert_data):
     assert {"nsp_labels", "mask_weights", "mask_ids"} <= set(manifest["features"])
     assert sum(s["instances"] for s in manifest["shards"]) == manifest["instances"] > 3000
     assert sum(s["documents"] for s in manifest["shards"]) == manifest["documents"] == 8
-    assert len(manifest["held_out"]) == 5 and manifest["skipped_records"]["count"] == 0
+    assert len(manifest["held_out"]) == HELD_OUT and manifest["skipped_records"]["count"] == 0
     # --dupe-factor 2: the documents are built into instances twice, so the instances hold about twice the
     # corpus' tokens (each build covers each sentence about once; specials and random-next B segments
     # add some); a single build would stay near 1x.
