@@ -87,9 +87,17 @@ def export_saved_model(run, export_dir, length_buckets=(), xla=False):
     family = get_family(run.family)
     encoder = compiled(backbone, xla)
 
-    def pack(first, second=None):
+    def pack_texts(first, second=None):
         packed = family.pack_text(tokenizer, seq_len, first, second)
         return fit_to_batch(packed, packed["padding_mask"], buckets)
+
+    # Traced once each and called by every endpoint: the tokenizer's graph is thousands of ops, and
+    # tracing it again per endpoint was most of an export's time.
+    pack_one = tf.function(pack_texts, input_signature=[_STRINGS], autograph=False)
+    pack_two = tf.function(pack_texts, input_signature=[_STRINGS, _STRINGS], autograph=False)
+
+    def pack(first, second=None):
+        return pack_one(first) if second is None else pack_two(first, second)
 
     def encode(first, second=None):
         packed = pack(first, second)
@@ -139,7 +147,8 @@ def compiled(model, xla):
     def call(inputs):
         return model(inputs, training=False)
 
-    return tf.function(call, jit_compile=True, autograph=False) if xla else call
+    # Without XLA still a function of its own, traced once for all the endpoints that call it.
+    return tf.function(call, jit_compile=xla or None, autograph=False, reduce_retracing=True)
 
 
 def ids_endpoint(model, seq_len, xla=False):
