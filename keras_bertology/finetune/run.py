@@ -18,7 +18,7 @@ import tensorflow as tf
 from keras_bertology.atomic import atomic_file
 from keras_bertology.errors import CheckpointError, ConfigError
 from keras_bertology.export.task_model import export_task_model
-from keras_bertology.finetune.compiled_models import recipe_key
+from keras_bertology.finetune.shared_work import recipe_key, split_key
 from keras_bertology.finetune.datasets import load_task, sample_training_examples
 from keras_bertology.finetune.options import FinetuneOptions  # noqa: F401  re-exported
 from keras_bertology.finetune.report import plot_finetuning, results_markdown
@@ -33,19 +33,19 @@ from keras_bertology.training.report import write_metrics
 from keras_bertology.training.strategy import make_strategy
 
 
-def finetune(options, compiled_models=None):
+def finetune(options, shared=None):
     """Fine-tune end to end; returns the results dict also written to RUN/results.json.
 
-    `compiled_models` (a `CompiledModels`): lend the run a model compiled by an earlier run of the same
-    recipe, and keep this run's for the next (a study's many runs)."""
+    `shared` (a `SharedWork`): lend the run a model compiled and splits encoded by earlier runs, and
+    keep this run's for the next (a study's many runs)."""
     options.validate()
     out = Path(options.out or Path("runs") / f"finetune-{Path(options.task).name}-{datetime.now():%Y%m%d-%H%M%S}")
     export_dir = None if options.no_export else Path(options.export or Path("savedmodels") / out.name)
     with claim_outputs(out, FINETUNING, export_dir):
-        return _finetune(options, out, export_dir, compiled_models)
+        return _finetune(options, out, export_dir, shared)
 
 
-def _finetune(options, out, export_dir, compiled_models):
+def _finetune(options, out, export_dir, shared):
     task = load_task(options.task, options.max_examples)
     if options.train_examples is not None:
         task = sample_training_examples(task, options.train_examples, options.seed)
@@ -60,14 +60,13 @@ def _finetune(options, out, export_dir, compiled_models):
         _say(options, f"task {task.name} ({task.kind}): {task.source}")
         if task.untrained_labels:
             print(f"warning: {_untrained_text(task)}", flush=True)
-        encoded = {split: kind.encode(task, examples, family, run.tokenizer, seq_len, run.backbone.input)
-                   for split, examples in task.splits.items()}
+        encoded = _encode_splits(kind, task, family, run, seq_len, options, shared)
         backbone = run.backbone
         if options.random_init:
             backbone = backbone.__class__.from_config(backbone.get_config())
         model = kind.build_model(backbone, task, family)
-        key = recipe_key(backbone, task, seq_len, options, steps_per_epoch) if compiled_models is not None else None
-        kept = compiled_models.take(key, model) if key else None
+        key = recipe_key(backbone, task, seq_len, options, steps_per_epoch) if shared is not None else None
+        kept = shared.take_model(key, model) if key else None
         if kept is not None:
             model = kept
         else:
@@ -76,7 +75,7 @@ def _finetune(options, out, export_dir, compiled_models):
                                                warmup_fraction=options.warmup, lr_multipliers=multipliers),
                           loss=kind.loss())
             if key:
-                compiled_models.keep(key, model)
+                shared.keep_model(key, model)
     _say(options, f"encoder: {run.family} from {options.from_dir}"
                   + (" (weights re-initialised)" if options.random_init else "")
                   + f", {backbone.count_params():,} parameters; {options.epochs} epochs of {steps_per_epoch} "
@@ -120,6 +119,17 @@ def _load_encoder(options):
         raise ConfigError(f"--seq-len {seq_len} is above the {max_positions} positions of the encoder in "
                           f"{options.from_dir}")
     return run, get_family(run.family), seq_len
+
+
+def _encode_splits(kind, task, family, run, seq_len, options, shared):
+    """{split: arrays}; dev and test come from `shared` when an earlier run encoded them (the training
+    split may be a per-run draw)."""
+    def encode(split):
+        return kind.encode(task, task.splits[split], family, run.tokenizer, seq_len, run.backbone.input)
+
+    return {split: encode(split) if shared is None or split == "train" else
+            shared.encoded(split_key(options, split, seq_len, run.backbone.input), lambda split=split: encode(split))
+            for split in task.splits}
 
 
 def _steps_per_epoch(examples, batch_size, whole_batches):

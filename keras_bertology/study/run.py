@@ -30,9 +30,9 @@ import keras
 
 from keras_bertology.atomic import atomic_file
 from keras_bertology.errors import ConfigError
-from keras_bertology.finetune.compiled_models import CompiledModels
 from keras_bertology.finetune.datasets import load_task
 from keras_bertology.finetune.options import FinetuneOptions
+from keras_bertology.finetune.shared_work import SharedWork
 from keras_bertology.models.registry import get_family
 from keras_bertology.output_paths import STUDY, claim_output_folder
 from keras_bertology.study.arms import ARMS
@@ -137,12 +137,12 @@ def _finetune_all(options, scale, jobs, state, out):
     work = [(finetune_key(key, task, labels, seed), run_dir, random_init, task, labels, seed)
             for key, run_dir, random_init, task, labels in jobs for seed in range(options.seed_count)]
     progress = _Progress(sum(key not in state["finetune"] for key, *_ in work), "fine-tuning")
-    compiled = CompiledModels()  # the seeds of a job, and the budgets of an arm, share one traced model
+    shared = SharedWork()  # a job's seeds share a traced model and the encoded dev and test splits
     for index, (key, run_dir, random_init, task, labels, seed) in enumerate(work):
         if key in state["finetune"]:
             continue
         started = time.perf_counter()
-        result = _finetune(scale, run_dir, random_init, task, labels, seed, out / "finetune" / key, compiled)
+        result = _finetune(scale, run_dir, random_init, task, labels, seed, out / "finetune" / key, shared)
         result["wall_seconds"] = time.perf_counter() - started
         state["finetune"][key] = result
         state.save()
@@ -224,9 +224,9 @@ def _pretrain(options, scale, run, out):
                            for name, summary in metrics["objectives"].items()}}
 
 
-def _finetune(scale, run_dir, random_init, task, labels, seed, folder, compiled):
-    """One fine-tuning run on `labels` examples drawn by `seed` (with a model `compiled` before when
-    the recipe is the same); a folder an interrupted run left is cleared first."""
+def _finetune(scale, run_dir, random_init, task, labels, seed, folder, shared):
+    """One fine-tuning run on `labels` examples drawn by `seed` (with the model compiled and the splits
+    encoded by earlier runs, `shared`); a folder an interrupted run left is cleared first."""
     from keras_bertology.finetune.run import finetune
 
     if folder.exists():
@@ -236,7 +236,7 @@ def _finetune(scale, run_dir, random_init, task, labels, seed, folder, compiled)
         task=task, from_dir=str(run_dir), epochs=epochs, batch_size=batch_size,
         learning_rate=scale.finetune_learning_rate, seq_len=scale.finetune_seq_len, seed=seed, out=str(folder),
         no_export=True, max_examples=scale.finetune_max_examples, train_examples=labels, last_epoch=True,
-        random_init=random_init, verbose=0), compiled)
+        random_init=random_init, verbose=0), shared)
     metric = results["primary_metric"]
     return {"metric": metric, "score": results["test"][metric], "dev": results["dev"][metric],
             "seconds": results["train_seconds"]}
