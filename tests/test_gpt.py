@@ -232,8 +232,12 @@ def test_the_export_scores_and_generates_as_transformers_does(gpt2_folder, tmp_p
 
 def test_pretraining_gpt_falls_below_the_unigram_level_and_serves(tmp_path, capsys):
     run, export = tmp_path / "run", tmp_path / "export"
+    from keras_bertology.data.corpus import default_corpus_paths
+
+    plays = [str(path) for path in default_corpus_paths()[:6]]  # 150 steps read a fraction of one play
     assert main(["pretrain", "--model", "gpt", "--preset", "gpt-tiny", "--steps", "150", "--batch-size", "16",
-                 "--seq-len", "32", "--vocab-size", "600", "--out", str(run), "--export", str(export)]) == 0
+                 "--seq-len", "32", "--vocab-size", "600", "--corpus", *plays, "--out", str(run),
+                 "--export", str(export)]) == 0
     out = capsys.readouterr().out
     metrics = json.loads((run / "metrics.json").read_text())
     clm = metrics["objectives"]["clm"]

@@ -194,9 +194,12 @@ def test_stream_segments_walk_each_row_of_one_stream_in_order():
 
 def test_pretraining_falls_below_the_unigram_level_and_serves(tmp_path, capsys):
     run, export = tmp_path / "run", tmp_path / "export"
+    from keras_bertology.data.corpus import default_corpus_paths
+
+    plays = [str(path) for path in default_corpus_paths()[:6]]  # 150 steps read a fraction of one play
     assert main(["pretrain", "--model", "transformer-xl", "--preset", "transformer-xl-tiny", "--steps", "150",
                  "--batch-size", "16", "--seq-len", "32", "--vocab-size", "600", "--mem-len", "32",
-                 "--out", str(run), "--export", str(export)]) == 0
+                 "--corpus", *plays, "--out", str(run), "--export", str(export)]) == 0
     out = capsys.readouterr().out
     metrics = json.loads((run / "metrics.json").read_text())
     clm = metrics["objectives"]["clm"]
