@@ -135,8 +135,9 @@ SCALES = {
                    finetune_max_examples=48),
     # 2 CPU cores, about an hour: 600 steps of BERT-Tiny's shape per arm on the tasks' own unlabeled text;
     # fine-tuning on 32 / 128 / 512 drawn labels, 64 tokens each, at 1e-3 (see the README's probes).
+    # Three seeds: paired, they decide 0.009 on BBC News at 128 labels (docs/study.md).
     "tiny": Scale(2, 128, 2, 512, 128, 32, reference_steps=600, budgets=(0.25, 0.5, 1.0),
-                  label_counts=(32, 128, 512), verdict_labels=128, finetune_epochs=6,
+                  label_counts=(32, 128, 512), verdict_labels=128, seeds=3, finetune_epochs=6,
                   finetune_learning_rate=1e-3, finetune_seq_len=64),
     # One GPU or TPU host: BERT-Small's shape (ELECTRA's small comparison): about 1.5e12 FLOPs a BERT
     # step, 2.9e16 an arm, 3,400x tiny's.
