@@ -65,7 +65,7 @@ benchmark: $(TESTING)
 # The objective study (`bertology study`, --scale tiny: 2 CPU cores, resumable; time in docs/study.md); its
 # table, JSON and plot are then copied to benchmarks/results/study_tiny/, the copy docs/study.md shows.
 study: $(RUNTIME)
-	$(BIN)/bertology study --out studies/objectives
+	$(BIN)/bertology study --out studies/objectives --workers 2
 	mkdir -p benchmarks/results/study_tiny
 	cp studies/objectives/results.md studies/objectives/results.json studies/objectives/score_vs_compute.png \
 		benchmarks/results/study_tiny/

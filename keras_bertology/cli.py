@@ -9,7 +9,7 @@
                        [--learning-rate LR] [--layer-decay D] [--seq-len L] [--seed S]
                        [--out DIR] [--export DIR]
     bertology study [--scale tiny|small|base|smoke] [--corpus PATH ...] [--arms NAME ...]
-                    [--tasks NAME|DATA_DIR ...] [--seeds N] [--out STUDY_DIR]
+                    [--tasks NAME|DATA_DIR ...] [--seeds N] [--workers N] [--out STUDY_DIR]
     bertology export RUN_DIR [--format saved_model|hf] [--out DIR]
     bertology convert --from-hf HF_DIR --out RUN_DIR [--seq-len L]
     bertology presets
@@ -170,6 +170,8 @@ def _add_finetune(commands):
     finetune.add_argument("--export", metavar="DIR", help="SavedModel folder (default: savedmodels/<out name>)")
     finetune.add_argument("--no-export", action="store_true",
                           help="write the results folder only, no SavedModel")
+    finetune.add_argument("--results-only", action="store_true",
+                          help="write the scores, the report and the curve only: no model.keras, no SavedModel")
     _length_buckets(finetune)
     _serving_xla(finetune)
 
@@ -197,9 +199,12 @@ def _add_study(commands):
                        help="fine-tuning tasks, as `finetune --task` takes them")
     _number(study, "--seeds", ranges.STUDY_SEEDS,
             "fine-tuning seeds per arm, task and label count, each drawing the same labeled examples for every "
-            "arm (default: the scale's, 5 for tiny)")
+            "arm (default: the scale's, 3 for tiny)")
     _number(study, "--seed", ranges.SEED, "the pretraining runs' seed", default=defaults.seed)
     _number(study, "--vocab-size", ranges.VOCAB_SIZE, default=defaults.vocab_size)
+    _number(study, "--workers", ranges.WORKERS,
+            "runs side by side, each in a process of its own with its share of the CPU cores (2 cores: 2); "
+            "1 on a GPU", default=defaults.workers)
 
 
 def _add_data_flags(parser, defaults, families):

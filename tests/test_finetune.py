@@ -272,7 +272,8 @@ def test_a_learning_curve_point_draws_its_labels_and_keeps_the_last_epoch(tmp_pa
     run = make_run(tmp_path / "run", "bert", sentences)
     out = tmp_path / "ft"
     assert _finetune("bbc-news", run, out, "--train-examples", "10", "--seed", "4", "--last-epoch", "--epochs", "3",
-                     "--no-export") == 0, capsys.readouterr().err
+                     "--results-only", "--no-export") == 0, capsys.readouterr().err
+    assert not (out / "model.keras").exists() and (out / "results.md").is_file()
     results = json.loads((out / "results.json").read_text())
     assert results["examples"] == {"train": 10, "dev": 223, "test": 223}  # dev and test whole
     assert "10 training examples drawn with seed 4" in results["data"]
@@ -304,6 +305,7 @@ def test_a_run_on_a_kept_compiled_model_computes_what_a_run_of_its_own_does(tmp_
         assert len(set(lent["step_losses"])) > 1
     assert len(kept._models) == 1  # one recipe: one traced model served every run
     assert len(kept._encoded) == 4  # dev and test of each encoder folder, encoded once
+    assert list(kept._tasks) == [(str(folder), None)]  # the task read once
 
 
 @pytest.mark.slow
@@ -326,6 +328,7 @@ def test_every_family_fine_tunes_from_its_run_folder(family_name, tmp_path, sent
     (["--strategy", "multiworker"], "invalid choice: 'multiworker'"),
     (["--train-examples", "0"], "--train-examples"),
     (["--train-examples", "1000"], "cannot draw 1,000"),
+    (["--results-only", "--export", "elsewhere"], "contradict"),
 ])
 def test_bad_flags_fail_with_one_line(flags, message, tmp_path, sentences, capsys):
     run = make_run(tmp_path / "run", "bert", sentences)

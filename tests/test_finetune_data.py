@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from keras_bertology.errors import BertologyError, DataError
-from keras_bertology.finetune import datasets
+from keras_bertology.finetune import datasets, names_tagging
 from keras_bertology.finetune.datasets import BUILTIN_TASKS, load_task
 
 BIO = re.compile(r"O|[BI]-\S+")
@@ -54,7 +54,7 @@ def _disjoint(splits, key):
 
 
 def test_builtin_names_are_described():
-    assert set(BUILTIN_TASKS) == {"bbc-news", "wnut16"}
+    assert set(BUILTIN_TASKS) == {"bbc-news", "bbc-names", "wnut16"}
     assert all(isinstance(text, str) and "\n" not in text for text in BUILTIN_TASKS.values())
 
 
@@ -98,6 +98,47 @@ def test_bbc_news_keeps_the_title_and_decodes_the_one_cp1252_file(bbc):
     assert "£" in text
     matches = [example for examples in bbc.splits.values() for example in examples if example["text"] == text]
     assert [example["label"] for example in matches] == ["sports"]
+
+
+def test_bbc_names_tags_the_proper_nouns_of_bbc_news_sentences_in_its_split(bbc):
+    names = load_task("bbc-names")
+    assert (names.name, names.kind, names.labels) == ("bbc-names", "tagging", ("O", "B-NAME", "I-NAME"))
+    assert {split: len(examples) for split, examples in names.splits.items()} == {"train": 34227, "dev": 892,
+                                                                                  "test": 892}
+    for examples in names.splits.values():
+        for example in examples:
+            assert 1 <= len(example["words"]) == len(example["tags"]) <= names_tagging.MAX_WORDS
+            assert all(word == word.lower() for word in example["words"])
+            assert example["tags"][0] != "I-NAME"
+    # Every sentence comes from an article of the same bbc-news split (so pretraining on bbc-news's
+    # training text never sees a dev or test sentence): its words are a run of that article's words.
+    for split in ("dev", "test"):
+        articles = " ".join(" ".join(example["text"].lower().split()) for example in bbc.splits[split])
+        assert all(" ".join(example["words"]) in articles for example in names.splits[split][::50])
+    tags = collections.Counter(tag for example in names.splits["train"] for tag in example["tags"])
+    assert 0.05 < tags["B-NAME"] / sum(tags.values()) < 0.15  # about 1 word in 11 starts a name
+
+
+@pytest.mark.parametrize("sentence, tags", [
+    ("Ms Hewitt told GMTV's Sunday programme on Monday.", "B I O B I O O B"),
+    ("It said Blair, Brown and I would meet in London.", "O O B B O O O O O B"),
+    ('She said: "Tories dismissed it"', "O O B O O"),  # after a colon: the corpus's own case of "tories"
+    ("The trade secretary left.", "O O O O"),  # a sentence's first capital says nothing
+    ("London is big.", "B O O"),  # ... but London is capitalised wherever its case speaks
+])
+def test_bbc_names_rule_on_sentences(sentence, tags):
+    case = names_tagging.WordCase([["in", "London"], ["the", "Tories"], ["the", "trade"], ["it", "Hewitt"], ["said", "Ms"]])
+    words = sentence.split()
+    tagged = case.tagged(words)
+    assert tagged == {"words": [word.lower() for word in words],
+                      "tags": [{"B": "B-NAME", "I": "I-NAME", "O": "O"}[t] for t in tags.split()]}
+
+
+def test_bbc_names_sentences_skip_the_title_and_cut_long_ones():
+    article = "A Title In Capitals\n\nFirst one. Second? " + "word " * 45 + "end."
+    found = names_tagging.sentences(article)
+    assert [len(sentence) for sentence in found] == [2, 1, 40, 6]
+    assert found[0] == ["First", "one."]
 
 
 def test_builtin_task_without_its_package_says_how_to_install(monkeypatch):

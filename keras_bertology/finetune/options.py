@@ -35,7 +35,8 @@ class FinetuneOptions:
     seed: int = 0
     out: str | None = None
     export: str | None = None
-    no_export: bool = False  # results and model.keras only (a study fine-tunes many models it never serves)
+    no_export: bool = False  # results and model.keras only, no SavedModel
+    results_only: bool = False  # the scores alone, no model.keras or SavedModel (a study's hundreds of runs)
     length_buckets: tuple = ()  # the export's serving lengths (see export.saved_model); () pads to the longest
     serving_xla: bool = False  # the export's endpoints run the model compiled by XLA
     max_examples: int | None = None
@@ -49,8 +50,9 @@ class FinetuneOptions:
         """Raise ConfigError for values that cannot work, before anything slow starts."""
         if not self.task:
             raise ConfigError("--task is required: a built-in task name or a data folder")
-        if self.no_export and self.export:
-            raise ConfigError("--export and --no-export contradict each other; keep one")
+        if (self.no_export or self.results_only) and self.export:
+            flag = "--no-export" if self.no_export else "--results-only"
+            raise ConfigError(f"--export and {flag} contradict each other; keep one")
         if not self.from_dir:
             raise ConfigError("--from is required: a run folder from `bertology pretrain` or `bertology convert`")
         ranges.check_options(self, _RANGES, optional=("seq_len", "max_examples", "train_examples"))

@@ -40,13 +40,14 @@ def finetune(options, shared=None):
     keep this run's for the next (a study's many runs)."""
     options.validate()
     out = Path(options.out or Path("runs") / f"finetune-{Path(options.task).name}-{datetime.now():%Y%m%d-%H%M%S}")
-    export_dir = None if options.no_export else Path(options.export or Path("savedmodels") / out.name)
+    export_dir = None if options.no_export or options.results_only else Path(options.export or Path("savedmodels") / out.name)
     with claim_outputs(out, FINETUNING, export_dir):
         return _finetune(options, out, export_dir, shared)
 
 
 def _finetune(options, out, export_dir, shared):
-    task = load_task(options.task, options.max_examples)
+    task = (shared.task(options.task, options.max_examples, load_task) if shared is not None
+            else load_task(options.task, options.max_examples))
     if options.train_examples is not None:
         task = sample_training_examples(task, options.train_examples, options.seed)
     strategy = make_strategy(options.strategy)
@@ -87,8 +88,9 @@ def _finetune(options, out, export_dir, shared):
     test = _evaluate(kind, model, encoded["test"], task, "test", options.batch_size)
 
     # Results first: an export that fails (a full disk) must not lose them.
-    with atomic_file(out / "model.keras") as staging:
-        model.save(staging)
+    if not options.results_only:
+        with atomic_file(out / "model.keras") as staging:
+            model.save(staging)
     results = _results(options, task, kind, run, seq_len, history, best, test, train_seconds, losses,
                        export_dir, backbone.count_params())
     write_metrics(out / "results.json", results)
@@ -96,7 +98,8 @@ def _finetune(options, out, export_dir, shared):
         staging.write_text(results_markdown(results))
     plot_finetuning(results, out / "training_curve.png")
     _say(options, f"best dev epoch {best['epoch']}; test " + _scores_text(test))
-    _say(options, f"results: {out}/results.json, results.md, training_curve.png; model: {out}/model.keras")
+    _say(options, f"results: {out}/results.json, results.md, training_curve.png"
+                  + ("" if options.results_only else f"; model: {out}/model.keras"))
     if export_dir:
         export_task_model(model, kind, task, family, run.tokenizer, seq_len, export_dir, options.length_buckets,
                           options.serving_xla)

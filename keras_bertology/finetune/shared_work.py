@@ -4,14 +4,15 @@ A study fine-tunes the same architecture on the same task again and again:
 other seeds, other labeled draws, other encoders of one arm. A run of its own
 loads the encoder, encodes every split, builds the task model, compiles it
 and traces its training and prediction steps; for a few-label run that costs
-more than the training. `SharedWork` keeps two things for the next run:
+more than the training. `SharedWork` keeps three things for the next run:
 
 * the compiled model of a recipe (the architecture, the task's labels, the
   optimizer's schedule), lent to the next run of that recipe: every variable
   of the run's freshly built model (encoder, task head, dropout seeds) is
   copied into it and the optimizer's state is set back to where it started;
 * the encoded dev and test splits of an encoder folder's tokenizer and a task
-  (the training split is drawn per run, so it is encoded per run).
+  (the training split is drawn per run, so it is encoded per run);
+* the tasks as loaded (a built-in task is built from its package's files).
 
 So a run computes what it would have computed on its own
 (tests/test_finetune.py checks the losses and scores).
@@ -31,6 +32,7 @@ class SharedWork:
         self.size, self.encoded_size = size, encoded_size
         self._models = collections.OrderedDict()
         self._encoded = collections.OrderedDict()
+        self._tasks = {}
 
     def take_model(self, key, model):
         """The kept model of `key` holding `model`'s variables and a fresh optimizer, or None."""
@@ -59,6 +61,14 @@ class SharedWork:
             self._encoded[key] = encode()
         _trim(self._encoded, key, self.encoded_size)
         return self._encoded[key]
+
+
+    def task(self, name, max_examples, load):
+        """`load(name, max_examples)`, once per task."""
+        key = (name, max_examples)
+        if key not in self._tasks:
+            self._tasks[key] = load(name, max_examples)
+        return self._tasks[key]
 
 
 def _trim(cache, key, size):

@@ -63,7 +63,8 @@ ARM_NAMES = tuple(arm.name for arm in ARMS)
 # for every task). Relations: "better", "same" (a wash), "at least" (as well as); see study/report.py.
 CLAIMS = (
     ("ELECTRA learns more per unit of compute than MLM", "electra", "bert", "better", None),
-    ("span masking + SBO beats token masking on extraction (tagging)", "spanbert", "bert", "better", "wnut16"),
+    ("span masking + SBO beats token masking on extraction (tagging)", "spanbert", "bert", "better",
+     "bbc-names"),
     ("dynamic masking is a wash against static", "roberta", "roberta-static", "same", None),
     ("NSP does not help: MLM alone does as well", "roberta-static", "bert", "at least", None),
     ("SOP beats NSP", "albert", "albert-nsp", "better", None),

@@ -8,9 +8,10 @@ from keras_bertology import flag_ranges as ranges
 from keras_bertology.errors import ConfigError
 from keras_bertology.study.arms import ARM_NAMES, SCALES
 
-DEFAULT_TASKS = ("bbc-news", "wnut16")
+DEFAULT_TASKS = ("bbc-news", "bbc-names")
 # The numeric options and their ranges: those of the CLI's flags.
-_RANGES = {"seeds": ranges.STUDY_SEEDS, "seed": ranges.SEED, "vocab_size": ranges.VOCAB_SIZE}
+_RANGES = {"seeds": ranges.STUDY_SEEDS, "seed": ranges.SEED, "vocab_size": ranges.VOCAB_SIZE,
+           "workers": ranges.WORKERS}
 
 
 @dataclasses.dataclass
@@ -24,6 +25,7 @@ class StudyOptions:
     tasks: fine-tuning tasks, built-in names or data folders as `bertology finetune --task` takes.
     seeds: fine-tuning seeds per arm, task and label count (None: the scale's); seed s draws the
         same labeled examples for every arm (pretraining uses `seed`).
+    workers: runs side by side, in processes sharing the CPU cores (see study/workers.py); 1 on a GPU.
     """
 
     out: str = "studies/objectives"
@@ -36,6 +38,7 @@ class StudyOptions:
     seeds: int | None = None
     seed: int = 0
     vocab_size: int = 8000
+    workers: int = 1
     verbose: int = 1
 
     def validate(self):
@@ -63,7 +66,7 @@ class StudyOptions:
         """What fixes the study's results: a study folder holds one plan, resumed only with the same
         (the scale's sizes and recipe included, so a changed scale is not mixed into an old study)."""
         key = dataclasses.asdict(self)
-        for name in ("out", "verbose"):
+        for name in ("out", "workers", "verbose"):
             key.pop(name)
         key["recipe"] = dataclasses.asdict(SCALES[self.scale])
         key["seeds"] = self.seed_count

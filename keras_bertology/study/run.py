@@ -40,6 +40,7 @@ from keras_bertology.study.compute import (PROBE_STEPS, arm_tokenizer, flops_per
                                            seed_run_folder, write_task_text)
 from keras_bertology.study.options import StudyOptions  # noqa: F401  re-exported
 from keras_bertology.study.report import finetune_key, write_report
+from keras_bertology.study.workers import Workers
 from keras_bertology.training.options import PretrainOptions
 
 STATE_FILE = "study.json"
@@ -73,9 +74,10 @@ def _study(options, scale, out):
     runs = [_Run(arm, budget, state["flops_per_step"][arm.name], scale) for arm in arms]
     _say(options, f"budget: {budget:.3g} FLOPs ({scale.reference_steps} steps of {arms[0].name}); "
                   f"{scale.describe()}")
-    _pretrain_all(options, scale, runs, state, out)
     points = [point for run in runs for point in run.points]
-    _finetune_all(options, scale, _finetune_jobs(points, label_counts, out), state, out)
+    with Workers(options.workers) as workers:
+        _pretrain_all(options, scale, runs, state, out, workers)
+        _finetune_all(options, scale, _finetune_jobs(points, label_counts, out), state, out, workers)
 
     results = write_report(out, given, scale, points, state, RANDOM_INIT, label_counts)
     _say(options, f"study done: {out}/results.md, results.json, score_vs_compute.png")
@@ -96,17 +98,22 @@ def _count_flops(options, scale, arms, documents, state, out):
         state.save()
 
 
-def _pretrain_all(options, scale, runs, state, out):
-    progress = _Progress(sum(run.arm.name not in state["pretrain"] for run in runs), "pretraining")
-    for index, run in enumerate(runs):
-        if run.arm.name in state["pretrain"]:
-            continue
-        _say(options, f"[pretrain {index + 1}/{len(runs)}] {run.arm.name}: {run.steps} steps, {run.flops:.3g} FLOPs")
-        started = time.perf_counter()
-        state["pretrain"][run.arm.name] = _pretrain(options, scale, run, out)
-        state["pretrain"][run.arm.name]["seconds"] = time.perf_counter() - started
+def _pretrain_all(options, scale, runs, state, out, workers):
+    todo = [run for run in runs if run.arm.name not in state["pretrain"]]
+    progress = _Progress(len(todo), "pretraining")
+    if todo and options.workers > 1:
+        _say(options, f"arms to pretrain: {len(todo)}, {min(options.workers, len(todo))} at a time")
+
+    def done(job, result):
+        run = job[2]
+        state["pretrain"][run.arm.name] = result
         state.save()
-        _say(options, f"    done in {state['pretrain'][run.arm.name]['seconds']:.0f} s{progress.step()}")
+        _say(options, f"[pretrain {progress.done + 1}/{len(todo)}] {run.arm.name}: {run.steps} steps, "
+                      f"{run.flops:.3g} FLOPs, done in {result['seconds']:.0f} s{progress.step()}")
+
+    # Progress bars of runs side by side would interleave: a worker's run reports only its end.
+    quiet = dataclasses.replace(options, verbose=0) if options.workers > 1 else options
+    workers.run_all(_pretrain, [(quiet, scale, run, out) for run in todo], done)
 
 
 def _label_counts(scale, task):
@@ -132,22 +139,22 @@ def _finetune_jobs(points, label_counts, out):
     return jobs
 
 
-def _finetune_all(options, scale, jobs, state, out):
+def _finetune_all(options, scale, jobs, state, out, workers):
     """Every seed of `jobs` [(key, run folder, random init, task, label count)] not done yet."""
-    work = [(finetune_key(key, task, labels, seed), run_dir, random_init, task, labels, seed)
+    todo = [(finetune_key(key, task, labels, seed), run_dir, random_init, task, labels, seed)
             for key, run_dir, random_init, task, labels in jobs for seed in range(options.seed_count)]
-    progress = _Progress(sum(key not in state["finetune"] for key, *_ in work), "fine-tuning")
-    shared = SharedWork()  # a job's seeds share a traced model and the encoded dev and test splits
-    for index, (key, run_dir, random_init, task, labels, seed) in enumerate(work):
-        if key in state["finetune"]:
-            continue
-        started = time.perf_counter()
-        result = _finetune(scale, run_dir, random_init, task, labels, seed, out / "finetune" / key, shared)
-        result["wall_seconds"] = time.perf_counter() - started
+    todo = [job for job in todo if job[0] not in state["finetune"]]
+    progress = _Progress(len(todo), "fine-tuning")
+
+    def done(job, result):
+        key = job[1]
         state["finetune"][key] = result
         state.save()
-        _say(options, f"[finetune {index + 1}/{len(work)}] {key}: test {result['metric']} {result['score']:.4f} "
-                      f"({result['wall_seconds']:.0f} s){progress.step()}")
+        _say(options, f"[finetune {progress.done + 1}/{len(todo)}] {key}: test {result['metric']} "
+                      f"{result['score']:.4f} ({result['wall_seconds']:.0f} s){progress.step()}")
+
+    workers.run_all(_finetune, [(scale, *job, out) for job in todo], done)
+    _SHARED.clear()
     keras.backend.clear_session()
 
 
@@ -214,6 +221,7 @@ def _pretrain_options(options, scale, arm, steps, out, snapshots=()):
 def _pretrain(options, scale, run, out):
     from keras_bertology.training.pretrain import pretrain
 
+    started = time.perf_counter()
     run_dir = out / "pretrain" / run.arm.name
     seed_run_folder(run_dir, out / "tokenizers" / run.arm.name)
     metrics = pretrain(_pretrain_options(options, scale, run.arm, run.steps, str(run_dir), run.snapshots))
@@ -221,25 +229,33 @@ def _pretrain(options, scale, run, out):
     return {"steps": metrics["steps"], "train_seconds": metrics["train_seconds"],
             "samples_per_second": metrics["samples_per_second"], "precision": metrics["precision"],
             "objectives": {name: {"first": summary["first"], "last": summary["last"]}
-                           for name, summary in metrics["objectives"].items()}}
+                           for name, summary in metrics["objectives"].items()},
+            "seconds": time.perf_counter() - started}
 
 
-def _finetune(scale, run_dir, random_init, task, labels, seed, folder, shared):
-    """One fine-tuning run on `labels` examples drawn by `seed` (with the model compiled and the splits
-    encoded by earlier runs, `shared`); a folder an interrupted run left is cleared first."""
+# This process's work kept between fine-tuning runs (a worker's, or the study's own with one worker): a
+# job's seeds share a traced model and the encoded dev and test splits.
+_SHARED = {}
+
+
+def _finetune(scale, key, run_dir, random_init, task, labels, seed, out):
+    """One fine-tuning run on `labels` examples drawn by `seed`, into out/finetune/`key`; a folder an
+    interrupted run left is cleared first."""
     from keras_bertology.finetune.run import finetune
 
+    started = time.perf_counter()
+    folder = out / "finetune" / key
     if folder.exists():
         shutil.rmtree(folder)
     batch_size, epochs = scale.finetune_recipe(labels)
     results = finetune(FinetuneOptions(
         task=task, from_dir=str(run_dir), epochs=epochs, batch_size=batch_size,
         learning_rate=scale.finetune_learning_rate, seq_len=scale.finetune_seq_len, seed=seed, out=str(folder),
-        no_export=True, max_examples=scale.finetune_max_examples, train_examples=labels, last_epoch=True,
-        random_init=random_init, verbose=0), shared)
+        results_only=True, max_examples=scale.finetune_max_examples, train_examples=labels, last_epoch=True,
+        random_init=random_init, verbose=0), _SHARED.setdefault("work", SharedWork()))
     metric = results["primary_metric"]
     return {"metric": metric, "score": results["test"][metric], "dev": results["dev"][metric],
-            "seconds": results["train_seconds"]}
+            "seconds": results["train_seconds"], "wall_seconds": time.perf_counter() - started}
 
 
 class _State(dict):
