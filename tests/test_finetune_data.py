@@ -376,7 +376,7 @@ def test_folder_errors_name_the_file(tmp_path, case):
 
 
 def test_unknown_task_and_file_instead_of_folder(tmp_path):
-    with pytest.raises(DataError, match="bbc-news, wnut16"):
+    with pytest.raises(DataError, match="bbc-news, bbc-names, wnut16"):
         load_task(tmp_path / "nowhere")
     (tmp_path / "train.tsv").write_text(TSV_TEST)
     with pytest.raises(DataError, match="train.tsv is a file"):

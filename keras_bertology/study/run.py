@@ -45,6 +45,9 @@ from keras_bertology.training.options import PretrainOptions
 
 STATE_FILE = "study.json"
 RANDOM_INIT = "random-init"
+# What this process keeps between runs (a worker's, or the study's own with one worker): the corpus read
+# once, and the fine-tuning runs' SharedWork (a job's seeds share a traced model and encoded splits).
+_SHARED = {}
 
 
 def study(options):
@@ -67,15 +70,13 @@ def _study(options, scale, out):
         options = dataclasses.replace(options, corpus=[str(write_task_text(tasks.values(), out))],
                                       corpus_format="jsonl", text_field="text")
     arms = sorted((arm for arm in ARMS if arm.name in options.arms), key=lambda arm: options.arms.index(arm.name))
-    documents = read_documents(options)
-
-    _count_flops(options, scale, arms, documents, state, out)
-    budget = scale.reference_steps * state["flops_per_step"][arms[0].name]["average"]
-    runs = [_Run(arm, budget, state["flops_per_step"][arm.name], scale) for arm in arms]
-    _say(options, f"budget: {budget:.3g} FLOPs ({scale.reference_steps} steps of {arms[0].name}); "
-                  f"{scale.describe()}")
-    points = [point for run in runs for point in run.points]
     with Workers(options.workers) as workers:
+        _count_flops(options, scale, arms, state, out, workers)
+        budget = scale.reference_steps * state["flops_per_step"][arms[0].name]["average"]
+        runs = [_Run(arm, budget, state["flops_per_step"][arm.name], scale) for arm in arms]
+        _say(options, f"budget: {budget:.3g} FLOPs ({scale.reference_steps} steps of {arms[0].name}); "
+                      f"{scale.describe()}")
+        points = [point for run in runs for point in run.points]
         _pretrain_all(options, scale, runs, state, out, workers)
         _finetune_all(options, scale, _finetune_jobs(points, label_counts, out), state, out, workers)
 
@@ -84,18 +85,31 @@ def _study(options, scale, out):
     return results
 
 
-def _count_flops(options, scale, arms, documents, state, out):
+def _count_flops(options, scale, arms, state, out, workers):
     """The cost of a step of each arm, on its own data (its tokenizer is kept for its run)."""
-    for arm in arms:
-        if arm.name in state["flops_per_step"]:
-            continue
-        _say(options, f"counting the FLOPs of a training step of {arm.name}")
-        family = get_family(arm.model)
-        probe = _pretrain_options(options, scale, arm, steps=PROBE_STEPS, out=None)
-        tokenizer = arm_tokenizer(family, documents, probe, out / "tokenizers" / arm.name)
-        average, stages = flops_per_step(family, tokenizer, documents, probe)
-        state["flops_per_step"][arm.name] = {"average": average, "stages": stages}
+    todo = [arm for arm in arms if arm.name not in state["flops_per_step"]]
+    if todo:
+        _say(options, f"counting the FLOPs of a training step of {len(todo)} arms (each trains its tokenizer)")
+
+    def done(job, result):
+        state["flops_per_step"][job[2].name] = result
         state.save()
+        _say(options, f"    {job[2].name}: {result['average']:.3g} FLOPs a step")
+
+    workers.run_all(_arm_flops, [(_quiet(options), scale, arm, out) for arm in todo], done)
+    _SHARED.pop("documents", None)
+
+
+def _arm_flops(options, scale, arm, out):
+    family = get_family(arm.model)
+    if "documents" not in _SHARED:  # read once per process
+        _SHARED["documents"] = read_documents(options)
+    documents = _SHARED["documents"]
+    probe = _pretrain_options(options, scale, arm, steps=PROBE_STEPS, out=None)
+    tokenizer = arm_tokenizer(family, documents, probe, out / "tokenizers" / arm.name)
+    average, stages = flops_per_step(family, tokenizer, documents, probe)
+    keras.backend.clear_session()
+    return {"average": average, "stages": stages}
 
 
 def _pretrain_all(options, scale, runs, state, out, workers):
@@ -111,9 +125,13 @@ def _pretrain_all(options, scale, runs, state, out, workers):
         _say(options, f"[pretrain {progress.done + 1}/{len(todo)}] {run.arm.name}: {run.steps} steps, "
                       f"{run.flops:.3g} FLOPs, done in {result['seconds']:.0f} s{progress.step()}")
 
-    # Progress bars of runs side by side would interleave: a worker's run reports only its end.
-    quiet = dataclasses.replace(options, verbose=0) if options.workers > 1 else options
-    workers.run_all(_pretrain, [(quiet, scale, run, out) for run in todo], done)
+    workers.run_all(_pretrain, [(_quiet(options), scale, run, out) for run in todo], done)
+
+
+def _quiet(options):
+    """The options a run gets: progress bars of runs side by side would interleave, so a worker's run
+    reports only its end."""
+    return dataclasses.replace(options, verbose=0) if options.workers > 1 else options
 
 
 def _label_counts(scale, task):
@@ -221,6 +239,7 @@ def _pretrain_options(options, scale, arm, steps, out, snapshots=()):
 def _pretrain(options, scale, run, out):
     from keras_bertology.training.pretrain import pretrain
 
+    _SHARED.pop("documents", None)  # a worker's copy of the corpus, read to count FLOPs
     started = time.perf_counter()
     run_dir = out / "pretrain" / run.arm.name
     seed_run_folder(run_dir, out / "tokenizers" / run.arm.name)
@@ -231,11 +250,6 @@ def _pretrain(options, scale, run, out):
             "objectives": {name: {"first": summary["first"], "last": summary["last"]}
                            for name, summary in metrics["objectives"].items()},
             "seconds": time.perf_counter() - started}
-
-
-# This process's work kept between fine-tuning runs (a worker's, or the study's own with one worker): a
-# job's seeds share a traced model and the encoded dev and test splits.
-_SHARED = {}
 
 
 def _finetune(scale, key, run_dir, random_init, task, labels, seed, out):
