@@ -146,6 +146,7 @@ class TaskData:
     splits: dict
     source: str
     untrained_labels: tuple = ()  # dev/test labels absent from the train split (carved into dev)
+    text_of: str | None = None  # the task whose training text this one's is, split alike (bbc-names: bbc-news)
 
 
 class _Row(NamedTuple):
@@ -260,7 +261,7 @@ def _load_bbc_names() -> TaskData:
     return TaskData("bbc-names", "tagging", _tag_labels(splits["train"]), False, splits,
                     f"proper nouns (NAME) of BBC News found by their capitals, then lower-cased, one example a "
                     f"sentence, the articles split as bbc-news's (the first {names_tagging.EVALUATED_SENTENCES} "
-                    f"sentences of each dev and test article): " + _counts(splits))
+                    f"sentences of each dev and test article): " + _counts(splits), text_of="bbc-news")
 
 
 def _load_wnut16() -> TaskData:

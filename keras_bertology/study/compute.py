@@ -36,9 +36,15 @@ def read_documents(options):
 def write_task_text(tasks, out):
     """STUDY/pretraining_text.jsonl: every task's training text without its labels, one document per
     example (a classification pair's two texts, a tagged sentence's words, a span example's context
-    once), so that pretraining reads in-domain text and never a dev or test example. Returns the path."""
+    once), so that pretraining reads in-domain text and never a dev or test example. A task whose text
+    is another's (`TaskData.text_of`: bbc-names tags bbc-news's sentences) adds none when that task is
+    there too: the text would be read twice, and as one-sentence documents that give NSP a shortcut.
+    Returns the path."""
     documents = []
+    names = {task.name for task in tasks}
     for task in tasks:
+        if task.text_of in names:
+            continue
         for example in task.splits["train"]:
             if task.kind == "classification":
                 documents.append(" ".join(filter(None, (example["text"], example.get("text_b")))))
