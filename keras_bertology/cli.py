@@ -134,7 +134,7 @@ def _add_finetune(commands):
     from keras_bertology.finetune.options import FINETUNE_STRATEGIES, FinetuneOptions
 
     defaults = FinetuneOptions()
-    builtin = "bbc-news (5-class news topics), wnut16 (Twitter NER)"
+    builtin = "bbc-news (5-class news topics), bbc-names (proper nouns of BBC News), wnut16 (Twitter NER)"
     finetune = commands.add_parser("finetune", help="fine-tune a pretrained or converted encoder on a task")
     finetune.add_argument("--task", required=True, metavar="NAME|DATA_DIR",
                           help=f"built-in: {builtin}; or a folder with train and test files (dev optional) "
