@@ -268,6 +268,14 @@ def static_file(tmp_path_factory, instances):
     return path, subset, count
 
 
+def test_static_writing_shows_its_progress_unless_quiet(tmp_path, instances, capsys):
+    subset = {key: value[:64] for key, value in instances.items()}
+    for verbose in (1, 0):
+        path = tmp_path / f"masked-{verbose}.tfrecord"
+        write_static_tfrecords(subset, make_masker(), 1, str(path), batch_size=32, verbose=verbose)
+        assert ("64/64" in capsys.readouterr().out) == bool(verbose) and path.stat().st_size > 0
+
+
 def test_static_records_hold_k_different_masks(static_file):
     path, subset, count = static_file
     assert count == 3000 and os.listdir(os.path.dirname(path)) == ["masked.tfrecord"]

@@ -33,8 +33,10 @@ def write_static_tfrecords(
     path: str,
     batch_size: int = 256,
     seed: int = 0,
+    verbose: int = 1,
 ) -> int:
-    """Writes `dupe_factor` differently masked copies of every instance to one TFRecord file.
+    """Writes `dupe_factor` differently masked copies of every instance to one TFRecord file (a
+    progress bar while it writes, unless `verbose` is 0).
 
     Batch k of the writing is masked with the seed (seed, k), so the same
     instances and seed always give the same file.
@@ -49,7 +51,7 @@ def write_static_tfrecords(
     if num_instances == 0:
         raise ConfigError("There are no instances to mask.")
     total = num_instances * dupe_factor
-    progress = keras.utils.Progbar(total, unit_name="record")
+    progress = keras.utils.Progbar(total, unit_name="record", verbose=1 if verbose else 0)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     temp_path = path + ".tmp"
     try:

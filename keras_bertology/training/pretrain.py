@@ -311,7 +311,7 @@ def _masked_dataset(family, instances, tokenizer, masking, data_dir, options, st
         _say(options, f"static masking: reusing {path}")
     else:
         _say(options, f"static masking: writing {len(instances['token_ids'])} masked instances to {path}")
-        write_static_tfrecords(instances, masker, 1, str(path), seed=options.seed)
+        write_static_tfrecords(instances, masker, 1, str(path), seed=options.seed, verbose=options.verbose)
     return make_dataset(None, options.batch_size, static_path=str(path), seed=options.seed,
                         start_step=start_step)
 
