@@ -252,7 +252,7 @@ def _collapsed(text) -> str:
 def _load_bbc_names() -> TaskData:
     """Proper nouns of BBC News, found by their capitals and then lower-cased (see the module docstring)."""
     _, articles, _ = _bbc_articles()
-    bodies = {split: [[sentence for sentence in names_tagging.sentences(raw)] for _, raw in split_articles]
+    bodies = {split: [names_tagging.sentences(raw) for _, raw in split_articles]
               for split, split_articles in articles.items()}
     case = names_tagging.WordCase([sentence for split in bodies.values() for body in split for sentence in body])
     splits = {split: [case.tagged(sentence) for body in split_bodies
