@@ -142,6 +142,26 @@ def test_each_point_of_a_run_counts_the_flops_of_the_stages_it_went_through():
     assert run.points[-1].folder(Path("s")) == Path("s/pretrain/bert")
 
 
+def test_token_level_tasks_take_their_verdicts_at_their_own_label_count():
+    import types
+
+    from keras_bertology.study.arms import Scale
+    from keras_bertology.study.run import _label_counts
+
+    def task(kind, examples):
+        return types.SimpleNamespace(kind=kind, splits={"train": [None] * examples})
+
+    scale = Scale(1, 8, 1, 8, 8, 2, reference_steps=1, budgets=(1.0,), label_counts=(32, 128, 512),
+                  verdict_labels=128, token_verdict_labels=32)
+    assert _label_counts(scale, task("classification", 1000)) == {"all": [32, 128, 512], "verdict": 128}
+    for kind in ("tagging", "spans"):
+        assert _label_counts(scale, task(kind, 1000)) == {"all": [32, 128, 512], "verdict": 32}
+    # A count above the training split becomes all of it; without a token count every task takes verdict_labels.
+    assert _label_counts(scale, task("classification", 100)) == {"all": [32, 100], "verdict": 100}
+    untyped = Scale(1, 8, 1, 8, 8, 2, reference_steps=1, budgets=(1.0,), label_counts=(32, 128), verdict_labels=128)
+    assert _label_counts(untyped, task("tagging", 1000))["verdict"] == 128
+
+
 def test_the_pretraining_text_is_the_tasks_training_text_without_labels(tmp_path):
     from keras_bertology.finetune.datasets import load_task
     from keras_bertology.study.compute import write_task_text
@@ -167,7 +187,8 @@ def test_the_pretraining_text_is_the_tasks_training_text_without_labels(tmp_path
 def test_every_scale_fits_its_arms():
     for scale in SCALES.values():
         assert scale.hidden_size % scale.num_heads == 0 and max(scale.budgets) == 1.0
-        assert scale.verdict_labels in scale.label_counts and scale.seeds >= 2
+        assert {scale.verdict_labels_of("classification"), scale.verdict_labels_of("tagging")} <= set(
+            scale.label_counts) and scale.seeds >= 2
 
 
 def test_a_study_folder_refuses_a_scale_whose_recipe_changed_since(tmp_path, monkeypatch):

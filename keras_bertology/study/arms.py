@@ -84,8 +84,10 @@ class Scale:
     `reference_steps` of the first arm (BERT) set the compute budget every
     arm gets; `budgets` are the shares of it each arm is pretrained with
     (the score-against-compute curves, fine-tuned with `verdict_labels`
-    examples). At the full budget every arm is also fine-tuned with each of
-    `label_counts` labeled examples (the learning curves); random
+    examples, or `token_verdict_labels` on a token-level task: a tagger learns
+    frequent words' tags from its labels alone, so pretraining shows at fewer
+    of them; docs/study.md's probes). At the full budget every arm is also
+    fine-tuned with each of `label_counts` labeled examples (the learning curves); random
     initialisation with each of them too. Every fine-tuning run follows one
     recipe: a seed draws the labeled examples and starts the head, the same
     for every arm (a paired design), and the last epoch is kept (a dev split
@@ -104,6 +106,7 @@ class Scale:
     budgets: tuple
     label_counts: tuple
     verdict_labels: int
+    token_verdict_labels: int | None = None  # None: verdict_labels
     seeds: int = 5
     finetune_epochs: int = 3
     finetune_batch_size: int = 32
@@ -111,6 +114,11 @@ class Scale:
     finetune_learning_rate: float = 1e-4
     finetune_max_examples: int | None = None  # dev and test kept to their first N (a quick smoke)
     finetune_seq_len: int | None = None  # None: the pretraining length
+
+    def verdict_labels_of(self, kind):
+        """The label count verdicts are made at on a task of `kind` (see `finetune.tasks.TASK_KINDS`)."""
+        token_level = kind != "classification" and self.token_verdict_labels is not None
+        return self.token_verdict_labels if token_level else self.verdict_labels
 
     @property
     def encoder(self):
@@ -134,12 +142,13 @@ SCALES = {
     "smoke": Scale(1, 32, 1, 64, 32, 8, reference_steps=4, budgets=(0.5, 1.0), label_counts=(8, 16),
                    verdict_labels=16, seeds=2, finetune_epochs=1, finetune_batch_size=16, finetune_min_steps=1,
                    finetune_max_examples=48),
-    # 2 CPU cores, about an hour: 600 steps of BERT-Tiny's shape per arm on the tasks' own unlabeled text;
-    # fine-tuning on 32 / 128 / 512 drawn labels, 64 tokens each, at 1e-3 (see the README's probes).
-    # Three seeds: paired, they decide 0.009 on BBC News at 128 labels (docs/study.md).
-    "tiny": Scale(2, 128, 2, 512, 128, 32, reference_steps=600, budgets=(0.25, 0.5, 1.0),
-                  label_counts=(32, 128, 512), verdict_labels=128, seeds=3, finetune_epochs=6,
-                  finetune_learning_rate=1e-3, finetune_seq_len=64),
+    # 2 CPU cores, about an hour: 600 steps of BERT-Tiny's shape over 64 tokens per arm on the tasks' own
+    # unlabeled text; fine-tuning on 32 / 128 / 512 drawn labels at 1e-3, verdicts at 128 (32 when tagging),
+    # where the probes found pretraining pays (docs/study.md). Three seeds: paired, they decide 0.009 on
+    # BBC News at 128 labels.
+    "tiny": Scale(2, 128, 2, 512, 64, 32, reference_steps=600, budgets=(0.25, 0.5, 1.0),
+                  label_counts=(32, 128, 512), verdict_labels=128, token_verdict_labels=32, seeds=3,
+                  finetune_epochs=6, finetune_learning_rate=1e-3),
     # One GPU or TPU host: BERT-Small's shape (ELECTRA's small comparison): about 1.5e12 FLOPs a BERT
     # step, 2.9e16 an arm, 3,400x tiny's.
     "small": Scale(4, 512, 8, 2048, 128, 128, reference_steps=20_000, budgets=(0.25, 0.5, 1.0),

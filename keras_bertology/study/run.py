@@ -138,7 +138,7 @@ def _label_counts(scale, task):
     """{"all": the scale's label counts a task has room for, "verdict": the one verdicts are made at}:
     a count above the task's training examples becomes all of them."""
     available = len(task.splits["train"])
-    verdict = min(scale.verdict_labels, available)
+    verdict = min(scale.verdict_labels_of(task.kind), available)
     return {"all": sorted({min(count, available) for count in scale.label_counts} | {verdict}), "verdict": verdict}
 
 
