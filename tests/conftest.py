@@ -24,6 +24,14 @@ os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 
 
+import tensorflow as tf  # noqa: E402  (after the environment above, which TensorFlow reads on import)
+
+# Grappler rewrites every tf.function graph the first time it runs: for the suite's tiny models that costs
+# more than the run (a SavedModel's endpoints, each a tokenizer graph of thousands of ops, executed by its
+# warm-up requests). Measured on 2 cores beside other work, tests/test_task_models.py: 240 s -> 177 s.
+# Only this process: the commands and serving scripts the tests start run TensorFlow as users do.
+tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+
 # The two workers take whole files (`--dist loadfile --no-loadscope-reorder`, see the Makefile) in
 # collection order: the longest files first (measured in CI, longest first), so that the files handed
 # out last are short ones and both workers finish close together.
