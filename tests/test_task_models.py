@@ -65,17 +65,22 @@ def test_every_head_learns_with_compile_and_fit(family_name):
         assert history.history["loss"][-1] < 0.5 * history.history["loss"][0], head
 
 
-def test_classifier_sums_up_at_the_family_summary_token():
-    """XLNet's summary is its last real token (whichever side the row is padded on): through a new dense +
-    tanh, then the logits layer."""
-    family = FAMILIES["xlnet"]
+@pytest.mark.parametrize("family_name, back, left_padded", [
+    ("xlnet", 0, False), ("xlnet", 0, True), ("gpt", 1, False), ("gpt", 1, True), ("transformer-xl", 1, False)])
+def test_classifier_sums_up_at_the_family_summary_token(family_name, back, left_padded):
+    """XLNet's summary is its last real token (`<cls>`), a causal LM's the one before it (the text's last,
+    not the closing end token), whichever side the row is padded on: through a new dense + tanh, then the
+    logits layer."""
+    family = FAMILIES[family_name]
     backbone = small_backbone(family)
-    model = SequenceClassifier(backbone, 3, summary="last", dropout=0.0)
+    model = SequenceClassifier(backbone, 3, summary=family.summary_position, dropout=0.0)
     inputs = _inputs(backbone)
+    if left_padded:
+        inputs = {name: np.roll(value, 3, axis=1) for name, value in inputs.items()}
     sequence = ops.convert_to_numpy(backbone(inputs)["sequence_output"])
     summary, logits = model.get_layer("summary"), model.get_layer("logits")
     mask = ops.convert_to_numpy(inputs["padding_mask"])
-    last = [np.flatnonzero(row)[-1] for row in mask]
+    last = [np.flatnonzero(row)[-1 - back] for row in mask]
     expected = logits(summary(sequence[np.arange(len(last)), last, :]))
     np.testing.assert_allclose(ops.convert_to_numpy(model(inputs)), ops.convert_to_numpy(expected), atol=1e-5)
 

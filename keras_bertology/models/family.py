@@ -96,7 +96,9 @@ class ModelFamily:
             become model inputs (BERT's [CLS] A [SEP] B [SEP] by default);
             served raw text and fine-tuning data are laid out with it.
         summary_position: the token whose state sums up a sequence for
-            sequence classification: "first" ([CLS]) or "last" (XLNet's <cls>).
+            sequence classification: "first" ([CLS]), "last" (XLNet's <cls>) or
+            "last_text" (a causal LM's last text token, before the closing end
+            token, whose state pretraining makes text-independent).
         packings: the `--packing` choices the instance builder takes, default
             first; empty when it takes none.
         hf_model_types: the Hugging Face `model_type`s this family imports.

@@ -12,7 +12,7 @@ import keras
 
 from keras_bertology.errors import ConfigError
 
-SUMMARY_POSITIONS = ("first", "last")
+SUMMARY_POSITIONS = ("first", "last", "last_text")
 
 
 def _dense(units, initializer_range, name, activation=None, dtype=None):
@@ -67,12 +67,12 @@ def _initializer_range(backbone):
     return getattr(backbone, "initializer_range", 0.02)
 
 
-def last_real_state(sequence, padding_mask):
-    """[B, H] state of each row's last real token, whichever side its padding is on (XLNet pads on the
-    left, a causal LM's text on the right)."""
+def last_real_state(sequence, padding_mask, back=0):
+    """[B, H] state of each row's last real token (or the one `back` tokens before it), whichever side its
+    padding is on (XLNet pads on the left, a causal LM's text on the right)."""
     positions = keras.ops.cumsum(keras.ops.ones_like(padding_mask), axis=1)
     last = keras.ops.max(positions * padding_mask, axis=1, keepdims=True)
-    selector = keras.ops.cast(keras.ops.equal(positions, last), sequence.dtype)
+    selector = keras.ops.cast(keras.ops.equal(positions, last - back), sequence.dtype)
     return keras.ops.sum(sequence * keras.ops.expand_dims(selector, -1), axis=1)
 
 
@@ -82,8 +82,9 @@ class SequenceClassifier(TaskModel):
 
     The summary is the backbone's `pooled_output` when it has one and
     `summary` is "first" (BERT's pretrained pooler); otherwise the state at
-    the summary token (the first, or the last real one) through a new dense
-    + tanh (XLNet's sequence summary).
+    the summary token (the first; the last real one; or, "last_text", the
+    one before it: a causal LM's last text token, not the end token packing
+    closes it with) through a new dense + tanh (XLNet's sequence summary).
     Then dropout and a linear layer.
 
     Example:
@@ -110,7 +111,8 @@ class SequenceClassifier(TaskModel):
             pooled = encoded["pooled_output"]
         else:
             sequence = encoded["sequence_output"]
-            state = sequence[:, 0, :] if summary == "first" else last_real_state(sequence, inputs["padding_mask"])
+            state = sequence[:, 0, :] if summary == "first" else last_real_state(
+                sequence, inputs["padding_mask"], back=int(summary == "last_text"))
             pooled = _dense(sequence.shape[-1], _initializer_range(backbone), "summary", "tanh", dtype)(state)
         pooled = keras.layers.Dropout(dropout, name="summary_dropout")(pooled)
         logits = _dense(num_classes, _initializer_range(backbone), "logits", dtype="float32")(pooled)

@@ -22,7 +22,7 @@ GPT = FAMILY = ModelFamily(
     hf_exporter_path="keras_bertology.models.gpt.convert:export",
     masking="dynamic",
     masker_path="keras_bertology.data.next_token:next_token_stage",
-    summary_position="last",
+    summary_position="last_text",
     masks_tokens=False,
 )
 

@@ -23,7 +23,7 @@ TRANSFORMER_XL = FAMILY = ModelFamily(
     converter_path="keras_bertology.models.transformer_xl.convert:convert",
     masking="dynamic",
     masker_path="keras_bertology.data.next_token:next_token_stage",
-    summary_position="last",
+    summary_position="last_text",
     stream_batches=True,
     masks_tokens=False,
     options=(
