@@ -2,6 +2,8 @@
 
 import os
 
+import pytest
+
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
@@ -31,6 +33,15 @@ import tensorflow as tf  # noqa: E402  (after the environment above, which Tenso
 # warm-up requests). Measured on 2 cores beside other work, tests/test_task_models.py: 240 s -> 177 s.
 # Only this process: the commands and serving scripts the tests start run TensorFlow as users do.
 tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+
+
+@pytest.fixture
+def graph_rewrites_as_in_commands():
+    """Grappler on for a test whose run here must equal, bit for bit, a command's in a process of its own:
+    the rewrites change float rounding."""
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
+    yield
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
 
 # The two workers take whole files (`--dist loadfile --no-loadscope-reorder`, see the Makefile) in
 # collection order: the longest files first (measured in CI, longest first), so that the files handed

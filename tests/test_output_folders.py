@@ -231,6 +231,7 @@ def _second_writer_refused(capsys, first, folder, argv):
     assert first.returncode == 0, err[-3000:]
 
 
+@pytest.mark.usefixtures("graph_rewrites_as_in_commands")
 def test_a_second_pretraining_into_a_run_being_written_is_refused(tmp_path, capsys):
     plays = [str(path) for path in default_corpus_paths()[:1]]
     flags = ["--model", "roberta", "--preset", "roberta-tiny", "--corpus", *plays, "--steps", "4", "--log-every",

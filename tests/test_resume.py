@@ -276,6 +276,7 @@ def _complete_checkpoints_only(run_dir):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("precision", ONE_PRECISION_PER_BACKEND)
+@pytest.mark.usefixtures("graph_rewrites_as_in_commands")
 def test_runs_killed_at_random_moments_end_with_the_weights_of_an_uninterrupted_run(tmp_path, precision):
     """kill -9 in the middle of a run, twice at random moments (before the first checkpoint, then at a
     random point of a later window, saves included), then --resume: the final weights are exactly those
@@ -403,6 +404,7 @@ def test_a_stop_requested_inside_a_window_ends_it_at_the_next_step_and_resume_go
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("graph_rewrites_as_in_commands")
 def test_sigterm_saves_a_checkpoint_and_resume_goes_on_exactly(tmp_path):
     """What schedulers and preemptible machines send before a kill: the run ends at its next checkpoint, says
     so in one line, exits 143 (128 + SIGTERM), and --resume ends with the weights of an uninterrupted run."""
