@@ -62,7 +62,6 @@ class SharedWork:
         _trim(self._encoded, key, self.encoded_size)
         return self._encoded[key]
 
-
     def task(self, name, max_examples, load):
         """`load(name, max_examples)`, once per task."""
         key = (name, max_examples)
