@@ -131,7 +131,7 @@ def build_parser():
 
 
 def _add_finetune(commands):
-    from keras_bertology.finetune.options import FINETUNE_STRATEGIES, FinetuneOptions
+    from keras_bertology.finetune.options import FINETUNE_STRATEGIES, SUMMARY_POSITIONS, FinetuneOptions
 
     defaults = FinetuneOptions()
     builtin = "bbc-news (5-class news topics), bbc-names (proper nouns of BBC News), wnut16 (Twitter NER)"
@@ -166,6 +166,9 @@ def _add_finetune(commands):
                                "epoch (quicker; few-label fine-tuning has no dev set larger than its training set)")
     finetune.add_argument("--random-init", action="store_true",
                           help="re-initialise the encoder's weights (a baseline for what pretraining gives)")
+    finetune.add_argument("--summary", choices=SUMMARY_POSITIONS,
+                          help="where a classifier sums up the text: the first token (BERT's pooler where it has "
+                               "one), the last, the last text token, or the mean of all (default: the family's)")
     finetune.add_argument("--out", metavar="DIR", help="results folder (default: runs/finetune-<task>-<time>)")
     finetune.add_argument("--export", metavar="DIR", help="SavedModel folder (default: savedmodels/<out name>)")
     finetune.add_argument("--no-export", action="store_true",

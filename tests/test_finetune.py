@@ -291,19 +291,20 @@ def test_a_run_on_a_kept_compiled_model_computes_what_a_run_of_its_own_does(tmp_
     folder = _user_folders(tmp_path / "data")["pairs"]
     kept = SharedWork()
 
-    def fine_tune(name, seed, compiled, from_dir=run, random_init=False):
+    def fine_tune(name, seed, compiled, from_dir=run, random_init=False, summary=None):
         return finetune(FinetuneOptions(
             task=str(folder), from_dir=str(from_dir), epochs=2, batch_size=8, learning_rate=5e-3, seed=seed,
             train_examples=24, last_epoch=True, random_init=random_init, out=str(tmp_path / name), no_export=True,
-            verbose=0), compiled)
+            summary=summary, verbose=0), compiled)
 
     fine_tune("fills", 0, kept)  # compiles and keeps its model
-    for seed, from_dir, random_init in ((2, other, False), (3, run, True)):  # another encoder; re-initialised
-        lent = fine_tune(f"kept-{seed}", seed, kept, from_dir, random_init)
-        alone = fine_tune(f"alone-{seed}", seed, None, from_dir, random_init)
+    # another encoder; re-initialised; another head (the mean state, not BERT's pooler: a recipe of its own)
+    for seed, from_dir, random_init, summary in ((2, other, False, None), (3, run, True, None), (4, run, False, "mean")):
+        lent = fine_tune(f"kept-{seed}", seed, kept, from_dir, random_init, summary)
+        alone = fine_tune(f"alone-{seed}", seed, None, from_dir, random_init, summary)
         assert lent["step_losses"] == alone["step_losses"] and lent["test"] == alone["test"]
-        assert len(set(lent["step_losses"])) > 1
-    assert len(kept._models) == 1  # one recipe: one traced model served every run
+        assert len(set(lent["step_losses"])) > 1 and lent["recipe"]["summary"] == summary
+    assert len(kept._models) == 2  # one traced model served every run of each recipe
     assert len(kept._encoded) == 4  # dev and test of each encoder folder, encoded once
     assert list(kept._tasks) == [(str(folder), None)]  # the task read once
 

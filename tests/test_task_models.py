@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 from keras import ops
 
+from keras_bertology.finetune.options import SUMMARY_POSITIONS as FINETUNE_SUMMARY_POSITIONS
 from keras_bertology.models import FAMILIES
-from keras_bertology.models.task_models import SequenceClassifier, SpanExtractor, TokenClassifier
+from keras_bertology.models.task_models import SUMMARY_POSITIONS, SequenceClassifier, SpanExtractor, TokenClassifier
 
 SMALL = dict(num_layers=2, num_heads=2, hidden_size=16, intermediate_size=32)
 
@@ -93,6 +94,22 @@ def test_classifier_uses_the_pretrained_pooler_when_the_backbone_has_one():
     np.testing.assert_allclose(ops.convert_to_numpy(model(inputs)),
                                ops.convert_to_numpy(model.get_layer("logits")(pooled)), atol=1e-6)
     assert "summary" not in [layer.name for layer in model.layers]
+
+
+@pytest.mark.parametrize("family_name", ["bert", "xlnet"])
+def test_a_mean_summary_averages_the_real_tokens_only(family_name):
+    """`summary="mean"` (a small encoder's choice: its MLM trains every state, its [CLS] little): the mean of
+    the real tokens' states, padding left out on either side, through a new dense + tanh, then the logits."""
+    backbone = small_backbone(FAMILIES[family_name])
+    model = SequenceClassifier(backbone, 3, summary="mean", dropout=0.0)
+    inputs = _inputs(backbone)
+    inputs = {name: np.concatenate([value, np.roll(value[:1], 3, axis=1)]) for name, value in inputs.items()}
+    sequence = ops.convert_to_numpy(backbone(inputs)["sequence_output"])
+    mask = ops.convert_to_numpy(inputs["padding_mask"]).astype(bool)
+    means = np.stack([row[real].mean(axis=0) for row, real in zip(sequence, mask)])
+    expected = model.get_layer("logits")(model.get_layer("summary")(means))
+    np.testing.assert_allclose(ops.convert_to_numpy(model(inputs)), ops.convert_to_numpy(expected), atol=1e-5)
+    assert set(SUMMARY_POSITIONS) == set(FINETUNE_SUMMARY_POSITIONS)  # the CLI's copy, free of Keras
 
 
 def test_span_logits_never_point_at_padding():

@@ -8,6 +8,8 @@ from keras_bertology.errors import ConfigError
 
 # Strategies fine-tuning runs under (`training.strategy`); multi-worker is pretraining only so far.
 FINETUNE_STRATEGIES = ("auto", "default", "mirrored", "tpu")
+# Where a classifier sums up a text (models.task_models.SUMMARY_POSITIONS, kept here free of Keras).
+SUMMARY_POSITIONS = ("first", "last", "last_text", "mean")
 # The numeric options and their ranges: those of the CLI's flags.
 _RANGES = {"epochs": ranges.EPOCHS, "batch_size": ranges.BATCH_SIZE, "learning_rate": ranges.LEARNING_RATE,
            "layer_decay": ranges.LAYER_DECAY, "warmup": ranges.WARMUP, "seq_len": ranges.SEQ_LEN,
@@ -43,6 +45,7 @@ class FinetuneOptions:
     train_examples: int | None = None  # N labeled examples drawn from train by `seed` (a learning curve's point)
     last_epoch: bool = False  # keep the last epoch, dev scored once (few labels: no dev set larger than train)
     random_init: bool = False
+    summary: str | None = None  # a classifier's summary position (models.task_models); None: the family's
     strategy: str = "default"
     verbose: int = 1
 
@@ -57,6 +60,8 @@ class FinetuneOptions:
             raise ConfigError("--from is required: a run folder from `bertology pretrain` or `bertology convert`")
         ranges.check_options(self, _RANGES, optional=("seq_len", "max_examples", "train_examples"))
         ranges.check_length_buckets(self.length_buckets, self.seq_len or ranges.SEQ_LEN.high)
+        if self.summary is not None and self.summary not in SUMMARY_POSITIONS:
+            raise ConfigError(f"--summary must be one of {', '.join(SUMMARY_POSITIONS)} (got {self.summary!r})")
         if self.strategy not in FINETUNE_STRATEGIES:
             raise ConfigError(f"--strategy must be one of {', '.join(FINETUNE_STRATEGIES)} for fine-tuning "
                               f"(got {self.strategy!r}; multiworker fine-tuning is not supported yet)")

@@ -65,7 +65,7 @@ def _finetune(options, out, export_dir, shared):
         backbone = run.backbone
         if options.random_init:
             backbone = backbone.__class__.from_config(backbone.get_config())
-        model = kind.build_model(backbone, task, family)
+        model = kind.build_model(backbone, task, family, options.summary)
         key = recipe_key(backbone, task, seq_len, options, steps_per_epoch) if shared is not None else None
         kept = shared.take_model(key, model) if key else None
         if kept is not None:
@@ -220,7 +220,7 @@ def _results(options, task, kind, run, seq_len, history, best, test, train_secon
         "recipe": {"epochs": options.epochs, "batch_size": options.batch_size,
                    "learning_rate": options.learning_rate, "warmup": options.warmup,
                    "layer_decay": options.layer_decay, "seq_len": seq_len, "seed": options.seed,
-                   "strategy": options.strategy},
+                   "strategy": options.strategy, "summary": options.summary},
         "primary_metric": kind.primary_metric,
         "best_epoch": best["epoch"],
         "dev": best["dev"],

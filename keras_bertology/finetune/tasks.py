@@ -41,7 +41,9 @@ class TaskKind:
     def _encode(self, task, examples, family, tokenizer, seq_len):
         raise NotImplementedError
 
-    def build_model(self, backbone, task, family):
+    def build_model(self, backbone, task, family, summary=None):
+        """The task model on `backbone`; `summary` (a sequence-level task's) replaces the family's
+        summary position."""
         raise NotImplementedError
 
     def loss(self):
@@ -76,8 +78,8 @@ class Classification(TaskKind):
         targets = np.array([index[e["label"]] for e in examples], np.int32)
         return {"inputs": inputs, "targets": targets, "weights": np.ones(len(examples), np.float32)}
 
-    def build_model(self, backbone, task, family):
-        return SequenceClassifier(backbone, len(task.labels), summary=family.summary_position)
+    def build_model(self, backbone, task, family, summary=None):
+        return SequenceClassifier(backbone, len(task.labels), summary=summary or family.summary_position)
 
     def predict(self, model, encoded, task, examples, batch_size):
         logits = model.predict(encoded["inputs"], batch_size=batch_size, verbose=0)
@@ -123,7 +125,7 @@ class Tagging(TaskKind):
         return {"inputs": arrays, "targets": np.maximum(targets, 0), "weights": (targets >= 0).astype(np.float32),
                 "word_map": word_map}
 
-    def build_model(self, backbone, task, family):
+    def build_model(self, backbone, task, family, summary=None):
         return TokenClassifier(backbone, len(task.labels))
 
     def predict(self, model, encoded, task, examples, batch_size):
@@ -212,7 +214,7 @@ class SpanExtraction(TaskKind):
             return -1, -1
         return int(starts[0]), int(ends[-1])
 
-    def build_model(self, backbone, task, family):
+    def build_model(self, backbone, task, family, summary=None):
         return SpanExtractor(backbone)
 
     def predict(self, model, encoded, task, examples, batch_size):

@@ -12,7 +12,7 @@ import keras
 
 from keras_bertology.errors import ConfigError
 
-SUMMARY_POSITIONS = ("first", "last", "last_text")
+SUMMARY_POSITIONS = ("first", "last", "last_text", "mean")  # finetune.options keeps a copy free of Keras
 
 
 def _dense(units, initializer_range, name, activation=None, dtype=None):
@@ -67,6 +67,12 @@ def _initializer_range(backbone):
     return getattr(backbone, "initializer_range", 0.02)
 
 
+def mean_real_state(sequence, padding_mask):
+    """[B, H] mean of each row's real tokens' states (padding left out)."""
+    weights = keras.ops.expand_dims(keras.ops.cast(padding_mask, sequence.dtype), -1)
+    return keras.ops.sum(sequence * weights, axis=1) / keras.ops.maximum(keras.ops.sum(weights, axis=1), 1.0)
+
+
 def last_real_state(sequence, padding_mask, back=0):
     """[B, H] state of each row's last real token (or the one `back` tokens before it), whichever side its
     padding is on (XLNet pads on the left, a causal LM's text on the right)."""
@@ -84,7 +90,9 @@ class SequenceClassifier(TaskModel):
     `summary` is "first" (BERT's pretrained pooler); otherwise the state at
     the summary token (the first; the last real one; or, "last_text", the
     one before it: a causal LM's last text token, not the end token packing
-    closes it with) through a new dense + tanh (XLNet's sequence summary).
+    closes it with), or with "mean" the mean of the real tokens' states (what
+    a small encoder's MLM trains, where its [CLS] learns little), through a
+    new dense + tanh (XLNet's sequence summary).
     Then dropout and a linear layer.
 
     Example:
@@ -111,8 +119,11 @@ class SequenceClassifier(TaskModel):
             pooled = encoded["pooled_output"]
         else:
             sequence = encoded["sequence_output"]
-            state = sequence[:, 0, :] if summary == "first" else last_real_state(
-                sequence, inputs["padding_mask"], back=int(summary == "last_text"))
+            if summary == "mean":
+                state = mean_real_state(sequence, inputs["padding_mask"])
+            else:
+                state = sequence[:, 0, :] if summary == "first" else last_real_state(
+                    sequence, inputs["padding_mask"], back=int(summary == "last_text"))
             pooled = _dense(sequence.shape[-1], _initializer_range(backbone), "summary", "tanh", dtype)(state)
         pooled = keras.layers.Dropout(dropout, name="summary_dropout")(pooled)
         logits = _dense(num_classes, _initializer_range(backbone), "logits", dtype="float32")(pooled)
