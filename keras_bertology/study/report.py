@@ -140,6 +140,25 @@ def _cell(summary):
     return f"{summary['mean']:.3f} ± {summary['std']:.3f}"
 
 
+def _glance(results):
+    """The table the README quotes: per arm, each task's score at each share of the budget (mean ± sd
+    over the seeds, at the verdict label count); no pretraining under the full budget."""
+    tasks, budgets = results["tasks"], sorted({row["budget"] for row in results["rows"]})
+    scores = {(row["arm"], row["budget"]): row["scores"] for row in results["rows"]}
+    lines = ["## At a glance", "", "Test score at each share of the pretraining budget (" + "; ".join(
+                 f"{task}: {results['metrics'][task]}, {results['verdict_labels'][task]} labels" for task in tasks)
+             + "):", "",
+             "| arm | " + " | ".join(f"{task} {budget:g}" for task in tasks for budget in budgets) + " |",
+             "|---|" + "---|" * len(tasks) * len(budgets)]
+    for arm in dict.fromkeys(row["arm"] for row in results["rows"]):
+        lines.append(f"| {arm} | " + " | ".join(_cell(scores[arm, budget][task]) if (arm, budget) in scores else ""
+                                                for task in tasks for budget in budgets) + " |")
+    random_init = [_cell(results["random_init"][task][str(results["verdict_labels"][task])]) for task in tasks]
+    lines.append("| no pretraining | " + " | ".join(random_init[index] if budget == budgets[-1] else ""
+                                                    for index in range(len(tasks)) for budget in budgets) + " |")
+    return lines + [""]
+
+
 def markdown(results):
     tasks = results["tasks"]
     header = " | ".join(f"{task} {results['metrics'][task]} ({results['verdict_labels'][task]} labels)"
@@ -151,6 +170,9 @@ def markdown(results):
         "pretraining compute (matmul FLOPs of its traced training step x steps), then the same fine-tuning "
         f"recipe; test scores are the mean ± standard deviation over {results['seeds']} fine-tuning seeds, "
         "each drawing the same labeled examples for every arm.",
+        "",
+        *_glance(results),
+        "## Every run",
         "",
         f"| arm | objective | budget | steps | pretraining FLOPs | pretraining s | {header} |",
         "|---|---|---|---|---|---|" + "---|" * len(tasks),
