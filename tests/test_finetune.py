@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -271,10 +272,15 @@ def test_built_in_tasks_run_from_the_cli_and_serve_raw_strings(task, tmp_path, s
 def test_a_learning_curve_point_draws_its_labels_and_keeps_the_last_epoch(tmp_path, sentences, capsys):
     run = make_run(tmp_path / "run", "bert", sentences)
     out = tmp_path / "ft"
-    assert _finetune("bbc-news", run, out, "--train-examples", "10", "--seed", "4", "--last-epoch", "--epochs", "3",
-                     "--results-only", "--no-export") == 0, capsys.readouterr().err
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert _finetune("bbc-news", run, out, "--train-examples", "10", "--seed", "4", "--last-epoch", "--epochs",
+                         "3", "--results-only", "--no-export", "--summary", "mean") == 0, capsys.readouterr().err
+    # The mean state, not BERT's pooler: the pooler trains no more, and that is no warning.
+    assert not [str(w.message) for w in caught if "pooler" in str(w.message)]
     assert not (out / "model.keras").exists() and (out / "results.md").is_file()
     results = json.loads((out / "results.json").read_text())
+    assert results["recipe"]["summary"] == "mean"
     assert results["examples"] == {"train": 10, "dev": 223, "test": 223}  # dev and test whole
     assert "10 training examples drawn with seed 4" in results["data"]
     # One fit of three epochs, dev scored once: the last epoch is the one kept.

@@ -9,6 +9,7 @@ so the same loop serves every family and every kind of task.
 import copy
 import math
 import time
+import warnings
 from datetime import datetime
 from pathlib import Path
 
@@ -154,8 +155,10 @@ def _train_keeping_best(model, kind, task, encoded, options, whole_batches):
     ends = [options.epochs] if options.last_epoch else range(1, options.epochs + 1)
     start = 0
     for end in ends:
-        fitted = model.fit(train, epochs=end, initial_epoch=start,
-                           callbacks=[diverged, losses], shuffle=False, verbose=options.verbose)
+        with warnings.catch_warnings():  # a classifier that reads no pooler (--summary) leaves it untrained
+            warnings.filterwarnings("ignore", message=r"Gradients do not exist for variables \['pooler/")
+            fitted = model.fit(train, epochs=end, initial_epoch=start,
+                               callbacks=[diverged, losses], shuffle=False, verbose=options.verbose)
         start = end
         dev = _evaluate(kind, model, encoded["dev"], task, "dev", options.batch_size)
         history.append({"epoch": end, "train_loss": float(fitted.history["loss"][-1]), "dev": dev})
