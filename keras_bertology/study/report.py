@@ -230,16 +230,18 @@ def plot(results, path):
     tasks = results["tasks"]
     figure, axes = plt.subplots(2, len(tasks), figsize=(5.5 * len(tasks), 8.4), squeeze=False)
     arms = list(dict.fromkeys(row["arm"] for row in results["rows"]))
+    colors = {arm: plt.get_cmap("tab20")(index % 20) for index, arm in enumerate(arms)}  # more arms than 10 hues
     for column, task in enumerate(tasks):
         compute, curve = axes[0][column], axes[1][column]
         labels = results["verdict_labels"][task]
         for arm in arms:
             rows = sorted((row for row in results["rows"] if row["arm"] == arm), key=lambda r: r["pretrain_flops"])
             compute.errorbar([row["pretrain_flops"] for row in rows], [row["scores"][task]["mean"] for row in rows],
-                             yerr=[row["scores"][task]["std"] for row in rows], marker="o", capsize=3, label=arm)
+                             yerr=[row["scores"][task]["std"] for row in rows], marker="o", capsize=3, label=arm,
+                             color=colors[arm])
         for name, points in [*results["learning_curves"].items(), ("no pretraining", results["random_init"])]:
             counts = list(points[task])
-            style = {"color": "grey", "linestyle": "--"} if name == "no pretraining" else {}
+            style = {"color": "grey", "linestyle": "--"} if name == "no pretraining" else {"color": colors[name]}
             curve.errorbar([int(count) for count in counts], [points[task][c]["mean"] for c in counts],
                            yerr=[points[task][c]["std"] for c in counts], marker="o", capsize=3, label=name, **style)
         compute.axhline(results["random_init"][task][str(labels)]["mean"], color="grey", linestyle="--",

@@ -266,7 +266,7 @@ def _finetune(scale, key, run_dir, random_init, task, labels, seed, out):
         task=task, from_dir=str(run_dir), epochs=epochs, batch_size=batch_size,
         learning_rate=scale.finetune_learning_rate, seq_len=scale.finetune_seq_len, seed=seed, out=str(folder),
         results_only=True, max_examples=scale.finetune_max_examples, train_examples=labels, last_epoch=True,
-        random_init=random_init, verbose=0), _SHARED.setdefault("work", SharedWork()))
+        random_init=random_init, summary=scale.finetune_summary, verbose=0), _SHARED.setdefault("work", SharedWork()))
     metric = results["primary_metric"]
     return {"metric": metric, "score": results["test"][metric], "dev": results["dev"][metric],
             "seconds": results["train_seconds"], "wall_seconds": time.perf_counter() - started}
