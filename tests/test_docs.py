@@ -101,3 +101,18 @@ def test_every_unmarked_python_block_in_docs_runs(tmp_path, monkeypatch):
             exec(compile(body, _where(page, line), "exec"), {"__name__": "__docs__"})
             ran += 1
     assert ran >= 1
+
+
+def test_the_readme_study_tables_quote_the_committed_study_which_its_json_renders():
+    """The README's study tables are lines of the committed results.md, and results.md is what the report
+    code renders from the committed results.json (so no number is typed by hand)."""
+    import json
+
+    from keras_bertology.study.report import markdown
+
+    committed = ROOT / "benchmarks" / "results" / "study_tiny"
+    report = (committed / "results.md").read_text(encoding="utf-8")
+    assert markdown(json.loads((committed / "results.json").read_text(encoding="utf-8"))) == report
+    section = (ROOT / "README.md").read_text(encoding="utf-8").split("\n## The objective study\n", 1)[1]
+    rows = [line for line in section.split("\n## ", 1)[0].splitlines() if line.startswith("| ")]
+    assert len(rows) >= 12 and [row for row in rows if row not in report.splitlines()] == []
