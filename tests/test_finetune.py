@@ -305,7 +305,8 @@ def test_a_run_on_a_kept_compiled_model_computes_what_a_run_of_its_own_does(tmp_
 
     fine_tune("fills", 0, kept)  # compiles and keeps its model
     # another encoder; re-initialised; another head (the mean state, not BERT's pooler: a recipe of its own)
-    for seed, from_dir, random_init, summary in ((2, other, False, None), (3, run, True, None), (4, run, False, "mean")):
+    runs = ((2, other, False, None), (3, run, True, None), (4, run, False, "mean"))
+    for seed, from_dir, random_init, summary in runs:
         lent = fine_tune(f"kept-{seed}", seed, kept, from_dir, random_init, summary)
         alone = fine_tune(f"alone-{seed}", seed, None, from_dir, random_init, summary)
         assert lent["step_losses"] == alone["step_losses"] and lent["test"] == alone["test"]

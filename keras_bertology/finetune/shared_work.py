@@ -82,7 +82,8 @@ def recipe_key(backbone, task, seq_len, options, steps_per_epoch):
     return json.dumps({"backbone": type(backbone).__name__, "config": config,
                        "task": [task.name, task.kind, list(task.labels), task.pairs], "seq_len": seq_len,
                        "recipe": [options.epochs, steps_per_epoch, options.batch_size, options.learning_rate,
-                                  options.warmup, options.layer_decay], "summary": options.summary}, sort_keys=True, default=str)
+                                  options.warmup, options.layer_decay],
+                       "summary": options.summary}, sort_keys=True, default=str)
 
 
 def split_key(options, split, seq_len, input_names):
