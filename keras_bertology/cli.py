@@ -208,6 +208,9 @@ def _add_study(commands):
     _number(study, "--workers", ranges.WORKERS,
             "runs side by side, each in a process of its own with its share of the CPU cores (2 cores: 2); "
             "1 on a GPU", default=defaults.workers)
+    study.add_argument("--all-tasks", action="store_true",
+                       help="fine-tune every arm also on the tasks where pretraining did not beat random "
+                            "initialisation (scores without verdicts; by default only the gate's runs go there)")
 
 
 def _add_data_flags(parser, defaults, families):

@@ -1,5 +1,6 @@
 """`bertology study`: equal compute per arm, every arm fine-tuned, claims judged, resumable, bad input refused."""
 
+import dataclasses
 import json
 import math
 import statistics
@@ -23,7 +24,8 @@ SMOKE_ARMS = ["bert", "electra-two-stage"]
 def _smoke_args(out):
     # No --corpus: the arms pretrain on the tasks' own training text (the smoke keeps 48 examples of each split).
     # Two workers: the runs go to processes of a thread each, and their results come back to the study.
-    return [*SMOKE, "--out", str(out), "--arms", *SMOKE_ARMS, "--vocab-size", "1000", "--workers", "2"]
+    # --all-tasks: every arm is fine-tuned on both tasks whatever the gate says of a few steps' pretraining.
+    return [*SMOKE, "--out", str(out), "--arms", *SMOKE_ARMS, "--vocab-size", "1000", "--workers", "2", "--all-tasks"]
 
 
 def _bertology(*args, cwd=None):
@@ -192,8 +194,6 @@ def test_every_scale_fits_its_arms():
 
 
 def test_a_study_folder_refuses_a_scale_whose_recipe_changed_since(tmp_path, monkeypatch):
-    import dataclasses
-
     from keras_bertology.study import arms
     from keras_bertology.study.run import _State
 
@@ -236,7 +236,9 @@ def test_the_smoke_study_gives_every_arm_equal_compute_and_resumes(tmp_path):
         assert row["steps"] == round(budget / per_step[name])
         for task in results["tasks"]:
             assert row["scores"][task]["n"] == 2 and 0 <= row["scores"][task]["mean"] <= 1
-    # Learning curves at the full budget (and random init) over the label counts; budget points at the verdict count.
+    # Learning curves of the reference arm at the full budget (and random init) over the label counts; budget
+    # points at the verdict count.
+    assert list(results["learning_curves"]) == ["bert"]
     for curve in [*results["learning_curves"].values(), results["random_init"]]:
         assert {task: list(points) for task, points in curve.items()} == {"bbc-news": ["8", "16"], "bbc-names": ["8", "16"]}
     assert results["learning_curves"]["bert"]["bbc-news"]["16"] == rows["bert"]["scores"]["bbc-news"]
@@ -280,10 +282,61 @@ def test_the_smoke_study_gives_every_arm_equal_compute_and_resumes(tmp_path):
             "results.json").stat().st_mtime_ns == kept
     assert json.loads((out / "results.json").read_text())["rows"][1]["scores"] == rows["bert"]["scores"]
 
+    # Without --all-tasks the report holds only the gate's runs on a task where pretraining did not pay.
+    gated = _bertology("study", *_smoke_args(out)[:-1])
+    assert gated.returncode == 0 and "[finetune" not in gated.stdout, gated.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    for task, gate in results["gate"].items():
+        finetuned = [(row["arm"], row["budget"]) for row in results["rows"] if task in row["scores"]]
+        assert finetuned == ([(a, b) for a in SMOKE_ARMS for b in (0.5, 1)] if gate["pays"] else [("bert", 1)])
+    refused = not all(gate["pays"] for gate in results["gate"].values())
+    assert ("Empty cells: not fine-tuned on" in (out / "results.md").read_text()) == refused
+
     from keras_bertology.study.run import study
 
     with pytest.raises(ConfigError, match=r"other options \(changed: seeds\)"):
         study(StudyOptions(scale="smoke", seeds=3, out=str(out), arms=tuple(SMOKE_ARMS), vocab_size=1000))
+
+
+def test_the_gate_runs_first_and_other_arms_fine_tune_only_where_pretraining_pays(tmp_path, monkeypatch):
+    """The study's flow with its runs faked: BERT loses to random init on bbc-news and wins on bbc-names."""
+    from keras_bertology.study import run
+
+    calls = []
+
+    def finetune(scale, key, run_dir, random_init, task, labels, seed, out):
+        calls.append((key.split(f"/{task}/")[0], task, labels))
+        paying = {"bbc-news": -0.1, "bbc-names": 0.05}[task] if key.startswith("bert/budget-1/") else 0.0
+        score = 0.4 + 0.01 * seed + paying + (0.02 * (seed % 2) if random_init else 0.0)
+        return {"metric": "f1", "score": score, "dev": score, "seconds": 1.0, "wall_seconds": 2.0}
+
+    monkeypatch.setattr(run, "_arm_flops", lambda *args: {"average": 1e9, "stages": [[1.0, 1e9]]})
+    monkeypatch.setattr(run, "_pretrain", lambda options, scale, arm_run, out: {
+        "steps": arm_run.steps, "train_seconds": 1.0, "samples_per_second": 1.0, "precision": "float32",
+        "objectives": {"mlm": {"first": {"loss": 7.0}, "last": {"loss": 6.0}}}, "seconds": 1.0})
+    monkeypatch.setattr(run, "_finetune", finetune)
+    options = StudyOptions(scale="smoke", seeds=3, out=str(tmp_path / "s"), arms=("bert", "spanbert", "gpt"),
+                           verbose=0)
+    results = run.study(options)
+    # The gate's six jobs (reference and random init at both label counts of both tasks) come first.
+    gate_jobs = {(key, task, labels) for key in ("bert/budget-1", "random-init") for task in ("bbc-news", "bbc-names")
+                 for labels in (8, 16)}
+    assert set(calls[:24]) == gate_jobs and len(calls) == 24 + 5 * 3
+    assert set(calls[24:]) == {(key, "bbc-names", 16) for key in ("bert/budget-0.5", "spanbert/budget-0.5",
+                                                                   "spanbert/budget-1", "gpt/budget-0.5", "gpt/budget-1")}
+    assert {task: gate["pays"] for task, gate in results["gate"].items()} == {"bbc-news": False, "bbc-names": True}
+    assert {claim["task"] for claim in results["claims"]} == {"bbc-names"} and results["finetune_runs"] == 39
+    report = (tmp_path / "s" / "results.md").read_text()
+    assert "| gpt | " + " | ".join([""] * 2 + ["0.410 ± 0.010"] * 2) in report  # bbc-news empty, bbc-names run
+    assert "Empty cells: not fine-tuned on bbc-news, where bert did not beat random initialisation" in report
+
+    calls.clear()  # --all-tasks later: the same study fine-tunes every arm on bbc-news too, and nothing else again
+    results = run.study(dataclasses.replace(options, all_tasks=True))
+    assert sorted(calls) == sorted((key, "bbc-news", 16) for key in ("bert/budget-0.5", "spanbert/budget-0.5",
+                                                                      "spanbert/budget-1", "gpt/budget-0.5",
+                                                                      "gpt/budget-1") for _ in range(3))
+    assert all(len(row["scores"]) == 2 for row in results["rows"]) and "Empty cells" not in (
+        tmp_path / "s" / "results.md").read_text()
 
 
 def test_encoder_sizes_replace_a_presets_and_bad_ones_are_refused():

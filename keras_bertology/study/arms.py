@@ -86,9 +86,10 @@ class Scale:
     (the score-against-compute curves, fine-tuned with `verdict_labels`
     examples, or `token_verdict_labels` on a token-level task: a tagger learns
     frequent words' tags from its labels alone, so pretraining shows at fewer
-    of them; docs/study.md's probes). At the full budget every arm is also
-    fine-tuned with each of `label_counts` labeled examples (the learning curves); random
-    initialisation with each of them too. Every fine-tuning run follows one
+    of them; docs/study.md's probes). The reference arm at the full budget,
+    and random initialisation, are also fine-tuned with each of
+    `label_counts` labeled examples (the learning curves: where pretraining
+    pays). Every fine-tuning run follows one
     recipe: a seed draws the labeled examples and starts the head, the same
     for every arm (a paired design), and the last epoch is kept (a dev split
     would hold more labels than the run learns from). Small draws train in

@@ -26,6 +26,8 @@ class StudyOptions:
     seeds: fine-tuning seeds per arm, task and label count (None: the scale's); seed s draws the
         same labeled examples for every arm (pretraining uses `seed`).
     workers: runs side by side, in processes sharing the CPU cores (see study/workers.py); 1 on a GPU.
+    all_tasks: fine-tune every arm also on the tasks the gate refuses (scores without verdicts); by
+        default only the reference arm and random initialisation run there, which is all the gate needs.
     """
 
     out: str = "studies/objectives"
@@ -39,6 +41,7 @@ class StudyOptions:
     seed: int = 0
     vocab_size: int = 8000
     workers: int = 1
+    all_tasks: bool = False
     verbose: int = 1
 
     def validate(self):
@@ -66,7 +69,7 @@ class StudyOptions:
         """What fixes the study's results: a study folder holds one plan, resumed only with the same
         (the scale's sizes and recipe included, so a changed scale is not mixed into an old study)."""
         key = dataclasses.asdict(self)
-        for name in ("out", "workers", "verbose"):
+        for name in ("out", "workers", "all_tasks", "verbose"):
             key.pop(name)
         key["recipe"] = dataclasses.asdict(SCALES[self.scale])
         key["seeds"] = self.seed_count

@@ -68,60 +68,72 @@ def finetune_key(key, task, labels, seed):
     return f"{key}/{Path(task).name}/labels-{labels}/seed-{seed}"
 
 
-def write_report(out, options, scale, points, state, random_init_key, label_counts):
+def _seed_scores(state, key, task, labels, seed_count):
+    return [state["finetune"][finetune_key(key, task, labels, seed)]["score"] for seed in range(seed_count)]
+
+
+def gate(state, reference_key, random_init_key, task, labels, seed_count):
+    """Does pretraining pay on `task`: the reference encoder against random initialisation at `labels`
+    examples (a "better" verdict, with "pays" added)."""
+    verdict = judge("better", _seed_scores(state, reference_key, task, labels, seed_count),
+                    _seed_scores(state, random_init_key, task, labels, seed_count))
+    return {**verdict, "pays": verdict["verdict"] == "reproduced"}
+
+
+def write_report(out, options, scale, points, state, random_init_key, label_counts, compared, finetuned):
     """results.json, results.md and score_vs_compute.png of a finished study; returns the results.
 
-    `label_counts`: per task (as given), {"all": its label counts, "verdict": the one verdicts use}."""
-    seeds = range(options.seed_count)
-
+    `label_counts`: per task (as given), {"all": its label counts, "verdict": the one verdicts use};
+    `compared`: the tasks every arm was fine-tuned on (the others hold the reference arm's full budget
+    and random init only); `finetuned`: the study.json keys of the study's fine-tuning runs."""
     def scores(key, task, labels):
-        return summarize([state["finetune"][finetune_key(key, task, labels, seed)]["score"] for seed in seeds])
+        return summarize(_seed_scores(state, key, task, labels, options.seed_count))
 
     tasks = [Path(task).name for task in options.tasks]
     verdict_labels = {Path(task).name: counts["verdict"] for task, counts in label_counts.items()}
     metrics = {Path(task).name: state["finetune"][finetune_key(random_init_key, task, counts["verdict"], 0)]["metric"]
                for task, counts in label_counts.items()}
-    rows, curves = [], {}
+    reference = next(point for point in points if point.steps == point.run.steps)
+    rows = []
     for point in points:
         pretrained = state["pretrain"][point.arm.name]
         rows.append({"arm": point.arm.name, "objective": point.arm.objective, "budget": point.share,
                      "steps": point.steps, "pretrain_flops": point.flops,
                      "pretrain_seconds": pretrained["seconds"] * point.steps / point.run.steps,
                      "scores": {Path(task).name: scores(point.key, task, counts["verdict"])
-                                for task, counts in label_counts.items()}})
+                                for task, counts in label_counts.items() if task in compared or point is reference}})
         if point.steps == point.run.steps:
             rows[-1]["pretrain_losses"] = {name: summary["last"].get("loss")
                                            for name, summary in pretrained["objectives"].items()}
-            curves[point.arm.name] = _curve(scores, point.key, label_counts)
+    curves = {reference.arm.name: _curve(scores, reference.key, label_counts)}
     random_init = _curve(scores, random_init_key, label_counts)
     full = {row["arm"]: row for row in rows if row["budget"] == max(scale.budgets)}
-    reference = next(iter(full))
-    gate = {task: judge("better", full[reference]["scores"][task]["seeds"],
-                        random_init[task][str(verdict_labels[task])]["seeds"]) for task in tasks}
-    for task in tasks:
-        gate[task]["pays"] = gate[task]["verdict"] == "reproduced"
+    gates = {Path(task).name: gate(state, reference.key, random_init_key, task, counts["verdict"], options.seed_count)
+             for task, counts in label_counts.items()}
     claims = []
     for text, winner, other, relation, task in CLAIMS:
         if winner in full and other in full:
             for name in ([task] if task else tasks):
-                if name in tasks and gate[name]["pays"]:
+                if name in tasks and gates[name]["pays"]:
                     claims.append({"claim": text, "arm": winner, "against": other, "relation": relation,
                                    "task": name, **judge(relation, full[winner]["scores"][name]["seeds"],
                                                          full[other]["scores"][name]["seeds"])})
-    decidable = {task: decidable_difference([row["scores"][task]["seeds"] for row in full.values()]
+    decidable = {task: decidable_difference([row["scores"][task]["seeds"] for row in full.values()
+                                             if task in row["scores"]]
                                             + [random_init[task][str(verdict_labels[task])]["seeds"]])
                  for task in tasks}
+    runs = [state["finetune"][key] for key in finetuned]
     results = {"scale": options.scale, "size": scale.describe(), "seeds": options.seed_count, "tasks": tasks,
-               "metrics": metrics, "verdict_labels": verdict_labels, "reference_arm": reference,
+               "metrics": metrics, "verdict_labels": verdict_labels, "reference_arm": reference.arm.name,
                "budget_flops": max(row["pretrain_flops"] for row in rows) if rows else 0,
                "pretraining_text": "the tasks' training text, without labels" if options.corpus is None
                else " ".join(map(str, options.corpus)),
-               "rows": rows, "learning_curves": curves, "random_init": random_init, "gate": gate,
+               "rows": rows, "learning_curves": curves, "random_init": random_init, "gate": gates,
                "decidable_difference": decidable, "claims": claims, "flops_per_step": state["flops_per_step"],
                "pretrain_seconds": sum(r["seconds"] for r in state["pretrain"].values()),
-               "finetune_runs": len(state["finetune"]),
-               "finetune_train_seconds": sum(r["seconds"] for r in state["finetune"].values()),
-               "finetune_seconds": sum(r["wall_seconds"] for r in state["finetune"].values())}
+               "finetune_runs": len(runs),
+               "finetune_train_seconds": sum(run["seconds"] for run in runs),
+               "finetune_seconds": sum(run["wall_seconds"] for run in runs)}
     with atomic_file(Path(out) / "results.json") as staging:
         staging.write_text(json.dumps(results, indent=2))
     with atomic_file(Path(out) / "results.md") as staging:
@@ -151,12 +163,22 @@ def _glance(results):
              "| arm | " + " | ".join(f"{task} {budget:g}" for task in tasks for budget in budgets) + " |",
              "|---|" + "---|" * len(tasks) * len(budgets)]
     for arm in dict.fromkeys(row["arm"] for row in results["rows"]):
-        lines.append(f"| {arm} | " + " | ".join(_cell(scores[arm, budget][task]) if (arm, budget) in scores else ""
+        lines.append(f"| {arm} | " + " | ".join(_cell(scores[arm, budget][task])
+                                                if task in scores.get((arm, budget), {}) else ""
                                                 for task in tasks for budget in budgets) + " |")
     random_init = [_cell(results["random_init"][task][str(results["verdict_labels"][task])]) for task in tasks]
     lines.append("| no pretraining | " + " | ".join(random_init[index] if budget == budgets[-1] else ""
                                                     for index in range(len(tasks)) for budget in budgets) + " |")
-    return lines + [""]
+    return lines + [""] + _not_compared(results)
+
+
+def _not_compared(results):
+    """The line that says why a table has empty cells: tasks on which only the gate's runs were made."""
+    tasks = [task for task in results["tasks"] if any(task not in row["scores"] for row in results["rows"])]
+    if not tasks:
+        return []
+    return [f"Empty cells: not fine-tuned on {', '.join(tasks)}, where {results['reference_arm']} did not beat "
+            "random initialisation (the gate, below), so no claim is judged there (`--all-tasks` runs them).", ""]
 
 
 def markdown(results):
@@ -180,14 +202,15 @@ def markdown(results):
     for row in results["rows"]:
         lines.append(f"| {row['arm']} | {row['objective']} | {row['budget']:g} | {row['steps']} | "
                      f"{row['pretrain_flops']:.3g} | {row['pretrain_seconds']:.0f} | "
-                     + " | ".join(_cell(row["scores"][task]) for task in tasks) + " |")
+                     + " | ".join(_cell(row["scores"][task]) if task in row["scores"] else "" for task in tasks)
+                     + " |")
     lines.append("| no pretraining | random initialisation | 0 | 0 | 0 | 0 | "
                  + " | ".join(_cell(results["random_init"][task][str(results["verdict_labels"][task])])
                               for task in tasks) + " |")
     lines += ["", f"Time on this machine: pretraining {results['pretrain_seconds'] / 60:.1f} min (wall-clock of the "
               f"runs), fine-tuning {results['finetune_seconds'] / 60:.1f} min ({len(results['rows'])} encoders and "
               f"random init, {results['finetune_runs']} runs; {results['finetune_train_seconds'] / 60:.1f} min of it "
-              "training).", "", "## Learning curves at the full budget", ""]
+              "training).", "", "## Learning curves (the reference arm at the full budget)", ""]
     for task in tasks:
         counts = list(results["random_init"][task])
         lines += [f"{task} ({results['metrics'][task]}):", "",
@@ -235,7 +258,8 @@ def plot(results, path):
         compute, curve = axes[0][column], axes[1][column]
         labels = results["verdict_labels"][task]
         for arm in arms:
-            rows = sorted((row for row in results["rows"] if row["arm"] == arm), key=lambda r: r["pretrain_flops"])
+            rows = sorted((row for row in results["rows"] if row["arm"] == arm and task in row["scores"]),
+                          key=lambda r: r["pretrain_flops"])
             compute.errorbar([row["pretrain_flops"] for row in rows], [row["scores"][task]["mean"] for row in rows],
                              yerr=[row["scores"][task]["std"] for row in rows], marker="o", capsize=3, label=arm,
                              color=colors[arm])

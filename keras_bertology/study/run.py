@@ -9,6 +9,12 @@
     STUDY/finetune/random-init/<task>/labels-<n>/seed-<s>/            the encoder without pretraining
     STUDY/results.json, results.md, score_vs_compute.png
 
+The gate's runs come first: the reference arm (the first) at its full
+budget and random initialisation, on every task at each label count. The
+other arms are fine-tuned only on the tasks where the reference beat random
+initialisation (or on all with --all-tasks): elsewhere the budget is too
+small for a verdict, and their runs would cost time and say nothing.
+
 Fine-tuning runs are paired: seed s draws the same n labeled examples (and
 starts the task head the same way) for every arm and for random init, so two
 arms are compared seed by seed (see study/report.py).
@@ -39,7 +45,7 @@ from keras_bertology.study.arms import ARMS
 from keras_bertology.study.compute import (PROBE_STEPS, arm_tokenizer, flops_per_step, read_documents,
                                            seed_run_folder, write_task_text)
 from keras_bertology.study.options import StudyOptions  # noqa: F401  re-exported
-from keras_bertology.study.report import finetune_key, write_report
+from keras_bertology.study.report import finetune_key, gate, write_report
 from keras_bertology.study.workers import Workers
 from keras_bertology.training.options import PretrainOptions
 
@@ -78,9 +84,23 @@ def _study(options, scale, out):
                       f"{scale.describe()}")
         points = [point for run in runs for point in run.points]
         _pretrain_all(options, scale, runs, state, out, workers)
-        _finetune_all(options, scale, _finetune_jobs(points, label_counts, out), state, out, workers)
+        reference = runs[0].points[-1]
+        gate_jobs = _gate_jobs(reference, label_counts, out)
+        _finetune_all(options, scale, gate_jobs, state, out, workers)
+        gated = {task: gate(state, reference.key, RANDOM_INIT, task, counts["verdict"], options.seed_count)
+                 for task, counts in label_counts.items()}
+        compared = [task for task in label_counts if gated[task]["pays"] or options.all_tasks]
+        for task in label_counts:
+            if not gated[task]["pays"]:
+                _say(options, f"{Path(task).name}: {reference.arm.name} does not beat random initialisation "
+                              f"({gated[task]['difference']:+.3f}); " + ("its runs go on (--all-tasks)"
+                              if options.all_tasks else "no other arm is fine-tuned on it (--all-tasks would)"))
+        arm_jobs = _arm_jobs(points, reference, label_counts, compared, out)
+        _finetune_all(options, scale, arm_jobs, state, out, workers)
 
-    results = write_report(out, given, scale, points, state, RANDOM_INIT, label_counts)
+    finetuned = [_keys(job, options.seed_count) for job in gate_jobs + arm_jobs]
+    results = write_report(out, given, scale, points, state, RANDOM_INIT, label_counts, compared,
+                           [key for keys in finetuned for key in keys])
     _say(options, f"study done: {out}/results.md, results.json, score_vs_compute.png")
     return results
 
@@ -142,19 +162,23 @@ def _label_counts(scale, task):
     return {"all": sorted({min(count, available) for count in scale.label_counts} | {verdict}), "verdict": verdict}
 
 
-def _finetune_jobs(points, label_counts, out):
-    """[(key, run folder, random init, task, label count)]: each arm's budget points at the verdict
-    count, its full budget at every count (the learning curve), and random initialisation (of the
-    reference arm's encoder) at every count."""
-    reference = next(point for point in points if point.steps == point.run.steps)
-    jobs = []
-    for task, counts in label_counts.items():
-        for point in points:
-            full = point.steps == point.run.steps
-            jobs += [(point.key, point.folder(out), False, task, labels)
-                     for labels in (counts["all"] if full else [counts["verdict"]])]
-        jobs += [(RANDOM_INIT, reference.folder(out), True, task, labels) for labels in counts["all"]]
-    return jobs
+def _gate_jobs(reference, label_counts, out):
+    """[(key, run folder, random init, task, label count)]: the reference arm at its full budget and
+    random initialisation (of its encoder) on every task at each label count: the gate at the verdict
+    count, and the learning curves that show where pretraining pays."""
+    return [(key, reference.folder(out), random_init, task, labels) for task, counts in label_counts.items()
+            for key, random_init in ((reference.key, False), (RANDOM_INIT, True)) for labels in counts["all"]]
+
+
+def _arm_jobs(points, reference, label_counts, tasks, out):
+    """Every other point (each arm at each share of the budget) on `tasks`, at their verdict count."""
+    return [(point.key, point.folder(out), False, task, label_counts[task]["verdict"])
+            for task in tasks for point in points if point is not reference]
+
+
+def _keys(job, seed_count):
+    key, _, _, task, labels = job
+    return [finetune_key(key, task, labels, seed) for seed in range(seed_count)]
 
 
 def _finetune_all(options, scale, jobs, state, out, workers):

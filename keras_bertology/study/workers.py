@@ -36,6 +36,8 @@ class Workers:
     def run_all(self, function, jobs, on_done):
         """`function(*job)` for every job, `on_done(job, result)` here as each ends (in order with one
         worker, as they finish with several). A job that raises cancels the rest and raises here."""
+        if not jobs:  # a resumed study with nothing left to run starts no process
+            return
         if self.count == 1:
             for job in jobs:
                 on_done(job, function(*job))
