@@ -182,6 +182,7 @@ def _add_finetune(commands):
 def _add_study(commands):
     from keras_bertology.data.corpus import CORPUS_FORMATS
     from keras_bertology.study.arms import ARM_NAMES, SCALES
+    from keras_bertology.study.options import BACKENDS as STUDY_BACKENDS
     from keras_bertology.study.options import StudyOptions
 
     defaults = StudyOptions()
@@ -208,6 +209,9 @@ def _add_study(commands):
     _number(study, "--workers", ranges.WORKERS,
             "runs side by side, each in a process of its own with its share of the CPU cores (2 cores: 2); "
             "1 on a GPU", default=defaults.workers)
+    study.add_argument("--backend", choices=STUDY_BACKENDS, default=defaults.backend,
+                       help="the Keras backend of the pretraining runs (jax: the GPU fast path), each in a worker "
+                            "process; FLOPs and fine-tuning are counted and run on tensorflow")
     study.add_argument("--all-tasks", action="store_true",
                        help="fine-tune every arm also on the tasks where pretraining did not beat random "
                             "initialisation (scores without verdicts; by default only the gate's runs go there)")
@@ -399,9 +403,12 @@ EXPORT_FORMATS = ("saved_model", "hf")
 
 def _select_backend(argv):
     """Keras reads KERAS_BACKEND once, when first imported: `--backend` must set it before anything imports
-    Keras. Returns what is wrong with the backend asked for, or None."""
+    Keras. Returns what is wrong with the backend asked for, or None. A study runs on TensorFlow (it
+    counts FLOPs in traced graphs and fine-tunes): its --backend is its pretraining workers'."""
     asked = [argv[i + 1] for i, token in enumerate(argv[:-1]) if token == "--backend"]
     asked += [token.split("=", 1)[1] for token in argv if token.startswith("--backend=")]
+    if argv[:1] == ["study"]:
+        asked = ["tensorflow"]
     if asked and asked[-1] in BACKENDS:  # another value: the parser refuses it
         os.environ["KERAS_BACKEND"] = asked[-1]
     backend = os.environ.setdefault("KERAS_BACKEND", "tensorflow")

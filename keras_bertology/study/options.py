@@ -9,6 +9,7 @@ from keras_bertology.errors import ConfigError
 from keras_bertology.study.arms import ARM_NAMES, SCALES
 
 DEFAULT_TASKS = ("bbc-news", "bbc-names")
+BACKENDS = ("tensorflow", "jax")
 # The numeric options and their ranges: those of the CLI's flags.
 _RANGES = {"seeds": ranges.STUDY_SEEDS, "seed": ranges.SEED, "vocab_size": ranges.VOCAB_SIZE,
            "workers": ranges.WORKERS}
@@ -28,6 +29,8 @@ class StudyOptions:
     workers: runs side by side, in processes sharing the CPU cores (see study/workers.py); 1 on a GPU.
     all_tasks: fine-tune every arm also on the tasks the gate refuses (scores without verdicts); by
         default only the reference arm and random initialisation run there, which is all the gate needs.
+    backend: the Keras backend of the pretraining runs ("jax": the GPU fast path), in worker processes of
+        their own; counting FLOPs and fine-tuning run on TensorFlow.
     """
 
     out: str = "studies/objectives"
@@ -42,6 +45,7 @@ class StudyOptions:
     vocab_size: int = 8000
     workers: int = 1
     all_tasks: bool = False
+    backend: str = "tensorflow"
     verbose: int = 1
 
     def validate(self):
@@ -52,6 +56,8 @@ class StudyOptions:
             raise ConfigError(f"--arms takes one or more of {', '.join(ARM_NAMES)} (got {', '.join(unknown) or 'none'})")
         if len(set(self.arms)) != len(self.arms):
             raise ConfigError("--arms names an arm twice")
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"--backend must be one of {', '.join(BACKENDS)} (got {self.backend!r})")
         if not self.tasks:
             raise ConfigError("--tasks needs at least one task")
         names = [Path(task).name for task in self.tasks]
@@ -69,7 +75,7 @@ class StudyOptions:
         """What fixes the study's results: a study folder holds one plan, resumed only with the same
         (the scale's sizes and recipe included, so a changed scale is not mixed into an old study)."""
         key = dataclasses.asdict(self)
-        for name in ("out", "workers", "all_tasks", "verbose"):
+        for name in ("out", "workers", "all_tasks", "backend", "verbose"):
             key.pop(name)
         key["recipe"] = dataclasses.asdict(SCALES[self.scale])
         key["seeds"] = self.seed_count

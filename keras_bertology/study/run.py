@@ -76,6 +76,11 @@ def _study(options, scale, out):
         options = dataclasses.replace(options, corpus=[str(write_task_text(tasks.values(), out))],
                                       corpus_format="jsonl", text_field="text")
     arms = sorted((arm for arm in ARMS if arm.name in options.arms), key=lambda arm: options.arms.index(arm.name))
+    if keras.config.backend() != "tensorflow":
+        raise ConfigError(f"a study runs on TensorFlow (this process runs Keras on {keras.config.backend()}): "
+                          "it counts FLOPs in traced graphs and fine-tunes there; --backend jax pretrains on JAX")
+    if options.backend != "tensorflow":
+        _share_gpus()
     with Workers(options.workers) as workers:
         _count_flops(options, scale, arms, state, out, workers)
         budget = scale.reference_steps * state["flops_per_step"][arms[0].name]["average"]
@@ -83,7 +88,11 @@ def _study(options, scale, out):
         _say(options, f"budget: {budget:.3g} FLOPs ({scale.reference_steps} steps of {arms[0].name}); "
                       f"{scale.describe()}")
         points = [point for run in runs for point in run.points]
-        _pretrain_all(options, scale, runs, state, out, workers)
+        if options.backend == "tensorflow":
+            _pretrain_all(options, scale, runs, state, out, workers)
+        else:  # closed after pretraining: the pretraining processes give their memory back to fine-tuning
+            with Workers(options.workers, backend=options.backend) as pretraining:
+                _pretrain_all(options, scale, runs, state, out, pretraining)
         reference = runs[0].points[-1]
         gate_jobs = _gate_jobs(reference, label_counts, out)
         _finetune_all(options, scale, gate_jobs, state, out, workers)
@@ -103,6 +112,15 @@ def _study(options, scale, out):
                            [key for keys in finetuned for key in keys])
     _say(options, f"study done: {out}/results.md, results.json, score_vs_compute.png")
     return results
+
+
+def _share_gpus():
+    """TensorFlow takes a GPU's whole memory at its first operation unless told to grow into it: the
+    pretraining processes on another backend need theirs."""
+    import tensorflow as tf
+
+    for gpu in tf.config.list_physical_devices("GPU"):
+        tf.config.experimental.set_memory_growth(gpu, True)
 
 
 def _count_flops(options, scale, arms, state, out, workers):
@@ -269,7 +287,7 @@ def _pretrain(options, scale, run, out):
     seed_run_folder(run_dir, out / "tokenizers" / run.arm.name)
     metrics = pretrain(_pretrain_options(options, scale, run.arm, run.steps, str(run_dir), run.snapshots))
     keras.backend.clear_session()
-    return {"steps": metrics["steps"], "train_seconds": metrics["train_seconds"],
+    return {"steps": metrics["steps"], "train_seconds": metrics["train_seconds"], "backend": keras.config.backend(),
             "samples_per_second": metrics["samples_per_second"], "precision": metrics["precision"],
             "objectives": {name: {"first": summary["first"], "last": summary["last"]}
                            for name, summary in metrics["objectives"].items()},

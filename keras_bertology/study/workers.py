@@ -20,10 +20,11 @@ _THREAD_VARIABLES = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
 
 class Workers:
     """`count` worker processes, started at the first runs and kept for the next (a worker starts
-    TensorFlow once); with a count of 1 the runs go in this process. A context manager."""
+    TensorFlow once); with a count of 1 the runs go in this process, unless `backend` names the Keras
+    backend the workers run on (this process keeps its own). A context manager."""
 
-    def __init__(self, count):
-        self.count = count
+    def __init__(self, count, backend=None):
+        self.count, self.backend = count, backend
         self._pool = None
 
     def __enter__(self):
@@ -38,15 +39,15 @@ class Workers:
         worker, as they finish with several). A job that raises cancels the rest and raises here."""
         if not jobs:  # a resumed study with nothing left to run starts no process
             return
-        if self.count == 1:
+        if self.count == 1 and self.backend is None:
             for job in jobs:
                 on_done(job, function(*job))
             return
         if self._pool is None:
             threads = max(1, (os.cpu_count() or self.count) // self.count)
             self._pool = concurrent.futures.ProcessPoolExecutor(
-                self.count, mp_context=multiprocessing.get_context("spawn"), initializer=_use_threads,
-                initargs=(threads,))
+                self.count, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker,
+                initargs=(threads, self.backend))
         pending = {self._pool.submit(function, *job): job for job in jobs}
         try:
             for future in concurrent.futures.as_completed(pending):
@@ -56,8 +57,10 @@ class Workers:
                 future.cancel()
 
 
-def _use_threads(threads):
+def _start_worker(threads, backend):
     for name in _THREAD_VARIABLES:
         os.environ[name] = str(threads)
+    if backend is not None:  # read when Keras is first imported, by the worker's first run
+        os.environ["KERAS_BACKEND"] = backend
     # As in the study's own process: dozens of models built in one process, each traced again.
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
