@@ -132,6 +132,16 @@ def test_workers_return_every_result_to_the_study_and_raise_a_failed_run(monkeyp
         assert sorted(got[:3]) == [((2, 3), 8), ((3, 2), 9), ((5, 1), 5)]
 
 
+def test_a_study_process_stays_on_tensorflow_whatever_backend_its_pretraining_asks_for(monkeypatch):
+    from keras_bertology import cli
+
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    assert cli._select_backend(["study", "--backend", "jax", "--scale", "smoke"]) is None
+    assert __import__("os").environ["KERAS_BACKEND"] == "tensorflow"
+    with pytest.raises(ConfigError, match="--backend must be one of tensorflow, jax"):
+        StudyOptions(backend="torch").validate()
+
+
 def test_workers_on_another_backend_run_keras_there_even_one_at_a_time():
     from keras_bertology.study.workers import Workers
 
