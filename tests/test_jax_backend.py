@@ -70,3 +70,12 @@ def test_a_backend_bertology_does_not_run_on_is_one_clear_error(tmp_path):
                                                              "tensorflow or jax"
     done = _bertology("pretrain", "--backend", "numpy", "--out", tmp_path / "run")
     assert done.returncode == 2 and "invalid choice: 'numpy'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_two_stage_electra_on_jax_is_one_clear_error(tmp_path):
+    """Its stages change which weights train, which Keras's JAX trainer does not follow."""
+    done = _bertology("pretrain", "--backend", "jax", "--model", "electra", "--preset", "electra-tiny", "--corpus",
+                      *PLAYS, "--two-stage-steps", 2, "--steps", 4, "--out", tmp_path / "run", "--no-export")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines()[-1].startswith("bertology: error: two_stage_steps trains on --backend "
+                                                           "tensorflow only")
