@@ -59,6 +59,9 @@ _SHARED = {}
 def study(options):
     """Run (or resume) the study; returns the results dict also written to STUDY/results.json."""
     scale = options.validate()
+    if keras.config.backend() != "tensorflow":
+        raise ConfigError(f"a study runs on TensorFlow (this process runs Keras on {keras.config.backend()}): "
+                          "it counts FLOPs in traced graphs and fine-tunes there; --backend jax pretrains on JAX")
     # The study builds dozens of models in one process; TensorFlow warns each time it traces one again.
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
     out = Path(options.out)
@@ -76,9 +79,6 @@ def _study(options, scale, out):
         options = dataclasses.replace(options, corpus=[str(write_task_text(tasks.values(), out))],
                                       corpus_format="jsonl", text_field="text")
     arms = sorted((arm for arm in ARMS if arm.name in options.arms), key=lambda arm: options.arms.index(arm.name))
-    if keras.config.backend() != "tensorflow":
-        raise ConfigError(f"a study runs on TensorFlow (this process runs Keras on {keras.config.backend()}): "
-                          "it counts FLOPs in traced graphs and fine-tunes there; --backend jax pretrains on JAX")
     if options.backend != "tensorflow":
         _share_gpus()
     with Workers(options.workers) as workers:
