@@ -358,6 +358,7 @@ def test_the_gate_runs_first_and_other_arms_fine_tune_only_where_pretraining_pay
     calls.clear()  # --all-tasks later: the same study fine-tunes every arm on bbc-news too, and nothing else again
     results = run.study(dataclasses.replace(options, all_tasks=True))
     assert sorted(calls) == sorted((key, "bbc-news", 16) for key in others for _ in range(3))
+    assert results["finetune_runs"] == 39 + 15  # the report counts the runs done before too
     assert all(len(row["scores"]) == 2 for row in results["rows"]) and "Empty cells" not in (
         tmp_path / "s" / "results.md").read_text()
 

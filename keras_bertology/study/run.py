@@ -94,8 +94,7 @@ def _study(options, scale, out):
             with Workers(options.workers, backend=options.backend) as pretraining:
                 _pretrain_all(options, scale, runs, state, out, pretraining)
         reference = runs[0].points[-1]
-        gate_jobs = _gate_jobs(reference, label_counts, out)
-        _finetune_all(options, scale, gate_jobs, state, out, workers)
+        finetuned = _finetune_all(options, scale, _gate_jobs(reference, label_counts, out), state, out, workers)
         gated = {task: gate(state, reference.key, RANDOM_INIT, task, counts["verdict"], options.seed_count)
                  for task, counts in label_counts.items()}
         compared = [task for task in label_counts if gated[task]["pays"] or options.all_tasks]
@@ -104,12 +103,10 @@ def _study(options, scale, out):
                 _say(options, f"{Path(task).name}: {reference.arm.name} does not beat random initialisation "
                               f"({gated[task]['difference']:+.3f}); " + ("its runs go on (--all-tasks)"
                               if options.all_tasks else "no other arm is fine-tuned on it (--all-tasks would)"))
-        arm_jobs = _arm_jobs(points, reference, label_counts, compared, out)
-        _finetune_all(options, scale, arm_jobs, state, out, workers)
+        finetuned += _finetune_all(options, scale, _arm_jobs(points, reference, label_counts, compared, out), state,
+                                   out, workers)
 
-    finetuned = [_keys(job, options.seed_count) for job in gate_jobs + arm_jobs]
-    results = write_report(out, given, scale, points, state, RANDOM_INIT, label_counts, compared,
-                           [key for keys in finetuned for key in keys])
+    results = write_report(out, given, scale, points, state, RANDOM_INIT, label_counts, compared, finetuned)
     _say(options, f"study done: {out}/results.md, results.json, score_vs_compute.png")
     return results
 
@@ -194,16 +191,12 @@ def _arm_jobs(points, reference, label_counts, tasks, out):
             for task in tasks for point in points if point is not reference]
 
 
-def _keys(job, seed_count):
-    key, _, _, task, labels = job
-    return [finetune_key(key, task, labels, seed) for seed in range(seed_count)]
-
-
 def _finetune_all(options, scale, jobs, state, out, workers):
-    """Every seed of `jobs` [(key, run folder, random init, task, label count)] not done yet."""
-    todo = [(finetune_key(key, task, labels, seed), run_dir, random_init, task, labels, seed)
-            for key, run_dir, random_init, task, labels in jobs for seed in range(options.seed_count)]
-    todo = [job for job in todo if job[0] not in state["finetune"]]
+    """Every seed of `jobs` [(key, run folder, random init, task, label count)] not done yet; returns the
+    study.json keys of all of them, done before or now."""
+    every = [(finetune_key(key, task, labels, seed), run_dir, random_init, task, labels, seed)
+             for key, run_dir, random_init, task, labels in jobs for seed in range(options.seed_count)]
+    todo = [job for job in every if job[0] not in state["finetune"]]
     progress = _Progress(len(todo), "fine-tuning")
 
     def done(job, result):
@@ -216,6 +209,7 @@ def _finetune_all(options, scale, jobs, state, out, workers):
     workers.run_all(_finetune, [(scale, *job, out) for job in todo], done)
     _SHARED.clear()
     keras.backend.clear_session()
+    return [job[0] for job in every]
 
 
 class _Progress:
