@@ -48,6 +48,7 @@ JAX_TESTS := tests/test_hf_parity.py tests/test_minilm_parity.py tests/test_pret
 	tests/test_xlnet.py::test_tied_config_with_differing_layer_biases_converts_per_layer_and_serves \
 	tests/test_xlnet.py::test_untied_lm_head_matches_transformers \
 	tests/test_electra.py::test_discriminator_matches_transformers tests/test_electra.py::test_generator_matches_transformers \
+	tests/test_electra.py::test_two_stage_variant_trains_generator_then_discriminator_from_it \
 	tests/test_albert.py::test_albert_model_matches_transformers \
 	tests/test_albert.py::test_albert_pretraining_heads_match_transformers \
 	tests/test_spanbert.py::test_span_boundary_head_matches_a_numpy_reference \

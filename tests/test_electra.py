@@ -18,6 +18,7 @@ from keras_bertology.models.electra import ELECTRA
 from keras_bertology.models.electra.masking import electra_masker
 from keras_bertology.models.electra.pretrainer import electra_pretrainer, generator_config
 from keras_bertology.models.generator_discriminator import GeneratorDiscriminator
+from keras_bertology.training.optimization import bert_adamw
 
 TOLERANCE = 1e-5
 VOCAB = 97
@@ -206,27 +207,49 @@ def test_pretrain_electra_from_the_command_line(tmp_path, capsys):
 
 
 def test_two_stage_variant_trains_generator_then_discriminator_from_it():
+    """On both backends (the JAX suite runs it too): each stage updates its model's weights and slots
+    only, AdamW's weight decay included, and the discriminator starts stage 2 from the generator."""
     keras.utils.set_random_seed(0)
     discriminator = BertBackbone(vocab_size=VOCAB, num_layers=1, num_heads=2, hidden_size=64, intermediate_size=128,
                                  max_positions=32, use_pooler=False)
     model = electra_pretrainer(discriminator, two_stage_steps=4)
     assert model.generator.embeddings is not discriminator.embeddings
-    model.compile(optimizer=keras.optimizers.Adam(1e-2))
-    data = tf.data.Dataset.from_tensors(_masked_batch()).repeat().map(model.split_features)
+    model.compile(optimizer=bert_adamw(1e-2, total_steps=20))
+    batch = keras.tree.map_structure(np.asarray, model.split_features(
+        keras.tree.map_structure(lambda tensor: tensor.numpy(), _masked_batch())))
+
+    def batches():
+        while True:
+            yield batch
+
+    def fit(steps):
+        model.fit(batches(), epochs=1, steps_per_epoch=steps, shuffle=False, verbose=0,
+                  callbacks=model.training_callbacks())
 
     def snapshot(backbone):
-        return [w.numpy().copy() for w in backbone.weights]
+        return [keras.ops.convert_to_numpy(w).copy() for w in backbone.weights]
+
+    def slots(backbone):
+        optimizer, ids = model.optimizer, {id(w) for w in backbone.weights}
+        return [keras.ops.convert_to_numpy(moments[optimizer._get_variable_index(variable)]).copy()
+                for variable in optimizer._trainable_variables if id(variable) in ids
+                for moments in (optimizer._momentums, optimizer._velocities)]
 
     disc_start, gen_start = snapshot(model.backbone), snapshot(model.generator)
-    model.fit(data, epochs=1, steps_per_epoch=3, verbose=0, callbacks=model.training_callbacks())
-    assert all(np.array_equal(a, b) for a, b in zip(snapshot(model.backbone), disc_start))  # stage 1
+    fit(3)  # stage 1
+    assert [v.path for v in model.trainable_variables] == [v.path for v in model.optimizer._trainable_variables
+                                                           if v.trainable]  # the part, in the optimizer's order
+    assert all(np.array_equal(a, b) for a, b in zip(snapshot(model.backbone), disc_start))
+    assert not any(slot.any() for slot in slots(model.backbone))
     assert not all(np.array_equal(a, b) for a, b in zip(snapshot(model.generator), gen_start))
-    model.fit(data, epochs=1, steps_per_epoch=1, verbose=0, callbacks=model.training_callbacks())  # step 4: switch
-    gen_at_switch = snapshot(model.generator)
+    fit(1)  # step 4: the switch
+    gen_at_switch, gen_slots = snapshot(model.generator), slots(model.generator)
     assert all(np.array_equal(a, b) for a, b in zip(snapshot(model.backbone), gen_at_switch))
-    model.fit(data, epochs=1, steps_per_epoch=3, verbose=0, callbacks=model.training_callbacks())  # stage 2
+    fit(3)  # stage 2
     assert all(np.array_equal(a, b) for a, b in zip(snapshot(model.generator), gen_at_switch))
+    assert all(np.array_equal(a, b) for a, b in zip(slots(model.generator), gen_slots))
     assert not all(np.array_equal(a, b) for a, b in zip(snapshot(model.backbone), gen_at_switch))
+    assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 7
     with pytest.raises(ValueError, match="two-stage"):
         GeneratorDiscriminator(discriminator, generator_config(discriminator, 2.0), share_embeddings=False,
                                two_stage_steps=2)

@@ -72,6 +72,24 @@ class LayerwiseAdamW(keras.optimizers.AdamW):
             learning_rate = keras.ops.cast(learning_rate, variable.dtype) * scale
         super().update_step(gradient, variable, learning_rate)
 
+    # Trains a model whose trainable weights are a part of those it was built for (see stateless_apply).
+    updates_a_part = True
+
+    def stateless_apply(self, optimizer_variables, grads, trainable_variables):
+        """JAX's update. Keras's JAX trainer hands over the weights that train now; where they are a part
+        of those this optimizer was built for (the stages of the two-stage ELECTRA, which keep both
+        stages' slots, as on TensorFlow), only that part is updated and the rest keep weights and slots."""
+        if len(trainable_variables) == len(self._trainable_variables):
+            return super().stateless_apply(optimizer_variables, grads, trainable_variables)
+        training = [variable for variable in self._trainable_variables if variable.trainable]
+        if len(training) != len(trainable_variables):  # not a part: the base class's own error
+            return super().stateless_apply(optimizer_variables, grads, trainable_variables)
+        mapping = list(zip(training, trainable_variables)) + list(zip(self.variables, optimizer_variables))
+        with keras.StatelessScope(state_mapping=mapping) as scope:
+            self.apply(grads, training)
+        return ([scope.get_current_value(variable) for variable in training],
+                [scope.get_current_value(variable) for variable in self.variables])
+
     def get_config(self):
         return dict(super().get_config(), lr_multipliers=self.lr_multipliers, no_decay_names=self.no_decay_names)
 

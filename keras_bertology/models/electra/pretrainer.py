@@ -1,8 +1,5 @@
 """ELECTRA pretraining: a small generator's MLM feeds replaced token detection by the discriminator."""
 
-import keras
-
-from keras_bertology.errors import ConfigError
 from keras_bertology.models.generator_discriminator import GeneratorDiscriminator
 
 
@@ -46,10 +43,6 @@ def electra_pretrainer(backbone, generator_fraction=0.25, generator_layers=None,
         >>> model.objectives, model.generator.hidden_size, model.generator.token_embedding is discriminator.token_embedding
         (['mlm', 'rtd'], 64, True)
     """
-    if two_stage_steps and keras.config.backend() != "tensorflow":
-        raise ConfigError("two_stage_steps trains on --backend tensorflow only: its stages change which weights "
-                          f"train, and Keras's {keras.config.backend()} trainer keeps the set it was built "
-                          "with")
     if two_stage_steps:
         generator_fraction, generator_layers = 1.0, None
     config = generator_config(backbone, generator_fraction, generator_layers)
