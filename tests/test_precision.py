@@ -4,6 +4,7 @@ import keras
 import pytest
 import tensorflow as tf
 
+from keras_bertology.training import precision
 from keras_bertology.training.precision import cpu_flags, dtype_policy_scope, resolve_precision
 
 DEFAULT = tf.distribute.get_strategy()
@@ -24,6 +25,24 @@ def test_auto_picks_bfloat16_only_on_native_hardware(flags, gpus, expected):
 def test_an_explicit_precision_is_kept():
     for precision in ("float32", "mixed_bfloat16"):
         assert resolve_precision(precision, DEFAULT, flags=set(), gpus=[]) == precision
+
+
+def test_on_jax_the_gpus_are_jaxs_own(monkeypatch):
+    """A JAX run's TensorFlow (the input pipelines') is often a CPU-only build that sees no GPU: the GPUs that
+    decide are the ones JAX computes on (an H200 reports compute capability "9.0")."""
+    import jax
+
+    class Device:
+        def __init__(self, platform, capability=None):
+            self.platform, self.compute_capability = platform, capability
+
+    monkeypatch.setattr(keras.config, "backend", lambda: "jax")
+    monkeypatch.setattr(jax, "devices", lambda: [Device("gpu", "9.0"), Device("gpu", "7.5"), Device("cpu")])
+    assert precision.gpu_compute_capabilities() == [(9, 0), (7, 5)]
+    monkeypatch.setattr(jax, "devices", lambda: [Device("gpu", "8.0")])
+    assert resolve_precision("auto", DEFAULT, flags=set()) == "mixed_bfloat16"
+    monkeypatch.setattr(jax, "devices", lambda: [Device("cpu")])
+    assert resolve_precision("auto", DEFAULT, flags=set()) == "float32"
 
 
 def test_cpu_flags_read_the_first_processor(tmp_path):

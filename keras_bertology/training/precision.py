@@ -28,7 +28,13 @@ def cpu_flags(cpuinfo=Path("/proc/cpuinfo")):
 
 
 def gpu_compute_capabilities():
-    """(major, minor) of each GPU TensorFlow sees."""
+    """(major, minor) of each GPU the Keras backend computes on: JAX's own devices on JAX, whose
+    TensorFlow (only the input pipelines') is often a CPU-only build that sees no GPU."""
+    if keras.config.backend() == "jax":
+        import jax
+
+        return [tuple(int(part) for part in str(device.compute_capability).split(".")[:2])
+                for device in jax.devices() if device.platform == "gpu" and getattr(device, "compute_capability", None)]
     capabilities = []
     for device in tf.config.list_physical_devices("GPU"):
         capability = tf.config.experimental.get_device_details(device).get("compute_capability")
