@@ -212,3 +212,29 @@ def test_transformer_xl_benchmark_smoke_writes_complete_report(tmp_path):
     gpt, txl = entry["ms_per_step"]["gpt"], entry["ms_per_step"]["transformer_xl"]
     assert gpt > 0 and txl > 0 and entry["ratio_transformer_xl_vs_gpt"] == pytest.approx(txl / gpt)
     assert entry["shape"]["mem_len"] == entry["shape"]["seq_len"] == 32
+
+
+def test_study_gpu_benchmark_plans_as_the_study_and_projects_each_arms_steps(tmp_path):
+    """Planned here at the smoke scale, timed in this process (on the GPU it runs on JAX): the plan's steps
+    and stages are the study's own (ArmRun at equal FLOPs), the saved batch trains the arm, and the report
+    projects steps x time per step."""
+    from benchmarks import bench_study_gpu
+    from keras_bertology.study.arms import ARMS, SCALES
+    from keras_bertology.study.run import ArmRun
+
+    plan = bench_study_gpu.prepare("smoke", ["electra-two-stage"], tmp_path / "plan", vocab_size=1000,
+                                  tasks=["bbc-news"])
+    arm = plan["arms"]["electra-two-stage"]
+    assert plan["budget_flops"] == SCALES["smoke"].reference_steps * arm["flops_per_step"]
+    cost = {"average": arm["flops_per_step"], "stages": [[1.0, arm["flops_per_step"]]]}
+    steps = ArmRun(ARMS[7], plan["budget_flops"], cost, SCALES["smoke"]).steps
+    assert arm["steps"] == steps and arm["family_options"] == {"two_stage_steps": max(1, round(steps / 2))}
+    times = bench_study_gpu.time_arms(tmp_path / "plan", tmp_path / "times", "float32", warmup=1, steps=2)
+    timing = times["arms"]["electra-two-stage"]
+    assert timing["ms_per_step"] > 0 and math.isfinite(timing["final_loss"])
+    assert timing["projected_seconds"] == pytest.approx(arm["steps"] * timing["ms_per_step"] / 1000)
+    bench_study_gpu.report(tmp_path / "times" / bench_study_gpu.TIMES, tmp_path / "results")
+    table = (tmp_path / "results" / "study_smoke_gpu.md").read_text()
+    assert f"| electra-two-stage | {arm['steps']:,} |" in table
+    assert json.loads((tmp_path / "results" / "study_smoke_gpu.json").read_text())[
+        "projected_pretraining_seconds"] == pytest.approx(timing["projected_seconds"])

@@ -154,10 +154,10 @@ def test_workers_on_another_backend_run_keras_there_even_one_at_a_time():
 
 def test_each_point_of_a_run_counts_the_flops_of_the_stages_it_went_through():
     from keras_bertology.study.arms import Scale
-    from keras_bertology.study.run import _Run
+    from keras_bertology.study.run import ArmRun
 
     scale = Scale(1, 8, 1, 8, 8, 2, reference_steps=1, budgets=(0.25, 0.5, 1.0), label_counts=(4,), verdict_labels=4)
-    run = _Run(ARMS[0], budget=8.04 * 100, cost={"average": 8.0, "stages": [(0.5, 10.0), (0.5, 6.0)]}, scale=scale)
+    run = ArmRun(ARMS[0], budget=8.04 * 100, cost={"average": 8.0, "stages": [(0.5, 10.0), (0.5, 6.0)]}, scale=scale)
     assert (run.steps, run.window) == (100, 10) and run.snapshots == (20, 50)  # 0.25 x 100 -> 2 whole windows
     assert [(p.steps, p.flops) for p in run.points] == [(20, 200.0), (50, 500.0), (100, 800.0)]
     assert run.flops == 800.0 and run.points[0].key == "bert/budget-0.25"

@@ -70,9 +70,11 @@ def arm_tokenizer(family, documents, pretrain_options, folder):
     return load_tokenizer(folder)
 
 
-def flops_per_step(family, tokenizer, documents, pretrain_options):
+def probe_step(family, tokenizer, documents, pretrain_options):
     """Average matmul FLOPs of one training step of the arm over a run of `pretrain_options.steps`
-    (its stages), and the stages [(share of the steps, FLOPs per step)]."""
+    (its stages), the stages [(share of the steps, FLOPs per step)], and the batch they were counted on
+    as NumPy arrays (`(x, y, sample_weight)` of the arm's own instances and masking: what a timing of
+    its steps elsewhere trains on, benchmarks/bench_study_gpu.py)."""
     options = dataclasses.replace(pretrain_options, dupe_factor=1)  # one build of the instances is enough
     backbone = family.backbone_cls(**options.backbone_config(family, vocab_size=tokenizer.vocab_size,
                                                              dtype="float32"))
@@ -84,7 +86,8 @@ def flops_per_step(family, tokenizer, documents, pretrain_options):
     batch = next(iter(model_batches(dataset, pretrainer)))
     total, stages = pretraining_flops(pretrainer, batch, options.steps)
     keras.backend.clear_session()
-    return total / options.steps, [(steps / options.steps, flops) for steps, flops in stages]
+    batch = keras.tree.map_structure(np.asarray, batch)
+    return total / options.steps, [(steps / options.steps, flops) for steps, flops in stages], batch
 
 
 def seed_run_folder(run_dir, tokenizer_dir):

@@ -42,7 +42,7 @@ from keras_bertology.finetune.shared_work import SharedWork
 from keras_bertology.models.registry import get_family
 from keras_bertology.output_paths import STUDY, claim_output_folder
 from keras_bertology.study.arms import ARMS
-from keras_bertology.study.compute import (PROBE_STEPS, arm_tokenizer, flops_per_step, read_documents,
+from keras_bertology.study.compute import (PROBE_STEPS, arm_tokenizer, probe_step, read_documents,
                                            seed_run_folder, write_task_text)
 from keras_bertology.study.options import StudyOptions  # noqa: F401  re-exported
 from keras_bertology.study.report import finetune_key, gate, write_report
@@ -84,7 +84,7 @@ def _study(options, scale, out):
     with Workers(options.workers) as workers:
         _count_flops(options, scale, arms, state, out, workers)
         budget = scale.reference_steps * state["flops_per_step"][arms[0].name]["average"]
-        runs = [_Run(arm, budget, state["flops_per_step"][arm.name], scale) for arm in arms]
+        runs = [ArmRun(arm, budget, state["flops_per_step"][arm.name], scale) for arm in arms]
         _say(options, f"budget: {budget:.3g} FLOPs ({scale.reference_steps} steps of {arms[0].name}); "
                       f"{scale.describe()}")
         points = [point for run in runs for point in run.points]
@@ -140,9 +140,9 @@ def _arm_flops(options, scale, arm, out):
     if "documents" not in _SHARED:  # read once per process
         _SHARED["documents"] = read_documents(options)
     documents = _SHARED["documents"]
-    probe = _pretrain_options(options, scale, arm, steps=PROBE_STEPS, out=None)
+    probe = arm_pretrain_options(options, scale, arm, steps=PROBE_STEPS, out=None)
     tokenizer = arm_tokenizer(family, documents, probe, out / "tokenizers" / arm.name)
-    average, stages = flops_per_step(family, tokenizer, documents, probe)
+    average, stages, _ = probe_step(family, tokenizer, documents, probe)
     keras.backend.clear_session()
     return {"average": average, "stages": stages}
 
@@ -226,7 +226,7 @@ class _Progress:
         return f"; {self.what} left: about {left / 60:.0f} min"
 
 
-class _Run:
+class ArmRun:
     """The pretraining run of one arm: the budget's worth of its steps, in whole logged windows, with
     the encoder kept at each share of `scale.budgets` (a point of the score-against-compute curve)."""
 
@@ -263,7 +263,7 @@ class _Point:
         return run_dir if self.steps == self.run.steps else run_dir / "snapshots" / f"step-{self.steps:07d}"
 
 
-def _pretrain_options(options, scale, arm, steps, out, snapshots=()):
+def arm_pretrain_options(options, scale, arm, steps, out, snapshots=()):
     return PretrainOptions(
         model=arm.model, preset=arm.preset, corpus=options.corpus, corpus_format=options.corpus_format,
         text_field=options.text_field, steps=steps, batch_size=scale.batch_size, seq_len=scale.seq_len,
@@ -279,7 +279,7 @@ def _pretrain(options, scale, run, out):
     started = time.perf_counter()
     run_dir = out / "pretrain" / run.arm.name
     seed_run_folder(run_dir, out / "tokenizers" / run.arm.name)
-    metrics = pretrain(_pretrain_options(options, scale, run.arm, run.steps, str(run_dir), run.snapshots))
+    metrics = pretrain(arm_pretrain_options(options, scale, run.arm, run.steps, str(run_dir), run.snapshots))
     keras.backend.clear_session()
     return {"steps": metrics["steps"], "train_seconds": metrics["train_seconds"], "backend": keras.config.backend(),
             "samples_per_second": metrics["samples_per_second"], "precision": metrics["precision"],
