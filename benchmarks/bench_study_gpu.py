@@ -102,6 +102,7 @@ def time_arms(folder, out, precision, warmup, steps):
 
     from keras_bertology.errors import ConfigError
     from keras_bertology.models.registry import get_family
+    from keras_bertology.training.optimization import bert_adamw
 
     plan = json.loads((folder / PLAN).read_text(encoding="utf-8"))
     results = {"plan": plan, "precision": precision, "backend": keras.config.backend(), "device": _device(),
@@ -118,12 +119,12 @@ def time_arms(folder, out, precision, warmup, steps):
             results["arms"][name] = {"refused": str(error)}
             print(f"{name}: refused on {keras.config.backend()}: {error}", flush=True)
             continue
-        pretrainer.compile(optimizer=keras.optimizers.AdamW(1e-4))
+        pretrainer.compile(optimizer=bert_adamw(1e-4, arm["steps"]))  # the study's optimizer
         x, y, weights = _unflat(np.load(folder / f"{name}.npz"))
         clock = StepClock(warmup)
         started = time.perf_counter()
         pretrainer.fit(_repeat(x, y, weights), steps_per_epoch=warmup + steps, epochs=1, shuffle=False, verbose=0,
-                       callbacks=[keras_callback(clock)])
+                       callbacks=[keras_callback(clock), *pretrainer.training_callbacks()])
         timing = clock.result(steps, plan["batch_size"], len(keras.tree.flatten(x)[0][0]))
         timing["fit_seconds"] = time.perf_counter() - started
         timing["projected_seconds"] = arm["steps"] * timing["ms_per_step"] / 1000

@@ -154,7 +154,7 @@ SCALES = {
                   finetune_epochs=6, finetune_min_steps=120, finetune_learning_rate=1e-3, finetune_seq_len=64,
                   finetune_summary="mean"),
     # One GPU or TPU host: BERT-Small's shape (ELECTRA's small comparison): 1.35e12 FLOPs a BERT step,
-    # 2.7e16 an arm; the eleven arms pretrain in about 48 min on one H200 (benchmarks/results/study_small_gpu.md).
+    # 2.7e16 an arm; the eleven arms pretrain in about 49 min on one H200 (benchmarks/results/study_small_gpu.md).
     "small": Scale(4, 512, 8, 2048, 128, 128, reference_steps=20_000, budgets=(0.25, 0.5, 1.0),
                    label_counts=(32, 128, 512, 1600), verdict_labels=512),
     # A TPU pod slice: BERT-Base's shape.

@@ -3,7 +3,6 @@ optionally ELECTRA's layer-wise learning-rate decay."""
 
 
 import keras
-import tensorflow as tf
 
 
 @keras.saving.register_keras_serializable(package="keras_bertology")
@@ -96,6 +95,10 @@ class LayerwiseAdamW(keras.optimizers.AdamW):
 
 def _across_replicas():
     """In a replica context of a strategy with several replicas (MirroredStrategy, multi-worker, TPU)."""
+    if keras.config.backend() != "tensorflow":  # tf.distribute's replicas exist there only
+        return False
+    import tensorflow as tf  # here only: the optimizer also trains on JAX where TensorFlow is not installed
+
     context = tf.distribute.get_replica_context()
     return context is not None and context.num_replicas_in_sync > 1
 
@@ -103,6 +106,10 @@ def _across_replicas():
 def _dense(grads):
     """Embedding-lookup gradients as dense tensors. Their sparse form repeats a row for each lookup (and,
     all-reduced, for each replica); the update and the clipping norm need each row's sum."""
+    if keras.config.backend() != "tensorflow":
+        return grads
+    import tensorflow as tf
+
     return [tf.convert_to_tensor(grad) if isinstance(grad, tf.IndexedSlices) else grad for grad in grads]
 
 
