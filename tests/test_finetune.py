@@ -7,6 +7,7 @@ import sys
 import textwrap
 import warnings
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -269,9 +270,12 @@ def test_built_in_tasks_run_from_the_cli_and_serve_raw_strings(task, tmp_path, s
         assert [[t for t in row if t] for row in served["tags"]] == predictions
 
 
-def test_a_learning_curve_point_draws_its_labels_and_keeps_the_last_epoch(tmp_path, sentences, capsys):
+def test_a_learning_curve_point_draws_its_labels_and_keeps_the_last_epoch(tmp_path, sentences, capsys,
+                                                                         monkeypatch):
     run = make_run(tmp_path / "run", "bert", sentences)
     out = tmp_path / "ft"
+    traces, train_step = [], keras.Model.train_step
+    monkeypatch.setattr(keras.Model, "train_step", lambda model, data: traces.append(1) or train_step(model, data))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert _finetune("bbc-news", run, out, "--train-examples", "10", "--seed", "4", "--last-epoch", "--epochs",
@@ -286,6 +290,9 @@ def test_a_learning_curve_point_draws_its_labels_and_keeps_the_last_epoch(tmp_pa
     # One fit of three epochs, dev scored once: the last epoch is the one kept.
     assert [record["epoch"] for record in results["history"]] == [3] and results["best_epoch"] == 3
     assert len(results["step_losses"]) == 3 * 1  # batches of 16: one step an epoch
+    # Its variables made before the first step, tf.function traced the step once, not again after a trace
+    # that created them.
+    assert len(traces) == 1
 
 
 def test_a_run_on_a_kept_compiled_model_computes_what_a_run_of_its_own_does(tmp_path, sentences):

@@ -116,3 +116,23 @@ def test_an_objective_brings_its_own_loss_and_metrics():
     assert {"detect_loss", "detect_accuracy", "detect_precision", "detect_recall"} <= set(history)
     assert history["detect_loss"][-1] < 0.3 * history["detect_loss"][0]
     assert history["detect_recall"][-1] > 0.95 and history["detect_precision"][-1] > 0.95
+
+
+
+@pytest.mark.skipif(keras.config.backend() != "tensorflow", reason="tf.function's tracing")
+def test_one_device_traces_the_pretraining_step_once(monkeypatch):
+    """The variables exist before the first step, so tf.function traces it once, not again after a first
+    trace that created them (most of a short run's time)."""
+    import tensorflow as tf
+
+    from keras_bertology.training.distributed_fit import fit
+
+    model = OrderPretrainer(_backbone())
+    model.compile(optimizer=keras.optimizers.AdamW(1e-2))
+    traces = []
+    train_step = model.train_step
+    monkeypatch.setattr(model, "train_step", lambda data: traces.append(1) or train_step(data))
+    dataset = tf.data.Dataset.from_tensor_slices(model.split_features(_features())).batch(8).repeat()
+    fit(model, dataset, tf.distribute.get_strategy(), global_batch=8, epochs=2, initial_step=0,
+        steps_per_epoch=2, callbacks=[], verbose=0)
+    assert len(traces) == 1 and model.optimizer.iterations.numpy() == 4

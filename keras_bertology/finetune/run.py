@@ -28,7 +28,7 @@ from keras_bertology.models.registry import get_family
 from keras_bertology.output_paths import FINETUNING, claim_outputs
 from keras_bertology.runs import load_run_model
 from keras_bertology.training.callbacks import StopOnNonFiniteStepLoss
-from keras_bertology.training.distributed_fit import replica_batch_size
+from keras_bertology.training.distributed_fit import build_before_tracing, replica_batch_size
 from keras_bertology.training.optimization import bert_adamw, layerwise_decay
 from keras_bertology.training.report import write_metrics
 from keras_bertology.training.strategy import make_strategy
@@ -153,6 +153,7 @@ def _train_keeping_best(model, kind, task, encoded, options, whole_batches):
     diverged = StopOnNonFiniteStepLoss(int(train.cardinality()), advice=(
         f"Fine-tune with a lower --learning-rate (this run's was {options.learning_rate:g})"))
     ends = [options.epochs] if options.last_epoch else range(1, options.epochs + 1)
+    build_before_tracing(model, train)
     start = 0
     for end in ends:
         with warnings.catch_warnings():  # a classifier that reads no pooler (--summary) leaves it untrained

@@ -57,11 +57,24 @@ def fit(model, dataset, strategy, *, global_batch, epochs, initial_step, steps_p
 def _fit_epochs(model, dataset, strategy, global_batch, epochs, initial_epoch, steps_per_epoch, callbacks,
                 verbose, worker_dataset):
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        build_before_tracing(model, dataset)
         model.fit(dataset, epochs=epochs, initial_epoch=initial_epoch, steps_per_epoch=steps_per_epoch,
                   callbacks=callbacks, shuffle=False, verbose=verbose)
         return
     _fit_on_replicas(model, dataset, strategy, global_batch, epochs, initial_epoch, steps_per_epoch,
                      callbacks, verbose, worker_dataset)
+
+
+def build_before_tracing(model, dataset):
+    """Create the model's, its metrics' and its optimizer's variables from `dataset`'s shapes before `fit`.
+
+    On one device Keras on TensorFlow leaves that to the first traced step, and a tf.function whose first
+    trace creates variables is traced a second time: built first, the step is traced once. Measured on 2
+    CPU cores, BERT-Tiny's first pretraining step: 13.4 s -> 6.0 s (0.7 s of it this build).
+    """
+    # Under a strategy Keras builds first itself (from a replica's batch); JAX's trainer always does.
+    if keras.config.backend() == "tensorflow" and model._distribute_strategy is None:
+        model._symbolic_build(data_batch=dataset.element_spec)
 
 
 def shard_global_batches(dataset, global_batch, context):
