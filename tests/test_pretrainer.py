@@ -118,7 +118,6 @@ def test_an_objective_brings_its_own_loss_and_metrics():
     assert history["detect_recall"][-1] > 0.95 and history["detect_precision"][-1] > 0.95
 
 
-
 @pytest.mark.skipif(keras.config.backend() != "tensorflow", reason="tf.function's tracing")
 def test_one_device_traces_the_pretraining_step_once(monkeypatch):
     """The variables exist before the first step, so tf.function traces it once, not again after a first
