@@ -8,7 +8,6 @@ mask id, as with Hugging Face tokenizers, so fill-mask works from raw strings.
 """
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 # Unicode White_Space, as Hugging Face's tokenizers strip it.
 WHITESPACE = r"\t\n\x0B\f\r\x{85}\p{Z}"
@@ -60,22 +59,64 @@ def pack_segments(segments, seq_len, cls_id, sep_id, pad_id):
     through the same trimming and placement, so packing per-piece labels with
     the specials and padding set to -1 puts each label where its piece lands.
     """
-    segments = [tf.cast(segment, tf.int32) for segment in segments]
-    specials = len(segments) + 1
-    # With one segment there is nothing to balance (and ShrinkLongestTrimmer's
-    # loop fails on a single segment), so plain truncation does the same job.
-    trimmer = tf_text.ShrinkLongestTrimmer if len(segments) > 1 else tf_text.WaterfallTrimmer
-    segments = trimmer(seq_len - specials).trim(segments)
-    token_ids, segment_ids = tf_text.combine_segments(
-        segments, start_of_sequence_id=cls_id, end_of_segment_id=sep_id
-    )
-    token_ids, padding_mask = tf_text.pad_model_inputs(token_ids, max_seq_length=seq_len, pad_value=pad_id)
-    segment_ids, _ = tf_text.pad_model_inputs(segment_ids, max_seq_length=seq_len, pad_value=0)
-    return {
-        "token_ids": tf.cast(token_ids, tf.int32),
-        "segment_ids": tf.cast(segment_ids, tf.int32),
-        "padding_mask": tf.cast(padding_mask, tf.int32),
-    }
+    (first, *second), lengths = trimmed_segments(segments, seq_len - len(segments) - 1)
+    pieces = [(cls_id, 1, 0), (first, lengths[0], 0), (sep_id, 1, 0)]
+    if second:
+        pieces += [(second[0], lengths[1], 1), (sep_id, 1, 1)]
+    return lay_out(pieces, seq_len, pad_id, pad_segment=0)
+
+
+def trimmed_segments(segments, budget):
+    """(each ragged [B, *] segment as a dense [B, budget] int32 tensor, each row's kept length [B]):
+    the rows trimmed to `budget` tokens in all as tensorflow_text's trimmers trim them (one segment:
+    cut at the budget; two: ShrinkLongestTrimmer, BERT's truncate_seq_pair). A few dozen graph ops
+    where the trimmers and `combine_segments` build thousands, which every export traces and every
+    served request runs."""
+    lengths = [tf.cast(segment.row_lengths(), tf.int32) for segment in segments]
+    if len(segments) == 1:
+        lengths = [tf.minimum(lengths[0], budget)]
+    elif len(segments) == 2:
+        lengths = _shrink_longest(*lengths, budget)
+    else:
+        raise ValueError(f"one or two segments are packed; got {len(segments)}")
+    dense = [tf.cast(segment, tf.int32).to_tensor(default_value=0, shape=[None, budget]) for segment in segments]
+    return dense, lengths
+
+
+def _shrink_longest(a, b, budget):
+    """Kept lengths of two segments of lengths `a`, `b` [B] over `budget`: the longer loses tokens until
+    they are equal, then they lose one each in turn, the first segment first."""
+    over = tf.maximum(a + b - budget, 0)
+    first_cut = tf.minimum(over, tf.abs(a - b))  # from the longer
+    rest = over - first_cut
+    a_longer = a > b
+    return [a - tf.where(a_longer, first_cut, 0) - (rest + 1) // 2,
+            b - tf.where(a_longer, 0, first_cut) - rest // 2]
+
+
+def lay_out(pieces, seq_len, pad_id, pad_segment, pad_left=False):
+    """`token_ids`, `segment_ids` and `padding_mask` [B, seq_len] int32 of `pieces` placed end to end,
+    padded after them (before them with `pad_left`). A piece is (values, length, segment id): a dense
+    [B, W] tensor read from its first column for `length` [B] positions, or one special id (length 1)."""
+    rows = next(tf.shape(values)[0] for values, _, _ in pieces if isinstance(values, tf.Tensor))
+    positions = tf.range(seq_len)[None, :]
+    total = sum(length for _, length, _ in pieces)
+    start = seq_len - total if pad_left else tf.zeros_like(total)
+    token_ids = tf.fill([rows, seq_len], tf.constant(pad_id, tf.int32))
+    segment_ids = tf.fill([rows, seq_len], tf.constant(pad_segment, tf.int32))
+    end = start
+    for values, length, segment in pieces:
+        offset = positions - end[:, None]
+        if isinstance(values, tf.Tensor):
+            inside = (offset >= 0) & (offset < length[:, None])
+            values = tf.gather(values, tf.clip_by_value(offset, 0, tf.shape(values)[1] - 1), batch_dims=1)
+        else:
+            inside = tf.equal(offset, 0)
+        token_ids = tf.where(inside, values, token_ids)
+        segment_ids = tf.where(inside, segment, segment_ids)
+        end = end + length
+    real = (positions >= start[:, None]) & (positions < end[:, None])
+    return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": tf.cast(real, tf.int32)}
 
 
 def fit_to_batch(tensors, padding_mask, buckets=()):
