@@ -108,7 +108,7 @@ def export_saved_model(run, export_dir, length_buckets=(), xla=False):
     pretrainer = run.pretrainer
     masked_lm = pretrainer.masked_lm_model(tokenizer.mask_id) if pretrainer and tokenizer.has_role("mask") else None
     causal_lm = pretrainer.causal_lm_model() if pretrainer is not None else None
-    endpoints = {"serve": (lambda text: encode(text), [_STRINGS]), "serve_ids": ids_endpoint(backbone, seq_len, xla)}
+    endpoints = {"serve": (lambda text: encode(text), [_STRINGS]), "serve_ids": ids_endpoint(backbone, seq_len, encoder)}
     if "segment_ids" in input_names:
         endpoints["serve_pairs"] = (encode, [_STRINGS, _STRINGS])
     if masked_lm is not None:
@@ -151,15 +151,15 @@ def compiled(model, xla):
     return tf.function(call, jit_compile=xla or None, autograph=False, reduce_retracing=True)
 
 
-def ids_endpoint(model, seq_len, xla=False):
+def ids_endpoint(model, seq_len, run_model):
     """(function, input signature) serving `model` on pre-tokenized inputs: one [B, L] int32 tensor per
     model input (L <= seq_len), named like it (token_ids, padding_mask, ...), for clients that tokenize
-    themselves."""
+    themselves. `run_model` is `compiled(model, xla)`, the one the string endpoints call: one trace of
+    the model serves them all."""
     names = list(model.input)
     specs = [tf.TensorSpec([None, None], tf.int32, name=name) for name in names]
 
     limits = _id_limits(model)
-    run_model = compiled(model, xla)
 
     def serve_ids(*inputs):
         length = tf.shape(inputs[0])[1]

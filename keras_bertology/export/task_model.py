@@ -22,7 +22,7 @@ import json
 
 from keras_bertology.atomic import atomic_directory
 from keras_bertology.export.archive import write_saved_model
-from keras_bertology.export.saved_model import CHARS_PER_TOKEN, cut_text_inputs, ids_endpoint
+from keras_bertology.export.saved_model import CHARS_PER_TOKEN, compiled, cut_text_inputs, ids_endpoint
 from keras_bertology.flag_ranges import check_length_buckets
 from keras_bertology.export.warmup import write_warmup_requests
 
@@ -32,8 +32,9 @@ def export_task_model(model, kind, task, family, tokenizer, seq_len, export_dir,
     string inputs are packed to the batch's longest, rounded up to one of `length_buckets` when given; `xla`
     compiles the model's part of every endpoint."""
     buckets = check_length_buckets(length_buckets, seq_len)
-    endpoints = cut_text_inputs(kind.endpoints(model, task, family, tokenizer, seq_len, buckets, xla), seq_len)
-    endpoints["serve_ids"] = ids_endpoint(model, seq_len, xla)
+    run_model = compiled(model, xla)  # traced once for every endpoint
+    endpoints = cut_text_inputs(kind.endpoints(model, task, family, tokenizer, seq_len, buckets, run_model), seq_len)
+    endpoints["serve_ids"] = ids_endpoint(model, seq_len, run_model)
     with atomic_directory(export_dir) as staging:
         write_saved_model(staging, [model, tokenizer], endpoints)
         (staging / "assets").mkdir(exist_ok=True)

@@ -9,7 +9,6 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bertology.data.packing import fit_to_batch
-from keras_bertology.export.saved_model import compiled
 from keras_bertology.finetune import encoding, metrics
 from keras_bertology.models.task_models import SequenceClassifier, SpanExtractor, TokenClassifier
 from keras_bertology.models.pretrainer import sparse_cross_entropy
@@ -55,10 +54,10 @@ class TaskKind:
     def score(self, task, examples, predictions):
         raise NotImplementedError
 
-    def endpoints(self, model, task, family, tokenizer, seq_len, buckets=(), xla=False):
+    def endpoints(self, model, task, family, tokenizer, seq_len, buckets, compiled_model):
         """{signature name: (function, input signature)} for the SavedModel; the first is the default.
-        Inputs are packed to the batch's longest (`data.packing.fit_to_batch`, with `buckets`); `xla` compiles
-        the model's part (`export.saved_model.compiled`)."""
+        Inputs are packed to the batch's longest (`data.packing.fit_to_batch`, with `buckets`); `compiled_model` is
+        `export.saved_model.compiled(model, xla)`, which every endpoint of the export shares."""
         raise NotImplementedError
 
 
@@ -89,8 +88,8 @@ class Classification(TaskKind):
         gold = [e["label"] for e in examples]
         return {"accuracy": metrics.accuracy(gold, predictions), "macro_f1": metrics.macro_f1(gold, predictions)}
 
-    def endpoints(self, model, task, family, tokenizer, seq_len, buckets=(), xla=False):
-        labels, run_model = tf.constant(list(task.labels)), _runner(model, xla)
+    def endpoints(self, model, task, family, tokenizer, seq_len, buckets, compiled_model):
+        labels, run_model = tf.constant(list(task.labels)), _runner(model, compiled_model)
 
         def classify(text, text_b=None):
             inputs = encoding.encode_texts(family, tokenizer, seq_len, text, text_b)
@@ -145,8 +144,8 @@ class Tagging(TaskKind):
         flat_predicted = [t for tags in predictions for t in tags]
         return dict(metrics.entity_scores(gold, predictions), accuracy=metrics.accuracy(flat_gold, flat_predicted))
 
-    def endpoints(self, model, task, family, tokenizer, seq_len, buckets=(), xla=False):
-        labels, run_model = tf.constant(list(task.labels)), _runner(model, xla)
+    def endpoints(self, model, task, family, tokenizer, seq_len, buckets, compiled_model):
+        labels, run_model = tf.constant(list(task.labels)), _runner(model, compiled_model)
         outside = task.labels.index("O")
 
         def tag(text):
@@ -231,8 +230,8 @@ class SpanExtraction(TaskKind):
         return {"exact_match": float(np.mean([metrics.exact_match(p, a) for p, a in zip(predictions, answers)])),
                 "f1": float(np.mean([metrics.span_f1(p, a) for p, a in zip(predictions, answers)]))}
 
-    def endpoints(self, model, task, family, tokenizer, seq_len, buckets=(), xla=False):
-        run_model = _runner(model, xla)
+    def endpoints(self, model, task, family, tokenizer, seq_len, buckets, compiled_model):
+        run_model = _runner(model, compiled_model)
 
         def answer(question, context):
             inputs, words, word_map = encoding.encode_question_context(family, tokenizer, seq_len, question, context)
@@ -252,10 +251,9 @@ def _fit_with_word_map(inputs, word_map, buckets):
     return fitted, fitted.pop("word_map")
 
 
-def _runner(model, xla):
-    """inputs (the model's and more) -> the model's outputs, compiled by XLA when `xla`."""
-    run = compiled(model, xla)
-    return lambda inputs: run({name: inputs[name] for name in model.input})
+def _runner(model, compiled_model):
+    """inputs (the model's and more) -> the model's outputs through `compiled_model` (`compiled(model, xla)`)."""
+    return lambda inputs: compiled_model({name: inputs[name] for name in model.input})
 
 
 TASK_KINDS = {kind.name: kind for kind in (Classification(), Tagging(), SpanExtraction())}
