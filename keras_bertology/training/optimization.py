@@ -65,11 +65,61 @@ class LayerwiseAdamW(keras.optimizers.AdamW):
         grads = super()._clip_gradients(_dense([grad for grad, _ in reduced]))
         return [(grad, variable) for grad, (_, variable) in zip(grads, reduced)]
 
+    # A traced train step holds every op an update makes, variable by variable: Keras's Adam and AdamW
+    # recompute the step's scalars (bias corrections, the scheduled rate) for each variable and go
+    # through one tf.distribute update call per variable; on one device, here, the scalars are made once
+    # per step and the variables are updated directly. Same values, to the bit; BERT-Tiny's step traces
+    # about 40% fewer optimizer ops.
+    _step_scalars = None  # {(dtype, rate factor): Adam's step size}, while `apply` runs
+
+    def apply(self, grads, trainable_variables=None):
+        self._step_scalars = {}
+        try:
+            return super().apply(grads, trainable_variables)
+        finally:
+            self._step_scalars = None
+
+    def _backend_update_step(self, grads, trainable_variables, learning_rate):
+        if _across_replicas():
+            return super()._backend_update_step(grads, trainable_variables, learning_rate)
+        for grad, variable in zip(grads, trainable_variables):
+            self.update_step(grad, variable, learning_rate)
+
+    def _apply_weight_decay(self, variables):
+        if self.weight_decay is None or _across_replicas():
+            return super()._apply_weight_decay(variables)
+        rates = {}
+        for variable in variables:
+            if self._use_weight_decay(variable):
+                if variable.dtype not in rates:
+                    rates[variable.dtype] = (keras.ops.cast(self.weight_decay, variable.dtype),
+                                             keras.ops.cast(self.learning_rate, variable.dtype))
+                decay, rate = rates[variable.dtype]
+                variable.assign(variable - variable * decay * rate)
+
     def update_step(self, gradient, variable, learning_rate):
-        scale = self._lr_scales[self._get_variable_index(variable)]
-        if scale != 1.0:
-            learning_rate = keras.ops.cast(learning_rate, variable.dtype) * scale
-        super().update_step(gradient, variable, learning_rate)
+        """Adam's update (as Keras computes it) at this variable's share of the rate."""
+        index = self._get_variable_index(variable)
+        scale, dtype = self._lr_scales[index], variable.dtype
+        if self._step_scalars is None or self.amsgrad:  # outside `apply`: nothing to share
+            if scale != 1.0:
+                learning_rate = keras.ops.cast(learning_rate, dtype) * scale
+            return super().update_step(gradient, variable, learning_rate)
+        if (dtype, scale) not in self._step_scalars:
+            rate = keras.ops.cast(learning_rate, dtype)
+            if scale != 1.0:
+                rate = rate * scale
+            step = keras.ops.cast(self.iterations + 1, dtype)
+            beta_1_power = keras.ops.power(keras.ops.cast(self.beta_1, dtype), step)
+            beta_2_power = keras.ops.power(keras.ops.cast(self.beta_2, dtype), step)
+            self._step_scalars[dtype, scale] = rate * keras.ops.sqrt(1 - beta_2_power) / (1 - beta_1_power)
+        step_size = self._step_scalars[dtype, scale]
+        gradient = keras.ops.cast(gradient, dtype)
+        m, v = self._momentums[index], self._velocities[index]
+        self.assign_add(m, keras.ops.multiply(keras.ops.subtract(gradient, m), 1 - self.beta_1))
+        self.assign_add(v, keras.ops.multiply(keras.ops.subtract(keras.ops.square(gradient), v), 1 - self.beta_2))
+        self.assign_sub(variable, keras.ops.divide(keras.ops.multiply(m, step_size),
+                                                   keras.ops.add(keras.ops.sqrt(v), self.epsilon)))
 
     # Trains a model whose trainable weights are a part of those it was built for (see stateless_apply).
     updates_a_part = True
