@@ -8,11 +8,13 @@ from keras_bertology.cli import main
 from keras_bertology.data.corpus import default_corpus_paths
 
 
-def pretrain_two_plays(tmp_path, capsys, model, preset, *flags):
-    """(metrics.json, the loaded SavedModel) of a 4-step run of `model` with extra `flags`."""
+def pretrain_two_plays(tmp_path, capsys, model, preset, *flags, export=True):
+    """(metrics.json, the loaded SavedModel or None without `export`) of a 4-step run of `model` with
+    extra `flags`."""
     plays = [str(path) for path in default_corpus_paths()[:2]]
+    exporting = ["--export", str(tmp_path / "export")] if export else ["--no-export"]
     argv = ["pretrain", "--model", model, "--preset", preset, "--corpus", *plays, "--steps", "4",
-            "--batch-size", "8", "--out", str(tmp_path / "run"), "--export", str(tmp_path / "export"), *flags]
+            "--batch-size", "8", "--out", str(tmp_path / "run"), *exporting, *flags]
     assert main(argv) == 0, capsys.readouterr().err
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    return metrics, tf.saved_model.load(str(tmp_path / "export"))
+    return metrics, tf.saved_model.load(str(tmp_path / "export")) if export else None

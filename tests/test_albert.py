@@ -127,11 +127,13 @@ def test_pretrainer_round_trip(tmp_path):
 def test_pretrain_albert_from_the_command_line(tmp_path, capsys, task):
     metrics, served = pretrain_two_plays(tmp_path, capsys, "albert", "albert-tiny", "--seq-len", "48",
                                          "--vocab-size", "800", "--dupe-factor", "2", "--max-ngram", "2",
-                                         "--sentence-task", task)
+                                         "--sentence-task", task, export=task == "sop")
     assert set(metrics["objectives"]) == {"mlm", task}
     assert metrics["family_options"] == {"max_ngram": 2, "sentence_task": task}
     assert metrics["instances"] == "sentence_pairs" and metrics["masking"] == "static"
     assert 0.4 < metrics["objectives"][task]["chance"]["accuracy"] < 0.6
+    if task == "nsp":  # the sentence head is not part of the export: SOP's run serves it
+        return
     out = served.mlm_logits(tf.constant(["To be, or not to [MASK]."]))
     assert out["logits"].shape[-1] == 800 and list(out["token_ids"].numpy()[0][:1]) == [2]  # [CLS]
     assert (out["token_ids"].numpy() == 4).sum() == 1  # [MASK]

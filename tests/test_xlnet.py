@@ -376,7 +376,7 @@ def test_pretrain_xlnet_from_the_command_line(tmp_path, capsys):
 
     argv = ["pretrain", "--model", "xlnet", "--preset", "xlnet-tiny", "--corpus",
             *[str(path) for path in default_corpus_paths()[:2]], "--steps", "4", "--batch-size", "8",
-            "--out", str(tmp_path / "run"), "--export", str(tmp_path / "export"), "--seq-len", "48",
+            "--out", str(tmp_path / "run"), "--no-export", "--seq-len", "48",  # the export above is the run's
             "--vocab-size", "800", "--mem-len", "16", "--precision", "float32", "--xla", "auto", "--resume"]
     proc = subprocess.run([sys.executable, "-c", "import sys; from keras_bertology.cli import main; "
                            "sys.exit(main(sys.argv[1:]))", *argv], capture_output=True, text=True, timeout=600)
@@ -386,7 +386,10 @@ def test_pretrain_xlnet_from_the_command_line(tmp_path, capsys):
 def test_odd_batches_are_refused_when_half_of_each_batch_reads_backwards(tmp_path, capsys):
     from keras_bertology.cli import main
 
+    from keras_bertology.data.corpus import default_corpus_paths
+
     argv = ["pretrain", "--model", "xlnet", "--preset", "xlnet-tiny", "--steps", "2", "--batch-size", "7",
+            "--corpus", str(default_corpus_paths()[0]), "--vocab-size", "400",
             "--out", str(tmp_path / "run"), "--export", str(tmp_path / "export")]
     assert main(argv) != 0
     err = capsys.readouterr().err
