@@ -57,7 +57,7 @@ JAX_TESTS := tests/test_hf_parity.py tests/test_minilm_parity.py tests/test_pret
 	'tests/test_resume.py::test_a_stop_requested_inside_a_window_ends_it_at_the_next_step_and_resume_goes_on_exactly[mixed_bfloat16]'
 test: $(TESTING)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=30
-	KERAS_BACKEND=jax $(BIN)/python -m pytest -q -n 2 --dist loadfile $(JAX_TESTS)
+	KERAS_BACKEND=jax $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 $(JAX_TESTS)
 
 # The peer suite: every pretraining model against keras-hub and transformers (eager, compiled), CPU.
 benchmark: $(TESTING)
