@@ -73,7 +73,9 @@ class LayerwiseAdamW(keras.optimizers.AdamW):
     _step_scalars = None  # {(dtype, rate factor): Adam's step size}, while `apply` runs
 
     def apply(self, grads, trainable_variables=None):
-        self._step_scalars = {}
+        # Under a strategy Keras's own per-variable path runs, as it always did (each replica's update
+        # makes its own scalars on its own device).
+        self._step_scalars = None if _across_replicas() else {}
         try:
             return super().apply(grads, trainable_variables)
         finally:
@@ -101,7 +103,7 @@ class LayerwiseAdamW(keras.optimizers.AdamW):
         """Adam's update (as Keras computes it) at this variable's share of the rate."""
         index = self._get_variable_index(variable)
         scale, dtype = self._lr_scales[index], variable.dtype
-        if self._step_scalars is None or self.amsgrad:  # outside `apply`: nothing to share
+        if self._step_scalars is None or self.amsgrad:  # outside `apply`, or across replicas
             if scale != 1.0:
                 learning_rate = keras.ops.cast(learning_rate, dtype) * scale
             return super().update_step(gradient, variable, learning_rate)
