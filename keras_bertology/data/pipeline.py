@@ -2,6 +2,7 @@
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.autograph.experimental import do_not_convert
 
 from keras_bertology.data.random_draws import ORDER, step_seed
 from keras_bertology.data.static_masking import Masker, read_static_tfrecords
@@ -52,6 +53,7 @@ def _dynamic_dataset(instances, batch_size, masker, shuffle, seed, repeat, start
         raise ConfigError(f"{num_instances} instances cannot fill one batch of {batch_size}.")
     columns = {key: tf.constant(value) for key, value in instances.items()}
 
+    @do_not_convert
     def masked_batch(step, rows):
         return masker({key: tf.gather(column, rows) for key, column in columns.items()},
                       seed=step_seed(seed, step))
@@ -72,6 +74,7 @@ def batch_indices(num_instances, batch_size, seed, shuffle=True, start_step=0, p
     """
     first_pass, offset = divmod(start_step * batch_size, num_instances)
 
+    @do_not_convert
     def visit(index):
         if not shuffle:
             return tf.data.Dataset.range(num_instances)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.autograph.experimental import do_not_convert
 
 from keras_bertology.data.random_draws import ORDER, step_seed
 from keras_bertology.data.static_masking import serialize_examples, storage_dtype
@@ -145,10 +146,12 @@ def shard_dataset(data_dir, manifest, batch_size, *, seed=0, start_step=0, maske
         """The records of shard group `group` of pass `epoch` (shards in `order`), the first `skip` left out."""
         members = order[group * cycle_length:(group + 1) * cycle_length]
         records = tf.data.Dataset.from_tensor_slices(tf.gather(paths, members)).interleave(
-            lambda path: tf.data.TFRecordDataset(path).skip(1), cycle_length=cycle_length, block_length=1)
+            do_not_convert(lambda path: tf.data.TFRecordDataset(path).skip(1)),
+            cycle_length=cycle_length, block_length=1)
         first_block = skip // shuffle_block
         blocks = records.skip(first_block * shuffle_block).batch(shuffle_block).enumerate(first_block)
 
+        @do_not_convert
         def shuffled(index, block):
             key = tf.random.experimental.stateless_fold_in(step_seed(seed, epoch, _BLOCK_ORDER),
                                                            group * (2**20) + index)
@@ -156,6 +159,7 @@ def shard_dataset(data_dir, manifest, batch_size, *, seed=0, start_step=0, maske
 
         return blocks.map(shuffled).unbatch().skip(skip - first_block * shuffle_block)
 
+    @do_not_convert
     def pass_records(epoch):
         """Pass `epoch`'s records; the first pass of the run starts `offset` records in."""
         skip = tf.where(epoch == first_pass, tf.constant(offset, tf.int64), 0)
@@ -163,11 +167,13 @@ def shard_dataset(data_dir, manifest, batch_size, *, seed=0, start_step=0, maske
         sizes = tf.math.segment_sum(tf.gather(counts, order), tf.range(len(manifest["shards"])) // cycle_length)
         ends = tf.cumsum(sizes)
         starts = ends - sizes
-        live = tf.data.Dataset.range(groups).filter(lambda group: ends[group] > skip)
-        return live.flat_map(lambda group: group_records(epoch, order, group, tf.maximum(skip - starts[group], 0)))
+        live = tf.data.Dataset.range(groups).filter(do_not_convert(lambda group: ends[group] > skip))
+        return live.flat_map(do_not_convert(
+            lambda group: group_records(epoch, order, group, tf.maximum(skip - starts[group], 0))))
 
     parse = _parser(manifest)
 
+    @do_not_convert
     def parsed(step, records):
         batch = parse(records)
         if masker is None:
@@ -184,7 +190,8 @@ def shard_dataset(data_dir, manifest, batch_size, *, seed=0, start_step=0, maske
 def sample_instances(data_dir, manifest, limit=20_000):
     """The first `limit` instances of the shards, in file order, as numpy columns (for statistics)."""
     paths = [str(Path(data_dir) / shard["file"]) for shard in manifest["shards"]]
-    records = tf.data.Dataset.from_tensor_slices(paths).flat_map(lambda path: tf.data.TFRecordDataset(path).skip(1))
+    records = tf.data.Dataset.from_tensor_slices(paths).flat_map(
+        do_not_convert(lambda path: tf.data.TFRecordDataset(path).skip(1)))
     return {key: value.numpy() for key, value in _parser(manifest)(next(iter(records.take(limit).batch(limit)))).items()}
 
 

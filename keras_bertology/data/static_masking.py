@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 import keras
 import numpy as np
 import tensorflow as tf
+from tensorflow.autograph.experimental import do_not_convert
 
 from keras_bertology.data.random_draws import step_seed
 from keras_bertology.errors import BertologyError, ConfigError
@@ -88,6 +89,7 @@ def read_static_tfrecords(
     _check_length(path, spec, "mask_positions", max_predictions, "max_predictions")
     stored = {key: tf.io.FixedLenFeature(shape, storage_dtype(dtype)) for key, (dtype, shape) in spec.items()}
 
+    @do_not_convert
     def parse(records):
         parsed = tf.io.parse_example(records, stored)
         return {key: tf.cast(value, spec[key][0]) for key, value in parsed.items()}
@@ -102,6 +104,7 @@ def masked_batches(instances, masker: Masker, seed: int, dupe_factor: int = 1, b
     with serialization."""
     dataset = tf.data.Dataset.from_tensor_slices(instances).batch(batch_size).repeat(dupe_factor).enumerate()
 
+    @do_not_convert
     def mask(step, batch):
         step_key = step_seed(seed, step)
         if key is not None:

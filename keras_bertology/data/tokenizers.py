@@ -21,10 +21,12 @@ from pathlib import Path
 import numpy as np
 import sentencepiece as spm
 import tensorflow as tf
+from tensorflow.autograph.experimental import do_not_convert
 import tensorflow_text as tf_text
 from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as wordpiece_learner
 
+from keras_bertology.data.wordpiece_vocab import WordPieceVocabLearner
 from keras_bertology.errors import ConfigError, CorpusError
 
 PathLike = str | os.PathLike
@@ -96,7 +98,7 @@ class Tokenizer(tf.Module, metaclass=abc.ABCMeta):
 
         return preset_loading.tokenizer(cls, name_or_path)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
         """Token ids of each string, int32 ragged [N, None]; no specials added."""
         return self._tokenize(strings)
@@ -362,8 +364,9 @@ def train_wordpiece(sentences: Sequence[str], vocab_size: int, lower_case: bool 
 
     These are the two steps of `bert_vocab_from_dataset`: count the words
     (sentences get `WordPieceTokenizer`'s normalisation and BERT's word
-    splitting, so the pieces match what the tokenizer sees), then run the
-    learner, here with a faster threshold search (`_learn_wordpiece_vocab`).
+    splitting, so the pieces match what the tokenizer sees), then learn the
+    vocabulary its learner makes (`WordPieceVocabLearner`), here with a faster
+    threshold search (`_learn_wordpiece_vocab`).
     The result has at most `vocab_size` tokens, within 5% of it unless the
     corpus is too small: a piece must occur at least 10 times, which caps
     the 0.9 M-word Shakespeare corpus at about 6,300 tokens. [PAD] [UNK]
@@ -373,9 +376,9 @@ def train_wordpiece(sentences: Sequence[str], vocab_size: int, lower_case: bool 
     normalized = (
         tf.data.Dataset.from_tensor_slices(tf.constant(list(sentences), tf.string))
         .batch(4096)
-        .map(lambda batch: bert_normalize(batch, lower_case, strip_accents=lower_case))
+        .map(do_not_convert(lambda batch: bert_normalize(batch, lower_case, strip_accents=lower_case)))
     )
-    words = normalized.map(BasicTokenizer(lower_case=False).tokenize)
+    words = normalized.map(do_not_convert(BasicTokenizer(lower_case=False).tokenize))
     word_counts = wordpiece_learner.count_words(words)
     # Every character and its ## form stay in the vocabulary, so fail fast.
     alphabet_size = len(set().union(*word_counts))
@@ -390,24 +393,15 @@ def train_wordpiece(sentences: Sequence[str], vocab_size: int, lower_case: bool 
 
 
 def _learn_wordpiece_vocab(word_counts: dict[str, int], vocab_size: int) -> list[str]:
-    """Search the count threshold, one learner run (~4 s on Shakespeare) per try.
+    """Search the count threshold, one vocabulary per try.
 
-    The learner's own search bisects the threshold linearly between 10 and
-    the top word count: about 16 runs. Vocabulary size falls roughly as a
+    tensorflow_text's learner bisects the threshold linearly between 10 and
+    the top word count: about 16 tries. Vocabulary size falls roughly as a
     power of the threshold, so trying the lowest threshold first, then
     geometric midpoints until one fits, then log-log interpolation, needs
-    3-5 runs.
+    3-5 tries.
     """
-
-    def vocab_at(threshold: int) -> list[str]:
-        return wordpiece_learner.learn(
-            word_counts,
-            vocab_size,
-            list(WORDPIECE_SPECIAL_TOKENS),
-            upper_thresh=threshold,
-            lower_thresh=threshold,
-            slack_ratio=_WORDPIECE_SLACK,
-        )
+    vocab_at = WordPieceVocabLearner(word_counts, WORDPIECE_SPECIAL_TOKENS).vocabulary
 
     low, high = _WORDPIECE_MIN_COUNT, max(word_counts.values()) + 1
     low_size = len(best := vocab_at(low))

@@ -16,6 +16,7 @@ import traceback
 
 import keras
 import tensorflow as tf
+from tensorflow.autograph.experimental import do_not_convert
 
 from keras_bertology.errors import ConfigError, TrainingError
 
@@ -86,6 +87,7 @@ def shard_global_batches(dataset, global_batch, context):
     rows = global_batch // context.num_input_pipelines
     first = context.input_pipeline_id * rows
 
+    @do_not_convert
     def own_rows(*batch):
         return tf.nest.map_structure(lambda tensor: tensor[first:first + rows], batch)
 
@@ -108,7 +110,7 @@ def _fit_on_replicas(model, dataset, strategy, global_batch, epochs, initial_epo
             lambda spec: tf.TensorSpec([replica_batch, *spec.shape[1:]], spec.dtype), dataset.element_spec))
     iterator = iter(distributed)
 
-    @tf.function
+    @tf.function(autograph=False)
     def train_function(iterator):
         outputs = strategy.run(model.train_step, args=(next(iterator),))
         # Metrics are aggregated across replicas by their variables: every replica holds the same values.

@@ -28,7 +28,7 @@ def step_flops(pretrainer, batch):
     x, y, sample_weight = batch
     variables = pretrainer.trainable_variables
 
-    @tf.function
+    @tf.function(autograph=False)
     def step(x, y, sample_weight):
         # Only the training variables are watched: a tape watching every variable it meets would also
         # trace the gradients of a frozen stage, which the step never runs.
