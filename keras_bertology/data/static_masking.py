@@ -128,14 +128,14 @@ def _spec_record(batch: dict[str, np.ndarray]) -> bytes:
 def serialize_examples(batch: dict[str, np.ndarray]) -> Iterator[bytes]:
     """One serialized tf.train.Example per row of `batch`, each feature flattened (see `storage_dtype`);
     deterministic, so the same instances give the same bytes in any process (a map's order is not)."""
-    columns = {key: value.reshape(len(value), -1) for key, value in batch.items()}
+    # Python lists, made once per batch: a proto's repeated field takes them several times faster than numpy rows.
+    floats = {key: value.dtype.kind == "f" for key, value in batch.items()}
+    rows = {key: value.reshape(len(value), -1).astype(np.float32 if floats[key] else np.int64).tolist()
+            for key, value in batch.items()}
     for row in range(len(batch["token_ids"])):
-        feature = {}
-        for key, column in columns.items():
-            if column.dtype.kind == "f":
-                feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=column[row].tolist()))
-            else:
-                feature[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=column[row].astype(np.int64)))
+        feature = {key: tf.train.Feature(float_list=tf.train.FloatList(value=values[row])) if floats[key]
+                   else tf.train.Feature(int64_list=tf.train.Int64List(value=values[row]))
+                   for key, values in rows.items()}
         yield tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(deterministic=True)
 
 
