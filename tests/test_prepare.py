@@ -102,7 +102,7 @@ def test_prepared_and_in_memory_instances_have_the_same_statistics(tmp_path):
     of actual-next labels, the mean length and the mean length of segment B."""
     data = tmp_path / "data"
     manifest = prepare(PrepareOptions(out=str(data), model="bert", preset="bert-tiny", masking="dynamic",
-                                      vocab_size=4000, shards=4, workers=2, verbose=0))
+                                      vocab_size=4000, shards=4, workers=1, verbose=0))
     prepared = sample_instances(data, manifest, limit=manifest["instances"])
     family, tokenizer = get_family("bert"), load_tokenizer(data / "tokenizer")
     documents = tokenize_documents(read_corpus(), tokenizer)

@@ -43,6 +43,12 @@ def export(tmp_path_factory, tokenizer):
     return path, backbone
 
 
+@pytest.fixture(scope="module")
+def served(export):
+    """The export, loaded once for the tests that call it here."""
+    return tf.saved_model.load(str(export[0]))
+
+
 def _cli(*args):
     result = subprocess.run([*SAVED_MODEL_CLI, *args], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -65,9 +71,8 @@ def test_saved_model_cli_shows_every_named_signature(export):
 
 
 @pytest.mark.slow
-def test_saved_model_cli_runs_raw_strings_and_ids_like_the_model(export, tmp_path):
+def test_saved_model_cli_runs_raw_strings_and_ids_like_the_model(export, served, tmp_path):
     path, backbone = export
-    served = tf.saved_model.load(str(path))
     texts = ["Now is the winter of our discontent.", ""]
     expected = served.serve(tf.constant(texts))
     _cli("run", "--dir", str(path), "--tag_set", "serve", "--signature_def", "serve",
@@ -88,10 +93,8 @@ def test_saved_model_cli_runs_raw_strings_and_ids_like_the_model(export, tmp_pat
         np.testing.assert_allclose(served.signatures["serve_ids"](**ids)[name].numpy(), expected[name].numpy(), atol=1e-6)
 
 
-def test_odd_strings_are_served_with_defined_results(export):
+def test_odd_strings_are_served_with_defined_results(served):
     """Empty strings, invalid UTF-8, text far longer than the model and mixed lengths in one batch."""
-    path, _ = export
-    served = tf.saved_model.load(str(path))
     long_text = "words and more words " * 2000
     batch = tf.constant([b"", b"caf\xc3\xa9 \xff\xfe broken bytes", long_text.encode(), b"short"])
     out = served.serve(batch)
@@ -110,10 +113,10 @@ def test_odd_strings_are_served_with_defined_results(export):
 @pytest.mark.parametrize("name, value, allowed", [
     ("token_ids", -1, "in [0, {V})"), ("token_ids", "V", "in [0, {V})"),
     ("segment_ids", -1, "in [0, 2)"), ("segment_ids", 2, "in [0, 2)"), ("padding_mask", 2, "0 or 1")])
-def test_serve_ids_refuses_ids_outside_their_tables(export, name, value, allowed):
+def test_serve_ids_refuses_ids_outside_their_tables(export, served, name, value, allowed):
     """An embedding lookup would wrap -1 round to the last row; the signature names the input and its range."""
     path, _ = export
-    serve_ids = tf.saved_model.load(str(path)).signatures["serve_ids"]
+    serve_ids = served.signatures["serve_ids"]
     vocab_size = json.loads((path / "assets" / "bertology.json").read_text())["vocab_size"]
     value, allowed = (vocab_size if value == "V" else value), allowed.format(V=vocab_size)
     ids = {"token_ids": np.full((2, SEQ_LEN), 5, np.int32), "segment_ids": np.zeros((2, SEQ_LEN), np.int32),
@@ -124,10 +127,9 @@ def test_serve_ids_refuses_ids_outside_their_tables(export, name, value, allowed
         serve_ids(**ids)
 
 
-def test_strings_are_cut_to_the_token_budget_before_tokenizing(export, tokenizer, sentences):
+def test_strings_are_cut_to_the_token_budget_before_tokenizing(export, served, tokenizer, sentences):
     """Tokens of normal and of long texts are those of the whole text; past `max_text_chars` nothing is read."""
     path, _ = export
-    served = tf.saved_model.load(str(path))
     max_chars = json.loads((path / "assets" / "bertology.json").read_text())["max_text_chars"]
     play = " ".join(sentences)
     texts = sentences[:3] + ["", play[:max_chars + 7], play[:100_000], "\u00e9" * (max_chars + 50)]
