@@ -334,6 +334,7 @@ def test_invalid_training_requests(training_sentences):
         train_wordpiece(training_sentences, vocab_size=20)
 
 
+@pytest.mark.slow
 def test_wordpiece_trains_on_the_full_corpus(sentences):
     tokenizer = train_wordpiece(sentences, vocab_size=4000)
     assert 3800 <= tokenizer.vocab_size <= 4000
