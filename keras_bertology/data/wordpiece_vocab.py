@@ -9,8 +9,9 @@ threshold and taking each one's count away from all of its prefixes. After that 
 the count of the words in which it runs from a piece start to the word's end: every use of it that goes on
 further was taken by the longer string it goes on into. So a pass over the piece starts gives the same
 counts, where the learner's loops cost the cube of the word length; and the first iteration, which does not
-depend on the threshold, is computed once for every threshold a search tries. Shakespeare's 4,692 words of
-two plays: 3 s -> 0.05 s per threshold.
+depend on the threshold, is computed once for every threshold a search tries. The 4,692 words of two of
+Shakespeare's plays, on 2 busy cores: 1.4-2.6 s -> 0.3 s per threshold; BERT's 400-token vocabulary of
+them, counting included, 13 s -> 2 s.
 """
 
 from collections import Counter
