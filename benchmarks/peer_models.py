@@ -119,7 +119,7 @@ def our_config(model, shape):
 
 def generator_width(model, shape):
     """ELECTRA's generator (hidden, heads) at `shape`, by the preset's fraction; None for other models."""
-    from keras_bertology.models.electra.pretrainer import generator_width as width
+    from keras_bertology.models.electra.sizing import generator_width as width
     from keras_bertology.models.registry import FAMILIES
 
     fraction = FAMILIES[model.family].presets[model.preset].get("pretrainer", {}).get("generator_fraction")

@@ -1,16 +1,7 @@
 """ELECTRA pretraining: a small generator's MLM feeds replaced token detection by the discriminator."""
 
+from keras_bertology.models.electra.sizing import generator_width
 from keras_bertology.models.generator_discriminator import GeneratorDiscriminator
-
-
-def generator_width(discriminator_hidden, fraction):
-    """(hidden, heads) of ELECTRA's generator: round(fraction x the discriminator's hidden size), one head per
-    64 units (fewer when they would not divide it)."""
-    hidden = max(1, round(discriminator_hidden * fraction))
-    heads = max(1, hidden // 64)
-    while hidden % heads:
-        heads -= 1
-    return hidden, heads
 
 
 def generator_config(discriminator, fraction, num_layers=None):
