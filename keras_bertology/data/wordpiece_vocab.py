@@ -21,7 +21,8 @@ class WordPieceVocabLearner:
     """The vocabulary tensorflow_text's `learn` makes from `word_counts` ({word: count}) at a given count
     threshold, with its defaults: words over `max_word_length` characters and the `reserved_tokens`
     themselves are not counted, nor are words with a character outside the `max_unique_chars` commonest
-    (ties alphabetical), and only the `max_words` commonest words are used."""
+    (ties alphabetical), and only the `max_words` commonest words are used. Words hold no joiner: BERT's
+    word splitting makes every punctuation character a word of its own."""
 
     def __init__(self, word_counts, reserved_tokens, iterations=4, max_word_length=50, max_unique_chars=1000,
                  max_words=5_000_000, joiner="##"):
