@@ -31,6 +31,12 @@ def is_noise(line):
     return bool(_NOISE.match(line))
 
 
+# Written by this process after its last line of the block: the forwarder's cue that everything before it
+# is out. A child process may hold the pipe open past the block (multiprocessing's resource tracker
+# inherits descriptor 2 and lives until this process exits), so the end of the pipe cannot be the cue.
+_END = b"\0bertology: end of the quiet block\n"
+
+
 @contextlib.contextmanager
 def quiet_native_logs():
     """Filter descriptor 2 for the duration of the block."""
@@ -38,26 +44,34 @@ def quiet_native_logs():
     real_stderr = os.dup(2)
     read_end, write_end = os.pipe()
     os.dup2(write_end, 2)
-    os.close(write_end)
-    forwarder = threading.Thread(target=_forward, args=(read_end, real_stderr), daemon=True)
+    caught_up = threading.Event()
+    forwarder = threading.Thread(target=_forward, args=(read_end, real_stderr, caught_up), daemon=True)
     forwarder.start()
     try:
         yield
     finally:
         sys.stderr.flush()
-        os.dup2(real_stderr, 2)  # closes the pipe's last write end: the forwarder sees EOF
-        # Its last lines come out before whatever the caller prints next (on a loaded machine that can take
-        # seconds); the forwarder closes its own copy of the real descriptor, which may outlive this wait.
-        forwarder.join(timeout=60)
+        os.dup2(real_stderr, 2)
+        os.write(write_end, _END)
+        os.close(write_end)
+        # The block's last lines come out before whatever the caller prints next (on a loaded machine that
+        # can take seconds); lines of children still running go on through the forwarder.
+        caught_up.wait(timeout=60)
 
 
-def _forward(read_end, destination):
+def _forward(read_end, destination, caught_up):
     try:
         with os.fdopen(read_end, "rb") as lines:
             for line in lines:
-                if not is_noise(line.decode("utf-8", "replace").rstrip("\r\n")):
+                ends = line.endswith(_END)
+                if ends:  # after a child's unfinished line, if any
+                    line = line[:-len(_END)] + (b"\n" if len(line) > len(_END) else b"")
+                if line and not is_noise(line.decode("utf-8", "replace").rstrip("\r\n")):
                     os.write(destination, line)
+                if ends:
+                    caught_up.set()
     except OSError:  # the real stderr went away (its reader quit): nothing left to show the lines to
         pass
     finally:
+        caught_up.set()
         os.close(destination)

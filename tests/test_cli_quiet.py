@@ -79,3 +79,27 @@ def test_a_command_that_loads_tensorflow_prints_only_its_error():
 def test_every_run_logs_several_windows(steps, log_every, window, windows):
     options = PretrainOptions(steps=steps, log_every=log_every)
     assert (options.steps_per_window, options.windows) == (window, windows)
+
+
+# A block that starts a child process which inherits descriptor 2 and outlives it (as multiprocessing's
+# resource tracker outlives a study's worker pool): the block's lines come out in order, the noise is
+# dropped, and the block ends while the child still runs, instead of waiting for the pipe to close.
+OUTLIVING_CHILD = """
+import os, subprocess, sys
+from keras_bertology.native_logs import quiet_native_logs
+with quiet_native_logs():
+    os.write(2, b"first line\\n")
+    os.write(2, b"I0000 00:00:1795359039.215414    2125 cudart_stub.cc:31] Could not find cuda drivers\\n")
+    child = subprocess.Popen([sys.executable, "-c", "import os, time; os.write(2, b'child line'); time.sleep(20)"])
+    os.write(2, b"last line\\n")
+    import time; time.sleep(1)  # the child's unfinished line is in the pipe before the block ends
+print("child running" if child.poll() is None else "child ended", flush=True)
+child.kill()
+"""
+
+
+def test_a_child_that_outlives_the_quiet_block_does_not_hold_it_up():
+    result = _run(OUTLIVING_CHILD)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "child running\n"
+    assert result.stderr.splitlines() == ["first line", "last line", "child line"]
