@@ -45,14 +45,19 @@ def quiet_native_logs():
     read_end, write_end = os.pipe()
     os.dup2(write_end, 2)
     caught_up = threading.Event()
-    forwarder = threading.Thread(target=_forward, args=(read_end, real_stderr, caught_up), daemon=True)
+    # The forwarder writes to a descriptor of its own, which it closes whenever it quits (even mid-block).
+    forwarder = threading.Thread(target=_forward, args=(read_end, os.dup(real_stderr), caught_up), daemon=True)
     forwarder.start()
     try:
         yield
     finally:
         sys.stderr.flush()
         os.dup2(real_stderr, 2)
-        os.write(write_end, _END)
+        os.close(real_stderr)
+        try:
+            os.write(write_end, _END)
+        except OSError:  # the forwarder has quit (the real stderr's reader went away): nothing to wait for
+            pass
         os.close(write_end)
         # The block's last lines come out before whatever the caller prints next (on a loaded machine that
         # can take seconds); lines of children still running go on through the forwarder.

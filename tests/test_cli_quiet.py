@@ -103,3 +103,24 @@ def test_a_child_that_outlives_the_quiet_block_does_not_hold_it_up():
     assert result.returncode == 0, result.stderr
     assert result.stdout == "child running\n"
     assert result.stderr.splitlines() == ["first line", "last line", "child line"]
+
+
+# The reader of the real stderr goes away (`bertology ... 2>&1 | head`): the forwarder quits at its next
+# line, and the block still ends quietly.
+READER_GONE = """
+import os, time
+from keras_bertology.native_logs import quiet_native_logs
+time.sleep(0.5)  # the parent closes its end of stderr
+with quiet_native_logs():
+    os.write(2, b"a line nobody reads\\n")
+    time.sleep(0.5)
+print("block ended", flush=True)
+"""
+
+
+def test_a_quiet_block_ends_quietly_when_nobody_reads_stderr_any_more():
+    process = subprocess.Popen([sys.executable, "-c", READER_GONE], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=ENV)
+    process.stderr.close()
+    assert process.stdout.read() == "block ended\n"
+    assert process.wait(timeout=60) == 0
