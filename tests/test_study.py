@@ -133,6 +133,22 @@ def test_workers_return_every_result_to_the_study_and_raise_a_failed_run(monkeyp
         assert sorted(got[:3]) == [((2, 3), 8), ((3, 2), 9), ((5, 1), 5)]
 
 
+def test_a_failed_or_interrupted_study_stops_the_runs_in_flight(tmp_path):
+    """A run that raises (or Ctrl-C, SIGTERM) ends the block at once: the other worker's run is stopped
+    rather than awaited (a pretraining run resumes from its checkpoint, a fine-tuning run starts again)."""
+    import time
+
+    from keras_bertology.study.workers import Workers
+
+    finished = tmp_path / "finished"
+    slow = f"__import__('time').sleep(6) or open({str(finished)!r}, 'w').write('done')"
+    with pytest.raises(ZeroDivisionError):
+        with Workers(2) as workers:
+            workers.run_all(eval, [(slow,), ("__import__('time').sleep(1) or 1 / 0",)], lambda job, result: None)
+    time.sleep(8)  # the slow run would have written its file by now
+    assert not finished.exists()
+
+
 def test_a_study_process_stays_on_tensorflow_whatever_backend_its_pretraining_asks_for(monkeypatch):
     from keras_bertology import cli
 

@@ -30,8 +30,11 @@ class Workers:
     def __enter__(self):
         return self
 
-    def __exit__(self, *error):
+    def __exit__(self, kind, error, trace):
         if self._pool is not None:
+            if kind is not None:  # a failed run, Ctrl-C or SIGTERM: the runs in flight stop now, not at their end
+                for process in list(self._pool._processes.values()):  # (every run resumes or starts again)
+                    process.terminate()
             self._pool.shutdown(wait=True, cancel_futures=True)
 
     def run_all(self, function, jobs, on_done):
