@@ -136,17 +136,23 @@ def test_workers_return_every_result_to_the_study_and_raise_a_failed_run(monkeyp
 def test_a_failed_or_interrupted_study_stops_the_runs_in_flight(tmp_path):
     """A run that raises (or Ctrl-C, SIGTERM) ends the block at once: the other worker's run is stopped
     rather than awaited (a pretraining run resumes from its checkpoint, a fine-tuning run starts again)."""
-    import time
+    import os
 
     from keras_bertology.study.workers import Workers
 
-    finished = tmp_path / "finished"
-    slow = f"__import__('time').sleep(6) or open({str(finished)!r}, 'w').write('done')"
+    pid_file, finished = tmp_path / "pid", tmp_path / "finished"
+    slow = (f"open({str(pid_file)!r}, 'w').write(str(__import__('os').getpid())) and "
+            f"(__import__('time').sleep(30) or open({str(finished)!r}, 'w').write('done'))")
+    # Raises once the slow run has started (whichever worker took it).
+    failing = (f"([__import__('time').sleep(0.1) for _ in range(600) if not __import__('os').path.exists("
+               f"{str(pid_file)!r})], 1 / 0)")
     with pytest.raises(ZeroDivisionError):
         with Workers(2) as workers:
-            workers.run_all(eval, [(slow,), ("__import__('time').sleep(1) or 1 / 0",)], lambda job, result: None)
-    time.sleep(8)  # the slow run would have written its file by now
-    assert not finished.exists()
+            workers.run_all(eval, [(slow,), (failing,)], lambda job, result: None)
+    assert not finished.exists()  # not awaited
+    assert int(pid_file.read_text()) != os.getpid()
+    with pytest.raises(ProcessLookupError):  # and stopped
+        os.kill(int(pid_file.read_text()), 0)
 
 
 def test_a_study_process_stays_on_tensorflow_whatever_backend_its_pretraining_asks_for(monkeypatch):
