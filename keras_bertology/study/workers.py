@@ -33,7 +33,7 @@ class Workers:
     def __exit__(self, kind, error, trace):
         if self._pool is not None:
             if kind is not None:  # a failed run, Ctrl-C or SIGTERM: the runs in flight stop now, not at their end
-                for process in list(self._pool._processes.values()):  # (every run resumes or starts again)
+                for process in list((self._pool._processes or {}).values()):  # (each run resumes or restarts)
                     process.terminate()
             self._pool.shutdown(wait=True, cancel_futures=True)
 
