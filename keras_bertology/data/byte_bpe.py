@@ -115,10 +115,14 @@ class ByteLevelBPETokenizer(Tokenizer):
 
     def _tokenize(self, strings):
         words = _pretokenize(strings)
-        symbols = self._byte_table.lookup(tf.strings.bytes_split(words.flat_values))
+        # Each distinct word is merged once: text repeats its words many times over, and every step of the
+        # merge loop works on all the words it carries (the study's 4 MB of news, 1 thread: 69 s -> 12 s).
+        distinct, word_index = tf.unique(words.flat_values)
+        symbols = self._byte_table.lookup(tf.strings.bytes_split(distinct))
         merged = _merge_all(symbols, self._rank_table)
         ids = self._id_table.lookup(merged.flat_values)
-        per_word = tf.RaggedTensor.from_row_splits(ids, merged.row_splits, validate=False)
+        per_distinct = tf.RaggedTensor.from_row_splits(ids, merged.row_splits, validate=False)
+        per_word = tf.gather(per_distinct, word_index)
         per_string = tf.RaggedTensor.from_row_splits(per_word, words.row_splits, validate=False)
         return per_string.merge_dims(1, 2)
 
