@@ -91,8 +91,6 @@ assert (single[0], mirrored[0]) == (1, 2), (single[0], mirrored[0])
 report = {"single": single[1], "mirrored": mirrored[1], "weight_gap": gap(single, mirrored)}
 if family.stream_batches:  # Transformer-XL memory: each replica's own rows must survive a checkpoint
     report["resumed_gap"] = gap(mirrored, train("mirrored", 3, RunCheckpoints(sys.argv[3])))
-else:
-    report["rerun_gap"] = gap(single, train("default"))
 print(json.dumps(report))
 """
 
@@ -112,7 +110,6 @@ def test_mirrored_strategy_on_two_cpus_matches_one_device_with_the_same_global_b
     # replica's rows) moves weights by ~1e-3.
     np.testing.assert_allclose(report["mirrored"], report["single"], rtol=1e-5)
     assert report["weight_gap"] < 1e-5, report
-    assert report.get("rerun_gap", 0.0) == 0.0  # the single-device run itself is deterministic
     assert report["single"][-1] < report["single"][0]  # and it trains
     if "resumed_gap" in report:  # checkpointed at step 3 with each replica's memory, reloaded: the same run
         assert report["resumed_gap"] == 0.0, report

@@ -26,7 +26,7 @@ from keras_bertology.training.pretrain import PretrainOptions, pretrain
 # The slowest resume tests run once per backend in CI: float32 on TensorFlow, bfloat16 under JAX (the
 # Makefile's JAX_TESTS). What they check is the checkpoint and stop logic, the same code in both
 # precisions; test_a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one_in_its_precision covers
-# both precisions on each backend.
+# both precisions on TensorFlow (on JAX, the bfloat16 kill test ends with an uninterrupted run's weights too).
 ONE_PRECISION_PER_BACKEND = [
     pytest.param("float32", marks=pytest.mark.skipif(keras.backend.backend() == "jax", reason="CI runs bfloat16 on JAX")),
     pytest.param("mixed_bfloat16", marks=pytest.mark.skipif(keras.backend.backend() != "jax",
