@@ -11,7 +11,8 @@ The steps are GPT-2's:
    it, and a last plain space becomes the prefix of the next word.
 2. Map every UTF-8 byte to GPT-2's printable stand-in character.
 3. Merge adjacent symbols, the pair of lowest merge rank first, until no pair
-   has a rank: one merge per word and loop step, for all words at once (BPE
+   has a rank: one merge per word and loop step, for all the distinct words of
+   a batch at once (BPE
    ranks make this equal to GPT-2's all-occurrences merge: a pair that
    contains a merged symbol always ranks after the merge that made it).
 4. Look the symbols up in the vocabulary.
