@@ -207,7 +207,8 @@ def test_pretrain_electra_from_the_command_line(tmp_path, capsys):
 
 
 def test_two_stage_variant_trains_generator_then_discriminator_from_it():
-    """On both backends (the JAX suite runs it too): each stage updates its model's weights and slots
+    """On both backends (the JAX suite runs it too, where each stage's step updates its part of the one
+    optimizer state: LayerwiseAdamW.stateless_apply): each stage updates its model's weights and slots
     only, AdamW's weight decay included, and the discriminator starts stage 2 from the generator."""
     keras.utils.set_random_seed(0)
     discriminator = BertBackbone(vocab_size=VOCAB, num_layers=1, num_heads=2, hidden_size=64, intermediate_size=128,

@@ -73,20 +73,3 @@ def test_a_backend_bertology_does_not_run_on_is_one_clear_error(tmp_path):
     done = _bertology("pretrain", "--backend", "numpy", "--out", tmp_path / "run")
     assert done.returncode == 2 and "invalid choice: 'numpy'" in done.stderr and "Traceback" not in done.stderr
 
-
-def test_two_stage_electra_pretrains_on_jax_through_its_switch(tmp_path):
-    """Its stages change which weights train (the generator's, then the discriminator's): on JAX each stage's
-    step updates its part of the one optimizer state (LayerwiseAdamW.stateless_apply)."""
-    run_dir = tmp_path / "run"
-    done = _bertology("pretrain", "--backend", "jax", "--model", "electra", "--preset", "electra-tiny", "--corpus",
-                      *PLAYS, "--two-stage-steps", 2, "--steps", 4, "--log-every", 2, "--batch-size", 8, "--seq-len",
-                      32, "--vocab-size", 400, "--out", run_dir, "--no-export")
-    assert done.returncode == 0, done.stderr[-3000:]
-    metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert metrics["backend"] == "jax" and metrics["steps"] == 4
-    assert metrics["family_options"]["two_stage_steps"] == 2
-    assert all(np.isfinite(record["loss"]) for record in metrics["history"])
-    run = load_run_model(run_dir)  # on TensorFlow: the discriminator went on from the generator's weights
-    generator, discriminator = run.pretrainer.generator.weights, run.pretrainer.backbone.weights
-    assert len(generator) == len(discriminator)
-    assert not all(np.array_equal(g.numpy(), d.numpy()) for g, d in zip(generator, discriminator))

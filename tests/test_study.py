@@ -22,13 +22,13 @@ SMOKE_ARMS = ["bert", "electra-two-stage"]
 SMOKE_TASKS = ["bbc-news"]
 
 
-def _smoke_args(out):
+def _smoke_args(out, workers=2):
     # No --corpus: the arms pretrain on the tasks' own training text (the smoke keeps 48 examples of each split).
     # Two workers: the runs go to processes of a thread each, and their results come back to the study.
     # --all-tasks: every arm is fine-tuned whatever the gate says of a few steps' pretraining. One task: a
     # tagging task's runs are the finetune tests', and the flow test fakes both kinds.
     return [*SMOKE, "--out", str(out), "--arms", *SMOKE_ARMS, "--tasks", *SMOKE_TASKS, "--vocab-size", "1000",
-            "--workers", "2", "--all-tasks"]
+            "--workers", str(workers), "--all-tasks"]
 
 
 def _bertology(*args, cwd=None):
@@ -323,7 +323,7 @@ def test_the_smoke_study_gives_every_arm_equal_compute_and_resumes(tmp_path):
     (out / "study.json").write_text(json.dumps(state))
     kept = (out / "finetune" / "electra-two-stage" / "budget-1" / "bbc-news" / "labels-16" / "seed-0" /
             "results.json").stat().st_mtime_ns
-    again = _bertology("study", *_smoke_args(out))
+    again = _bertology("study", *_smoke_args(out, workers=1))  # the runs left, in the study's process
     assert again.returncode == 0, again.stderr[-3000:]
     assert again.stdout.count("[pretrain") == 1 and again.stdout.count("[finetune") == 1
     assert (out / "finetune" / "electra-two-stage" / "budget-1" / "bbc-news" / "labels-16" / "seed-0" /
