@@ -56,9 +56,10 @@ def test_every_head_builds_on_every_backbone_and_survives_a_keras_round_trip(fam
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family_name", ["bert", "xlnet"])
-def test_every_head_learns_with_compile_and_fit(family_name):
-    family = FAMILIES[family_name]
+def test_every_head_learns_with_compile_and_fit():
+    """On XLNet (its summary is its last real token); BERT's heads learn their rules through `bertology
+    finetune` in tests/test_finetune.py's user-folders test, which fits them with compile and fit too."""
+    family = FAMILIES["xlnet"]
     keras.utils.set_random_seed(0)
     for head, (model, targets) in _heads(small_backbone(family), family).items():
         inputs = _inputs(model.backbone)

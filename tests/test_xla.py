@@ -71,8 +71,10 @@ def _features(family, vocab_size):
     return keras.tree.map_structure(np.asarray, stage({"token_ids": token_ids, "padding_mask": np.ones_like(token_ids)}))
 
 
-# RoBERTa's pretrainer is BERT's masked LM without NSP, on the same encoder: BERT's steps cover its ops.
-COMPILED_STEPS = sorted(set(FAMILIES) - {"roberta"})
+# Not RoBERTa, whose pretrainer is BERT's masked LM without NSP on the same encoder, nor SpanBERT, whose span
+# boundary head adds gathers, dense layers and layer norms that BERT's and ELECTRA's steps compile too (its
+# spans are drawn in tf.data, outside the step).
+COMPILED_STEPS = sorted(set(FAMILIES) - {"roberta", "spanbert"})
 
 
 @pytest.mark.slow
