@@ -102,7 +102,8 @@ print(json.dumps(report))
                                                 ("transformer-xl", "transformer-xl-tiny", True)])
 def test_mirrored_strategy_on_two_cpus_matches_one_device_with_the_same_global_batch(name, preset, resume,
                                                                                      tmp_path):
-    result = subprocess.run([sys.executable, "-c", MIRRORED, name, preset, str(tmp_path), "resume" * resume],
+    result = subprocess.run([sys.executable, "-c", MIRRORED, name, preset, str(tmp_path),
+                             "resume" if resume else "once"],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
