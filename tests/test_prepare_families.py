@@ -18,7 +18,7 @@ PLAYS = [str(path) for path in default_corpus_paths()[:2]]  # a document per sha
 @pytest.mark.parametrize("model, preset, flags", [
     ("albert", "albert-tiny", {}),
     ("spanbert", "spanbert-tiny", {}),
-    ("electra", "electra-tiny", {}),
+    pytest.param("electra", "electra-tiny", {}, marks=pytest.mark.extended),  # packed_instances, as SpanBERT's
     ("xlnet", "xlnet-tiny", {"batch_size": 8}),
     ("gpt", "gpt-tiny", {}),
     ("transformer-xl", "transformer-xl-tiny", {"batch_size": 8}),
