@@ -3,6 +3,7 @@
 from keras_bertology.layers.attention import MultiHeadSelfAttention, causal_mask, merge_attention_masks
 from keras_bertology.layers.embeddings import TokenPositionSegmentEmbedding
 from keras_bertology.layers.heads import MaskedLMHead, PooledClassificationHead, gather_positions
+from keras_bertology.layers.position_buckets import RelativePositionBias, position_buckets
 from keras_bertology.layers.relative_attention import (
     RelativeAttentionTerms,
     different_segments,
@@ -12,7 +13,7 @@ from keras_bertology.layers.relative_attention import (
 from keras_bertology.layers.replaced_tokens import GumbelSampler, ReplacedTokenHead, ReplaceTokens
 from keras_bertology.layers.shared_stack import SharedEncoderStack
 from keras_bertology.layers.span_boundary import SpanBoundaryHead
-from keras_bertology.layers.transformer_block import TransformerEncoderBlock
+from keras_bertology.layers.transformer_block import TransformerDecoderBlock, TransformerEncoderBlock
 from keras_bertology.layers.two_stream import TwoStreamBlock
 
 __all__ = [
@@ -21,17 +22,20 @@ __all__ = [
     "MultiHeadSelfAttention",
     "PooledClassificationHead",
     "RelativeAttentionTerms",
+    "RelativePositionBias",
     "ReplaceTokens",
     "ReplacedTokenHead",
     "SharedEncoderStack",
     "SpanBoundaryHead",
     "TokenPositionSegmentEmbedding",
+    "TransformerDecoderBlock",
     "TransformerEncoderBlock",
     "TwoStreamBlock",
     "causal_mask",
     "different_segments",
     "gather_positions",
     "merge_attention_masks",
+    "position_buckets",
     "rel_shift",
     "sinusoidal_relative_positions",
 ]

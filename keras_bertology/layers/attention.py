@@ -54,10 +54,12 @@ class MultiHeadSelfAttention(keras.layers.Layer):
       stream: queries from g, keys and values from [memory; h]);
     - `key_value`: the (key, value) heads of `key_value(x, memory)`, computed
       once for two streams that attend to the same states;
-    - `score_terms`: callables adding [B, N, Lq, Lk] terms to the content
-      scores q.k before scaling and masking (relative positions, relative
-      segments, content biases); each gets the query heads [B, Lq, N, D] and
-      the key heads [B, Lk, N, D], unscaled.
+    - `score_terms`: terms added to the content scores q.k before scaling
+      and masking (relative positions, relative segments, content biases):
+      callables that get the query heads [B, Lq, N, D] and the key heads
+      [B, Lk, N, D], unscaled, and return [B, N, Lq, Lk], or tensors that
+      broadcast to it (T5's position bias, [1, N, Lq, Lk], computed once for
+      the layers that share it).
 
     Args:
         num_heads: int, number of attention heads.
@@ -67,6 +69,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         use_bias: bool, biases on the four projections (XLNet has none).
         causal: bool, each query also hides the keys after its own position
             (`causal_mask`; memory keys stay visible): autoregressive models.
+        score_scale: float, the factor of the scores q.k (with their terms)
+            before the softmax; default 1 / sqrt(head width). T5's is 1: its
+            initialisation folds the scale into the query projection.
 
     Call args:
         x: [B, L, H] inputs.
@@ -86,10 +91,11 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     """
 
     def __init__(self, num_heads, head_dim=None, dropout=0.0, initializer_range=0.02, use_bias=True, causal=False,
-                 **kwargs):
+                 score_scale=None, **kwargs):
         super().__init__(**kwargs)
         self.use_bias = use_bias
         self.causal = causal
+        self.score_scale = score_scale
         self.num_heads = num_heads
         self.head_dim = head_dim
         self.dropout = dropout
@@ -110,6 +116,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         if self.head_dim is None and hidden % self.num_heads:
             raise ValueError(f"hidden size {hidden} is not divisible by {self.num_heads} heads")
         self._head_dim = self.head_dim or hidden // self.num_heads
+        self._scale = 1.0 / math.sqrt(self._head_dim) if self.score_scale is None else self.score_scale
         inner = self.num_heads * self._head_dim
         self.query_dense = self._dense(inner, "query")
         self.key_dense = self._dense(inner, "key")
@@ -136,10 +143,12 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         if score_terms:
             scores = ops.cast(ops.einsum("bqnd,bknd->bnqk", query, key), "float32")
             for term in score_terms:
-                scores = scores + ops.cast(term(query, key), "float32")
-            scores = scores * (1.0 / math.sqrt(self._head_dim))
+                scores = scores + ops.cast(term(query, key) if callable(term) else term, "float32")
+            if self._scale != 1.0:
+                scores = scores * self._scale
         else:  # scaling the queries first is cheaper and BERT's order
-            query = query * ops.cast(1.0 / math.sqrt(self._head_dim), query.dtype)
+            if self._scale != 1.0:
+                query = query * ops.cast(self._scale, query.dtype)
             scores = ops.cast(ops.einsum("bqnd,bknd->bnqk", query, key), "float32")
         if self.causal:
             order = causal_mask(ops.shape(query)[1], ops.shape(key)[1])
@@ -167,5 +176,6 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             initializer_range=self.initializer_range,
             use_bias=self.use_bias,
             causal=self.causal,
+            score_scale=self.score_scale,
         )
         return config

@@ -1,9 +1,12 @@
-"""A Transformer encoder block: self-attention + feed-forward, post-LN or pre-LN."""
+"""Transformer blocks: the encoder's (self-attention + feed-forward) and the decoder's (causal
+self-attention + cross-attention to the encoder + feed-forward), post-LN or pre-LN."""
 
 import keras
 
 from keras_bertology.layers.activations import get_activation
 from keras_bertology.layers.attention import MultiHeadSelfAttention
+
+NORMS = {"layer_norm": keras.layers.LayerNormalization, "rms_norm": keras.layers.RMSNormalization}
 
 
 @keras.saving.register_keras_serializable(package="keras_bertology")
@@ -27,6 +30,13 @@ class TransformerEncoderBlock(keras.layers.Layer):
         attention_bias: bool, biases on the attention projections (XLNet has none).
         activation_dropout: float, dropout after the feed-forward activation (XLNet's).
         causal: bool, causal self-attention (see `MultiHeadSelfAttention`).
+        norm: str, "layer_norm" or "rms_norm" (T5's: scale only, no mean, no bias).
+        feed_forward_bias: bool, biases on the feed-forward layers (T5 has none).
+        gated_feed_forward: bool, the feed-forward's hidden layer is activation(x W0) * (x W1)
+            (T5 v1.1's gated GELU) instead of activation(x W0).
+        attention_scale: float, the attention's score scale (`MultiHeadSelfAttention`'s
+            `score_scale`; default 1 / sqrt(head width), T5's 1).
+        head_dim: int, width of each attention head; default hidden / heads (T5's `d_kv`).
 
     Example:
         >>> import keras
@@ -49,6 +59,11 @@ class TransformerEncoderBlock(keras.layers.Layer):
         attention_bias=True,
         activation_dropout=0.0,
         causal=False,
+        norm="layer_norm",
+        feed_forward_bias=True,
+        gated_feed_forward=False,
+        attention_scale=None,
+        head_dim=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -63,44 +78,61 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.attention_bias = attention_bias
         self.activation_dropout = activation_dropout
         self.causal = causal
+        if norm not in NORMS:
+            raise ValueError(f"norm must be one of {sorted(NORMS)}; got {norm!r}")
+        self.norm = norm
+        self.feed_forward_bias = feed_forward_bias
+        self.gated_feed_forward = gated_feed_forward
+        self.attention_scale = attention_scale
+        self.head_dim = head_dim
 
     def build(self, input_shape):
         hidden = input_shape[-1]
         policy = self.dtype_policy
         init = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
-        self.attention = MultiHeadSelfAttention(
-            self.num_heads, dropout=self.attention_dropout,
-            initializer_range=self.initializer_range, use_bias=self.attention_bias, causal=self.causal, dtype=policy,
-            name="attention",
-        )
-        self.attention_norm = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=policy, name="attention_norm"
-        )
+        self.attention = self._attention(causal=self.causal, name="attention")
+        self.attention_norm = self._norm("attention_norm")
         self.intermediate_dense = keras.layers.Dense(
-            self.intermediate_size, activation=get_activation(self.activation),
+            self.intermediate_size, activation=get_activation(self.activation), use_bias=self.feed_forward_bias,
             kernel_initializer=init, dtype=policy, name="intermediate",
         )
+        self.gate_dense = keras.layers.Dense(
+            self.intermediate_size, use_bias=self.feed_forward_bias, kernel_initializer=init, dtype=policy,
+            name="intermediate_gate",
+        ) if self.gated_feed_forward else None
         self.output_dense = keras.layers.Dense(
-            hidden, kernel_initializer=init, dtype=policy, name="output"
+            hidden, use_bias=self.feed_forward_bias, kernel_initializer=init, dtype=policy, name="output"
         )
-        self.output_norm = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=policy, name="output_norm"
-        )
+        self.output_norm = self._norm("output_norm")
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=policy)
         self.activation_dropout_layer = (keras.layers.Dropout(self.activation_dropout, dtype=policy)
                                          if self.activation_dropout else None)
         self.attention.build(input_shape)
         self.attention_norm.build(input_shape)
         self.intermediate_dense.build(input_shape)
+        if self.gate_dense is not None:
+            self.gate_dense.build(input_shape)
         self.output_dense.build(tuple(input_shape[:-1]) + (self.intermediate_size,))
         self.output_norm.build(input_shape)
         self.built = True
+
+    def _attention(self, causal, name):
+        return MultiHeadSelfAttention(
+            self.num_heads, head_dim=self.head_dim, dropout=self.attention_dropout,
+            initializer_range=self.initializer_range, use_bias=self.attention_bias, causal=causal,
+            score_scale=self.attention_scale, dtype=self.dtype_policy, name=name,
+        )
+
+    def _norm(self, name):
+        return NORMS[self.norm](epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name)
 
     def _attention_branch(self, x, attention_mask, training, **streams):
         return self.dropout_layer(self.attention(x, attention_mask, training=training, **streams), training=training)
 
     def _feed_forward_branch(self, x, training):
         inner = self.intermediate_dense(x)
+        if self.gate_dense is not None:
+            inner = inner * self.gate_dense(x)
         if self.activation_dropout_layer is not None:
             inner = self.activation_dropout_layer(inner, training=training)
         return self.dropout_layer(self.output_dense(inner), training=training)
@@ -139,6 +171,63 @@ class TransformerEncoderBlock(keras.layers.Layer):
             attention_bias=self.attention_bias,
             activation_dropout=self.activation_dropout,
             causal=self.causal,
+            norm=self.norm,
+            feed_forward_bias=self.feed_forward_bias,
+            gated_feed_forward=self.gated_feed_forward,
+            attention_scale=self.attention_scale,
+            head_dim=self.head_dim,
         )
         return config
 
+
+
+@keras.saving.register_keras_serializable(package="keras_bertology")
+class TransformerDecoderBlock(TransformerEncoderBlock):
+    """One decoder layer of an encoder-decoder: causal self-attention, attention to the encoder's states,
+    feed-forward, each a residual branch with its own norm.
+
+    Pre-LN (`norm_first=True`, T5): x = x + SelfAttn(N1(x)); x = x + CrossAttn(N2(x), encoder);
+    x = x + FFN(N3(x)). Post-LN: x = N1(x + SelfAttn(x)); x = N2(x + CrossAttn(x, encoder));
+    x = N3(x + FFN(x)). Takes the encoder block's arguments; its self-attention is causal whatever
+    `causal` says, and the cross-attention has the same heads, biases and score scale.
+
+    Example:
+        >>> import keras
+        >>> from keras_bertology.layers import TransformerDecoderBlock
+        >>> block = TransformerDecoderBlock(num_heads=2, intermediate_size=32)
+        >>> tuple(block(keras.ops.ones((1, 3, 8)), keras.ops.ones((1, 5, 8))).shape)
+        (1, 3, 8)
+    """
+
+    def __init__(self, num_heads, intermediate_size, **kwargs):
+        kwargs["causal"] = True
+        super().__init__(num_heads, intermediate_size, **kwargs)
+
+    def build(self, x_shape, encoder_states_shape=None):
+        super().build(x_shape)
+        self.cross_attention = self._attention(causal=False, name="cross_attention")
+        self.cross_attention_norm = self._norm("cross_attention_norm")
+        self.cross_attention.build(x_shape)
+        self.cross_attention_norm.build(x_shape)
+
+    def call(self, x, encoder_states, attention_mask=None, encoder_mask=None, training=None, score_terms=()):
+        """`attention_mask`: [B, L, L] or [B, 1, L] over the decoder's own positions (padding; the causal
+        order is the block's); `encoder_mask`: [B, 1, Le] over the encoder's; `score_terms` go to the
+        self-attention (T5's causal position bias)."""
+        def attended(stream):
+            return self._attention_branch(stream, attention_mask, training, score_terms=score_terms)
+
+        def consulted(stream):
+            return self.dropout_layer(self.cross_attention(encoder_states, encoder_mask, training=training,
+                                                           queries=stream), training=training)
+
+        if self.norm_first:
+            x = x + attended(self.attention_norm(x))
+            x = x + consulted(self.cross_attention_norm(x))
+            return x + self._feed_forward_branch(self.output_norm(x), training)
+        x = self.attention_norm(x + attended(x))
+        x = self.cross_attention_norm(x + consulted(x))
+        return self.output_norm(x + self._feed_forward_branch(x, training))
+
+    def compute_output_shape(self, x_shape, encoder_states_shape=None, *args, **kwargs):
+        return x_shape

@@ -1,0 +1,139 @@
+"""T5's encoder-decoder stacks: RMS-normed pre-LN blocks without biases, bucketed relative position bias."""
+
+import keras
+
+from keras_bertology.layers import (
+    RelativePositionBias,
+    TransformerDecoderBlock,
+    TransformerEncoderBlock,
+    merge_attention_masks,
+)
+from keras_bertology.models.backbone import Backbone, encoder_inputs
+
+DECODER_INPUTS = ("decoder_token_ids", "decoder_padding_mask")
+
+
+@keras.saving.register_keras_serializable(package="keras_bertology")
+class T5Backbone(Backbone):
+    """T5 (v1.0 and v1.1): a shared token table feeding an encoder stack and a decoder stack.
+
+    Inputs are a dict of [B, L] int32: `token_ids` and `padding_mask` for the
+    encoder, and, with decoder layers, `decoder_token_ids` and
+    `decoder_padding_mask` (teacher forcing: the targets shifted right after
+    the start token). Outputs: `sequence_output` [B, L, H], the encoder's
+    states, and `decoder_sequence_output` [B, Ld, H]. With
+    `num_decoder_layers=0` it is T5's encoder alone (`T5EncoderModel`), with
+    an encoder family's inputs and output.
+
+    Each stack: token embeddings (no positions, no scaling), dropout, blocks
+    (pre-norm, RMS norm without mean or bias, attention without biases and
+    without the 1/sqrt(d) scale, feed-forward without biases), a final RMS
+    norm and dropout. The first layer of each stack holds a relative position
+    bias (bidirectional buckets in the encoder, causal in the decoder) that
+    every layer of the stack adds to its self-attention scores; the decoder's
+    cross-attention has none.
+
+    Args:
+        vocab_size: int.
+        num_layers: int, encoder layers.
+        num_heads: int.
+        hidden_size: int, T5's d_model.
+        intermediate_size: int, T5's d_ff.
+        head_dim: int, T5's d_kv; default hidden_size / num_heads.
+        num_decoder_layers: int, default num_layers; 0 for the encoder alone.
+        activation: str, feed-forward activation: "relu" (v1.0) or "gelu_approximate" (v1.1's gated GELU).
+        gated_feed_forward: bool, v1.1's activation(x W0) * (x W1) hidden layer.
+        num_buckets: int, relative position buckets.
+        max_distance: int, offset from which all share the last bucket.
+        dropout: float, every dropout of the model (T5's dropout_rate).
+        layer_norm_epsilon: float.
+        initializer_factor: float, T5's: scales every initial standard deviation.
+        dtype: optional dtype policy.
+
+    Example:
+        >>> from keras import ops
+        >>> from keras_bertology.models.t5 import T5Backbone
+        >>> backbone = T5Backbone(vocab_size=100, num_layers=2, num_heads=2, hidden_size=16,
+        ...                       intermediate_size=32)
+        >>> out = backbone({"token_ids": ops.ones((1, 8), "int32"), "padding_mask": ops.ones((1, 8), "int32"),
+        ...                 "decoder_token_ids": ops.ones((1, 3), "int32"),
+        ...                 "decoder_padding_mask": ops.ones((1, 3), "int32")})
+        >>> tuple(out["sequence_output"].shape), tuple(out["decoder_sequence_output"].shape)
+        ((1, 8, 16), (1, 3, 16))
+    """
+
+    def __init__(self, vocab_size, num_layers, num_heads, hidden_size, intermediate_size, head_dim=None,
+                 num_decoder_layers=None, activation="relu", gated_feed_forward=False, num_buckets=32,
+                 max_distance=128, dropout=0.1, layer_norm_epsilon=1e-6, initializer_factor=1.0, dtype=None,
+                 **kwargs):
+        num_decoder_layers = num_layers if num_decoder_layers is None else num_decoder_layers
+        head_dim = head_dim or hidden_size // num_heads
+        embeddings = keras.layers.Embedding(
+            vocab_size, hidden_size, embeddings_initializer=keras.initializers.RandomNormal(
+                stddev=initializer_factor), dtype=dtype, name="embeddings")
+        block_options = dict(
+            activation=activation, dropout=dropout, attention_dropout=dropout, activation_dropout=dropout,
+            layer_norm_epsilon=layer_norm_epsilon, norm_first=True, attention_bias=False, norm="rms_norm",
+            feed_forward_bias=False, gated_feed_forward=gated_feed_forward, attention_scale=1.0,
+            head_dim=head_dim, dtype=dtype)
+        bias_options = dict(num_heads=num_heads, num_buckets=num_buckets, max_distance=max_distance,
+                            initializer_range=initializer_factor * hidden_size ** -0.5, dtype=dtype)
+
+        def stack(prefix, x, blocks, bias, **inputs):
+            x = keras.layers.Dropout(dropout, dtype=dtype, name=f"{prefix}_embedding_dropout")(x)
+            terms = (bias(x, x),)
+            for block in blocks:
+                x = block(x, score_terms=terms, **inputs)
+            x = keras.layers.RMSNormalization(epsilon=layer_norm_epsilon, dtype=dtype, name=f"{prefix}_final_norm")(x)
+            return keras.layers.Dropout(dropout, dtype=dtype, name=f"{prefix}_output_dropout")(x)
+
+        inputs = encoder_inputs(0)
+        encoder_mask = merge_attention_masks(inputs["padding_mask"])
+        encoder_blocks = [TransformerEncoderBlock(num_heads, intermediate_size, name=f"encoder_block_{index}",
+                                                  **block_options) for index in range(num_layers)]
+        encoded = stack("encoder", embeddings(inputs["token_ids"]), encoder_blocks,
+                        RelativePositionBias(bidirectional=True, name="encoder_position_bias", **bias_options),
+                        attention_mask=encoder_mask)
+        outputs = {"sequence_output": encoded}
+        decoder_blocks = [TransformerDecoderBlock(num_heads, intermediate_size, name=f"decoder_block_{index}",
+                                                  **block_options) for index in range(num_decoder_layers)]
+        if decoder_blocks:
+            inputs.update({name: keras.Input((None,), dtype="int32", name=name) for name in DECODER_INPUTS})
+            outputs["decoder_sequence_output"] = stack(
+                "decoder", embeddings(inputs["decoder_token_ids"]), decoder_blocks,
+                RelativePositionBias(bidirectional=False, name="decoder_position_bias", **bias_options),
+                encoder_states=encoded, attention_mask=merge_attention_masks(inputs["decoder_padding_mask"]),
+                encoder_mask=encoder_mask)
+        config = dict(
+            vocab_size=vocab_size, num_layers=num_layers, num_heads=num_heads, hidden_size=hidden_size,
+            intermediate_size=intermediate_size, head_dim=head_dim, num_decoder_layers=num_decoder_layers,
+            activation=activation, gated_feed_forward=gated_feed_forward, num_buckets=num_buckets,
+            max_distance=max_distance, dropout=dropout, layer_norm_epsilon=layer_norm_epsilon,
+            initializer_factor=initializer_factor,
+        )
+        super().__init__(inputs, outputs, config, dtype=dtype, **kwargs)
+        self.embeddings = embeddings
+        _initialize_as_t5(encoder_blocks + decoder_blocks, hidden_size, head_dim, num_heads, intermediate_size,
+                          initializer_factor)
+
+    @property
+    def token_embedding(self):
+        return self.embeddings
+
+
+def _initialize_as_t5(blocks, hidden_size, head_dim, num_heads, intermediate_size, factor):
+    """T5's initial standard deviations (Mesh TensorFlow's): each projection's by its fan-in, the query's
+    also by the head width, which takes the place of the 1/sqrt(d) score scale."""
+    def draw(dense, stddev):
+        dense.kernel.assign(keras.random.normal(dense.kernel.shape, stddev=stddev, dtype=dense.kernel.dtype))
+
+    for block in blocks:
+        attentions = [block.attention] + ([block.cross_attention] if hasattr(block, "cross_attention") else [])
+        for attention in attentions:
+            draw(attention.query_dense, factor * (hidden_size * head_dim) ** -0.5)
+            draw(attention.key_dense, factor * hidden_size ** -0.5)
+            draw(attention.value_dense, factor * hidden_size ** -0.5)
+            draw(attention.output_dense, factor * (num_heads * head_dim) ** -0.5)
+        for dense in filter(None, (block.intermediate_dense, block.gate_dense)):
+            draw(dense, factor * hidden_size ** -0.5)
+        draw(block.output_dense, factor * intermediate_size ** -0.5)

@@ -1,0 +1,82 @@
+"""Hugging Face T5 checkpoints (`T5Model`, `T5ForConditionalGeneration`, `T5EncoderModel`) into `T5Backbone`.
+
+transformers names each block's parts by position: `layer.0` is the
+self-attention (`SelfAttention`), `layer.1` the decoder's cross-attention
+(`EncDecAttention`), the last `layer` the feed-forward (`DenseReluDense`: `wi`
+and `wo`, or v1.1's gated `wi_0`, `wi_1`, `wo`), each with its `layer_norm`.
+Only block 0 of each stack holds `relative_attention_bias`. The encoder's and
+decoder's `embed_tokens` are the shared table (`shared.weight`): where a
+checkpoint keeps copies, they must equal it.
+"""
+
+from keras_bertology.convert.hf_weights import assign, check_sizes
+from keras_bertology.errors import CheckpointError
+from keras_bertology.layers.activations import HF_ACTIVATIONS
+
+_REQUIRED_SIZES = ("vocab_size", "d_model", "d_kv", "d_ff", "num_layers", "num_heads")
+
+
+def backbone_kwargs(config, encoder_only=False):
+    """`T5Backbone` kwargs of a transformers T5Config dict, checked; `encoder_only` for a `T5EncoderModel`."""
+    check_sizes(config, _REQUIRED_SIZES)
+    projection = config.get("feed_forward_proj", "relu")
+    parts = projection.split("-")
+    if len(parts) > 2 or (len(parts) == 2 and parts[0] != "gated"):
+        raise CheckpointError(f"config.json: feed_forward_proj {projection!r} is not T5's form "
+                              "(an activation, or gated-<activation>)")
+    # transformers reads "gated-gelu" as the tanh GELU (T5 v1.1's), any other name as the function it names.
+    activation = "gelu_new" if projection == "gated-gelu" else parts[-1]
+    if activation not in HF_ACTIVATIONS:
+        raise CheckpointError(f"config.json: feed_forward_proj {projection!r}: activation {activation!r} is not "
+                              f"supported; supported: {', '.join(HF_ACTIVATIONS)}")
+    decoder_layers = config.get("num_decoder_layers") or config["num_layers"]
+    return dict(vocab_size=config["vocab_size"], num_layers=config["num_layers"], num_heads=config["num_heads"],
+                hidden_size=config["d_model"], intermediate_size=config["d_ff"], head_dim=config["d_kv"],
+                num_decoder_layers=0 if encoder_only else decoder_layers, activation=HF_ACTIVATIONS[activation],
+                gated_feed_forward=len(parts) == 2,
+                num_buckets=config.get("relative_attention_num_buckets", 32),
+                max_distance=config.get("relative_attention_max_distance", 128),
+                dropout=config.get("dropout_rate", 0.1), layer_norm_epsilon=config.get("layer_norm_epsilon", 1e-6),
+                initializer_factor=config.get("initializer_factor", 1.0))
+
+
+def load_backbone(backbone, source):
+    """Copy a T5 checkpoint's stacks from `source` (a `WeightSource`) into `backbone`."""
+    shared = source.get("shared.weight")
+    assign(backbone.token_embedding.embeddings, shared, "shared.weight")
+    stacks = [("encoder", backbone.num_layers, ("SelfAttention",))]
+    if backbone.num_decoder_layers:
+        stacks.append(("decoder", backbone.num_decoder_layers, ("SelfAttention", "EncDecAttention")))
+    for stack, depth, attentions in stacks:
+        copy = f"{stack}.embed_tokens.weight"
+        if source.has(copy) and not source.take_if_equal(copy, shared):
+            raise CheckpointError(f"{copy} differs from shared.weight: T5's stacks share one token table")
+        name = f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"
+        assign(backbone.get_layer(f"{stack}_position_bias").embeddings, source.get(name), name)
+        for index in range(depth):
+            block, prefix = backbone.get_layer(f"{stack}_block_{index}"), f"{stack}.block.{index}.layer"
+            parts = [(block.attention, block.attention_norm)]
+            if len(attentions) == 2:
+                parts.append((block.cross_attention, block.cross_attention_norm))
+            for position, (kind, (attention, norm)) in enumerate(zip(attentions, parts)):
+                for letter, dense in zip("qkvo", (attention.query_dense, attention.key_dense,
+                                                  attention.value_dense, attention.output_dense)):
+                    _load_kernel(dense, source, f"{prefix}.{position}.{kind}.{letter}.weight")
+                _load_scale(norm, source, f"{prefix}.{position}.layer_norm.weight")
+            feed_forward = f"{prefix}.{len(attentions)}"
+            if block.gate_dense is not None:
+                _load_kernel(block.intermediate_dense, source, f"{feed_forward}.DenseReluDense.wi_0.weight")
+                _load_kernel(block.gate_dense, source, f"{feed_forward}.DenseReluDense.wi_1.weight")
+            else:
+                _load_kernel(block.intermediate_dense, source, f"{feed_forward}.DenseReluDense.wi.weight")
+            _load_kernel(block.output_dense, source, f"{feed_forward}.DenseReluDense.wo.weight")
+            _load_scale(block.output_norm, source, f"{feed_forward}.layer_norm.weight")
+        _load_scale(backbone.get_layer(f"{stack}_final_norm"), source, f"{stack}.final_layer_norm.weight")
+
+
+def _load_kernel(dense, source, name):
+    assign(dense.kernel, source.get(name).T, name)
+
+
+def _load_scale(norm, source, name):
+    assign(norm.scale, source.get(name), name)
