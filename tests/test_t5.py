@@ -131,3 +131,77 @@ def test_a_backbone_survives_a_keras_round_trip_and_its_decoder_reads_no_later_t
     before, after = (np.asarray(backbone(batch)["decoder_sequence_output"]) for batch in (inputs, changed))
     np.testing.assert_array_equal(after[:, :3], before[:, :3])
     assert not np.allclose(after[:, 3:], before[:, 3:])
+
+
+def _conditional_generation(config):
+    from keras_bertology.models.t5 import T5Pretrainer
+    from keras_bertology.models.t5.convert import load_lm_head, pretrainer_kwargs
+
+    hf = perturbed_hf_model(transformers.T5ForConditionalGeneration, config)
+    with torch.no_grad():  # T5's table (stddev 1) makes logits of tens without v1.0's scale: a tenth of it
+        hf.shared.weight.mul_(0.1)
+    weights = {name: value.detach().numpy() for name, value in hf.state_dict().items()}
+    return hf, weights, lambda weights: _pretrainer(weights, hf.config.to_dict(), T5Pretrainer, pretrainer_kwargs,
+                                                    load_lm_head)
+
+
+def _pretrainer(weights, config, cls, kwargs_of, load_head):
+    source = WeightSource(weights, prefix="")
+    backbone = T5Backbone(**backbone_kwargs(config))
+    load_backbone(backbone, source)
+    pretrainer = cls(backbone, **kwargs_of(config, source))
+    load_head(pretrainer, source)
+    return pretrainer
+
+
+@pytest.mark.parametrize("layout, tie", [("v1.0", None), ("v1.1", False)])
+def test_teacher_forced_logits_match_t5_for_conditional_generation(layout, tie):
+    """v1.0 scales the states before the tied head; a config with tie_word_embeddings false (v1.1's) does not."""
+    options = {} if tie is None else {"tie_word_embeddings": tie}
+    hf, weights, convert = _conditional_generation(transformers.T5Config(**CONFIGS[layout], **options))
+    pretrainer = convert(weights)
+    assert pretrainer.scale_logits == (layout == "v1.0") and pretrainer.tie_embeddings
+    ids, mask = _batch(hf.config.vocab_size, [7, 4], seed=5)
+    targets, target_mask = _batch(hf.config.vocab_size, [5, 3], seed=6)
+    decoder_ids = np.pad(targets[:, :-1], [(0, 0), (1, 0)])  # shifted right after the start token (0)
+    decoder_mask = np.pad(target_mask[:, :-1], [(0, 0), (1, 0)], constant_values=1)
+    with torch.no_grad():
+        expected = hf(input_ids=torch.tensor(ids, dtype=torch.long), attention_mask=torch.tensor(mask),
+                      decoder_input_ids=torch.tensor(decoder_ids, dtype=torch.long),
+                      decoder_attention_mask=torch.tensor(decoder_mask)).logits.numpy()
+    logits = np.asarray(pretrainer({"token_ids": ids, "padding_mask": mask, "decoder_token_ids": decoder_ids,
+                                    "decoder_padding_mask": decoder_mask})["spans"])
+    real = decoder_mask.astype(bool)
+    assert np.abs(logits - expected)[real].max() <= TOLERANCE, np.abs(logits - expected)[real].max()
+    # T5 v1.1's own head: a saved lm_head.weight unlike the table is imported untied, the states unscaled.
+    head = np.random.default_rng(7).normal(scale=0.1, size=weights["shared.weight"].shape).astype("float32")
+    untied = convert(dict(weights, **{"lm_head.weight": head}))
+    assert not untied.tie_embeddings
+    states = hf.decoder(
+        input_ids=torch.tensor(decoder_ids, dtype=torch.long), attention_mask=torch.tensor(decoder_mask),
+        encoder_hidden_states=hf.encoder(input_ids=torch.tensor(ids, dtype=torch.long),
+                                         attention_mask=torch.tensor(mask)).last_hidden_state,
+        encoder_attention_mask=torch.tensor(mask)).last_hidden_state.detach().numpy()
+    scale = hf.config.d_model ** -0.5 if untied.scale_logits else 1.0
+    own = np.asarray(untied({"token_ids": ids, "padding_mask": mask, "decoder_token_ids": decoder_ids,
+                             "decoder_padding_mask": decoder_mask})["spans"])
+    assert np.abs(own - states * scale @ head.T)[real].max() <= TOLERANCE
+
+
+def test_span_corruption_trains_the_pretrainer():
+    """The masker's features feed the pretrainer as its objective declares; the loss falls on repeated text."""
+    import keras
+
+    from keras_bertology.data.span_corruption import SpanCorruptionMasker
+    from keras_bertology.models.t5 import T5Pretrainer
+
+    keras.utils.set_random_seed(0)
+    backbone = T5Backbone(vocab_size=64, num_layers=1, num_heads=2, hidden_size=32, intermediate_size=64,
+                          dropout=0.0)
+    model = T5Pretrainer(backbone)
+    model.compile(optimizer=keras.optimizers.Adam(3e-3))
+    masker = SpanCorruptionMasker(vocab_size=64, eos_id=1, inputs_length=24)
+    rows = np.tile(np.arange(2, 2 + masker.tokens_length, dtype="int32") % 40 + 2, (8, 1))
+    losses = [model.train_on_batch(*model.split_features(masker({"token_ids": rows}, seed=[0, step])),
+                                   return_dict=True)["loss"] for step in range(60)]
+    assert np.mean(losses[-10:]) < 0.5 * np.mean(losses[:5]), losses

@@ -68,7 +68,7 @@ class T5Backbone(Backbone):
                  **kwargs):
         num_decoder_layers = num_layers if num_decoder_layers is None else num_decoder_layers
         head_dim = head_dim or hidden_size // num_heads
-        embeddings = keras.layers.Embedding(
+        embeddings = keras.layers.ReversibleEmbedding(
             vocab_size, hidden_size, embeddings_initializer=keras.initializers.RandomNormal(
                 stddev=initializer_factor), dtype=dtype, name="embeddings")
         block_options = dict(

@@ -80,3 +80,19 @@ def _load_kernel(dense, source, name):
 
 def _load_scale(norm, source, name):
     assign(norm.scale, source.get(name), name)
+
+
+def pretrainer_kwargs(config, source):
+    """`T5Pretrainer` kwargs of a `T5ForConditionalGeneration` checkpoint: tied unless `lm_head.weight` is
+    saved and differs from the token table (T5 v1.1's own head); states scaled before the head where the
+    config says so (`scale_decoder_outputs`, transformers 5) or, in configs older than that key, where it
+    does not set tie_word_embeddings to false (transformers 4's reading: v1.0 scales, v1.1 does not)."""
+    scale = config.get("scale_decoder_outputs", config.get("tie_word_embeddings", True) is not False)
+    tied = not source.has("lm_head.weight") or source.take_if_equal("lm_head.weight", source.get("shared.weight"))
+    return dict(tie_embeddings=tied, scale_logits=bool(scale))
+
+
+def load_lm_head(pretrainer, source):
+    """Copy an untied `lm_head.weight` into the pretrainer's head (nothing for a tied one)."""
+    if not pretrainer.tie_embeddings:
+        _load_kernel(pretrainer.get_layer("lm_head"), source, "lm_head.weight")

@@ -1,0 +1,62 @@
+"""T5 pretraining: the decoder writes out the corrupted spans (`data.span_corruption`), one target per
+position, from the token table (v1.0) or a head of its own (v1.1)."""
+
+import keras
+
+from keras_bertology.models.pretrainer import Objective, Pretrainer
+
+# The spans after their sentinels, then EOS: every real target position, teacher forced.
+SPAN_CORRUPTION = Objective("spans", label_key="target_ids", weight_key="target_weights", predicts_tokens=True)
+
+
+@keras.saving.register_keras_serializable(package="keras_bertology")
+class T5Pretrainer(Pretrainer):
+    """T5Backbone + the LM head over the decoder's states: `{"spans": [B, Ld, V] float32 logits}`.
+
+    v1.0 ties the head to the token table and scales the states by
+    hidden_size ** -0.5 first; v1.1 has a head of its own (no bias) and no
+    scale. `compile()` sets up span corruption's cross-entropy over the real
+    target positions, reported as `spans_loss` and `spans_accuracy`.
+
+    Args:
+        backbone: a `T5Backbone` with decoder layers.
+        tie_embeddings: bool, the head is the token table (v1.0).
+        scale_logits: bool, multiply the states by hidden_size ** -0.5 before the head (v1.0).
+
+    Example:
+        >>> from keras_bertology.models.t5 import T5Backbone, T5Pretrainer
+        >>> backbone = T5Backbone(vocab_size=100, num_layers=1, num_heads=2, hidden_size=16,
+        ...                       intermediate_size=32)
+        >>> model = T5Pretrainer(backbone)
+        >>> model.compile()
+        >>> model.objectives
+        ['spans']
+    """
+
+    def __init__(self, backbone, tie_embeddings=True, scale_logits=True, **kwargs):
+        if not backbone.num_decoder_layers:
+            raise ValueError("T5Pretrainer needs a backbone with decoder layers")
+        inputs = dict(backbone.input)
+        states = backbone(inputs)["decoder_sequence_output"]
+        if scale_logits:
+            states = keras.layers.Rescaling(backbone.hidden_size ** -0.5, dtype=backbone.dtype_policy,
+                                            name="head_scale")(states)
+        if tie_embeddings:
+            logits = backbone.token_embedding(states, reverse=True)
+        else:
+            logits = keras.layers.Dense(
+                backbone.vocab_size, use_bias=False, dtype=backbone.dtype_policy, name="lm_head",
+                kernel_initializer=keras.initializers.RandomNormal(stddev=backbone.initializer_factor))(states)
+        logits = keras.layers.Activation("linear", dtype="float32", name="spans_logits")(logits)
+        super().__init__(backbone, inputs, {"spans": logits}, [SPAN_CORRUPTION], **kwargs)
+        self.tie_embeddings, self.scale_logits = tie_embeddings, scale_logits
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable, "tie_embeddings": self.tie_embeddings,
+                "scale_logits": self.scale_logits, "backbone": keras.saving.serialize_keras_object(self.backbone)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
+        return cls(**config)
