@@ -205,3 +205,16 @@ def test_span_corruption_trains_the_pretrainer():
     losses = [model.train_on_batch(*model.split_features(masker({"token_ids": rows}, seed=[0, step])),
                                    return_dict=True)["loss"] for step in range(60)]
     assert np.mean(losses[-10:]) < 0.5 * np.mean(losses[:5]), losses
+
+
+@pytest.mark.parametrize("name", ["t5-tiny", "t5-small", pytest.param("t5-base", marks=pytest.mark.slow),
+                                  "t5-v1_1-small", pytest.param("t5-v1_1-base", marks=pytest.mark.slow)])
+def test_presets_count_the_published_parameters(name):
+    """t5-small 60,506,624 (tied head), t5-v1_1-small 76,961,152 (its own head), as transformers counts them."""
+    from keras_bertology.models.t5 import T5Pretrainer
+    from keras_bertology.models.t5.presets import T5_PRESETS
+
+    preset = T5_PRESETS[name]
+    with shapes_only():
+        model = T5Pretrainer(T5Backbone(**preset["config"]), **preset["pretrainer"])
+    assert model.count_params() == preset["params"]
