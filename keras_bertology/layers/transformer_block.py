@@ -180,7 +180,6 @@ class TransformerEncoderBlock(keras.layers.Layer):
         return config
 
 
-
 @keras.saving.register_keras_serializable(package="keras_bertology")
 class TransformerDecoderBlock(TransformerEncoderBlock):
     """One decoder layer of an encoder-decoder: causal self-attention, attention to the encoder's states,
