@@ -143,3 +143,19 @@ def test_bad_rates_are_refused(options, words):
 def test_targets_too_short_for_the_inputs_are_refused():
     with pytest.raises(ConfigError, match="targets_length=100 is too short"):
         SpanCorruptionMasker(VOCAB, EOS, inputs_length=512, targets_length=100)
+
+
+@pytest.mark.parametrize("inputs_length", [8, 64, 172, 316, 512])
+def test_no_row_length_overflows_the_inputs_or_targets(inputs_length):
+    """Every row length up to the masker's gives inputs and targets that fit, EOS included: at 172 the
+    original's helper (Python floats) allows 38 targets where the mask's float32 counts need 40."""
+    masker = SpanCorruptionMasker(VOCAB, EOS, inputs_length=inputs_length)
+    lengths = np.arange(masker.tokens_length + 1)
+    rows = np.where(np.arange(masker.tokens_length)[None, :] < lengths[:, None], 7, PAD).astype("int32")
+    out = {key: value.numpy() for key, value in masker({"token_ids": rows}, seed=[1, 1]).items()}
+    real_inputs, real_targets = out["padding_mask"].sum(axis=1), out["target_weights"].sum(axis=1).astype(int)
+    assert (out["token_ids"][np.arange(len(rows)), real_inputs - 1] == EOS).all()
+    assert (out["target_ids"][np.arange(len(rows)), real_targets - 1] == EOS).all()
+    assert real_targets.max() == masker.targets_length
+    if inputs_length == 172:
+        assert span_corruption_lengths(172) == (190, 38) and masker.targets_length == 40

@@ -15,9 +15,10 @@ sequences end with EOS:
     inputs   The <V-1> on the <V-2> today EOS
     targets  <V-1> cat sat <V-2> mat EOS
 
-`span_corruption_lengths` gives the row length whose inputs fill
-`inputs_length` exactly on average (the original's `random_spans_helper`) and
-the targets length that then always suffices.
+`span_corruption_lengths` is the original's `random_spans_helper`: the row
+length whose inputs fill `inputs_length`, and its targets length. The masker
+checks them against the mask's own float32 counts for every shorter row (see
+`SpanCorruptionMasker`), so no row's inputs or targets are ever cut.
 """
 
 import dataclasses
@@ -128,19 +129,42 @@ class SpanCorruptionMasker:
         decoder_padding_mask  [B, targets_length]  1 on the start token and the real targets before the last
         target_ids            [B, targets_length]  sentinels and their spans, EOS, padding
         target_weights        [B, targets_length]  1.0 on real targets
-    A row longer than `span_corruption_lengths(inputs_length)[0]` tokens could
-    overflow the inputs: give rows of at most that many.
+    Rows are cut to `tokens_length` tokens: the original helper's
+    (`span_corruption_lengths`), less where the mask's float32 counts would
+    overflow the inputs. The targets length is by default the longest that
+    any row of at most `tokens_length` tokens gives; the helper's can be 2
+    short (inputs of 172: 190 tokens, whose 28.5 noise tokens round to 29 in
+    float32, 28 in the helper), where the original cuts the targets.
     """
 
     def __init__(self, vocab_size, eos_id, inputs_length, targets_length=None, pad_id=0, config=None):
         self.config = config or SpanCorruptionConfig()
-        self.tokens_length, needed = span_corruption_lengths(inputs_length, self.config.noise_density,
-                                                            self.config.mean_noise_span_length)
-        self.targets_length = targets_length or needed
+        tokens, _ = span_corruption_lengths(inputs_length, self.config.noise_density,
+                                            self.config.mean_noise_span_length)
+        inputs, targets = self._lengths(tokens)
+        while tokens > 1 and inputs.max() > inputs_length:
+            tokens -= 1
+            inputs, targets = self._lengths(tokens)
+        if inputs.max() > inputs_length:
+            raise ConfigError(f"inputs_length={inputs_length} holds no span-corrupted row")
+        needed = int(targets.max())
+        self.tokens_length, self.targets_length = tokens, targets_length or needed
         if self.targets_length < needed:
             raise ConfigError(f"targets_length={self.targets_length} is too short for inputs of {inputs_length}: "
                               f"their targets need {needed}")
         self.inputs_length, self.vocab_size, self.eos_id, self.pad_id = inputs_length, vocab_size, eos_id, pad_id
+
+    def _lengths(self, tokens):
+        """([tokens + 1], [tokens + 1]) inputs and targets lengths of rows of 0..tokens tokens, as the mask
+        counts them (a row of fewer than 2 tokens has no noise; its targets: a sentinel if it has one)."""
+        rows = tf.range(tokens + 1)
+        noise, spans = (value.numpy() for value in noise_counts(rows, self.config.noise_density,
+                                                                  self.config.mean_noise_span_length))
+        rows = rows.numpy()
+        short = rows < 2
+        inputs = rows + 1 + (spans - noise) * ~short
+        targets = (noise + spans + 1) * ~short + (rows + 1) * short
+        return inputs, targets
 
     def __call__(self, features, seed=None):
         token_ids = tf.cast(features["token_ids"][:, :self.tokens_length], tf.int32)
