@@ -134,23 +134,23 @@ def test_a_backbone_survives_a_keras_round_trip_and_its_decoder_reads_no_later_t
 
 
 def _conditional_generation(config):
-    from keras_bertology.models.t5 import T5Pretrainer
-    from keras_bertology.models.t5.convert import load_lm_head, pretrainer_kwargs
-
+    """(transformers model, its tensors, tensors -> our converted pretrainer)."""
     hf = perturbed_hf_model(transformers.T5ForConditionalGeneration, config)
     with torch.no_grad():  # T5's table (stddev 1) makes logits of tens without v1.0's scale: a tenth of it
         hf.shared.weight.mul_(0.1)
     weights = {name: value.detach().numpy() for name, value in hf.state_dict().items()}
-    return hf, weights, lambda weights: _pretrainer(weights, hf.config.to_dict(), T5Pretrainer, pretrainer_kwargs,
-                                                    load_lm_head)
+    return hf, weights, lambda weights: _pretrainer(weights, hf.config.to_dict())
 
 
-def _pretrainer(weights, config, cls, kwargs_of, load_head):
+def _pretrainer(weights, config):
+    from keras_bertology.models.t5 import T5Pretrainer
+    from keras_bertology.models.t5.convert import load_lm_head, pretrainer_kwargs
+
     source = WeightSource(weights, prefix="")
     backbone = T5Backbone(**backbone_kwargs(config))
     load_backbone(backbone, source)
-    pretrainer = cls(backbone, **kwargs_of(config, source))
-    load_head(pretrainer, source)
+    pretrainer = T5Pretrainer(backbone, **pretrainer_kwargs(config, source))
+    load_lm_head(pretrainer, source)
     return pretrainer
 
 
