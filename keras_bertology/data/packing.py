@@ -54,7 +54,8 @@ def pack_text(tokenizer, seq_len, first, second=None, packer=None):
     segments = [tokenize_keeping_mask(tokenizer, first)]
     if second is not None:
         segments.append(tokenize_keeping_mask(tokenizer, second))
-    return (packer or pack_segments)(segments, seq_len, tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id)
+    return (packer or pack_segments)(segments, seq_len, tokenizer.optional_id("cls"), tokenizer.sep_id,
+                                     tokenizer.pad_id)
 
 
 def pack_segments(segments, seq_len, cls_id, sep_id, pad_id):

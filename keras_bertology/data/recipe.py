@@ -39,7 +39,7 @@ def copies_of(family, options):
 
 def build_instances(family, tokenized, tokenizer, options, replicas=1, rng=None):
     """The family's instances of `tokenized` documents (`tokenize_documents`), `copies_of` times over."""
-    specials = dict(cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
+    specials = {f"{role}_id": tokenizer.optional_id(role) for role in ("cls", "sep", "pad")}
     rng = np.random.default_rng(options.seed) if rng is None else rng
     return family.build_instances(tokenized, options.seq_len, specials, rng, copies_of(family, options),
                                   options.packing, options.family_options, options.batch_size, replicas)
@@ -48,9 +48,9 @@ def build_instances(family, tokenized, tokenizer, options, replicas=1, rng=None)
 def instance_coverage(family, instances, tokenized, tokenizer, options):
     """`coverage_counts` of instances built by `build_instances`."""
     return coverage_counts(instances, tokenized, copies_of(family, options),
-                           (tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id))
+                           [tokenizer.optional_id(role) for role in ("cls", "sep", "pad") if tokenizer.has_role(role)])
 
 
 def build_masker(family, tokenizer, options, replicas=1):
     return family.build_masker(tokenizer, options.prediction_slots(family), options.whole_word,
-                               options.family_options, replicas)
+                               options.family_options, replicas, options.seq_len)

@@ -118,6 +118,34 @@ class SpanCorruptionConfig:
             raise ConfigError(f"mean_noise_span_length={self.mean_noise_span_length} must be at least 1.")
 
 
+def row_lengths(inputs_length, config=None):
+    """(tokens per row, targets length) of span corruption into `inputs_length` inputs: the original
+    helper's row length (`span_corruption_lengths`), less where the mask's float32 counts would overflow
+    the inputs, and the longest targets any row of at most that many tokens gives."""
+    config = config or SpanCorruptionConfig()
+    tokens, _ = span_corruption_lengths(inputs_length, config.noise_density, config.mean_noise_span_length)
+    inputs, targets = _mask_lengths(tokens, config)
+    while tokens > 1 and inputs.max() > inputs_length:
+        tokens -= 1
+        inputs, targets = _mask_lengths(tokens, config)
+    if inputs.max() > inputs_length:
+        raise ConfigError(f"inputs_length={inputs_length} holds no span-corrupted row")
+    return tokens, int(targets.max())
+
+
+def _mask_lengths(tokens, config):
+    """([tokens + 1], [tokens + 1]) inputs and targets lengths of rows of 0..tokens tokens, as the mask
+    counts them (a row of fewer than 2 tokens has no noise; its targets: a sentinel if it has one)."""
+    rows = tf.range(tokens + 1)
+    noise, spans = (value.numpy() for value in noise_counts(rows, config.noise_density,
+                                                              config.mean_noise_span_length))
+    rows = rows.numpy()
+    short = rows < 2
+    inputs = rows + 1 + (spans - noise) * ~short
+    targets = (noise + spans + 1) * ~short + (rows + 1) * short
+    return inputs, targets
+
+
 class SpanCorruptionMasker:
     """Maps a batch of token rows to span-corrupted encoder inputs and decoder inputs and targets.
 
@@ -139,32 +167,12 @@ class SpanCorruptionMasker:
 
     def __init__(self, vocab_size, eos_id, inputs_length, targets_length=None, pad_id=0, config=None):
         self.config = config or SpanCorruptionConfig()
-        tokens, _ = span_corruption_lengths(inputs_length, self.config.noise_density,
-                                            self.config.mean_noise_span_length)
-        inputs, targets = self._lengths(tokens)
-        while tokens > 1 and inputs.max() > inputs_length:
-            tokens -= 1
-            inputs, targets = self._lengths(tokens)
-        if inputs.max() > inputs_length:
-            raise ConfigError(f"inputs_length={inputs_length} holds no span-corrupted row")
-        needed = int(targets.max())
-        self.tokens_length, self.targets_length = tokens, targets_length or needed
+        self.tokens_length, needed = row_lengths(inputs_length, self.config)
+        self.targets_length = targets_length or needed
         if self.targets_length < needed:
             raise ConfigError(f"targets_length={self.targets_length} is too short for inputs of {inputs_length}: "
                               f"their targets need {needed}")
         self.inputs_length, self.vocab_size, self.eos_id, self.pad_id = inputs_length, vocab_size, eos_id, pad_id
-
-    def _lengths(self, tokens):
-        """([tokens + 1], [tokens + 1]) inputs and targets lengths of rows of 0..tokens tokens, as the mask
-        counts them (a row of fewer than 2 tokens has no noise; its targets: a sentinel if it has one)."""
-        rows = tf.range(tokens + 1)
-        noise, spans = (value.numpy() for value in noise_counts(rows, self.config.noise_density,
-                                                                  self.config.mean_noise_span_length))
-        rows = rows.numpy()
-        short = rows < 2
-        inputs = rows + 1 + (spans - noise) * ~short
-        targets = (noise + spans + 1) * ~short + (rows + 1) * short
-        return inputs, targets
 
     def __call__(self, features, seed=None):
         token_ids = tf.cast(features["token_ids"][:, :self.tokens_length], tf.int32)

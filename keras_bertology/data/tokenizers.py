@@ -51,6 +51,10 @@ ROBERTA_SPECIAL_TOKENS = {"cls": "<s>", "pad": "<pad>", "sep": "</s>", "unk": "<
 ALBERT_SPECIAL_TOKENS = {"pad": "<pad>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
 XLNET_SPECIAL_TOKENS = {"unk": "<unk>", "cls": "<cls>", "sep": "<sep>", "pad": "<pad>", "mask": "<mask>"}
 SPECIAL_ROLES = ("cls", "pad", "sep", "unk", "mask")
+# The roles every SentencePiece vocabulary has; cls and mask are optional (T5 has neither).
+REQUIRED_ROLES = ("pad", "sep", "unk")
+# T5's: pad 0, end of sequence 1, unk 2, no beginning token and no mask.
+T5_SPECIAL_TOKENS = {"pad": "<pad>", "sep": "</s>", "unk": "<unk>"}
 SENTENCEPIECE_WORD_START = "\u2581"
 
 # Control characters that Hugging Face's BERT normaliser deletes: NUL,
@@ -133,6 +137,10 @@ class Tokenizer(tf.Module, metaclass=abc.ABCMeta):
     def has_role(self, role: str) -> bool:
         """Whether a special token plays `role` ("mask", "eot", ...): a causal LM's vocabulary has no mask."""
         return role in self._special
+
+    def optional_id(self, role: str) -> int | None:
+        """The id of `role`, None where the vocabulary has no such token (T5's has no cls)."""
+        return self._special.get(role)
 
     @property
     def pad_id(self) -> int:
@@ -256,13 +264,13 @@ class SentencePieceTokenizer(Tokenizer):
     type_name = "sentencepiece"
 
     def __init__(self, model_proto: bytes | PathLike, special_tokens: dict | None = None,
-                 lower_case: bool = False, strip_accents: bool = False, replace_quotes: bool = False):
+                 lower_case: bool = False, strip_accents: bool = False, replace_quotes: bool = False,
+                 sentinels: int = 0):
         if isinstance(model_proto, (str, os.PathLike)):
             model_proto = _read_bytes(Path(model_proto), "SentencePiece model")
         model_proto = bytes(model_proto)
         special_tokens = dict(special_tokens or ROBERTA_SPECIAL_TOKENS)
-        if set(special_tokens) != set(SPECIAL_ROLES):
-            raise ConfigError(f"special_tokens must name exactly the roles {SPECIAL_ROLES}, got {sorted(special_tokens)}")
+        _check_roles(special_tokens)
         processor = _load_sentencepiece(model_proto)
         pieces = sentencepiece_pieces(model_proto)
         missing = [token for token in special_tokens.values() if token not in pieces]
@@ -279,11 +287,25 @@ class SentencePieceTokenizer(Tokenizer):
         )
         self.special_tokens = special_tokens
         self.preprocessing = dict(lower_case=lower_case, strip_accents=strip_accents, replace_quotes=replace_quotes)
+        self.sentinels = sentinels
         self._model_proto = model_proto
         self._sentencepiece = tf_text.SentencepieceTokenizer(model=self._model_proto, out_type=tf.int32)
+        self._lone_word_start = pieces.index(SENTENCEPIECE_WORD_START) \
+            if sentinels and SENTENCEPIECE_WORD_START in pieces else None
 
     def _tokenize(self, strings):
-        return self._sentencepiece.tokenize(_sentencepiece_preprocess(strings, **self.preprocessing))
+        ids = self._sentencepiece.tokenize(_sentencepiece_preprocess(strings, **self.preprocessing))
+        return ids if self._lone_word_start is None else self._drop_word_starts_before_sentinels(ids)
+
+    def _drop_word_starts_before_sentinels(self, ids):
+        """Ids without the lone "▁" that a space before a sentinel becomes: pretraining's inputs have a
+        sentinel where the span's pieces were, "▁" included, and Hugging Face's T5 tokenizer splits
+        sentinels out of the text before SentencePiece sees the space."""
+        flat, rows = ids.flat_values, ids.value_rowids()
+        following = tf.concat([flat[1:], [-1]], axis=0)
+        same_row = tf.concat([tf.equal(rows[1:], rows[:-1]), [False]], axis=0)
+        lone = tf.equal(flat, self._lone_word_start) & same_row & (following >= self.vocab_size - self.sentinels)
+        return tf.ragged.boolean_mask(ids, tf.RaggedTensor.from_nested_row_splits(~lone, ids.nested_row_splits))
 
     def detokenize(self, ids):
         """Decoded text, byte-fallback pieces turned back into characters."""
@@ -304,7 +326,8 @@ class SentencePieceTokenizer(Tokenizer):
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         (directory / SENTENCEPIECE_MODEL_FILE).write_bytes(self._model_proto)
-        self._write_config(directory, special_tokens=self.special_tokens, **self.preprocessing)
+        self._write_config(directory, special_tokens=self.special_tokens, **self.preprocessing,
+                           **({"sentinels": self.sentinels} if self.sentinels else {}))
 
 
 def load_tokenizer(directory: PathLike) -> Tokenizer:
@@ -324,7 +347,7 @@ def load_tokenizer(directory: PathLike) -> Tokenizer:
     if kind == SentencePieceTokenizer.type_name:
         preprocessing = {key: bool(config.get(key, False)) for key in ("lower_case", "strip_accents", "replace_quotes")}
         return SentencePieceTokenizer(directory / SENTENCEPIECE_MODEL_FILE, config.get("special_tokens"),
-                                      **preprocessing)
+                                      **preprocessing, sentinels=int(config.get("sentinels", 0)))
     if kind == ByteLevelBPETokenizer.type_name:
         return ByteLevelBPETokenizer.from_files(directory, mask_lstrip=config.get("mask_lstrip", True),
                                                 special_tokens=config.get("special_tokens"))
@@ -444,6 +467,7 @@ def train_sentencepiece(
     lower_case: bool = False,
     strip_accents: bool = False,
     replace_quotes: bool = False,
+    sentinels: int = 0,
 ) -> SentencePieceTokenizer:
     """Train a SentencePiece model in memory (no files), deterministically.
 
@@ -455,14 +479,18 @@ def train_sentencepiece(
     <unk>. One thread, so the same sentences always give the same model.
     The preprocessing flags (ALBERT's and XLNet's, see SentencePieceTokenizer)
     apply to the training sentences as the tokenizer applies them to text.
+    Without a cls (or mask) role the model has no such piece (T5's). The
+    last `sentinels` of the `vocab_size` pieces are T5's sentinels (see
+    `with_sentinels`).
     """
     if model_type not in ("bpe", "unigram"):
         raise ConfigError(f"model_type must be 'bpe' or 'unigram', got {model_type!r}.")
     special_tokens = dict(special_tokens or ROBERTA_SPECIAL_TOKENS)
     order = list(special_tokens)
-    if set(order) != set(SPECIAL_ROLES) or order[-1] != "mask":
-        raise ConfigError(f"special_tokens must name the roles {SPECIAL_ROLES}, the mask last; got {order}")
-    _check_training_input(sentences, vocab_size, minimum=len(order) + 1)
+    _check_roles(special_tokens)
+    if "mask" in order and order[-1] != "mask":
+        raise ConfigError(f"special_tokens must name the mask last; got {order}")
+    _check_training_input(sentences, vocab_size, minimum=len(order) + 1 + sentinels)
     preprocessing = dict(lower_case=lower_case, strip_accents=strip_accents, replace_quotes=replace_quotes)
     if any(preprocessing.values()):
         sentences = [s.decode("utf-8") for s in
@@ -474,34 +502,70 @@ def train_sentencepiece(
             sentence_iterator=iter(sentences),
             model_writer=model,
             model_type=model_type,
-            vocab_size=vocab_size,
+            vocab_size=vocab_size - sentinels,
             byte_fallback=byte_fallback,
-            bos_id=ids["cls"],
-            bos_piece=special_tokens["cls"],
+            bos_id=ids.get("cls", -1),
+            bos_piece=special_tokens.get("cls", "<s>"),
             pad_id=ids["pad"],
             pad_piece=special_tokens["pad"],
             eos_id=ids["sep"],
             eos_piece=special_tokens["sep"],
             unk_id=ids["unk"],
             unk_piece=special_tokens["unk"],
-            user_defined_symbols=[special_tokens["mask"]],
+            user_defined_symbols=[special_tokens["mask"]] if "mask" in special_tokens else [],
             num_threads=1,
             minloglevel=2,
         )
     except RuntimeError as error:
-        raise _sentencepiece_training_error(error, vocab_size) from None
-    return SentencePieceTokenizer(model.getvalue(), special_tokens, **preprocessing)
+        raise _sentencepiece_training_error(error, vocab_size - sentinels, sentinels) from None
+    return SentencePieceTokenizer(with_sentinels(model.getvalue(), sentinels), special_tokens, **preprocessing,
+                                  sentinels=sentinels)
 
 
-def _sentencepiece_training_error(error: RuntimeError, vocab_size: int) -> ConfigError:
-    """SentencePiece's internal check failures, said as the flag to change (with the bound it gave)."""
+def sentinel_piece(index: int) -> str:
+    """T5's name of the sentinel that replaces the `index`-th corrupted span of a text."""
+    return f"<extra_id_{index}>"
+
+
+def with_sentinels(model_proto: bytes, count: int) -> bytes:
+    """The SentencePiece model with T5's `count` sentinels appended as user-defined pieces, the last id
+    being <extra_id_0> and counting down (<extra_id_0> = 32099 after T5's 32,000 pieces): literal
+    sentinels in text become their ids, and their ids detokenize to them."""
+    if not count:
+        return model_proto
+    from sentencepiece import sentencepiece_model_pb2
+
+    model = sentencepiece_model_pb2.ModelProto()
+    model.ParseFromString(model_proto)
+    present = {piece.piece for piece in model.pieces}
+    clashing = [sentinel_piece(index) for index in range(count) if sentinel_piece(index) in present]
+    if clashing:
+        raise ConfigError(f"the SentencePiece model already has the sentinel pieces {clashing[:3]}")
+    for index in reversed(range(count)):
+        model.pieces.add(piece=sentinel_piece(index), score=0.0,
+                         type=sentencepiece_model_pb2.ModelProto.SentencePiece.USER_DEFINED)
+    return model.SerializeToString()
+
+
+def _check_roles(special_tokens: dict) -> None:
+    roles = set(special_tokens)
+    if not set(REQUIRED_ROLES) <= roles <= set(SPECIAL_ROLES):
+        raise ConfigError(f"special_tokens must name the roles {', '.join(REQUIRED_ROLES)} and may name "
+                          f"{', '.join(sorted(set(SPECIAL_ROLES) - set(REQUIRED_ROLES)))}; got {sorted(roles)}")
+
+
+def _sentencepiece_training_error(error: RuntimeError, vocab_size: int, sentinels: int = 0) -> ConfigError:
+    """SentencePiece's internal check failures, said as the flag to change (with the bound it gave, plus
+    the `sentinels` appended after training)."""
     message = str(error)
     if match := re.search(r"Vocabulary size too high \(\d+\)\. Please set it to a value <= (\d+)", message):
-        return ConfigError(f"SentencePiece training failed: this corpus gives at most {match[1]} pieces, not "
-                           f"{vocab_size}; pass --vocab-size {match[1]} or less.")
+        bound = int(match[1]) + sentinels
+        return ConfigError(f"SentencePiece training failed: this corpus gives at most {bound} pieces, not "
+                           f"{vocab_size + sentinels}; pass --vocab-size {bound} or less.")
     if match := re.search(r"Vocabulary size is smaller than required_chars\. \d+ vs (\d+)", message):
-        return ConfigError(f"SentencePiece training failed: this corpus needs at least {match[1]} pieces for its "
-                           f"characters, not {vocab_size}; pass --vocab-size {match[1]} or more.")
+        bound = int(match[1]) + sentinels
+        return ConfigError(f"SentencePiece training failed: this corpus needs at least {bound} pieces for its "
+                           f"characters, not {vocab_size + sentinels}; pass --vocab-size {bound} or more.")
     return ConfigError(f"SentencePiece training failed: {' '.join(message.split())}")
 
 

@@ -14,7 +14,9 @@ tokenizer ops):
     model.signatures["serve_ids"](token_ids=ids, padding_mask=mask, ...)  # pre-tokenized, [B, L] int32
 
 A causal LM's export (GPT) adds `score` and `generate` / `generate_sampling`
-(see `export.causal_lm`) in place of the fill-mask endpoints.
+(see `export.causal_lm`) in place of the fill-mask endpoints; an
+encoder-decoder's (T5) serves its encoder as `serve` and `encode`, and
+`generate` / `generate_sampling` from its decoder (see `export.seq2seq`).
 
 `serving_default` is `serve`. A batch of strings is packed to its longest
 input, at most the run's sequence length (longer texts are truncated, longest
@@ -58,6 +60,7 @@ import tensorflow as tf
 from keras_bertology.atomic import atomic_directory
 from keras_bertology.data.packing import fit_to_batch
 from keras_bertology.export.causal_lm import causal_lm_endpoints
+from keras_bertology.export.seq2seq import seq2seq_endpoints
 from keras_bertology.errors import CheckpointError
 from keras_bertology.flag_ranges import check_length_buckets
 from keras_bertology.export.archive import write_saved_model
@@ -83,9 +86,10 @@ def export_saved_model(run, export_dir, length_buckets=(), xla=False):
         )
     backbone, tokenizer, seq_len = run.backbone, run.tokenizer, run.seq_len
     buckets = check_length_buckets(length_buckets, seq_len)
-    input_names = list(backbone.input)
+    text_encoder = backbone.text_encoder()  # an encoder-decoder's encoder: what a text alone feeds
+    input_names = list(text_encoder.input)
     family = get_family(run.family)
-    encoder = compiled(backbone, xla)
+    encoder = compiled(text_encoder, xla)
 
     def pack_texts(first, second=None):
         packed = family.pack_text(tokenizer, seq_len, first, second)
@@ -108,19 +112,25 @@ def export_saved_model(run, export_dir, length_buckets=(), xla=False):
     pretrainer = run.pretrainer
     masked_lm = pretrainer.masked_lm_model(tokenizer.mask_id) if pretrainer and tokenizer.has_role("mask") else None
     causal_lm = pretrainer.causal_lm_model() if pretrainer is not None else None
-    endpoints = {"serve": (lambda text: encode(text), [_STRINGS]), "serve_ids": ids_endpoint(backbone, seq_len, encoder)}
+    seq2seq = pretrainer.seq2seq_models() if pretrainer is not None else None
+    endpoints = {"serve": (lambda text: encode(text), [_STRINGS]),
+                 "serve_ids": ids_endpoint(text_encoder, seq_len, encoder, _id_limits(backbone))}
     if "segment_ids" in input_names:
         endpoints["serve_pairs"] = (encode, [_STRINGS, _STRINGS])
     if masked_lm is not None:
         endpoints.update(_masked_lm_endpoints(compiled(masked_lm, xla), tokenizer, input_names, pack))
     if causal_lm is not None:  # generation's loop grows the sequence every step: XLA would compile each length
         endpoints.update(causal_lm_endpoints(causal_lm, tokenizer, seq_len, input_names, pack, _STRINGS))
+    if seq2seq is not None:  # the decoder's loop, like generation's above, is left to TensorFlow
+        endpoints.update(encode=endpoints["serve"],
+                         **seq2seq_endpoints(encoder, seq2seq[1], tokenizer, seq_len, pack, _STRINGS))
     endpoints = cut_text_inputs(endpoints, seq_len)
     signatures = list(endpoints)
     specials = {f"{role}_token": tokenizer.vocabulary[getattr(tokenizer, f"{role}_id")]
                 for role in ("mask", "eot") if tokenizer.has_role(role)}
     with atomic_directory(export_dir) as staging:
-        write_saved_model(staging, [masked_lm or causal_lm or backbone, tokenizer], endpoints)
+        write_saved_model(staging, [masked_lm or causal_lm or (pretrainer if seq2seq else backbone), tokenizer],
+                          endpoints)
         (staging / "assets").mkdir(exist_ok=True)
         (staging / "assets" / "bertology.json").write_text(
             json.dumps({"family": run.family, "preset": run.preset, "seq_len": seq_len,
@@ -129,7 +139,8 @@ def export_saved_model(run, export_dir, length_buckets=(), xla=False):
                         **({"mask_id": tokenizer.mask_id} if tokenizer.has_role("mask") else {}), **specials,
                         "max_text_chars": CHARS_PER_TOKEN * seq_len,
                         "signatures": signatures,
-                        "serve_outputs": sorted([*backbone.output, "token_ids", "segment_ids", "padding_mask"])}, indent=2)
+                        "serve_outputs": sorted([*text_encoder.output, "token_ids", "segment_ids", "padding_mask"])},
+                       indent=2)
         )
         write_warmup_requests(staging, endpoints, _warmup_text(tokenizer), WARMUP_SCALARS)
     return export_dir
@@ -151,15 +162,15 @@ def compiled(model, xla):
     return tf.function(call, jit_compile=xla or None, autograph=False, reduce_retracing=True)
 
 
-def ids_endpoint(model, seq_len, run_model):
+def ids_endpoint(model, seq_len, run_model, limits=None):
     """(function, input signature) serving `model` on pre-tokenized inputs: one [B, L] int32 tensor per
     model input (L <= seq_len), named like it (token_ids, padding_mask, ...), for clients that tokenize
     themselves. `run_model` is `compiled(model, xla)`, the one the string endpoints call: one trace of
-    the model serves them all."""
+    the model serves them all. `limits` (by default `model`'s) bound the ids each input may hold."""
     names = list(model.input)
     specs = [tf.TensorSpec([None, None], tf.int32, name=name) for name in names]
 
-    limits = _id_limits(model)
+    limits = limits or _id_limits(model)
 
     def serve_ids(*inputs):
         length = tf.shape(inputs[0])[1]

@@ -61,6 +61,11 @@ class Backbone(keras.Model):
         """The token table, for heads that tie their decoder to it."""
         return self.get_layer("embeddings").token_embedding
 
+    def text_encoder(self):
+        """The model that encodes a text alone: this backbone, whose inputs a packed text fills; an
+        encoder-decoder returns its encoder (see `T5Backbone`)."""
+        return self
+
     def variable_depths(self):
         """{trainable variable path: depth} for layer-wise learning rates: 0 for the embeddings (and
         their projection), i + 1 for block `encoder_block_i`, num_layers + 1 for the rest."""

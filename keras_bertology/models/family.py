@@ -114,9 +114,12 @@ class ModelFamily:
             inverse of the converter (`bertology export --format hf`): the
             transformers class, config and tensors of a `runs.RunModel`; None
             where transformers has no model of the family.
-        masks_tokens: False for a causal LM, whose data stage (`masker_path`)
-            predicts every next token: --masking static, --whole-word and
+        masks_tokens: False for a family whose data stage (`masker_path`) has
+            no masked-LM slots: a causal LM, which predicts every next token,
+            or T5's span corruption: --masking static, --whole-word and
             --max-predictions are refused for it.
+        masker_takes_seq_len: the masking stage also receives `seq_len`, for
+            outputs of lengths of their own (T5's inputs and targets).
         xla_on_cpu: False where XLA's CPU backend makes the family's step
             slower than TensorFlow's own kernels: `--xla auto` then leaves
             it uncompiled on a machine without an accelerator.
@@ -141,6 +144,7 @@ class ModelFamily:
     learning_rate: float = 1e-3
     stream_batches: bool = False
     masks_tokens: bool = True
+    masker_takes_seq_len: bool = False
     xla_on_cpu: bool = True
 
     @property
@@ -184,12 +188,16 @@ class ModelFamily:
         """Prediction slots for `seq_len` tokens when --max-predictions is not given."""
         return max(1, int(self.prediction_share * seq_len))
 
-    def build_masker(self, tokenizer, max_predictions, whole_word=False, options=None, replicas=1):
+    def build_masker(self, tokenizer, max_predictions, whole_word=False, options=None, replicas=1, seq_len=None):
         """The family's masking stage for batches of its instances; `options` as `option_values` checks.
-        Stream families also learn how many `replicas` share a batch (as their instances were built)."""
+        Stream families also learn how many `replicas` share a batch (as their instances were built),
+        and those that ask for it the sequence length."""
+        if self.masker_takes_seq_len and not seq_len:
+            raise ConfigError(f"--model {self.name}'s masking stage needs the sequence length")
         return import_object(self.masker_path)(tokenizer, max_predictions, whole_word,
                                                **self.option_values(options, "masker"),
-                                               **({"replicas": replicas} if self.stream_batches else {}))
+                                               **({"replicas": replicas} if self.stream_batches else {}),
+                                               **({"seq_len": seq_len} if self.masker_takes_seq_len else {}))
 
     def option_values(self, given=None, used_by=None):
         """The family's options (those `used_by` one builder, or all): checked values from `given`,

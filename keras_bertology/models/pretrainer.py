@@ -172,6 +172,12 @@ class Pretrainer(keras.Model):
         `score` and `generate`; None when the pretrainer has no causal LM to serve."""
         return None
 
+    def seq2seq_models(self):
+        """(encoder: backbone text inputs -> `sequence_output`, decoder: `decoder_token_ids`,
+        `decoder_padding_mask`, `encoder_states`, `padding_mask` -> next-token logits [B, Ld, V]) for
+        serving `generate` from an encoder-decoder; None when the pretrainer has no decoder to serve."""
+        return None
+
     def stream_perplexity(self, token_ids, segment_length, mem_len=None):
         """Perplexity of one token stream read in consecutive segments, with a memory of `mem_len` states
         carried from segment to segment (0: none; None: the model's own), as a dict with the settings;

@@ -5,7 +5,9 @@ A few sentences are kept out of training; after the export, one word of each,
 drawn at random as masking draws tokens, is replaced by the mask token and the exported SavedModel (its `mlm_logits`
 signature, so this also proves the export serves) ranks the vocabulary there.
 A causal LM's export instead continues the first half of each line
-(`generate`) and scores the lines (`score`).
+(`generate`) and scores the lines (`score`); an encoder-decoder's (an export
+with `encode`) fills in spans of words replaced by sentinels, as it was
+pretrained to (`span_fill_examples`).
 """
 
 import json
@@ -19,6 +21,7 @@ import tensorflow_text  # noqa: F401  registers the tokenizer ops of the SavedMo
 
 HELD_OUT = 8
 TOP_K = 5
+SPAN_FILL_LINES = 3
 # Smaller corpora keep every sentence for training.
 _MIN_CORPUS_SENTENCES = 200
 _MIN_WORDS, _MAX_WORDS = 6, 30
@@ -82,8 +85,7 @@ def fill_mask_examples(export_dir, tokenizer, sentences, seed=0, top_k=TOP_K):
 def continuation_examples(export_dir, sentences, prompt_share=0.5):
     """(per sentence: its first words as a prompt, the model's greedy continuation and the true rest;
     the held-out lines' perplexity), from the export's `generate` and `score`; ([], None) without them."""
-    signatures = json.loads((Path(export_dir) / "assets" / "bertology.json").read_text())["signatures"]
-    if not sentences or "generate" not in signatures:  # known from the assets, without loading the model
+    if not sentences or "score" not in _signatures(export_dir):  # known without loading the model
         return [], None
     model = tf.saved_model.load(str(export_dir))
     prompts, rests = [], []
@@ -99,6 +101,49 @@ def continuation_examples(export_dir, sentences, prompt_share=0.5):
     examples = [{"prompt": prompt, "continuation": text.decode("utf-8", "replace"), "reference": rest}
                 for prompt, text, rest in zip(prompts, texts, rests)]
     return examples, perplexity
+
+
+def span_fill_examples(export_dir, tokenizer, sentences, seed=0, count=SPAN_FILL_LINES):
+    """Per line (the first `count`): the text with two spans of 1-3 words replaced by the vocabulary's
+    sentinels (its last ids: <extra_id_0>, <extra_id_1>, as span corruption writes them), the model's
+    greedy fill-ins (`generate`) and the truth; [] for an export without `encode` (not an encoder-decoder)."""
+    if not sentences or "encode" not in _signatures(export_dir):
+        return []
+    rng = random.Random(seed)
+    sentinels = [tokenizer.vocabulary[tokenizer.vocab_size - 1 - index] for index in range(2)]
+    corrupted = [pair for pair in (_corrupt_spans(sentence.split(), sentinels, rng) for sentence in sentences)
+                 if pair[1]][:count]
+    if not corrupted:
+        return []
+    model = tf.saved_model.load(str(export_dir))
+    written = model.generate(tf.constant([text for text, _ in corrupted]))["text"].numpy()
+    return [{"text": text, "fill_in": fill.decode("utf-8", "replace"), "truth": truth}
+            for (text, truth), fill in zip(corrupted, written)]
+
+
+def _corrupt_spans(words, sentinels, rng):
+    """(the words with one span of 1-3 words per sentinel replaced by it, the spans in order with a word
+    between them and one kept at least, the sentinels each followed by its span)."""
+    lengths = [rng.randint(1, 3) for _ in sentinels]
+    while sum(lengths) + len(sentinels) > len(words) and max(lengths) > 1:
+        lengths[lengths.index(max(lengths))] -= 1
+    spare = len(words) - sum(lengths) - (len(sentinels) - 1)  # kept words beyond one between spans
+    if spare < 1:
+        return " ".join(words), ""
+    gaps = [0 if index in (0, len(sentinels)) else 1 for index in range(len(sentinels) + 1)]
+    for _ in range(spare):
+        gaps[rng.randrange(len(gaps))] += 1
+    text, truth, at = [], [], 0
+    for gap, length, sentinel in zip(gaps, lengths, sentinels):
+        text += [*words[at:at + gap], sentinel]
+        truth += [sentinel, *words[at + gap:at + gap + length]]
+        at += gap + length
+    return " ".join(text + words[at:]), " ".join(truth)
+
+
+def _signatures(export_dir):
+    """The export's signature names, from its assets (without loading the model)."""
+    return json.loads((Path(export_dir) / "assets" / "bertology.json").read_text())["signatures"]
 
 
 def memory_perplexities(pretrainer, tokenizer, sentences, segment_length):

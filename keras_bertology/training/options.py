@@ -83,8 +83,8 @@ class PretrainOptions:
             raise ConfigError("--export and --no-export contradict each other; keep one")
         ranges.check_options(self, _RANGES, optional=("max_predictions", "learning_rate"))
         ranges.check_length_buckets(self.length_buckets, self.seq_len)
-        max_positions = family.presets[self.preset]["config"]["max_positions"]
-        if self.seq_len > max_positions:
+        max_positions = family.presets[self.preset]["config"].get("max_positions")  # T5's positions are relative
+        if max_positions and self.seq_len > max_positions:
             raise ConfigError(
                 f"--seq-len {self.seq_len} is above the {max_positions} positions of {self.preset}"
             )
@@ -123,7 +123,7 @@ class PretrainOptions:
                                           ("--masking static", self.masking == "static")) if value]
         if given:
             raise ConfigError(f"{', '.join(given)} do{'es' if len(given) == 1 else ''} not apply to --model "
-                              f"{family.name}, a causal LM that predicts every next token")
+                              f"{family.name}, whose data stage has no masked-LM slots to set")
 
     def _check_encoder(self, family):
         if self.encoder is None:

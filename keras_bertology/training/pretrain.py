@@ -40,6 +40,7 @@ from keras_bertology.training.fill_mask import (
     fill_mask_examples,
     hold_out_sentences,
     memory_perplexities,
+    span_fill_examples,
 )
 from keras_bertology.training.model_batches import model_batches
 from keras_bertology.training.optimization import bert_adamw, layerwise_decay
@@ -139,7 +140,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         tokenizer = _tokenizer_for_run(family, documents, checkpoints, options)
         tokenized = tokenize_documents(documents, tokenizer)
         instances = build_instances(family, tokenized, tokenizer, options, replicas)
-        _say(options, f"instances: {len(instances['token_ids'])} sequences of {options.seq_len} tokens"
+        _say(options, f"instances: {len(instances['token_ids'])} sequences of {instances['token_ids'].shape[1]} tokens"
                       + (f" ({copies} builds of the corpus)" if copies > 1 else ""))
         _say(options, coverage_line(*instance_coverage(family, instances, tokenized, tokenizer, options)))
         del tokenized
@@ -210,6 +211,9 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         continuations, perplexity = continuation_examples(export_dir, held_out)
         if continuations:
             metrics.update(continuations=continuations, held_out_perplexity=perplexity)
+        span_fills = span_fill_examples(export_dir, tokenizer, held_out, options.seed)
+        if span_fills:
+            metrics["span_fills"] = span_fills
     stream = memory_perplexities(pretrainer, tokenizer, held_out, options.seq_len)
     if stream:
         metrics["held_out_stream"] = stream

@@ -103,6 +103,13 @@ def summary_text(metrics, run_dir):
         for example in metrics["continuations"]:
             lines.append(f"  {example['prompt']} | {example['continuation'].strip()}")
             lines.append(f"      true rest: {example['reference']}")
+    if metrics.get("span_fills"):
+        lines.append("what the model learned: its greedy fill-ins of spans replaced by sentinels in lines held out "
+                     "of training")
+        for example in metrics["span_fills"]:
+            lines.append(f"  {example['text']}")
+            lines.append(f"      model: {example['fill_in'].strip()}")
+            lines.append(f"      truth: {example['truth']}")
     if metrics.get("held_out_stream"):
         carried, alone = metrics["held_out_stream"]["with_memory"], metrics["held_out_stream"]["without_memory"]
         lines.append(f"the held-out lines as one stream of {carried['tokens']:,} tokens in segments of "

@@ -79,31 +79,20 @@ class T5Backbone(Backbone):
         bias_options = dict(num_heads=num_heads, num_buckets=num_buckets, max_distance=max_distance,
                             initializer_range=initializer_factor * hidden_size ** -0.5, dtype=dtype)
 
-        def stack(prefix, x, blocks, bias, **inputs):
-            x = keras.layers.Dropout(dropout, dtype=dtype, name=f"{prefix}_embedding_dropout")(x)
-            terms = (bias(x, x),)
-            for block in blocks:
-                x = block(x, score_terms=terms, **inputs)
-            x = keras.layers.RMSNormalization(epsilon=layer_norm_epsilon, dtype=dtype, name=f"{prefix}_final_norm")(x)
-            return keras.layers.Dropout(dropout, dtype=dtype, name=f"{prefix}_output_dropout")(x)
-
         inputs = encoder_inputs(0)
         encoder_mask = merge_attention_masks(inputs["padding_mask"])
-        encoder_blocks = [TransformerEncoderBlock(num_heads, intermediate_size, name=f"encoder_block_{index}",
-                                                  **block_options) for index in range(num_layers)]
-        encoded = stack("encoder", embeddings(inputs["token_ids"]), encoder_blocks,
-                        RelativePositionBias(bidirectional=True, name="encoder_position_bias", **bias_options),
-                        attention_mask=encoder_mask)
+        encoder_stack = _Stack("encoder", [
+            TransformerEncoderBlock(num_heads, intermediate_size, name=f"encoder_block_{index}", **block_options)
+            for index in range(num_layers)], True, bias_options, dropout, layer_norm_epsilon, dtype)
+        encoded = encoder_stack(embeddings(inputs["token_ids"]), attention_mask=encoder_mask)
         outputs = {"sequence_output": encoded}
-        decoder_blocks = [TransformerDecoderBlock(num_heads, intermediate_size, name=f"decoder_block_{index}",
-                                                  **block_options) for index in range(num_decoder_layers)]
-        if decoder_blocks:
+        decoder_stack = None
+        if num_decoder_layers:
+            decoder_stack = _Stack("decoder", [
+                TransformerDecoderBlock(num_heads, intermediate_size, name=f"decoder_block_{index}", **block_options)
+                for index in range(num_decoder_layers)], False, bias_options, dropout, layer_norm_epsilon, dtype)
             inputs.update({name: keras.Input((None,), dtype="int32", name=name) for name in DECODER_INPUTS})
-            outputs["decoder_sequence_output"] = stack(
-                "decoder", embeddings(inputs["decoder_token_ids"]), decoder_blocks,
-                RelativePositionBias(bidirectional=False, name="decoder_position_bias", **bias_options),
-                encoder_states=encoded, attention_mask=merge_attention_masks(inputs["decoder_padding_mask"]),
-                encoder_mask=encoder_mask)
+            outputs["decoder_sequence_output"] = _decode(decoder_stack, embeddings, inputs, encoded)
         config = dict(
             vocab_size=vocab_size, num_layers=num_layers, num_heads=num_heads, hidden_size=hidden_size,
             intermediate_size=intermediate_size, head_dim=head_dim, num_decoder_layers=num_decoder_layers,
@@ -112,13 +101,61 @@ class T5Backbone(Backbone):
             initializer_factor=initializer_factor,
         )
         super().__init__(inputs, outputs, config, dtype=dtype, **kwargs)
-        self.embeddings = embeddings
-        _initialize_as_t5(encoder_blocks + decoder_blocks, hidden_size, head_dim, num_heads, intermediate_size,
+        self.embeddings, self._decoder_stack = embeddings, decoder_stack
+        _initialize_as_t5(encoder_stack.blocks + (decoder_stack.blocks if decoder_stack else []), hidden_size, head_dim, num_heads, intermediate_size,
                           initializer_factor)
 
     @property
     def token_embedding(self):
         return self.embeddings
+
+    def text_encoder(self):
+        """The encoder alone: `token_ids`, `padding_mask` -> `sequence_output` (what serving encodes a
+        text with); the same layers and weights."""
+        if not self.num_decoder_layers:
+            return self
+        names = ("token_ids", "padding_mask")
+        return keras.Model({name: self.input[name] for name in names},
+                           {"sequence_output": self.output["sequence_output"]}, name="t5_encoder")
+
+    def decoder_model(self):
+        """The decoder alone, for generation: `decoder_token_ids`, `decoder_padding_mask`,
+        `encoder_states` [B, L, H] and the encoder's `padding_mask` -> the decoder's states [B, Ld, H];
+        the same layers and weights, so the encoder runs once per request."""
+        inputs = {name: keras.Input((None,), dtype="int32", name=name) for name in (*DECODER_INPUTS, "padding_mask")}
+        inputs["encoder_states"] = keras.Input((None, self.hidden_size), dtype=self.compute_dtype,
+                                               name="encoder_states")
+        if not self.num_decoder_layers:
+            raise ValueError("this T5 backbone is an encoder alone: it has no decoder")
+        states = _decode(self._decoder_stack, self.embeddings, inputs, inputs["encoder_states"])
+        return keras.Model(inputs, states, name="t5_decoder")
+
+
+def _decode(stack, embeddings, inputs, encoder_states):
+    """The decoder `stack`'s states of `inputs` (decoder ids and mask, the encoder's padding mask)."""
+    return stack(embeddings(inputs["decoder_token_ids"]), encoder_states=encoder_states,
+                 attention_mask=merge_attention_masks(inputs["decoder_padding_mask"]),
+                 encoder_mask=merge_attention_masks(inputs["padding_mask"]))
+
+
+class _Stack:
+    """One stack's layers, callable again on new inputs (the decoder alone, for generation): embedding
+    dropout, the blocks with the relative position bias of the first layer added in each, the final
+    RMS norm and dropout."""
+
+    def __init__(self, prefix, blocks, bidirectional, bias_options, dropout, epsilon, dtype):
+        self.blocks = blocks
+        self.input_dropout = keras.layers.Dropout(dropout, dtype=dtype, name=f"{prefix}_embedding_dropout")
+        self.bias = RelativePositionBias(bidirectional=bidirectional, name=f"{prefix}_position_bias", **bias_options)
+        self.final_norm = keras.layers.RMSNormalization(epsilon=epsilon, dtype=dtype, name=f"{prefix}_final_norm")
+        self.output_dropout = keras.layers.Dropout(dropout, dtype=dtype, name=f"{prefix}_output_dropout")
+
+    def __call__(self, x, **inputs):
+        x = self.input_dropout(x)
+        terms = (self.bias(x, x),)
+        for block in self.blocks:
+            x = block(x, score_terms=terms, **inputs)
+        return self.output_dropout(self.final_norm(x))
 
 
 def _initialize_as_t5(blocks, hidden_size, head_dim, num_heads, intermediate_size, factor):

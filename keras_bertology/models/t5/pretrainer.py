@@ -37,19 +37,15 @@ class T5Pretrainer(Pretrainer):
         if not backbone.num_decoder_layers:
             raise ValueError("T5Pretrainer needs a backbone with decoder layers")
         inputs = dict(backbone.input)
-        states = backbone(inputs)["decoder_sequence_output"]
-        if scale_logits:
-            states = keras.layers.Rescaling(backbone.hidden_size ** -0.5, dtype=backbone.dtype_policy,
-                                            name="head_scale")(states)
-        if tie_embeddings:
-            logits = backbone.token_embedding(states, reverse=True)
-        else:
-            logits = keras.layers.Dense(
-                backbone.vocab_size, use_bias=False, dtype=backbone.dtype_policy, name="lm_head",
-                kernel_initializer=keras.initializers.RandomNormal(stddev=backbone.initializer_factor))(states)
-        logits = keras.layers.Activation("linear", dtype="float32", name="spans_logits")(logits)
+        head = _LMHead(backbone, tie_embeddings, scale_logits)
+        logits = head(backbone(inputs)["decoder_sequence_output"])
         super().__init__(backbone, inputs, {"spans": logits}, [SPAN_CORRUPTION], **kwargs)
-        self.tie_embeddings, self.scale_logits = tie_embeddings, scale_logits
+        self.tie_embeddings, self.scale_logits, self._head = tie_embeddings, scale_logits, head
+
+    def seq2seq_models(self):
+        decoder = self.backbone.decoder_model()
+        logits = self._head(decoder.output)
+        return self.backbone.text_encoder(), keras.Model(decoder.input, logits, name="t5_decoder_logits")
 
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable, "tie_embeddings": self.tie_embeddings,
@@ -60,3 +56,24 @@ class T5Pretrainer(Pretrainer):
         config = dict(config)
         config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
         return cls(**config)
+
+
+class _LMHead:
+    """The head's layers, callable again on the decoder alone (`seq2seq_models`): v1.0's scale and the
+    tied token table, or v1.1's own dense layer; logits in float32."""
+
+    def __init__(self, backbone, tie_embeddings, scale_logits):
+        dtype = backbone.dtype_policy
+        self.scale = keras.layers.Rescaling(backbone.hidden_size ** -0.5, dtype=dtype, name="head_scale") \
+            if scale_logits else None
+        self.dense = None if tie_embeddings else keras.layers.Dense(
+            backbone.vocab_size, use_bias=False, dtype=dtype, name="lm_head",
+            kernel_initializer=keras.initializers.RandomNormal(stddev=backbone.initializer_factor))
+        self.table = backbone.token_embedding
+        self.output = keras.layers.Activation("linear", dtype="float32", name="spans_logits")
+
+    def __call__(self, states):
+        if self.scale is not None:
+            states = self.scale(states)
+        logits = self.table(states, reverse=True) if self.dense is None else self.dense(states)
+        return self.output(logits)

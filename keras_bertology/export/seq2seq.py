@@ -1,0 +1,67 @@
+"""Serving endpoints of encoder-decoders (T5): `generate` text from text (and `encode`, `serve`'s twin name).
+
+    model.encode(tf.constant(["a sentence"]))       # the encoder's states, as `serve`
+    model.generate(tf.constant(["The <extra_id_0> sat on the mat."]))   # greedy, up to 32 tokens
+    model.generate_sampling(tf.constant(["..."]), max_new_tokens=20, temperature=0.8, top_k=40, seed=1)
+
+The encoder runs once per request; the decoder then runs in a graph loop
+from the start token (T5's: the pad id), fed every token it has written so
+far, and appends one token per row; a row stops at </s>, the loop when every
+row has stopped or after `max_new_tokens` steps. The text is the written
+tokens without </s>, detokenized: a span-corrupted input's fill-ins read
+`<extra_id_0> the cat <extra_id_1> ...`.
+"""
+
+import tensorflow as tf
+
+from keras_bertology.export.causal_lm import GENERATED_TOKENS, choose_tokens
+
+
+def seq2seq_endpoints(encode, decoder, tokenizer, seq_len, pack, strings_spec):
+    """{signature: (function, input signature)} of the generation endpoints: `encode` (packed inputs dict ->
+    {"sequence_output"}, the export's compiled encoder) and `decoder` (`Pretrainer.seq2seq_models`' second)."""
+    eos_id, start_id = tokenizer.sep_id, tokenizer.pad_id
+
+    def generate_sampling(text, max_new_tokens, temperature, top_k, seed):
+        checks = [
+            tf.debugging.Assert((max_new_tokens >= 1) & (max_new_tokens <= seq_len),
+                                [f"generate: max_new_tokens must be in [1, {seq_len}]; got", max_new_tokens]),
+            tf.debugging.Assert(tf.math.is_finite(temperature) & (temperature >= 0.0),
+                                ["generate: temperature must be finite and >= 0 (0: greedy); got", temperature]),
+            tf.debugging.Assert((top_k >= 0) & (top_k <= tokenizer.vocab_size),
+                                [f"generate: top_k must be in [0, {tokenizer.vocab_size}] (0: all); got", top_k])]
+        with tf.control_dependencies(checks):
+            packed = pack(text)
+        inputs = {"token_ids": packed["token_ids"], "padding_mask": packed["padding_mask"]}
+        states = encode(inputs)["sequence_output"]
+        batch = tf.shape(states)[0]
+
+        def step(index, written, generated, done):
+            logits = tf.cast(decoder({"decoder_token_ids": written, "decoder_padding_mask": tf.ones_like(written),
+                                      "encoder_states": states, "padding_mask": inputs["padding_mask"]}),
+                             tf.float32)[:, -1]
+            chosen = tf.where(done, start_id, choose_tokens(logits, temperature, top_k, tf.stack([seed, index])))
+            return (index + 1, tf.concat([written, chosen[:, None]], 1),
+                    tf.concat([generated, tf.where(done, -1, chosen)[:, None]], 1), done | tf.equal(chosen, eos_id))
+
+        def going(index, written, generated, done):
+            return (index < max_new_tokens) & tf.logical_not(tf.reduce_all(done))
+
+        _, _, generated, _ = tf.while_loop(
+            going, step, (tf.constant(0), tf.fill([batch, 1], start_id), tf.zeros([batch, 0], tf.int32),
+                          tf.zeros([batch], tf.bool)),
+            shape_invariants=(tf.TensorShape([]), tf.TensorShape([None, None]), tf.TensorShape([None, None]),
+                              tf.TensorShape([None])))
+        text_ids = tf.ragged.boolean_mask(generated, (generated >= 0) & (generated != eos_id))
+        return {"text": tokenizer.detokenize(text_ids), "generated_ids": generated,
+                "num_tokens": tf.reduce_sum(tf.cast(generated >= 0, tf.int32), axis=1)}
+
+    scalar = tf.TensorSpec
+    return {
+        "generate": (lambda text: generate_sampling(text, tf.constant(min(GENERATED_TOKENS, seq_len)),
+                                                    tf.constant(0.0), tf.constant(0), tf.constant(0)),
+                     [strings_spec]),
+        "generate_sampling": (generate_sampling, [
+            strings_spec, scalar([], tf.int32, name="max_new_tokens"), scalar([], tf.float32, name="temperature"),
+            scalar([], tf.int32, name="top_k"), scalar([], tf.int32, name="seed")]),
+    }

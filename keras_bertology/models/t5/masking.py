@@ -1,0 +1,14 @@
+"""T5's data stage for `ModelFamily.build_masker`: span corruption into `seq_len` inputs."""
+
+from keras_bertology.data.span_corruption import SpanCorruptionConfig, SpanCorruptionMasker
+from keras_bertology.errors import ConfigError
+
+
+def span_corruption_stage(tokenizer, max_predictions=None, whole_word=False, seq_len=None, noise_density=0.15,
+                          mean_noise_span_length=3.0):
+    """Rows of the stream (`instances.stream_chunks`) -> encoder inputs of `seq_len` and the decoder's
+    inputs and targets; the sentinels are the tokenizer's last ids, EOS its `sep` token (T5's </s>)."""
+    if whole_word:
+        raise ConfigError("--whole-word does not apply to T5's span corruption, which draws spans of tokens")
+    return SpanCorruptionMasker(tokenizer.vocab_size, tokenizer.sep_id, seq_len, pad_id=tokenizer.pad_id,
+                                config=SpanCorruptionConfig(noise_density, mean_noise_span_length))
