@@ -108,10 +108,10 @@ def convert_hf_checkpoint(hf_dir, seq_len=None, with_tokenizer=True):
     family = family_for_model_type(config.get("model_type"))
     # A converter may add a fifth item: its notes (lines for the report).
     backbone, pretrainer, heads, used, *notes = family.convert_hf(config, weights)
-    positions = backbone.max_positions
+    positions = getattr(backbone, "max_positions", None)  # None: relative positions only (T5)
     if seq_len is None:
-        seq_len = min(DEFAULT_SEQ_LEN, positions)
-    elif seq_len > positions:
+        seq_len = min(DEFAULT_SEQ_LEN, positions or DEFAULT_SEQ_LEN)
+    elif positions and seq_len > positions:
         raise CheckpointError(f"--seq-len {seq_len} is above the checkpoint's {positions} positions")
     report = ConversionReport(architecture=(config.get("architectures") or ["unknown"])[0], heads=heads,
                               notes=list(notes[0]) if notes else [])

@@ -2,7 +2,7 @@
 
 transformers 4 writes `vocab.txt` (WordPiece) or `vocab.json` + `merges.txt`
 (byte-level BPE); transformers 5 writes only `tokenizer.json`; ALBERT-style
-models ship `spiece.model` (SentencePiece). All are read into tokenizers that
+models ship `spiece.model` (SentencePiece; T5's gains its `extra_ids` sentinels at the end). All are read into tokenizers that
 run inside the SavedModel graph.
 """
 
@@ -11,6 +11,8 @@ from pathlib import Path
 from keras_bertology.data.byte_bpe import END_OF_TEXT, GPT2_SPECIAL_TOKENS, SPECIAL_TOKENS, ByteLevelBPETokenizer
 from keras_bertology.data.tokenizers import (
     ALBERT_SPECIAL_TOKENS,
+    T5_SENTINELS,
+    T5_SPECIAL_TOKENS,
     WORDPIECE_SPECIAL_TOKENS,
     XLNET_SPECIAL_TOKENS,
     SentencePieceTokenizer,
@@ -18,6 +20,7 @@ from keras_bertology.data.tokenizers import (
     read_json_object,
     sentencepiece_pieces,
     tokens_by_id,
+    with_sentinels,
 )
 from keras_bertology.errors import CheckpointError, ConfigError
 
@@ -89,12 +92,18 @@ def _sentencepiece(hf_dir):
     ALBERT's ([CLS] [SEP], uncased)."""
     config = _tokenizer_config(hf_dir)
     model_proto = (hf_dir / "spiece.model").read_bytes()
-    cased = "<cls>" in sentencepiece_pieces(model_proto)
+    pieces = sentencepiece_pieces(model_proto)
+    cased = "<cls>" in pieces
     defaults = XLNET_SPECIAL_TOKENS if cased else ALBERT_SPECIAL_TOKENS
+    if "</s>" in pieces and "<cls>" not in pieces and "[CLS]" not in pieces:  # T5's: no beginning token
+        defaults = T5_SPECIAL_TOKENS
     specials = {}
     for role, default in defaults.items():
         token = config.get(f"{role}_token", default)
         specials[role] = token.get("content", default) if isinstance(token, dict) else str(token)
+    if defaults is T5_SPECIAL_TOKENS:
+        sentinels = int(config.get("extra_ids", T5_SENTINELS))
+        return SentencePieceTokenizer(with_sentinels(model_proto, sentinels), specials, sentinels=sentinels)
     return SentencePieceTokenizer(
         model_proto, specials, lower_case=bool(config.get("do_lower_case", not cased)),
         strip_accents=not config.get("keep_accents", False), replace_quotes=True)

@@ -55,6 +55,7 @@ SPECIAL_ROLES = ("cls", "pad", "sep", "unk", "mask")
 REQUIRED_ROLES = ("pad", "sep", "unk")
 # T5's: pad 0, end of sequence 1, unk 2, no beginning token and no mask.
 T5_SPECIAL_TOKENS = {"pad": "<pad>", "sep": "</s>", "unk": "<unk>"}
+T5_SENTINELS = 100  # <extra_id_0> .. <extra_id_99> after T5's pieces, <extra_id_0> the last id
 SENTENCEPIECE_WORD_START = "\u2581"
 
 # Control characters that Hugging Face's BERT normaliser deletes: NUL,

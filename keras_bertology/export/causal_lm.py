@@ -56,7 +56,7 @@ def causal_lm_endpoints(causal_lm, tokenizer, seq_len, input_names, pack, string
 
         def step(index, token_ids, mask, generated, done):
             logits = logits_of(token_ids, mask)[:, -1]
-            chosen = choose_tokens(logits, temperature, top_k, tf.stack([seed, index]))
+            chosen = choose_tokens(logits, temperature, top_k, tf.stack([seed, index]), tokenizer.vocab_size)
             chosen = tf.where(done, tokenizer.pad_id, chosen)
             live = tf.cast(tf.logical_not(done), tf.int32)
             return (index + 1, tf.concat([token_ids, chosen[:, None]], 1), tf.concat([mask, live[:, None]], 1),
@@ -110,9 +110,11 @@ def _last_positions(limits, lengths):
     return starts + offsets
 
 
-def choose_tokens(logits, temperature, top_k, seed):
+def choose_tokens(logits, temperature, top_k, seed, vocab_size):
     """[B] next tokens: the likeliest where temperature is 0, else a draw from softmax(logits / temperature)
-    over the top_k likeliest (all when 0), from the stateless `seed`."""
+    over the top_k likeliest (all when 0), from the stateless `seed`. Only the tokenizer's `vocab_size`
+    ids compete: a checkpoint's table may have padding rows past them, which have no text."""
+    logits = logits[:, :vocab_size]
     vocab = tf.shape(logits)[-1]
     k = tf.where(top_k > 0, tf.minimum(top_k, vocab), vocab)
     top = tf.math.top_k(logits, k=k)

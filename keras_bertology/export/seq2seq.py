@@ -40,7 +40,8 @@ def seq2seq_endpoints(encode, decoder, tokenizer, seq_len, pack, strings_spec):
             logits = tf.cast(decoder({"decoder_token_ids": written, "decoder_padding_mask": tf.ones_like(written),
                                       "encoder_states": states, "padding_mask": inputs["padding_mask"]}),
                              tf.float32)[:, -1]
-            chosen = tf.where(done, start_id, choose_tokens(logits, temperature, top_k, tf.stack([seed, index])))
+            chosen = tf.where(done, start_id, choose_tokens(logits, temperature, top_k, tf.stack([seed, index]),
+                                                           tokenizer.vocab_size))
             return (index + 1, tf.concat([written, chosen[:, None]], 1),
                     tf.concat([generated, tf.where(done, -1, chosen)[:, None]], 1), done | tf.equal(chosen, eos_id))
 

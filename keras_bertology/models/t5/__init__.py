@@ -26,6 +26,8 @@ T5 = FAMILY = ModelFamily(
     segment_packer_path="keras_bertology.models.t5.packing:pack_segments",
     masks_tokens=False,
     masker_takes_seq_len=True,
+    hf_model_types=("t5",),
+    converter_path="keras_bertology.models.t5.convert:convert",
     options=(
         FamilyOption("noise_density", float, 0.15, "span corruption: share of each row's tokens replaced",
                      minimum=0.01, maximum=0.9, used_by=("masker", "instances")),

@@ -9,11 +9,27 @@ decoder's `embed_tokens` are the shared table (`shared.weight`): where a
 checkpoint keeps copies, they must equal it.
 """
 
-from keras_bertology.convert.hf_weights import assign, check_sizes
+from keras_bertology.convert.hf_weights import WeightSource, assign, check_sizes
 from keras_bertology.errors import CheckpointError
 from keras_bertology.layers.activations import HF_ACTIVATIONS
 
 _REQUIRED_SIZES = ("vocab_size", "d_model", "d_kv", "d_ff", "num_layers", "num_heads")
+
+
+def convert(family, config, weights):
+    """(backbone, pretrainer or None, heads imported, names used) from a T5 checkpoint: the encoder alone
+    from `T5EncoderModel` (no decoder tensors), both stacks from `T5Model`, and the pretrainer too from
+    `T5ForConditionalGeneration` (its architecture, or an `lm_head.weight` of its own)."""
+    source = WeightSource(weights, prefix="")
+    encoder_only = not any(name.startswith("decoder.") for name in weights)
+    backbone = family.backbone_cls(**backbone_kwargs(config, encoder_only=encoder_only))
+    load_backbone(backbone, source)
+    generates = "T5ForConditionalGeneration" in (config.get("architectures") or []) or source.has("lm_head.weight")
+    if encoder_only or not generates:
+        return backbone, None, [], source.used
+    pretrainer = family.pretrainer_cls(backbone, **pretrainer_kwargs(config, source))
+    load_lm_head(pretrainer, source)
+    return backbone, pretrainer, ["spans"], source.used
 
 
 def backbone_kwargs(config, encoder_only=False):

@@ -1,8 +1,6 @@
 """T5's vocabulary: a SentencePiece unigram model with <pad> </s> <unk> and 100 sentinels at its end."""
 
-from keras_bertology.data.tokenizers import T5_SPECIAL_TOKENS, train_sentencepiece
-
-SENTINELS = 100  # <extra_id_0> .. <extra_id_99>, ids counting down from the last
+from keras_bertology.data.tokenizers import T5_SENTINELS, T5_SPECIAL_TOKENS, train_sentencepiece
 
 
 def train_tokenizer(sentences, vocab_size):
@@ -10,4 +8,4 @@ def train_tokenizer(sentences, vocab_size):
     outside the vocabulary <unk>), its last 100 of `vocab_size` ids the sentinels that span corruption
     writes (`<extra_id_0>` the last id), so literal sentinels in served text are those ids."""
     return train_sentencepiece(sentences, vocab_size, model_type="unigram", byte_fallback=False,
-                               special_tokens=T5_SPECIAL_TOKENS, sentinels=SENTINELS)
+                               special_tokens=T5_SPECIAL_TOKENS, sentinels=T5_SENTINELS)

@@ -1,0 +1,122 @@
+"""T5 as a user meets it: a transformers T5 folder (spiece.model and a T5ForConditionalGeneration) converted
+and exported, whose SavedModel tokenizes as transformers' T5Tokenizer, encodes as its encoder and generates
+as its greedy `generate`; and the family's own vocabulary, stream and data stage."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import torch
+import transformers
+
+from hf_reference import perturbed_hf_model, save_hf_model
+from keras_bertology.cli import main
+from keras_bertology.data.corpus import default_corpus_paths, read_corpus
+from keras_bertology.data.span_corruption import row_lengths
+from keras_bertology.data.tokenizers import T5_SPECIAL_TOKENS, load_tokenizer, train_sentencepiece
+from keras_bertology.errors import ConfigError
+from keras_bertology.models.t5 import T5
+from keras_bertology.models.t5.instances import stream_chunks
+from keras_bertology.models.t5.tokenizer import train_tokenizer
+
+SEQ_LEN = 24
+PROMPTS = ["The <extra_id_0> of the <extra_id_1> king", "<extra_id_0> good lord",
+           "What say you, my lord? " * 8]  # the last cut to the sequence length
+
+
+@pytest.fixture(scope="module")
+def sentences():
+    return [s for document in read_corpus(default_corpus_paths()[:1]) for s in document][:4000]
+
+
+@pytest.fixture(scope="module")
+def t5_folder(tmp_path_factory, sentences):
+    """A T5 v1.1 layout (own head, gated GELU, heads 12 wide at d_model 32) with 8 rows of padding past
+    its 300 pieces and 100 sentinels, saved as transformers saves it, beside T5's spiece.model."""
+    folder = tmp_path_factory.mktemp("t5")
+    pieces = train_sentencepiece(sentences, 300, model_type="unigram", byte_fallback=False,
+                                 special_tokens=T5_SPECIAL_TOKENS)
+    (folder / "spiece.model").write_bytes(pieces.model_proto)
+    config = transformers.T5Config(vocab_size=408, d_model=32, d_kv=12, d_ff=40, num_heads=4, num_layers=2,
+                                   num_decoder_layers=3, feed_forward_proj="gated-gelu", tie_word_embeddings=False,
+                                   dropout_rate=0.0, decoder_start_token_id=0, eos_token_id=1, pad_token_id=0,
+                                   architectures=["T5ForConditionalGeneration"])
+    hf = perturbed_hf_model(transformers.T5ForConditionalGeneration, config)
+    with torch.no_grad():
+        hf.shared.weight.mul_(0.1)
+    save_hf_model(hf, folder)
+    return folder, hf, transformers.T5Tokenizer.from_pretrained(str(folder))
+
+
+@pytest.fixture(scope="module")
+def served(t5_folder, tmp_path_factory):
+    folder = t5_folder[0]
+    out = tmp_path_factory.mktemp("t5-export")
+    assert main(["convert", "--from-hf", str(folder), "--out", str(out / "run"), "--seq-len", str(SEQ_LEN)]) == 0
+    assert main(["export", str(out / "run"), "--out", str(out / "export")]) == 0
+    return tf.saved_model.load(str(out / "export"))
+
+
+def test_the_export_tokenizes_and_encodes_as_transformers(t5_folder, served):
+    _, hf, hf_tokenizer = t5_folder
+    encoded = served.encode(tf.constant(PROMPTS))
+    ids, mask = encoded["token_ids"].numpy(), encoded["padding_mask"].numpy()
+    for row, prompt in enumerate(PROMPTS):
+        expected = hf_tokenizer(prompt).input_ids
+        expected = expected[:SEQ_LEN - 1] + [1] if len(expected) > SEQ_LEN else expected  # cut, </s> kept
+        assert ids[row][mask[row] == 1].tolist() == expected
+    with torch.no_grad():
+        states = hf.encoder(input_ids=torch.tensor(ids, dtype=torch.long),
+                            attention_mask=torch.tensor(mask)).last_hidden_state.numpy()
+    real = mask.astype(bool)
+    np.testing.assert_allclose(encoded["sequence_output"].numpy()[real], states[real], atol=1e-5)
+
+
+def test_the_export_generates_as_transformers_greedy_generate(t5_folder, served):
+    _, hf, hf_tokenizer = t5_folder
+    greedy = served.generate(tf.constant(PROMPTS))
+    encoded = served.encode(tf.constant(PROMPTS))
+    for row in range(len(PROMPTS)):
+        real = encoded["padding_mask"].numpy()[row] == 1
+        ids = encoded["token_ids"].numpy()[row][real]
+        with torch.no_grad():
+            expected = hf.generate(torch.tensor(ids[None]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                                   max_new_tokens=SEQ_LEN, do_sample=False,
+                                   use_cache=False)[0, 1:].tolist()  # its cache miscounts a deeper decoder
+        ours = [t for t in greedy["generated_ids"].numpy()[row].tolist() if t >= 0]
+        assert ours == expected[:len(ours)] and (len(ours) == SEQ_LEN or ours[-1] == 1), (ours, expected)
+        # SentencePiece writes <unk> as " ⁇ ", transformers as the piece.
+        text = hf_tokenizer.decode([t for t in ours if t != 1]).replace("<unk>", " \u2047 ")
+        assert greedy["text"].numpy()[row].decode() == text
+    drawn = [served.generate_sampling(tf.constant(PROMPTS[:2]), max_new_tokens=5, temperature=1.0, top_k=0,
+                                      seed=seed)["generated_ids"].numpy().tolist() for seed in (3, 3, 4)]
+    assert drawn[0] == drawn[1] != drawn[2] and all(len(row) <= 5 for row in drawn[0])
+
+
+def test_the_vocabulary_ends_with_the_sentinels_which_text_can_name(sentences, tmp_path):
+    tokenizer = train_tokenizer(sentences, 400)
+    vocabulary = tokenizer.vocabulary
+    assert len(vocabulary) == 400 and vocabulary[:3] == ["<pad>", "</s>", "<unk>"]
+    assert vocabulary[-1] == "<extra_id_0>" and vocabulary[-100] == "<extra_id_99>" and vocabulary[-4] == "<extra_id_3>"
+    tokenizer.save(tmp_path)
+    for loaded in (tokenizer, load_tokenizer(tmp_path)):
+        ids = loaded.tokenize(tf.constant(["my <extra_id_3> lord <extra_id_0>", "<extra_id_99>"])).to_list()
+        assert ids[0][-1] == 399 and 396 in ids[0] and ids[1] == [300]
+        assert vocabulary.index("\u2581") not in ids[0]  # no lone word start before a sentinel
+    with pytest.raises(ConfigError, match="vocab"):
+        train_tokenizer(sentences, 102)
+
+
+def test_the_stream_is_cut_into_rows_that_span_corruption_fits_into_the_sequence(sentences):
+    tokenizer = train_tokenizer(sentences, 400)
+    documents = [[np.asarray(row, np.int32) for row in tokenizer.tokenize(tf.constant(sentences[start:start + 50]))
+                  .to_list()] for start in range(0, 400, 50)]
+    chunks = stream_chunks(documents, 64, {"pad_id": 0, "cls_id": None, "sep_id": 1})
+    width, _ = row_lengths(64)
+    assert chunks["token_ids"].shape[1] == width == 70
+    stream = np.concatenate([piece for document in documents for piece in document])
+    np.testing.assert_array_equal(chunks["token_ids"][chunks["padding_mask"] == 1], stream)
+    assert chunks["padding_mask"][:-1].all() and chunks["token_ids"].shape[0] == -(-len(stream) // width)
+    masker = T5.build_masker(tokenizer, None, seq_len=64)
+    batch = masker({"token_ids": tf.constant(chunks["token_ids"][:8])}, seed=[1, 2])
+    assert batch["token_ids"].shape[1] == 64 and masker.targets_length == batch["target_ids"].shape[1]
+    assert (batch["target_ids"].numpy()[:, 0] == 399).all()  # the first span's sentinel: <extra_id_0>
