@@ -2,6 +2,8 @@
 and exported, whose SavedModel tokenizes as transformers' T5Tokenizer, encodes as its encoder and generates
 as its greedy `generate`; and the family's own vocabulary, stream and data stage."""
 
+import json
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -120,3 +122,26 @@ def test_the_stream_is_cut_into_rows_that_span_corruption_fits_into_the_sequence
     batch = masker({"token_ids": tf.constant(chunks["token_ids"][:8])}, seed=[1, 2])
     assert batch["token_ids"].shape[1] == 64 and masker.targets_length == batch["target_ids"].shape[1]
     assert (batch["target_ids"].numpy()[:, 0] == 399).all()  # the first span's sentinel: <extra_id_0>
+
+
+def test_pretraining_t5_falls_below_the_unigram_level_and_fills_in_spans(tmp_path, capsys):
+    run, export = tmp_path / "run", tmp_path / "export"
+    plays = [str(path) for path in default_corpus_paths()[:6]]
+    assert main(["pretrain", "--model", "t5", "--preset", "t5-tiny", "--steps", "150", "--batch-size", "16",
+                 "--seq-len", "32", "--vocab-size", "600", "--corpus", *plays, "--out", str(run),
+                 "--export", str(export)]) == 0
+    out = capsys.readouterr().out
+    metrics = json.loads((run / "metrics.json").read_text())
+    spans = metrics["objectives"]["spans"]
+    assert spans["last"]["loss"] < spans["chance"]["loss"] < spans["first"]["loss"]
+    assert len(metrics["span_fills"]) == 3 and "fill-ins of spans replaced by sentinels" in out
+    assert all("<extra_id_0>" in example["text"] and example["truth"].startswith("<extra_id_0> ")
+               for example in metrics["span_fills"])
+    served = tf.saved_model.load(str(export))
+    assert served.generate(tf.constant(["the <extra_id_0> king"]))["text"].shape == (1,)
+    assert served.signatures["serve_ids"](token_ids=tf.constant([[5, 6, 1]]), padding_mask=tf.constant([[1, 1, 1]]))[
+        "sequence_output"].shape == (1, 3, 128)
+    assert main(["pretrain", "--model", "t5", "--preset", "t5-tiny", "--whole-word",
+                 "--out", str(tmp_path / "never")]) == 2
+    assert "--whole-word does not apply to --model t5" in capsys.readouterr().err
+    assert not (tmp_path / "never").exists()
