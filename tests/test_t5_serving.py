@@ -3,6 +3,7 @@ and exported, whose SavedModel tokenizes as transformers' T5Tokenizer, encodes a
 as its greedy `generate`; and the family's own vocabulary, stream and data stage."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -19,6 +20,8 @@ from keras_bertology.errors import ConfigError
 from keras_bertology.models.t5 import T5
 from keras_bertology.models.t5.instances import stream_chunks
 from keras_bertology.models.t5.tokenizer import train_tokenizer
+from keras_bertology.training.checkpoints import RunCheckpoints
+from keras_bertology.training.pretrain import PretrainOptions, pretrain
 
 SEQ_LEN = 24
 PROMPTS = ["The <extra_id_0> of the <extra_id_1> king", "<extra_id_0> good lord",
@@ -145,3 +148,16 @@ def test_pretraining_t5_falls_below_the_unigram_level_and_fills_in_spans(tmp_pat
                  "--out", str(tmp_path / "never")]) == 2
     assert "--whole-word does not apply to --model t5" in capsys.readouterr().err
     assert not (tmp_path / "never").exists()
+
+
+def test_a_resumed_t5_run_ends_with_the_weights_of_an_uninterrupted_one(tmp_path):
+    """The newest checkpoint of a finished run deleted, the run resumed: the same weights, bit for bit (the
+    pretrainer, its head and the optimizer reload from the checkpoint, and the span draws go on as before)."""
+    settings = dict(model="t5", preset="t5-tiny", corpus=[str(default_corpus_paths()[0])], steps=4, log_every=2,
+                    batch_size=4, seq_len=24, vocab_size=400, no_export=True, verbose=0, precision="float32")
+    finished = pretrain(PretrainOptions(**settings, out=str(tmp_path / "a")))
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    checkpoints = RunCheckpoints(tmp_path / "b")
+    shutil.rmtree(checkpoints.latest()[0])
+    resumed = pretrain(PretrainOptions(**settings, out=str(tmp_path / "b"), resume=True))
+    assert resumed["weights_sha256"] == finished["weights_sha256"]
