@@ -218,3 +218,23 @@ def test_presets_count_the_published_parameters(name):
     with shapes_only():
         model = T5Pretrainer(T5Backbone(**preset["config"]), **preset["pretrainer"])
     assert model.count_params() == preset["params"]
+
+
+def test_the_encoder_alone_serves_and_fine_tunes_with_the_encoders_weights():
+    """`text_encoder` (serving's, the same layers) and `encoder_backbone` (fine-tuning's, a T5EncoderModel-like
+    backbone of its own with copied weights) give the full model's encoder states."""
+    from keras_bertology.models.task_models import SequenceClassifier
+
+    backbone = T5Backbone(vocab_size=60, num_layers=2, num_heads=2, hidden_size=16, intermediate_size=24,
+                          num_decoder_layers=1, dropout=0.0)
+    ids, mask = _batch(60, [6, 3], seed=2)
+    expected = np.asarray(backbone({"token_ids": ids, "padding_mask": mask, "decoder_token_ids": ids[:, :2],
+                                    "decoder_padding_mask": mask[:, :2]})["sequence_output"])
+    encoder = backbone.encoder_backbone()
+    assert encoder.num_decoder_layers == 0 and sorted(encoder.input) == ["padding_mask", "token_ids"]
+    assert encoder.count_params() < backbone.count_params()
+    for model in (encoder, backbone.text_encoder()):
+        np.testing.assert_array_equal(np.asarray(model({"token_ids": ids, "padding_mask": mask})["sequence_output"]),
+                                      expected)
+    assert tuple(SequenceClassifier(encoder, 3, summary="mean")({"token_ids": ids, "padding_mask": mask}).shape) \
+        == (2, 3)

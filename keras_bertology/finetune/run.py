@@ -7,6 +7,7 @@ so the same loop serves every family and every kind of task.
 """
 
 import copy
+import dataclasses
 import math
 import time
 import warnings
@@ -114,6 +115,7 @@ def _load_encoder(options):
     # created before it: seed first, then load the tokenizer.
     keras.utils.set_random_seed(options.seed)
     run = load_run_model(options.from_dir)
+    run = dataclasses.replace(run, backbone=run.backbone.encoder_backbone())  # an encoder-decoder's encoder
     if run.tokenizer is None:
         raise CheckpointError(f"{options.from_dir} has no tokenizer that runs in-graph, so raw text cannot be "
                               "fed to it; convert a checkpoint that ships its tokenizer")

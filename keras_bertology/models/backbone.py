@@ -66,6 +66,11 @@ class Backbone(keras.Model):
         encoder-decoder returns its encoder (see `T5Backbone`)."""
         return self
 
+    def encoder_backbone(self):
+        """A backbone of this family that is the text encoder alone, for fine-tuning heads: this one, or
+        an encoder-decoder's encoder as a backbone of its own with the same weights (see `T5Backbone`)."""
+        return self
+
     def variable_depths(self):
         """{trainable variable path: depth} for layer-wise learning rates: 0 for the embeddings (and
         their projection), i + 1 for block `encoder_block_i`, num_layers + 1 for the rest."""

@@ -56,6 +56,7 @@ ARMS = (
     Arm("gpt", "gpt", "gpt-tiny", "causal LM, left to right (GPT-2's architecture)"),
     Arm("transformer-xl", "transformer-xl", "transformer-xl-tiny",
         "causal LM with segment memory, relative positions, adaptive softmax"),
+    Arm("t5", "t5", "t5-tiny", "span corruption, encoder-decoder (its encoder fine-tuned)"),
 )
 ARM_NAMES = tuple(arm.name for arm in ARMS)
 
@@ -74,6 +75,7 @@ CLAIMS = (
     ("permutation LM beats a left-to-right LM", "xlnet", "gpt", "better", None),
     ("segment recurrence does at least as well as a plain left-to-right LM", "transformer-xl", "gpt", "at least",
      None),
+    ("span corruption in an encoder-decoder does at least as well as MLM", "t5", "bert", "at least", None),
 )
 
 

@@ -24,6 +24,7 @@ T5 = FAMILY = ModelFamily(
     masking="dynamic",
     masker_path="keras_bertology.models.t5.masking:span_corruption_stage",
     segment_packer_path="keras_bertology.models.t5.packing:pack_segments",
+    summary_position="mean",  # no [CLS]: a classifier on the encoder reads the mean of its states
     masks_tokens=False,
     masker_takes_seq_len=True,
     hf_model_types=("t5",),

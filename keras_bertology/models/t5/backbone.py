@@ -118,6 +118,19 @@ class T5Backbone(Backbone):
         return keras.Model({name: self.input[name] for name in names},
                            {"sequence_output": self.output["sequence_output"]}, name="t5_encoder")
 
+    def encoder_backbone(self):
+        """This T5's encoder as a `T5Backbone` of its own (`num_decoder_layers=0`, `T5EncoderModel`), its
+        weights copied: fine-tuning heads take an encoder's inputs and train no decoder."""
+        if not self.num_decoder_layers:
+            return self
+        config = dict(self.get_config(), num_decoder_layers=0)
+        config.pop("name")
+        encoder = T5Backbone.from_config(config)
+        for layer in encoder.layers:
+            if layer.weights:
+                layer.set_weights(self.get_layer(layer.name).get_weights())
+        return encoder
+
     def decoder_model(self):
         """The decoder alone, for generation: `decoder_token_ids`, `decoder_padding_mask`,
         `encoder_states` [B, L, H] and the encoder's `padding_mask` -> the decoder's states [B, Ld, H];
