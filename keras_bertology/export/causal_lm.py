@@ -41,14 +41,8 @@ def causal_lm_endpoints(causal_lm, tokenizer, seq_len, input_names, pack, string
                 "perplexity": tf.exp(-total / tf.cast(tf.maximum(count, 1), tf.float32))}
 
     def generate_sampling(prompt, max_new_tokens, temperature, top_k, seed):
-        checks = [
-            tf.debugging.Assert((max_new_tokens >= 1) & (max_new_tokens < seq_len),
-                                [f"generate: max_new_tokens must be in [1, {seq_len - 1}]; got", max_new_tokens]),
-            tf.debugging.Assert(tf.math.is_finite(temperature) & (temperature >= 0.0),
-                                ["generate: temperature must be finite and >= 0 (0: greedy); got", temperature]),
-            tf.debugging.Assert((top_k >= 0) & (top_k <= tokenizer.vocab_size),
-                                [f"generate: top_k must be in [0, {tokenizer.vocab_size}] (0: all); got", top_k])]
-        with tf.control_dependencies(checks):
+        with tf.control_dependencies(generation_checks(max_new_tokens, seq_len - 1, temperature, top_k,
+                                                       tokenizer.vocab_size)):
             token_ids, mask = _left_padded_prompts(tokenizer, prompt, seq_len - max_new_tokens)
         batch = tf.shape(token_ids)[0]
         generated = tf.zeros([batch, 0], tf.int32)
@@ -108,6 +102,17 @@ def _last_positions(limits, lengths):
     starts = tf.repeat(limits - lengths, lengths)
     offsets = tf.range(tf.reduce_sum(lengths)) - tf.repeat(tf.cumsum(lengths, exclusive=True), lengths)
     return starts + offsets
+
+
+def generation_checks(max_new_tokens, most_tokens, temperature, top_k, vocab_size):
+    """Asserts that refuse a request's generation settings outside their ranges, naming the setting."""
+    return [
+        tf.debugging.Assert((max_new_tokens >= 1) & (max_new_tokens <= most_tokens),
+                            [f"generate: max_new_tokens must be in [1, {most_tokens}]; got", max_new_tokens]),
+        tf.debugging.Assert(tf.math.is_finite(temperature) & (temperature >= 0.0),
+                            ["generate: temperature must be finite and >= 0 (0: greedy); got", temperature]),
+        tf.debugging.Assert((top_k >= 0) & (top_k <= vocab_size),
+                            [f"generate: top_k must be in [0, {vocab_size}] (0: all); got", top_k])]
 
 
 def choose_tokens(logits, temperature, top_k, seed, vocab_size):

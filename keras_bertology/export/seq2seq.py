@@ -14,7 +14,7 @@ tokens without </s>, detokenized: a span-corrupted input's fill-ins read
 
 import tensorflow as tf
 
-from keras_bertology.export.causal_lm import GENERATED_TOKENS, choose_tokens
+from keras_bertology.export.causal_lm import GENERATED_TOKENS, choose_tokens, generation_checks
 
 
 def seq2seq_endpoints(encode, decoder, tokenizer, seq_len, pack, strings_spec):
@@ -23,14 +23,8 @@ def seq2seq_endpoints(encode, decoder, tokenizer, seq_len, pack, strings_spec):
     eos_id, start_id = tokenizer.sep_id, tokenizer.pad_id
 
     def generate_sampling(text, max_new_tokens, temperature, top_k, seed):
-        checks = [
-            tf.debugging.Assert((max_new_tokens >= 1) & (max_new_tokens <= seq_len),
-                                [f"generate: max_new_tokens must be in [1, {seq_len}]; got", max_new_tokens]),
-            tf.debugging.Assert(tf.math.is_finite(temperature) & (temperature >= 0.0),
-                                ["generate: temperature must be finite and >= 0 (0: greedy); got", temperature]),
-            tf.debugging.Assert((top_k >= 0) & (top_k <= tokenizer.vocab_size),
-                                [f"generate: top_k must be in [0, {tokenizer.vocab_size}] (0: all); got", top_k])]
-        with tf.control_dependencies(checks):
+        with tf.control_dependencies(generation_checks(max_new_tokens, seq_len, temperature, top_k,
+                                                       tokenizer.vocab_size)):
             packed = pack(text)
         inputs = {"token_ids": packed["token_ids"], "padding_mask": packed["padding_mask"]}
         states = encode(inputs)["sequence_output"]
