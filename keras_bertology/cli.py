@@ -131,7 +131,7 @@ def build_parser():
 
 
 def _add_finetune(commands):
-    from keras_bertology.finetune.options import FINETUNE_STRATEGIES, SUMMARY_POSITIONS, FinetuneOptions
+    from keras_bertology.finetune.options import FINETUNE_STRATEGIES, HEADS, SUMMARY_POSITIONS, FinetuneOptions
 
     defaults = FinetuneOptions()
     builtin = "bbc-news (5-class news topics), bbc-names (proper nouns of BBC News), wnut16 (Twitter NER)"
@@ -169,6 +169,10 @@ def _add_finetune(commands):
     finetune.add_argument("--summary", choices=SUMMARY_POSITIONS,
                           help="where a classifier sums up the text: the first token (BERT's pooler where it has "
                                "one), the last, the last text token, or the mean of all (default: the family's)")
+    finetune.add_argument("--head", choices=HEADS, default="auto",
+                          help="what learns the task: a head on the encoder, or (an encoder-decoder's) the decoder "
+                               "writing each answer, text-to-text (default auto: text-to-text for an "
+                               "encoder-decoder's classification and seq2seq tasks, else the encoder)")
     finetune.add_argument("--out", metavar="DIR", help="results folder (default: runs/finetune-<task>-<time>)")
     finetune.add_argument("--export", metavar="DIR", help="SavedModel folder (default: savedmodels/<out name>)")
     finetune.add_argument("--no-export", action="store_true",

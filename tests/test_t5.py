@@ -238,3 +238,27 @@ def test_the_encoder_alone_serves_and_fine_tunes_with_the_encoders_weights():
                                       expected)
     assert tuple(SequenceClassifier(encoder, 3, summary="mean")({"token_ids": ids, "padding_mask": mask}).shape) \
         == (2, 3)
+
+
+@pytest.mark.parametrize("layout", ["v1.0", "v1.1"])
+def test_decoding_one_position_a_step_gives_the_teacher_forced_logits(layout):
+    """`decode_step` from the key/value cache (generation's) equals the whole-sequence decoder at every
+    position, past the max distance of the buckets."""
+    from keras_bertology.models.t5 import T5Pretrainer
+
+    v1_0 = layout == "v1.0"
+    backbone = T5Backbone(vocab_size=50, num_layers=2, num_heads=2, hidden_size=16, intermediate_size=24,
+                          head_dim=12, num_decoder_layers=3, num_buckets=6, max_distance=9, dropout=0.0,
+                          activation="relu" if v1_0 else "gelu_approximate", gated_feed_forward=not v1_0)
+    pretrainer = T5Pretrainer(backbone, tie_embeddings=v1_0, scale_logits=v1_0)
+    ids, mask = _batch(50, [7, 4], seed=3)
+    decoder_ids = np.random.default_rng(4).integers(0, 50, (2, 12)).astype("int32")
+    full = np.asarray(pretrainer({"token_ids": ids, "padding_mask": mask, "decoder_token_ids": decoder_ids,
+                                  "decoder_padding_mask": np.ones_like(decoder_ids)})["spans"])
+    states = backbone.text_encoder()({"token_ids": ids, "padding_mask": mask})["sequence_output"]
+    encoder_heads = pretrainer.start_decoding(states)
+    past = [(key[:, :0], value[:, :0]) for key, value in encoder_heads]
+    for step in range(decoder_ids.shape[1]):
+        logits, past = pretrainer.decode_step(decoder_ids[:, step:step + 1], step, past, encoder_heads, mask)
+        np.testing.assert_allclose(np.asarray(logits), full[:, step], atol=1e-5, err_msg=f"position {step}")
+    assert past[0][0].shape[1] == decoder_ids.shape[1]

@@ -2,6 +2,8 @@
 and exported, whose SavedModel tokenizes as transformers' T5Tokenizer, encodes as its encoder and generates
 as its greedy `generate`; and the family's own vocabulary, stream and data stage."""
 
+import contextlib
+import io
 import json
 import shutil
 
@@ -127,14 +129,22 @@ def test_the_stream_is_cut_into_rows_that_span_corruption_fits_into_the_sequence
     assert (batch["target_ids"].numpy()[:, 0] == 399).all()  # the first span's sentinel: <extra_id_0>
 
 
-def test_pretraining_t5_falls_below_the_unigram_level_and_fills_in_spans(tmp_path, capsys):
-    run, export = tmp_path / "run", tmp_path / "export"
+@pytest.fixture(scope="module")
+def t5_run(tmp_path_factory):
+    """(run folder, export, metrics, printed summary) of a short t5-tiny pretraining."""
+    out = tmp_path_factory.mktemp("t5-run")
     plays = [str(path) for path in default_corpus_paths()[:6]]
-    assert main(["pretrain", "--model", "t5", "--preset", "t5-tiny", "--steps", "150", "--batch-size", "16",
-                 "--seq-len", "32", "--vocab-size", "600", "--corpus", *plays, "--out", str(run),
-                 "--export", str(export)]) == 0
-    out = capsys.readouterr().out
-    metrics = json.loads((run / "metrics.json").read_text())
+    argv = ["pretrain", "--model", "t5", "--preset", "t5-tiny", "--steps", "150", "--batch-size", "16",
+            "--seq-len", "32", "--vocab-size", "600", "--corpus", *plays, "--out", str(out / "run"),
+            "--export", str(out / "export")]
+    captured = io.StringIO()
+    with contextlib.redirect_stdout(captured):
+        assert main(argv) == 0
+    return out / "run", out / "export", json.loads((out / "run" / "metrics.json").read_text()), captured.getvalue()
+
+
+def test_pretraining_t5_falls_below_the_unigram_level_and_fills_in_spans(t5_run, tmp_path, capsys):
+    _, export, metrics, out = t5_run
     spans = metrics["objectives"]["spans"]
     assert spans["last"]["loss"] < spans["chance"]["loss"] < spans["first"]["loss"]
     assert len(metrics["span_fills"]) == 3 and "fill-ins of spans replaced by sentinels" in out
@@ -147,6 +157,56 @@ def test_pretraining_t5_falls_below_the_unigram_level_and_fills_in_spans(tmp_pat
     assert main(["pretrain", "--model", "t5", "--preset", "t5-tiny", "--whole-word",
                  "--out", str(tmp_path / "never")]) == 2
     assert "--whole-word does not apply to --model t5" in capsys.readouterr().err
+    assert not (tmp_path / "never").exists()
+
+
+def _write_folder(folder, kind):
+    """train/test files of a small task: topics named by a word of the text (classification, TSV) or the
+    text's first word to write (seq2seq, JSONL)."""
+    folder.mkdir()
+    words = ["king", "lord", "night", "sword", "crown", "love"]
+    rng = np.random.default_rng(0)
+    for split, count in (("train", 48), ("test", 12)):
+        rows = []
+        for _ in range(count):
+            chosen = [words[i] for i in rng.integers(0, len(words), 5)]
+            rows.append((" ".join(chosen), chosen[0]))
+        if kind == "classification":
+            (folder / f"{split}.tsv").write_text("text\tlabel\n" + "".join(f"{t}\t{l}\n" for t, l in rows))
+        else:
+            (folder / f"{split}.jsonl").write_text("".join(json.dumps({"input": t, "target": l}) + "\n"
+                                                           for t, l in rows))
+
+
+def test_t5_fine_tunes_text_to_text_and_serves_what_it_scored(t5_run, tmp_path):
+    """The decoder learns to write each label; the scores are those of its greedy answers, which the export's
+    `generate` and `classify` write too; `--head encoder` trains a classifier on the encoder instead."""
+    _write_folder(tmp_path / "task", "classification")
+    assert main(["finetune", "--task", str(tmp_path / "task"), "--from", str(t5_run[0]), "--epochs", "2",
+                 "--batch-size", "16", "--out", str(tmp_path / "ft"), "--export", str(tmp_path / "export")]) == 0
+    results = json.loads((tmp_path / "ft" / "results.json").read_text())
+    assert results["recipe"]["head"] == "text-to-text"
+    served = tf.saved_model.load(str(tmp_path / "export"))
+    texts, gold = zip(*(line.split("\t") for line in (tmp_path / "task" / "test.tsv").read_text().splitlines()[1:]))
+    written = [text.decode().strip() for text in served.generate(tf.constant(texts))["text"].numpy()]
+    assert sum(w == g for w, g in zip(written, gold)) / len(gold) == pytest.approx(results["test"]["accuracy"])
+    labels = served.classify(tf.constant(texts))
+    assert [text.decode() for text in labels["label"].numpy()] == written
+    assert [results["labels"][i] if i >= 0 else None for i in labels["label_id"].numpy()] == \
+        [w if w in results["labels"] else None for w in written]
+    assert main(["finetune", "--task", str(tmp_path / "task"), "--from", str(t5_run[0]), "--epochs", "1",
+                 "--head", "encoder", "--out", str(tmp_path / "enc"), "--no-export"]) == 0
+    assert json.loads((tmp_path / "enc" / "results.json").read_text())["recipe"]["head"] == "encoder"
+
+
+def test_t5_learns_a_seq2seq_folder_scored_by_exact_match(t5_run, tmp_path):
+    _write_folder(tmp_path / "task", "seq2seq")
+    assert main(["finetune", "--task", str(tmp_path / "task"), "--from", str(t5_run[0]), "--epochs", "1",
+                 "--batch-size", "16", "--out", str(tmp_path / "ft"), "--no-export"]) == 0
+    results = json.loads((tmp_path / "ft" / "results.json").read_text())
+    assert results["kind"] == "seq2seq" and set(results["test"]) == {"exact_match"}
+    assert main(["finetune", "--task", str(tmp_path / "task"), "--from", str(t5_run[0]), "--head", "encoder",
+                 "--out", str(tmp_path / "never")]) == 2
     assert not (tmp_path / "never").exists()
 
 

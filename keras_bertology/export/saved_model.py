@@ -123,7 +123,7 @@ def export_saved_model(run, export_dir, length_buckets=(), xla=False):
         endpoints.update(causal_lm_endpoints(causal_lm, tokenizer, seq_len, input_names, pack, _STRINGS))
     if seq2seq is not None:  # the decoder's loop, like generation's above, is left to TensorFlow
         endpoints.update(encode=endpoints["serve"],
-                         **seq2seq_endpoints(encoder, seq2seq[1], tokenizer, seq_len, pack, _STRINGS))
+                         **seq2seq_endpoints(encoder, pretrainer, tokenizer, seq_len, pack, _STRINGS))
     endpoints = cut_text_inputs(endpoints, seq_len)
     signatures = list(endpoints)
     specials = {f"{role}_token": tokenizer.vocabulary[getattr(tokenizer, f"{role}_id")]

@@ -83,6 +83,10 @@ in one format:
   `{"text", "answer_start"}` objects or the Hugging Face SQuAD form
   `{"text": [...], "answer_start": [...]}`; the answer text must be at
   `answer_start` in the context.
+* `tsv` or `jsonl` (seq2seq): an `input` and a `target` text per example
+  (a TSV header naming them, or JSON objects with them): a task an
+  encoder-decoder learns by writing each target (`finetune.text_to_text`),
+  scored by exact match.
 * `conll` or `txt` (tagging): `token<TAB>tag` per line (without a tab, the
   line splits at its last whitespace run), a blank line between sentences;
   lines starting with `-DOCSTART-` are skipped. A `tsv` folder whose train
@@ -128,9 +132,11 @@ BUILTIN_TASKS = {
 }
 
 # File extension of a user folder -> what it holds, for messages.
-_FORMATS = {"tsv": "classification (or tagging without a header)", "jsonl": "classification or spans",
+_FORMATS = {"tsv": "classification or seq2seq (or tagging without a header)",
+            "jsonl": "classification, spans or seq2seq",
             "conll": "tagging", "txt": "tagging"}
 _SPAN_FIELDS = {"question", "context", "answers"}
+_SEQ2SEQ_FIELDS = ("input", "target")
 _TAG = re.compile(r"O|[BI]-\S+")
 _WHOLE_NUMBER = re.compile(r"[+-]?\d+")
 
@@ -373,6 +379,8 @@ def _parse_tsv(paths):
     fields = first.split("\t")
     if len(fields) == 2 and "text" not in fields and _TAG.fullmatch(fields[1].strip()):
         return _parse_conll(paths)
+    if set(_SEQ2SEQ_FIELDS) & set(name.strip() for name in fields):
+        return "seq2seq", False, {split: _read_seq2seq_tsv(path) for split, path in paths.items()}
     rows, pairs = {}, None
     for split, path in paths.items():
         rows[split], pairs = _read_tsv(path, pairs)
@@ -386,6 +394,9 @@ def _parse_jsonl(paths):
     if _SPAN_FIELDS & first.keys():
         kind, pairs = "spans", False
         build = _spans_example
+    elif set(_SEQ2SEQ_FIELDS) & first.keys():
+        kind, pairs = "seq2seq", False
+        build = _seq2seq_example
     else:
         kind, pairs = "classification", "text_b" in first
         build = functools.partial(_classification_example, pairs=pairs)
@@ -535,6 +546,29 @@ def _read_tsv(path, pairs):
     return rows, "text_b" in columns
 
 
+def _read_seq2seq_tsv(path):
+    """Seq2seq rows of a TSV file whose header names `input` and `target` columns."""
+    lines = _csv_rows(path)
+    if not lines:
+        raise DataError(f"{path} is empty: its first line must be a header naming tab-separated 'input' and "
+                        "'target' columns, followed by one example per line")
+    (_, header), body = lines[0], lines[1:]
+    names = [name.strip() for name in header]
+    missing = [name for name in _SEQ2SEQ_FIELDS if name not in names]
+    if missing:
+        raise DataError(f"{path}: no {' or '.join(map(repr, missing))} column in the header (found: "
+                        f"{', '.join(map(repr, names))}); a seq2seq file names tab-separated 'input' and 'target'")
+    if not body:
+        raise DataError(f"{path} has a header but no examples: add one tab-separated example per line below it")
+    rows = []
+    for line, fields in body:
+        if len(fields) != len(header):
+            raise DataError(f"{path} line {line}: {len(fields)} tab-separated fields where the header has "
+                            f"{len(header)}; give every row one field per column")
+        rows.append(_Row(line, _seq2seq_example(dict(zip(names, fields)), path, line)))
+    return rows
+
+
 def _csv_rows(path):
     """(first line, fields) of each non-blank row, CSV quoting allowed so fields may hold tabs and newlines."""
     reader = csv.reader(io.StringIO(_read_text(path), newline=""), delimiter="\t")
@@ -629,6 +663,12 @@ def _classification_example(fields, path, line, pairs) -> dict:
     if not example["label"]:
         raise DataError(f"{path} line {line}: empty label; give every example its label")
     return example
+
+
+def _seq2seq_example(fields, path, line) -> dict:
+    """{"text", "target"} from a TSV row or JSON object with `input` and `target` texts."""
+    return {"text": _text_field(fields, "input", path, line).strip(),
+            "target": _text_field(fields, "target", path, line).strip()}
 
 
 def _text_field(fields, key, path, line) -> str:

@@ -10,6 +10,8 @@ from keras_bertology.errors import ConfigError
 FINETUNE_STRATEGIES = ("auto", "default", "mirrored", "tpu")
 # Where a classifier sums up a text (models.task_models.SUMMARY_POSITIONS, kept here free of Keras).
 SUMMARY_POSITIONS = ("first", "last", "last_text", "mean")
+# What learns the task (finetune.text_to_text): the family's choice, a head on the encoder, or the decoder.
+HEADS = ("auto", "encoder", "text-to-text")
 # The numeric options and their ranges: those of the CLI's flags.
 _RANGES = {"epochs": ranges.EPOCHS, "batch_size": ranges.BATCH_SIZE, "learning_rate": ranges.LEARNING_RATE,
            "layer_decay": ranges.LAYER_DECAY, "warmup": ranges.WARMUP, "seq_len": ranges.SEQ_LEN,
@@ -46,6 +48,7 @@ class FinetuneOptions:
     last_epoch: bool = False  # keep the last epoch, dev scored once (few labels: no dev set larger than train)
     random_init: bool = False
     summary: str | None = None  # a classifier's summary position (models.task_models); None: the family's
+    head: str = "auto"  # one of HEADS
     strategy: str = "default"
     verbose: int = 1
 
@@ -62,6 +65,8 @@ class FinetuneOptions:
         ranges.check_length_buckets(self.length_buckets, self.seq_len or ranges.SEQ_LEN.high)
         if self.summary is not None and self.summary not in SUMMARY_POSITIONS:
             raise ConfigError(f"--summary must be one of {', '.join(SUMMARY_POSITIONS)} (got {self.summary!r})")
+        if self.head not in HEADS:
+            raise ConfigError(f"--head must be one of {', '.join(HEADS)} (got {self.head!r})")
         if self.strategy not in FINETUNE_STRATEGIES:
             raise ConfigError(f"--strategy must be one of {', '.join(FINETUNE_STRATEGIES)} for fine-tuning "
                               f"(got {self.strategy!r}; multiworker fine-tuning is not supported yet)")

@@ -7,7 +7,6 @@ so the same loop serves every family and every kind of task.
 """
 
 import copy
-import dataclasses
 import math
 import time
 import warnings
@@ -25,6 +24,7 @@ from keras_bertology.finetune.datasets import load_task, sample_training_example
 from keras_bertology.finetune.options import FinetuneOptions  # noqa: F401  re-exported
 from keras_bertology.finetune.report import plot_finetuning, results_markdown
 from keras_bertology.finetune.tasks import TASK_KINDS
+from keras_bertology.finetune.text_to_text import text_to_text_kind
 from keras_bertology.models.registry import get_family
 from keras_bertology.output_paths import FINETUNING, claim_outputs
 from keras_bertology.runs import load_run_model
@@ -59,12 +59,14 @@ def _finetune(options, out, export_dir, shared):
     steps_per_epoch = _steps_per_epoch(len(task.splits["train"]), options.batch_size, whole_batches)
     with strategy.scope():
         run, family, seq_len = _load_encoder(options)
-        kind = TASK_KINDS[task.kind]
-        _say(options, f"task {task.name} ({task.kind}): {task.source}")
+        kind = text_to_text_kind(task, run.pretrainer, run.tokenizer, options.head) or TASK_KINDS[task.kind]
+        # A text-to-text kind trains the pretrainer (decoder and head); the others a head on the encoder alone.
+        backbone = run.pretrainer if kind.generates else run.backbone.encoder_backbone()
+        _say(options, f"task {task.name} ({task.kind}{', text-to-text' if backbone is run.pretrainer else ''}): "
+                      f"{task.source}")
         if task.untrained_labels:
             print(f"warning: {_untrained_text(task)}", flush=True)
-        encoded = _encode_splits(kind, task, family, run, seq_len, options, shared)
-        backbone = run.backbone
+        encoded = _encode_splits(kind, task, family, run, seq_len, options, shared, list(backbone.input))
         if options.random_init:
             backbone = backbone.__class__.from_config(backbone.get_config())
         model = kind.build_model(backbone, task, family, options.summary)
@@ -73,7 +75,8 @@ def _finetune(options, out, export_dir, shared):
         if kept is not None:
             model = kept
         else:
-            multipliers = layerwise_decay(backbone, options.layer_decay) if options.layer_decay < 1 else None
+            multipliers = layerwise_decay(getattr(backbone, "backbone", backbone), options.layer_decay) \
+                if options.layer_decay < 1 else None
             model.compile(optimizer=bert_adamw(options.learning_rate, options.epochs * steps_per_epoch,
                                                warmup_fraction=options.warmup, lr_multipliers=multipliers),
                           loss=kind.loss())
@@ -115,7 +118,6 @@ def _load_encoder(options):
     # created before it: seed first, then load the tokenizer.
     keras.utils.set_random_seed(options.seed)
     run = load_run_model(options.from_dir)
-    run = dataclasses.replace(run, backbone=run.backbone.encoder_backbone())  # an encoder-decoder's encoder
     if run.tokenizer is None:
         raise CheckpointError(f"{options.from_dir} has no tokenizer that runs in-graph, so raw text cannot be "
                               "fed to it; convert a checkpoint that ships its tokenizer")
@@ -127,14 +129,14 @@ def _load_encoder(options):
     return run, get_family(run.family), seq_len
 
 
-def _encode_splits(kind, task, family, run, seq_len, options, shared):
-    """{split: arrays}; dev and test come from `shared` when an earlier run encoded them (the training
-    split may be a per-run draw)."""
+def _encode_splits(kind, task, family, run, seq_len, options, shared, input_names):
+    """{split: arrays} of the model's `input_names`; dev and test come from `shared` when an earlier run
+    encoded them (the training split may be a per-run draw)."""
     def encode(split):
-        return kind.encode(task, task.splits[split], family, run.tokenizer, seq_len, run.backbone.input)
+        return kind.encode(task, task.splits[split], family, run.tokenizer, seq_len, input_names)
 
     return {split: encode(split) if shared is None or split == "train" else
-            shared.encoded(split_key(options, split, seq_len, run.backbone.input), lambda split=split: encode(split))
+            shared.encoded(split_key(options, split, seq_len, input_names), lambda split=split: encode(split))
             for split in task.splits}
 
 
@@ -226,7 +228,8 @@ def _results(options, task, kind, run, seq_len, history, best, test, train_secon
         "recipe": {"epochs": options.epochs, "batch_size": options.batch_size,
                    "learning_rate": options.learning_rate, "warmup": options.warmup,
                    "layer_decay": options.layer_decay, "seq_len": seq_len, "seed": options.seed,
-                   "strategy": options.strategy, "summary": options.summary},
+                   "strategy": options.strategy, "summary": options.summary,
+                   "head": "text-to-text" if kind.generates else "encoder"},
         "primary_metric": kind.primary_metric,
         "best_epoch": best["epoch"],
         "dev": best["dev"],

@@ -17,7 +17,7 @@ _ENCODE_BATCH = 512
 _STRINGS = tf.TensorSpec([None], tf.string)
 
 
-def _in_batches(examples, encode):
+def in_batches(examples, encode):
     """Run `encode(list of examples) -> dict of tensors` over slices and concatenate as NumPy."""
     parts = [encode(examples[start:start + _ENCODE_BATCH]) for start in range(0, len(examples), _ENCODE_BATCH)]
     return {key: np.concatenate([np.asarray(part[key]) for part in parts]) for key in parts[0]}
@@ -29,6 +29,7 @@ class TaskKind:
 
     name = ""
     primary_metric = ""
+    generates = False  # True: the model is a seq2seq pretrainer whose decoder writes the answers
 
     def encode(self, task, examples, family, tokenizer, seq_len, input_names):
         """The examples as arrays; "inputs" holds exactly `input_names` (the backbone's inputs: a Keras
@@ -72,7 +73,7 @@ class Classification(TaskKind):
             second = tf.constant([e["text_b"] for e in batch]) if task.pairs else None
             return encoding.encode_texts(family, tokenizer, seq_len, tf.constant([e["text"] for e in batch]), second)
 
-        inputs = _in_batches(examples, encode)
+        inputs = in_batches(examples, encode)
         index = {label: i for i, label in enumerate(task.labels)}
         targets = np.array([index[e["label"]] for e in examples], np.int32)
         return {"inputs": inputs, "targets": targets, "weights": np.ones(len(examples), np.float32)}
@@ -119,7 +120,7 @@ class Tagging(TaskKind):
             position_tags = tf.gather(tags, tf.maximum(word_map, 0), batch_dims=1)
             return dict(inputs, word_map=word_map, targets=tf.where(word_map >= 0, position_tags, -1))
 
-        arrays = _in_batches(examples, encode)
+        arrays = in_batches(examples, encode)
         targets, word_map = arrays.pop("targets"), arrays.pop("word_map")
         return {"inputs": arrays, "targets": np.maximum(targets, 0), "weights": (targets >= 0).astype(np.float32),
                 "word_map": word_map}
@@ -183,7 +184,7 @@ class SpanExtraction(TaskKind):
                 tf.constant([e["context"] for e in batch]))
             return dict(inputs, word_map=word_map)
 
-        arrays = _in_batches(examples, encode)
+        arrays = in_batches(examples, encode)
         word_map = arrays.pop("word_map")
         starts, ends, weights = [], [], []
         for row, example in enumerate(examples):

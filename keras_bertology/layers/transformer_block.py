@@ -2,6 +2,7 @@
 self-attention + cross-attention to the encoder + feed-forward), post-LN or pre-LN."""
 
 import keras
+from keras import ops
 
 from keras_bertology.layers.activations import get_activation
 from keras_bertology.layers.attention import MultiHeadSelfAttention
@@ -227,6 +228,32 @@ class TransformerDecoderBlock(TransformerEncoderBlock):
         x = self.attention_norm(x + attended(x))
         x = self.cross_attention_norm(x + consulted(x))
         return self.output_norm(x + self._feed_forward_branch(x, training))
+
+    def decode_step(self, x, past, encoder_key_value, encoder_mask=None, score_terms=()):
+        """One new position of autoregressive decoding, at inference: what `call` gives the last position
+        of the sequence, from the positions before it kept as their self-attention heads.
+
+        `x` [B, 1, H] is the newest position's input, `past` the (key, value) heads [B, T, N, D] of the T
+        positions before it (T may be 0), `encoder_key_value` the cross-attention's heads of the
+        encoder's states (`cross_attention.key_value`, computed once per sequence), `score_terms` the
+        self-attention's terms for this query ([1, N, 1, T + 1]). Returns (output [B, 1, H], the heads of
+        the T + 1 positions)."""
+        stream = self.attention_norm(x) if self.norm_first else x
+        key, value = self.attention.key_value(stream)
+        heads = (ops.concatenate([ops.cast(past[0], key.dtype), key], axis=1),
+                 ops.concatenate([ops.cast(past[1], value.dtype), value], axis=1))
+        attended = self.attention(stream, key_value=heads, score_terms=score_terms)
+
+        def consulted(stream):
+            return self.cross_attention(stream, encoder_mask, queries=stream, key_value=encoder_key_value)
+
+        if self.norm_first:
+            x = x + attended
+            x = x + consulted(self.cross_attention_norm(x))
+            return x + self._feed_forward_branch(self.output_norm(x), False), heads
+        x = self.attention_norm(x + attended)
+        x = self.cross_attention_norm(x + consulted(x))
+        return self.output_norm(x + self._feed_forward_branch(x, False)), heads
 
     def compute_output_shape(self, x_shape, encoder_states_shape=None, *args, **kwargs):
         return x_shape

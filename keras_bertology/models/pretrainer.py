@@ -174,8 +174,9 @@ class Pretrainer(keras.Model):
 
     def seq2seq_models(self):
         """(encoder: backbone text inputs -> `sequence_output`, decoder: `decoder_token_ids`,
-        `decoder_padding_mask`, `encoder_states`, `padding_mask` -> next-token logits [B, Ld, V]) for
-        serving `generate` from an encoder-decoder; None when the pretrainer has no decoder to serve."""
+        `decoder_padding_mask`, `encoder_states`, `padding_mask` -> next-token logits [B, Ld, V]) of an
+        encoder-decoder, which also offers `start_decoding` and `decode_step` (one position a step from a
+        key/value cache, for serving `generate`); None when the pretrainer has no decoder."""
         return None
 
     def stream_perplexity(self, token_ids, segment_length, mem_len=None):

@@ -101,9 +101,9 @@ class T5Backbone(Backbone):
             initializer_factor=initializer_factor,
         )
         super().__init__(inputs, outputs, config, dtype=dtype, **kwargs)
-        self.embeddings, self._decoder_stack = embeddings, decoder_stack
-        _initialize_as_t5(encoder_stack.blocks + (decoder_stack.blocks if decoder_stack else []), hidden_size, head_dim, num_heads, intermediate_size,
-                          initializer_factor)
+        self.embeddings, self.decoder_stack = embeddings, decoder_stack
+        _initialize_as_t5(encoder_stack.blocks + self.decoder_blocks, hidden_size, head_dim, num_heads,
+                          intermediate_size, initializer_factor)
 
     @property
     def token_embedding(self):
@@ -117,6 +117,11 @@ class T5Backbone(Backbone):
         names = ("token_ids", "padding_mask")
         return keras.Model({name: self.input[name] for name in names},
                            {"sequence_output": self.output["sequence_output"]}, name="t5_encoder")
+
+    @property
+    def decoder_blocks(self):
+        """The decoder's blocks, in order (none for the encoder alone)."""
+        return self.decoder_stack.blocks if self.decoder_stack else []
 
     def encoder_backbone(self):
         """This T5's encoder as a `T5Backbone` of its own (`num_decoder_layers=0`, `T5EncoderModel`), its
@@ -140,7 +145,7 @@ class T5Backbone(Backbone):
                                                name="encoder_states")
         if not self.num_decoder_layers:
             raise ValueError("this T5 backbone is an encoder alone: it has no decoder")
-        states = _decode(self._decoder_stack, self.embeddings, inputs, inputs["encoder_states"])
+        states = _decode(self.decoder_stack, self.embeddings, inputs, inputs["encoder_states"])
         return keras.Model(inputs, states, name="t5_decoder")
 
 

@@ -3,6 +3,7 @@ position, from the token table (v1.0) or a head of its own (v1.1)."""
 
 import keras
 
+from keras_bertology.layers import merge_attention_masks
 from keras_bertology.models.pretrainer import Objective, Pretrainer
 
 # The spans after their sentinels, then EOS: every real target position, teacher forced.
@@ -46,6 +47,25 @@ class T5Pretrainer(Pretrainer):
         decoder = self.backbone.decoder_model()
         logits = self._head(decoder.output)
         return self.backbone.text_encoder(), keras.Model(decoder.input, logits, name="t5_decoder_logits")
+
+    def start_decoding(self, encoder_states):
+        """Each decoder layer's cross-attention heads of `encoder_states` [B, L, H], computed once for
+        `decode_step`."""
+        return [block.cross_attention.key_value(encoder_states) for block in self.backbone.decoder_blocks]
+
+    def decode_step(self, token_ids, step, past, encoder_key_values, padding_mask):
+        """The next-token logits [B, V] (float32) after `token_ids` [B, 1] at position `step`, and each
+        layer's self-attention heads with it (`past`: theirs for the positions before, [B, step, N, D]):
+        a decoder key/value cache, for generation that costs one position a step."""
+        stack = self.backbone.decoder_stack
+        x = self.backbone.embeddings(token_ids)
+        terms = (stack.bias.bias(1, step + 1, query_offset=step),)
+        encoder_mask = merge_attention_masks(padding_mask)
+        heads = []
+        for block, before, encoder_heads in zip(stack.blocks, past, encoder_key_values):
+            x, kept = block.decode_step(x, before, encoder_heads, encoder_mask, terms)
+            heads.append(kept)
+        return self._head(stack.final_norm(x))[:, 0], heads
 
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable, "tie_embeddings": self.tie_embeddings,
