@@ -221,3 +221,23 @@ def test_a_resumed_t5_run_ends_with_the_weights_of_an_uninterrupted_one(tmp_path
     shutil.rmtree(checkpoints.latest()[0])
     resumed = pretrain(PretrainOptions(**settings, out=str(tmp_path / "b"), resume=True))
     assert resumed["weights_sha256"] == finished["weights_sha256"]
+
+
+def test_text_to_text_teaches_each_answer_shifted_right_after_the_start_token(sentences):
+    from keras_bertology.finetune.datasets import TaskData
+    from keras_bertology.finetune.text_to_text import TextToText
+
+    tokenizer = train_tokenizer(sentences, 400)
+    task = TaskData("t", "classification", ("good lord", "king"), False, {}, "test")
+    examples = [{"text": "my lord", "label": "king"}, {"text": "the night", "label": "good lord"}]
+    names = ["token_ids", "padding_mask", "decoder_token_ids", "decoder_padding_mask"]
+    encoded = TextToText("classification", "spans", tokenizer).encode(task, examples, T5, tokenizer, 16, names)
+    targets, weights = encoded["targets"]["spans"], encoded["weights"]["spans"]
+    for row, ids in enumerate(tokenizer.tokenize(tf.constant(["king", "good lord"])).to_list()):
+        answer, rest = ids + [tokenizer.sep_id], targets.shape[1] - len(ids) - 1
+        assert targets[row].tolist() == answer + [0] * rest and weights[row].tolist() == [1] * len(answer) + [0] * rest
+        assert encoded["inputs"]["decoder_token_ids"][row].tolist() == ([0] + answer + [0] * rest)[:targets.shape[1]]
+        # The start and every answer token are read (the last one's prediction weighs nothing).
+        assert encoded["inputs"]["decoder_padding_mask"][row].tolist() == ([1] * (len(answer) + 1) + [0] * rest)[
+            :targets.shape[1]]
+    assert sorted(encoded["inputs"]) == sorted(names)

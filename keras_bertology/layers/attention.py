@@ -1,9 +1,14 @@
 """Multi-head scaled dot-product self-attention with padding and arbitrary masks."""
 
 import math
+import warnings
 
 import keras
 from keras import ops
+
+# A decoder's first position attends to one key: a softmax over one score, which Keras warns of.
+warnings.filterwarnings("ignore", message=r"You are using a softmax over axis -1 of a tensor of shape .*This axis "
+                        r"has size 1", category=UserWarning)
 
 
 def merge_attention_masks(padding_mask, attention_mask=None):
