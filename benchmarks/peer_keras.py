@@ -54,10 +54,12 @@ def build_ours(model, shape, precision, xla="auto"):
 
 def build_keras_hub(model, shape, precision):
     """keras-hub's pretraining task on a backbone of the same shape: masked LM (MLM only: keras-hub has no
-    NSP/SOP), or GPT-2's causal LM."""
+    NSP/SOP), GPT-2's causal LM, or T5's seq2seq LM."""
     import keras_hub
 
     config = our_config(model, shape)
+    if model.family == "t5":
+        return _keras_hub_t5(model, shape, precision, config)
     common = dict(vocabulary_size=config["vocab_size"], num_layers=shape.num_layers, num_heads=shape.num_heads,
                   hidden_dim=shape.hidden_size, intermediate_dim=shape.intermediate_size,
                   max_sequence_length=config["max_positions"], dtype=precision)
@@ -81,6 +83,27 @@ def build_keras_hub(model, shape, precision):
     features = synthetic_features(model, shape, config["vocab_size"])
     x = {name: features[name] for name in task.input} if isinstance(task.input, dict) else features["token_ids"]
     return task, _batches(x, features[labels], features[weights], shape.batch_size)
+
+
+def _keras_hub_t5(model, shape, precision, config):
+    """keras-hub's `T5Seq2SeqLM` (v1.0: ReLU, tied embeddings) on the teacher-forced span batches."""
+    import keras_hub
+
+    backbone = keras_hub.models.T5Backbone(
+        vocabulary_size=config["vocab_size"], num_layers=shape.num_layers, num_heads=shape.num_heads,
+        hidden_dim=shape.hidden_size, intermediate_dim=shape.intermediate_size,
+        key_value_dim=shape.hidden_size // shape.num_heads, activation="relu", use_gated_activation=False,
+        tie_embedding_weights=True, dtype=precision)
+    task = keras_hub.models.T5Seq2SeqLM(backbone, preprocessor=None)
+    task.compile(
+        optimizer=keras.optimizers.AdamW(1e-4),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="mean_with_sample_weight"),
+        weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+    )
+    features = synthetic_features(model, shape, config["vocab_size"])
+    x = {"encoder_token_ids": features["token_ids"], "encoder_padding_mask": features["padding_mask"],
+         "decoder_token_ids": features["decoder_token_ids"], "decoder_padding_mask": features["decoder_padding_mask"]}
+    return task, _batches(x, features["target_ids"], features["target_weights"], shape.batch_size)
 
 
 def train_keras(model, dataset, clock, steps):

@@ -6,7 +6,8 @@ token ids (no padding), two segments, `predictions` distinct masked
 positions per row with random target ids, and a random sentence-pair label
 for the models with one (NSP, SOP). SpanBERT's rows mask whole spans and
 carry their boundaries; XLNet's carry a factorization order (perm_mask) and
-its `predictions` targets; GPT's predict every next token. The arrays come from a fixed seed, so every fresh
+its `predictions` targets; GPT's predict every next token; T5's carry
+decoder inputs and targets of span corruption's length (114 for 512). The arrays come from a fixed seed, so every fresh
 worker process rebuilds exactly the same batches (NumPy only: the GPU
 machine has no TensorFlow).
 """
@@ -98,6 +99,10 @@ MODELS = {
                      targets="next", note="GPT: every system scores every position against the whole "
                                           "vocabulary (a causal LM's logits), with the head tied to the "
                                           "token table."),
+    "t5": PeerModel("t5", "t5-small", "span corruption (the decoder writes the spans)", None, "T5Seq2SeqLM",
+                    "T5ForConditionalGeneration", targets="seq2seq",
+                    note="T5: both stacks at the shape's size (v1.0: ReLU, tied head scaled by d_model^-0.5), the "
+                         "decoder teacher-forced over targets of span corruption's length for the inputs."),
 }
 
 SPAN_LENGTH = 4  # SpanBERT's mean span (3.8 pieces), rounded
@@ -112,6 +117,8 @@ def our_config(model, shape):
     config = dict(FAMILIES[model.family].presets[model.preset]["config"])
     config.update(num_layers=shape.num_layers, hidden_size=shape.hidden_size, num_heads=shape.num_heads,
                   intermediate_size=shape.intermediate_size)
+    if "head_dim" in config:  # T5's d_kv, as wide as the shape's heads
+        config["head_dim"] = shape.hidden_size // shape.num_heads
     if config.get("embedding_size", 0) > shape.hidden_size:
         config["embedding_size"] = shape.hidden_size // 2
     return config
@@ -136,7 +143,7 @@ def synthetic_features(model, shape, vocab_size, seed=1234):
         "padding_mask": np.ones((rows, length), np.int32),
     }
     targets = {"tokens": _token_targets, "spans": _span_targets, "permutation": _permutation_targets,
-               "next": _next_targets}
+               "next": _next_targets, "seq2seq": _seq2seq_targets}
     features.update(targets[model.targets](rng, features["token_ids"], shape.predictions, vocab_size))
     if model.pair_label:
         features[model.pair_label] = rng.integers(0, 2, size=(rows,), dtype=np.int32)
@@ -191,6 +198,21 @@ def _next_targets(rng, token_ids, slots, vocab_size):
     return {"next_token_ids": np.roll(token_ids, -1, axis=1), "next_token_weights": weights}
 
 
+def target_length(seq_len):
+    """Span corruption's targets for `seq_len` inputs: 114 for 512, in proportion (at least 2)."""
+    return max(2, seq_len * 114 // 512)
+
+
+def _seq2seq_targets(rng, token_ids, slots, vocab_size):
+    """An encoder-decoder's teacher-forced targets (random ids, as span corruption's length) and the decoder's
+    inputs: the targets shifted right after the start token (0)."""
+    targets = rng.integers(1000, vocab_size, size=(len(token_ids), target_length(token_ids.shape[1])),
+                           dtype=np.int32)
+    return {"target_ids": targets, "target_weights": np.ones(targets.shape, np.float32),
+            "decoder_token_ids": np.pad(targets[:, :-1], [(0, 0), (1, 0)]),
+            "decoder_padding_mask": np.ones(targets.shape, np.int32)}
+
+
 def _encoder_flops(tokens, seq_len, hidden, intermediate, layers, position_keys=0):
     """Forward matmul FLOPs of `layers` Transformer layers over `tokens` tokens in rows of `seq_len`;
     `position_keys` relative positions per query add their scores (XLNet: 2 x seq_len)."""
@@ -224,6 +246,14 @@ def train_flops(model, shape):
     width = config.get("embedding_size") or hidden
     if model.targets == "permutation":  # XLNet: its LM head is the tied embedding alone
         return 3 * (_xlnet_flops(shape, slots) + 2 * slots * hidden * vocab_size)
+    if model.targets == "seq2seq":  # both stacks, cross-attention, the tied head over every target
+        decoded = shape.batch_size * target_length(shape.seq_len)
+        layers, intermediate = shape.num_layers, shape.intermediate_size
+        cross = layers * 2 * (decoded * 2 * hidden * hidden + tokens * 2 * hidden * hidden
+                              + decoded * 2 * shape.seq_len * hidden)
+        return 3 * (_encoder_flops(tokens, shape.seq_len, hidden, intermediate, layers)
+                    + _encoder_flops(decoded, target_length(shape.seq_len), hidden, intermediate, layers)
+                    + cross + 2 * decoded * hidden * vocab_size)
     if model.targets == "next":  # a causal LM scores every position with the tied table
         return 3 * (_encoder_flops(tokens, shape.seq_len, hidden, shape.intermediate_size, shape.num_layers)
                     + 2 * tokens * hidden * vocab_size)

@@ -187,7 +187,24 @@ def _gpt(config, shape):
     return model, loss
 
 
-BUILDERS = {"gpt": _gpt, "bert": _bert, "roberta": _roberta, "albert": _albert, "spanbert": _spanbert, "xlnet": _xlnet}
+def _t5(config, shape):
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    model = T5ForConditionalGeneration(T5Config(
+        vocab_size=config["vocab_size"], d_model=shape.hidden_size, d_kv=shape.hidden_size // shape.num_heads,
+        d_ff=shape.intermediate_size, num_layers=shape.num_layers, num_heads=shape.num_heads,
+        feed_forward_proj="relu", tie_word_embeddings=True, decoder_start_token_id=0, attn_implementation="eager"))
+
+    def loss(batch):
+        logits = model(input_ids=batch["token_ids"], attention_mask=batch["padding_mask"],
+                       decoder_input_ids=batch["decoder_token_ids"],
+                       decoder_attention_mask=batch["decoder_padding_mask"]).logits
+        return _mlm_loss(logits, batch, "target_ids", "target_weights")
+
+    return model, loss
+
+
+BUILDERS = {"t5": _t5, "gpt": _gpt, "bert": _bert, "roberta": _roberta, "albert": _albert, "spanbert": _spanbert, "xlnet": _xlnet}
 
 
 def build_torch(model, shape, precision, compiled, device="cpu"):

@@ -51,10 +51,11 @@ def graph_rewrites_as_in_commands():
 # follows too: its longest files are test_resume.py, test_transformer_xl.py, test_xlnet.py, test_electra.py.
 LONGEST_FILES = (
     "test_finetune.py", "test_distribute.py", "test_resume.py", "test_serving_lengths.py", "test_study.py",
-    "test_cli.py", "test_transformer_xl.py", "test_xla.py", "test_xlnet.py", "test_electra.py", "test_hf_convert.py",
-    "test_prepare.py", "test_gpt.py", "test_prepare_families.py", "test_benchmark_smoke.py", "test_notebooks.py",
-    "test_jax_backend.py", "test_task_models.py", "test_presets.py", "test_spanbert.py", "test_nsp_data.py",
-    "test_output_folders.py", "test_from_preset.py", "test_hf_export.py", "test_albert.py", "test_family_plugin.py",
+    "test_cli.py", "test_t5_serving.py", "test_transformer_xl.py", "test_xla.py", "test_xlnet.py",
+    "test_electra.py", "test_hf_convert.py", "test_prepare.py", "test_gpt.py", "test_prepare_families.py",
+    "test_benchmark_smoke.py", "test_notebooks.py", "test_jax_backend.py", "test_task_models.py", "test_presets.py",
+    "test_spanbert.py", "test_nsp_data.py", "test_output_folders.py", "test_from_preset.py", "test_hf_export.py",
+    "test_albert.py", "test_family_plugin.py",
 )
 
 

@@ -70,7 +70,7 @@ def _hf_checkpoint(tmp):
     good = json.loads((tmp / "hf" / "config.json").read_text())
     variant("hf_bad_json", "{not json")
     variant("hf_list_json", "[1, 2]")
-    variant("hf_t5", json.dumps(dict(good, model_type="t5")))
+    variant("hf_bart", json.dumps(dict(good, model_type="bart")))
     variant("hf_gpt2_layer_scaled", json.dumps(dict(model_type="gpt2", vocab_size=99, n_positions=32, n_embd=16,
                                                     n_layer=1, n_head=2, scale_attn_by_inverse_layer_idx=True)))
     variant("hf_transfo_xl_pre_ln", json.dumps(dict(model_type="transfo-xl", vocab_size=99, d_model=16, n_head=2,
@@ -205,7 +205,7 @@ CASES = [
                                     "--out", "{tmp}/ft", "--no-export"], "has a single class ('x')"),
     # study
     ("study --seeds 0", ["study", "--seeds", "0", "--out", "{tmp}/s"], "--seeds"),
-    ("study unknown arm", ["study", "--arms", "bert", "t5", "--out", "{tmp}/s"], "invalid choice: 't5'"),
+    ("study unknown arm", ["study", "--arms", "bert", "nonesuch", "--out", "{tmp}/s"], "invalid choice: 'nonesuch'"),
     ("study missing task folder", ["study", "--scale", "smoke", "--tasks", "{tmp}/nowhere", "--out", "{tmp}/s"],
      "nowhere"),
     ("study empty corpus", ["study", "--scale", "smoke", "--corpus", "{tmp}/empty.txt", "--out", "{tmp}/s"],
@@ -219,8 +219,8 @@ CASES = [
     ("invalid config.json", ["convert", "--from-hf", "{tmp}/hf_bad_json", "--out", "{tmp}/c"], "not valid JSON"),
     ("config.json not an object", ["convert", "--from-hf", "{tmp}/hf_list_json", "--out", "{tmp}/c"],
      "must hold a JSON object"),
-    ("unsupported model_type", ["convert", "--from-hf", "{tmp}/hf_t5", "--out", "{tmp}/c"],
-     "model_type 't5' is not supported"),
+    ("unsupported model_type", ["convert", "--from-hf", "{tmp}/hf_bart", "--out", "{tmp}/c"],
+     "model_type 'bart' is not supported"),
     ("GPT-2 with layer-scaled attention", ["convert", "--from-hf", "{tmp}/hf_gpt2_layer_scaled", "--out", "{tmp}/c"],
      "scale_attn_by_inverse_layer_idx=True is not supported"),
     ("pre-LN Transformer-XL", ["convert", "--from-hf", "{tmp}/hf_transfo_xl_pre_ln", "--out", "{tmp}/c"],

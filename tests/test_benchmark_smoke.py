@@ -246,3 +246,18 @@ def test_study_gpu_benchmark_plans_as_the_study_and_projects_each_arms_steps(tmp
     assert f"| electra-two-stage | {arm['steps']:,} |" in table
     assert json.loads((tmp_path / "results" / "study_smoke_gpu.json").read_text())[
         "projected_pretraining_seconds"] == pytest.approx(timing["projected_seconds"])
+
+
+@pytest.mark.extended
+@pytest.mark.slow
+def test_t5_generation_benchmark_smoke_times_both_systems_on_the_same_tokens(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_generate", "--layers", "1", "--hidden", "32",
+                           "--heads", "2", "--ff", "64", "--batches", "1", "2", "--new-tokens", "4", "--rounds", "1",
+                           "--out", str(tmp_path)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads((tmp_path / "generate_t5.json").read_text())
+    assert MACHINE_KEYS <= set(report["machine"]) and [row["batch"] for row in report["rows"]] == [1, 2]
+    for row in report["rows"]:
+        assert 1 <= row["tokens"] <= 4 * row["batch"] and row["ours_tokens_per_s"] > 0
+        assert row["ratio"] == pytest.approx(row["ours_tokens_per_s"] / row["transformers_tokens_per_s"])
+    assert "| 2 |" in (tmp_path / "generate_t5.md").read_text()

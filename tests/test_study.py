@@ -96,7 +96,7 @@ def test_summaries_use_the_sample_standard_deviation_and_keep_the_seeds():
 
 @pytest.mark.parametrize("changes, words", [
     ({"scale": "huge"}, "--scale"),
-    ({"arms": ("bert", "t5")}, "t5"),
+    ({"arms": ("bert", "nonesuch")}, "nonesuch"),
     ({"arms": ("bert", "bert")}, "twice"),
     ({"arms": ()}, "--arms"),
     ({"tasks": ()}, "--tasks"),

@@ -524,12 +524,42 @@ def _numbered_lines(text):
 
 def _read_tsv(path, pairs):
     """(rows, pairs) of a TSV file; `pairs` None lets this header decide, else the header must agree."""
+    columns = {}
+
+    def example(values, line):
+        return _classification_example(values, path, line, "text_b" in columns)
+
+    def check_header(names):
+        columns.update(_tsv_columns(names, path, pairs))
+        return list(columns)
+
+    rows = _tsv_rows(path, ("text", "label"), check_header, example)
+    return rows, "text_b" in columns
+
+
+def _read_seq2seq_tsv(path):
+    """Seq2seq rows of a TSV file whose header names `input` and `target` columns."""
+    def check_header(names):
+        missing = [name for name in _SEQ2SEQ_FIELDS if name not in names]
+        if missing:
+            raise DataError(f"{path}: no {' or '.join(map(repr, missing))} column in the header (found: "
+                            f"{', '.join(map(repr, names))}); a seq2seq file names tab-separated 'input' and "
+                            "'target'")
+        return list(_SEQ2SEQ_FIELDS)
+
+    return _tsv_rows(path, _SEQ2SEQ_FIELDS, check_header, lambda values, line: _seq2seq_example(values, path, line))
+
+
+def _tsv_rows(path, wanted, check_header, example):
+    """The rows of a TSV file with a header: `check_header(names)` refuses a header without the `wanted`
+    columns and returns the columns to read; `example(values, line)` builds each row's example."""
     lines = _csv_rows(path)
     if not lines:
-        raise DataError(f"{path} is empty: its first line must be a header naming tab-separated 'text' and "
-                        "'label' columns, followed by one example per line")
+        raise DataError(f"{path} is empty: its first line must be a header naming tab-separated "
+                        f"{' and '.join(map(repr, wanted))} columns, followed by one example per line")
     (_, header), body = lines[0], lines[1:]
-    columns = _tsv_columns([name.strip() for name in header], path, pairs)
+    names = [name.strip() for name in header]
+    columns = {name: names.index(name) for name in check_header(names)}
     if not body:
         raise DataError(f"{path} has a header but no examples: add one tab-separated example per line below it")
     rows = []
@@ -538,34 +568,10 @@ def _read_tsv(path, pairs):
             raise DataError(f"{path} line {line}: {len(fields)} tab-separated fields where the header has "
                             f"{len(header)}; give every row one field per column (a field that starts with a "
                             f'double quote must end with one, and quotes inside it are doubled: "")')
-        if [field.strip() for field in fields] == [name.strip() for name in header]:
+        if [field.strip() for field in fields] == names:
             raise DataError(f"{path} line {line}: repeats the header row; remove it (were files with headers "
                             "concatenated?)")
-        values = {name: fields[index] for name, index in columns.items()}
-        rows.append(_Row(line, _classification_example(values, path, line, "text_b" in columns)))
-    return rows, "text_b" in columns
-
-
-def _read_seq2seq_tsv(path):
-    """Seq2seq rows of a TSV file whose header names `input` and `target` columns."""
-    lines = _csv_rows(path)
-    if not lines:
-        raise DataError(f"{path} is empty: its first line must be a header naming tab-separated 'input' and "
-                        "'target' columns, followed by one example per line")
-    (_, header), body = lines[0], lines[1:]
-    names = [name.strip() for name in header]
-    missing = [name for name in _SEQ2SEQ_FIELDS if name not in names]
-    if missing:
-        raise DataError(f"{path}: no {' or '.join(map(repr, missing))} column in the header (found: "
-                        f"{', '.join(map(repr, names))}); a seq2seq file names tab-separated 'input' and 'target'")
-    if not body:
-        raise DataError(f"{path} has a header but no examples: add one tab-separated example per line below it")
-    rows = []
-    for line, fields in body:
-        if len(fields) != len(header):
-            raise DataError(f"{path} line {line}: {len(fields)} tab-separated fields where the header has "
-                            f"{len(header)}; give every row one field per column")
-        rows.append(_Row(line, _seq2seq_example(dict(zip(names, fields)), path, line)))
+        rows.append(_Row(line, example({name: fields[index] for name, index in columns.items()}, line)))
     return rows
 
 
