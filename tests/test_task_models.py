@@ -16,7 +16,8 @@ def small_backbone(family):
     config = dict(family.presets[next(iter(family.presets))]["config"], vocab_size=60, **SMALL)
     if "embedding_size" in config:
         config["embedding_size"] = 8
-    return family.backbone_cls(**config)
+    # What fine-tuning puts a head on: the encoder alone (an encoder-decoder's encoder, see finetune.run).
+    return family.backbone_cls(**config).encoder_backbone()
 
 
 def _inputs(backbone, batch=4, length=10, seed=0):
