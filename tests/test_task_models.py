@@ -131,3 +131,14 @@ def test_unknown_summary_position_is_refused():
 
     with pytest.raises(ConfigError, match="summary"):
         SequenceClassifier(small_backbone(FAMILIES["bert"]), 2, summary="middle")
+
+
+def test_a_head_on_an_encoder_decoder_is_refused_with_the_encoder_to_use():
+    from keras_bertology.errors import ConfigError
+    from keras_bertology.models.t5 import T5Backbone
+
+    backbone = T5Backbone(vocab_size=60, num_layers=1, num_heads=2, hidden_size=8, intermediate_size=16)
+    with pytest.raises(ConfigError, match=r"encoder_backbone\(\)"):
+        SequenceClassifier(backbone, 3)
+    assert tuple(SequenceClassifier(backbone.encoder_backbone(), 3, summary="mean")(_inputs(
+        backbone.encoder_backbone())).shape) == (4, 3)

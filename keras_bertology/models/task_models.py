@@ -59,6 +59,9 @@ class TaskModel(keras.Model):
 
 
 def _encode(backbone):
+    if backbone.text_encoder() is not backbone:  # an encoder-decoder: its decoder would want inputs of its own
+        raise ConfigError(f"a task head reads an encoder: this {type(backbone).__name__} also has a decoder; "
+                          "pass backbone.encoder_backbone()")
     inputs = dict(backbone.input)
     return inputs, backbone(inputs)
 
