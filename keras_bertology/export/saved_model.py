@@ -112,7 +112,7 @@ def export_saved_model(run, export_dir, length_buckets=(), xla=False):
     pretrainer = run.pretrainer
     masked_lm = pretrainer.masked_lm_model(tokenizer.mask_id) if pretrainer and tokenizer.has_role("mask") else None
     causal_lm = pretrainer.causal_lm_model() if pretrainer is not None else None
-    seq2seq = pretrainer.seq2seq_models() if pretrainer is not None else None
+    seq2seq = pretrainer is not None and pretrainer.has_decoder
     endpoints = {"serve": (lambda text: encode(text), [_STRINGS]),
                  "serve_ids": ids_endpoint(text_encoder, seq_len, encoder, _id_limits(backbone))}
     if "segment_ids" in input_names:
@@ -121,7 +121,7 @@ def export_saved_model(run, export_dir, length_buckets=(), xla=False):
         endpoints.update(_masked_lm_endpoints(compiled(masked_lm, xla), tokenizer, input_names, pack))
     if causal_lm is not None:  # generation's loop grows the sequence every step: XLA would compile each length
         endpoints.update(causal_lm_endpoints(causal_lm, tokenizer, seq_len, input_names, pack, _STRINGS))
-    if seq2seq is not None:  # the decoder's loop, like generation's above, is left to TensorFlow
+    if seq2seq:  # the decoder's loop, like generation's above, is left to TensorFlow
         endpoints.update(encode=endpoints["serve"],
                          **seq2seq_endpoints(encoder, pretrainer, tokenizer, seq_len, pack, _STRINGS))
     endpoints = cut_text_inputs(endpoints, seq_len)

@@ -3,7 +3,7 @@
 A classification task's answer is the label's own words ("business", "tech"),
 a seq2seq task's (a folder with `input` / `target` fields) its target text.
 The decoder is teacher-forced on the answer's tokens and `</s>`, with the
-loss of the pretrainer's own objective (`Pretrainer.seq2seq_models` says it
+loss of the pretrainer's own objective (`Pretrainer.has_decoder` says it
 has a decoder). A prediction is what greedy decoding writes, so a label is
 right only when its words come out exactly: scored by accuracy and macro-F1
 as an encoder's classifier is (a text that is no label counts as wrong), or
@@ -57,18 +57,23 @@ class TextToText(TaskKind):
         return pretrainer
 
     def predict(self, model, encoded, task, examples, batch_size):
-        """Each example's greedy answer, at most as many tokens as the longest answer of the split."""
-        encoder, decoder = model.seq2seq_models()
-        inputs = encoded["inputs"]
-        states = encoder.predict({name: inputs[name] for name in encoder.input}, batch_size=batch_size,
-                                 verbose=0)["sequence_output"]
-        written = np.zeros([len(states), 1], np.int32)
-        for _ in range(encoded["targets"][self.output].shape[1]):
-            logits = decoder.predict({"decoder_token_ids": written, "decoder_padding_mask": np.ones_like(written),
-                                      "encoder_states": states, "padding_mask": inputs["padding_mask"]},
-                                     batch_size=batch_size, verbose=0)[:, -1, :self.tokenizer.vocab_size]
-            written = np.concatenate([written, np.argmax(logits, axis=-1).astype(np.int32)[:, None]], axis=1)
-        return [self._text(row[1:]) for row in written]
+        """Each example's greedy answer from the decoder's key/value cache (`decode_step`, as serving's
+        `generate`), at most as many tokens as the longest answer of the split."""
+        encoder, inputs = model.backbone.text_encoder(), encoded["inputs"]
+        steps = encoded["targets"][self.output].shape[1]
+        answers = []
+        for start in range(0, len(examples), batch_size):
+            rows = {name: inputs[name][start:start + batch_size] for name in encoder.input}
+            states = encoder(rows, training=False)["sequence_output"]
+            encoder_heads = model.start_decoding(states)
+            past = [(key[:, :0], value[:, :0]) for key, value in encoder_heads]
+            written = [np.zeros([len(rows["padding_mask"]), 1], np.int32)]
+            for step in range(steps):
+                logits, past = model.decode_step(written[-1], step, past, encoder_heads, rows["padding_mask"])
+                chosen = np.argmax(np.asarray(logits)[:, :self.tokenizer.vocab_size], axis=-1)
+                written.append(chosen.astype(np.int32)[:, None])
+            answers += [self._text(row) for row in np.concatenate(written[1:], axis=1)]
+        return answers
 
     def score(self, task, examples, predictions):
         gold = [self.answer(task, e) for e in examples]
@@ -77,7 +82,7 @@ class TextToText(TaskKind):
         return {"exact_match": metrics.accuracy([g.strip() for g in gold], [p.strip() for p in predictions])}
 
     def endpoints(self, model, task, family, tokenizer, seq_len, buckets, compiled_model):
-        encoder, _ = model.seq2seq_models()
+        encoder = model.backbone.text_encoder()
 
         def pack(text):
             inputs = encoding.encode_texts(family, tokenizer, seq_len, text)
@@ -108,7 +113,7 @@ class TextToText(TaskKind):
 def text_to_text_kind(task, pretrainer, tokenizer, head):
     """The text-to-text kind for `task` when the run fine-tunes its decoder (`head` "text-to-text", or "auto"
     with a pretrainer that has one and a task it can write), else None (a head on the encoder)."""
-    decoder = pretrainer is not None and pretrainer.seq2seq_models() is not None
+    decoder = pretrainer is not None and pretrainer.has_decoder
     if head == "encoder":
         if task.kind == "seq2seq":
             raise ConfigError(f"task {task.name} is seq2seq: its answers are written by a decoder, so --head "

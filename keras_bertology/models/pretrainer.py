@@ -167,16 +167,13 @@ class Pretrainer(keras.Model):
         names = [*self.backbone.input, "mask_positions"]
         return keras.Model({name: self.input[name] for name in names}, self.output["mlm"])
 
+    # An encoder-decoder sets it, and offers `start_decoding` and `decode_step`: its decoder writes text one
+    # position a step from a key/value cache (serving's `generate`, text-to-text fine-tuning).
+    has_decoder = False
+
     def causal_lm_model(self):
         """backbone inputs -> next-token logits [B, L, V] (position t scores token t + 1), for serving
         `score` and `generate`; None when the pretrainer has no causal LM to serve."""
-        return None
-
-    def seq2seq_models(self):
-        """(encoder: backbone text inputs -> `sequence_output`, decoder: `decoder_token_ids`,
-        `decoder_padding_mask`, `encoder_states`, `padding_mask` -> next-token logits [B, Ld, V]) of an
-        encoder-decoder, which also offers `start_decoding` and `decode_step` (one position a step from a
-        key/value cache, for serving `generate`); None when the pretrainer has no decoder."""
         return None
 
     def stream_perplexity(self, token_ids, segment_length, mem_len=None):

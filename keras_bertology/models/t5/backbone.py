@@ -136,18 +136,6 @@ class T5Backbone(Backbone):
                 layer.set_weights(self.get_layer(layer.name).get_weights())
         return encoder
 
-    def decoder_model(self):
-        """The decoder alone, for generation: `decoder_token_ids`, `decoder_padding_mask`,
-        `encoder_states` [B, L, H] and the encoder's `padding_mask` -> the decoder's states [B, Ld, H];
-        the same layers and weights, so the encoder runs once per request."""
-        inputs = {name: keras.Input((None,), dtype="int32", name=name) for name in (*DECODER_INPUTS, "padding_mask")}
-        inputs["encoder_states"] = keras.Input((None, self.hidden_size), dtype=self.compute_dtype,
-                                               name="encoder_states")
-        if not self.num_decoder_layers:
-            raise ValueError("this T5 backbone is an encoder alone: it has no decoder")
-        states = _decode(self.decoder_stack, self.embeddings, inputs, inputs["encoder_states"])
-        return keras.Model(inputs, states, name="t5_decoder")
-
 
 def _decode(stack, embeddings, inputs, encoder_states):
     """The decoder `stack`'s states of `inputs` (decoder ids and mask, the encoder's padding mask)."""

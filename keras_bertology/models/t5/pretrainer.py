@@ -43,10 +43,7 @@ class T5Pretrainer(Pretrainer):
         super().__init__(backbone, inputs, {"spans": logits}, [SPAN_CORRUPTION], **kwargs)
         self.tie_embeddings, self.scale_logits, self._head = tie_embeddings, scale_logits, head
 
-    def seq2seq_models(self):
-        decoder = self.backbone.decoder_model()
-        logits = self._head(decoder.output)
-        return self.backbone.text_encoder(), keras.Model(decoder.input, logits, name="t5_decoder_logits")
+    has_decoder = True
 
     def start_decoding(self, encoder_states):
         """Each decoder layer's cross-attention heads of `encoder_states` [B, L, H], computed once for
@@ -79,7 +76,7 @@ class T5Pretrainer(Pretrainer):
 
 
 class _LMHead:
-    """The head's layers, callable again on the decoder alone (`seq2seq_models`): v1.0's scale and the
+    """The head's layers, callable again one position at a time (`decode_step`): v1.0's scale and the
     tied token table, or v1.1's own dense layer; logits in float32."""
 
     def __init__(self, backbone, tie_embeddings, scale_logits):
