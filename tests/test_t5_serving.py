@@ -241,3 +241,31 @@ def test_text_to_text_teaches_each_answer_shifted_right_after_the_start_token(se
         assert encoded["inputs"]["decoder_padding_mask"][row].tolist() == ([1] * (len(answer) + 1) + [0] * rest)[
             :targets.shape[1]]
     assert sorted(encoded["inputs"]) == sorted(names)
+
+
+def test_text_to_text_predictions_are_the_greedy_answers_of_the_whole_decoder(sentences):
+    """`predict` (the key/value cache, by batches) writes what greedy decoding of the whole prefix writes."""
+    from keras_bertology.finetune.datasets import TaskData
+    from keras_bertology.finetune.text_to_text import TextToText
+    from keras_bertology.models.t5 import T5Backbone, T5Pretrainer
+
+    tokenizer = train_tokenizer(sentences, 400)
+    backbone = T5Backbone(vocab_size=408, num_layers=1, num_heads=2, hidden_size=16, intermediate_size=24,
+                          num_decoder_layers=2, dropout=0.0, initializer_factor=3.0)  # positions matter
+    pretrainer = T5Pretrainer(backbone)
+    bias = backbone.get_layer("decoder_position_bias")
+    bias.embeddings.assign(np.random.default_rng(0).normal(0, 3, bias.embeddings.shape))
+    task = TaskData("t", "seq2seq", (), False, {}, "test")
+    examples = [{"text": text, "target": "my good lord of the night"} for text in sentences[:5]]
+    kind = TextToText("seq2seq", "spans", tokenizer)
+    encoded = kind.encode(task, examples, T5, tokenizer, 16, list(pretrainer.input))
+    inputs = encoded["inputs"]
+    written = np.zeros([len(examples), 1], np.int32)
+    for _ in range(encoded["targets"]["spans"].shape[1]):
+        logits = np.asarray(pretrainer({"token_ids": inputs["token_ids"], "padding_mask": inputs["padding_mask"],
+                                        "decoder_token_ids": written,
+                                        "decoder_padding_mask": np.ones_like(written)})["spans"])[:, -1, :400]
+        written = np.concatenate([written, np.argmax(logits, -1).astype(np.int32)[:, None]], axis=1)
+    expected = [kind._text(row[1:]) for row in written]
+    assert len(set(expected)) > 1 and all(expected)  # answers that tell a wrong decoding apart
+    assert kind.predict(pretrainer, encoded, task, examples, batch_size=2) == expected
