@@ -2,24 +2,18 @@
 
 import json
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from bare_serving import saved_model_cli
 from keras_bertology.data.corpus import default_corpus_paths, read_corpus
 from keras_bertology.export import export_saved_model
 from keras_bertology.models.registry import get_family
 from keras_bertology.runs import RunModel
 
 SEQ_LEN = 16
-# saved_model_cli ships with TensorFlow; the tokenizer's ops come from tensorflow-text, so the tool runs
-# in a Python that imported it first (savedmodels/README.md: "saved_model_cli").
-SAVED_MODEL_CLI = [sys.executable, "-c",
-                   "import sys, tensorflow_text; from tensorflow.python.tools import saved_model_cli; "
-                   "sys.argv[0] = 'saved_model_cli'; saved_model_cli.main()"]
 
 
 @pytest.fixture(scope="module")
@@ -49,16 +43,10 @@ def served(export):
     return tf.saved_model.load(str(export[0]))
 
 
-def _cli(*args):
-    result = subprocess.run([*SAVED_MODEL_CLI, *args], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
-
-
 @pytest.mark.slow
 def test_saved_model_cli_shows_every_named_signature(export):
     path, _ = export
-    shown = _cli("show", "--dir", str(path), "--all")
+    shown = saved_model_cli("show", "--dir", str(path), "--all")
     for signature in ("serving_default", "serve", "serve_pairs", "serve_ids", "fill_mask", "fill_mask_top_k",
                       "mlm_logits"):
         assert f"signature_def['{signature}']" in shown
@@ -75,7 +63,7 @@ def test_saved_model_cli_runs_raw_strings_and_ids_like_the_model(export, served,
     path, backbone = export
     texts = ["Now is the winter of our discontent.", ""]
     expected = served.serve(tf.constant(texts))
-    _cli("run", "--dir", str(path), "--tag_set", "serve", "--signature_def", "serve",
+    saved_model_cli("run", "--dir", str(path), "--tag_set", "serve", "--signature_def", "serve",
          "--input_exprs", f"text={texts!r}", "--outdir", str(tmp_path / "strings"))
     np.testing.assert_allclose(np.load(tmp_path / "strings" / "sequence_output.npy"),
                                expected["sequence_output"].numpy(), atol=1e-6)
@@ -84,7 +72,7 @@ def test_saved_model_cli_runs_raw_strings_and_ids_like_the_model(export, served,
     for name, value in ids.items():
         np.save(tmp_path / f"{name}.npy", value)
     files = ";".join(f"{name}={tmp_path / name}.npy" for name in ids)
-    _cli("run", "--dir", str(path), "--tag_set", "serve", "--signature_def", "serve_ids",
+    saved_model_cli("run", "--dir", str(path), "--tag_set", "serve", "--signature_def", "serve_ids",
          "--inputs", files, "--outdir", str(tmp_path / "ids"))
     keras_outputs = backbone(ids, training=False)
     for name in ("sequence_output", "pooled_output"):

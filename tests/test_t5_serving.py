@@ -6,6 +6,8 @@ import contextlib
 import io
 import json
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ import tensorflow as tf
 import torch
 import transformers
 
+from bare_serving import saved_model_cli
 from hf_reference import perturbed_hf_model, save_hf_model
 from keras_bertology.cli import main
 from keras_bertology.data.corpus import default_corpus_paths, read_corpus
@@ -60,11 +63,12 @@ def served(t5_folder, tmp_path_factory):
     out = tmp_path_factory.mktemp("t5-export")
     assert main(["convert", "--from-hf", str(folder), "--out", str(out / "run"), "--seq-len", str(SEQ_LEN)]) == 0
     assert main(["export", str(out / "run"), "--out", str(out / "export")]) == 0
-    return tf.saved_model.load(str(out / "export"))
+    return tf.saved_model.load(str(out / "export")), out / "export"
 
 
 def test_the_export_tokenizes_and_encodes_as_transformers(t5_folder, served):
     _, hf, hf_tokenizer = t5_folder
+    served = served[0]
     encoded = served.encode(tf.constant(PROMPTS))
     ids, mask = encoded["token_ids"].numpy(), encoded["padding_mask"].numpy()
     for row, prompt in enumerate(PROMPTS):
@@ -80,6 +84,7 @@ def test_the_export_tokenizes_and_encodes_as_transformers(t5_folder, served):
 
 def test_the_export_generates_as_transformers_greedy_generate(t5_folder, served):
     _, hf, hf_tokenizer = t5_folder
+    served = served[0]
     greedy = served.generate(tf.constant(PROMPTS))
     encoded = served.encode(tf.constant(PROMPTS))
     for row in range(len(PROMPTS)):
@@ -97,6 +102,40 @@ def test_the_export_generates_as_transformers_greedy_generate(t5_folder, served)
     drawn = [served.generate_sampling(tf.constant(PROMPTS[:2]), max_new_tokens=5, temperature=1.0, top_k=0,
                                       seed=seed)["generated_ids"].numpy().tolist() for seed in (3, 3, 4)]
     assert drawn[0] == drawn[1] != drawn[2] and all(len(row) <= 5 for row in drawn[0])
+
+
+@pytest.mark.slow
+def test_saved_model_cli_and_the_warmup_requests_run_generate_in_a_bare_process(served, tmp_path):
+    """What a server has: tensorflow and tensorflow-text, no keras_bertology. `saved_model_cli` lists the
+    generation signatures and runs `generate` on raw strings; each warm-up request TensorFlow Serving would
+    replay serves, `generate_sampling`'s scalars included."""
+    model, path = served
+    shown = saved_model_cli("show", "--dir", str(path), "--all")
+    for name in ("serving_default", "serve", "encode", "generate", "generate_sampling"):
+        assert f"signature_def['{name}']" in shown
+    saved_model_cli("run", "--dir", str(path), "--tag_set", "serve", "--signature_def", "generate",
+              "--input_exprs", f"text={PROMPTS!r}", "--outdir", str(tmp_path / "out"))
+    expected = model.generate(tf.constant(PROMPTS))
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "generated_ids.npy"),
+                                  expected["generated_ids"].numpy())
+    assert np.load(tmp_path / "out" / "text.npy", allow_pickle=True).tolist() == expected["text"].numpy().tolist()
+    script = (
+        "import json, sys\nimport tensorflow as tf, tensorflow_text  # noqa: F401\n"
+        "from tensorflow_serving.apis import prediction_log_pb2\n"
+        "model = tf.saved_model.load(sys.argv[1])\n"
+        "assert not [name for name in sys.modules if name.startswith('keras_bertology')]\n"
+        "served = {}\n"
+        "for record in tf.data.TFRecordDataset(sys.argv[1] + '/assets.extra/tf_serving_warmup_requests'):\n"
+        "    request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request\n"
+        "    inputs = {k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()}\n"
+        "    outputs = model.signatures[request.model_spec.signature_name](**inputs)\n"
+        "    served[request.model_spec.signature_name] = sorted(outputs)\n"
+        "print(json.dumps(served))\n")
+    done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    replayed = json.loads(done.stdout.strip().splitlines()[-1])
+    assert {"encode", "generate", "generate_sampling"} <= set(replayed)
+    assert replayed["generate_sampling"] == ["generated_ids", "num_tokens", "text"]
 
 
 def test_the_vocabulary_ends_with_the_sentinels_which_text_can_name(sentences, tmp_path):
