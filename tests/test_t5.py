@@ -202,8 +202,9 @@ def test_span_corruption_trains_the_pretrainer():
     model.compile(optimizer=keras.optimizers.Adam(3e-3))
     masker = SpanCorruptionMasker(vocab_size=64, eos_id=1, inputs_length=24)
     rows = np.tile(np.arange(2, 2 + masker.tokens_length, dtype="int32") % 40 + 2, (8, 1))
-    losses = [model.train_on_batch(*model.split_features(masker({"token_ids": rows}, seed=[0, step])),
-                                   return_dict=True)["loss"] for step in range(60)]
+    batches = [{name: np.asarray(value) for name, value in masker({"token_ids": rows}, seed=[0, step]).items()}
+               for step in range(60)]  # the data stage's tensors as arrays, which JAX takes too
+    losses = [model.train_on_batch(*model.split_features(batch), return_dict=True)["loss"] for batch in batches]
     assert np.mean(losses[-10:]) < 0.5 * np.mean(losses[:5]), losses
 
 
