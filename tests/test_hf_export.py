@@ -197,11 +197,11 @@ def sentences():
     return [s for document in read_corpus(default_corpus_paths()[:1]) for s in document][:600]
 
 
-def _perturb(model, seed=0):
-    """Every weight moved by N(0, 0.2): LayerNorms off (1, 0), biases off 0, activations nonlinear."""
+def _perturb(model, seed=0, scale=0.2):
+    """Every weight moved by N(0, scale): LayerNorms off (1, 0), biases off 0, activations nonlinear."""
     rng = np.random.default_rng(seed)
     for variable in model.weights:
-        variable.assign(variable.numpy() + rng.normal(0, 0.2, variable.shape).astype("float32"))
+        variable.assign(variable.numpy() + rng.normal(0, scale, variable.shape).astype("float32"))
 
 
 def _native_run(family_name, preset, sentences, run_dir, vocab_size=300, tokenizer=None, **pretrainer_options):
@@ -477,3 +477,58 @@ def test_wordpiece_options_off_bert_defaults_reach_transformers(tmp_path, bert_r
     texts = TEXTS + ["CAFÉ café Cafe naïve 東京東京"]
     theirs = transformers.AutoTokenizer.from_pretrained(str(tmp_path))(texts, add_special_tokens=False)
     assert theirs["input_ids"] == ours.tokenize(tf.constant(texts)).to_list()
+
+
+T5_SMALL = dict(vocab_size=99, d_model=32, d_kv=12, d_ff=40, num_heads=4, num_layers=2, num_decoder_layers=3,
+                relative_attention_num_buckets=6, relative_attention_max_distance=9, dropout_rate=0.0)
+
+
+@pytest.mark.parametrize("cls_name,options", [
+    ("T5ForConditionalGeneration", {}),  # v1.0: ReLU, the head the token table, states scaled
+    ("T5ForConditionalGeneration", {"feed_forward_proj": "gated-gelu", "tie_word_embeddings": False}),  # unscaled
+    ("T5EncoderModel", {"feed_forward_proj": "gated-relu"})])
+def test_t5_round_trip(tmp_path, capsys, cls_name, options):
+    hf = perturbed_hf_model(getattr(transformers, cls_name), transformers.T5Config(**T5_SMALL, **options))
+    hf_dir, out, printed = _round_trip(tmp_path, capsys, hf)
+    assert printed.startswith(f"{cls_name} written to {out}")
+    _assert_same_tensors(hf_dir, out)
+    ids, mask = _ids(99)
+    decoder = {} if cls_name == "T5EncoderModel" else {"decoder_input_ids": ids[:, :6]}
+    _assert_computes_like(hf, out, input_ids=ids, attention_mask=mask, **decoder)
+
+
+@pytest.mark.parametrize("tie,scale", [(True, True), (False, False), (False, True)])
+def test_t5_run_exports_to_transformers(tmp_path, capsys, sentences, tie, scale):
+    """Our T5 vocabulary (sentinels appended to a SentencePiece model) read by T5Tokenizer to our ids, and
+    T5ForConditionalGeneration's logits ours, for a head tied or its own, scaled or not."""
+    import tensorflow as tf
+
+    from keras_bertology.models import FAMILIES
+    from keras_bertology.models.t5.pretrainer import T5Pretrainer
+
+    keras.utils.set_random_seed(0)
+    family = FAMILIES["t5"]
+    tokenizer = family.train_tokenizer(sentences, 400)
+    backbone = family.backbone_cls(**family.backbone_config("t5-tiny", vocab_size=tokenizer.vocab_size))
+    pretrainer = T5Pretrainer(backbone, tie_embeddings=tie, scale_logits=scale)
+    _perturb(pretrainer, scale=0.05)
+    run_dir, out = tmp_path / "run", tmp_path / "hf"
+    save_run_model(run_dir, RunModel("t5", backbone, tokenizer, SEQ_LEN, pretrainer=pretrainer, preset="t5-tiny"))
+    assert _export(run_dir, out, capsys).startswith(f"T5ForConditionalGeneration written to {out}")
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(str(out))
+    # Sentinels inside words and in a row: transformers encodes the text after each as a text of its own.
+    texts = ["Now is the <extra_id_0> of our <extra_id_1>.", "To be,  or not to be? 東京!", "<extra_id_99> Hi.",
+             "a<extra_id_0>b <extra_id_1><extra_id_2><extra_id_3>x  y"]
+    ours = tokenizer.tokenize(tf.constant(texts)).to_list()
+    assert hf_tokenizer(texts, add_special_tokens=False)["input_ids"] == ours
+    assert hf_tokenizer.convert_tokens_to_ids("<extra_id_0>") == tokenizer.vocab_size - 1
+    ids = np.array([row[:8] + [tokenizer.sep_id] * (9 - len(row[:8])) for row in ours], dtype="int32")
+    decoder_ids = np.pad(ids[:, :5], [(0, 0), (1, 0)])
+    logits = pretrainer({"token_ids": ids, "padding_mask": np.ones_like(ids), "decoder_token_ids": decoder_ids,
+                         "decoder_padding_mask": np.ones_like(decoder_ids)})["spans"]
+    model = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(out), attn_implementation="eager").eval()
+    with torch.no_grad():
+        expected = model(input_ids=torch.tensor(ids, dtype=torch.long),
+                         decoder_input_ids=torch.tensor(decoder_ids, dtype=torch.long)).logits.numpy()
+    _assert_close("spans", expected, np.asarray(logits))
+    assert np.abs(expected).max() > 1, "weights too small to tell a mapping mistake"

@@ -142,6 +142,8 @@ def _sentencepiece(tokenizer, folder, tokenizer_class):
     if any(processor.is_byte(i) for i in range(processor.get_piece_size())):
         raise CheckpointError(f"the run's SentencePiece model falls back to bytes for unknown characters; "
                               f"transformers' {tokenizer_class} maps them to the unknown token instead")
+    if tokenizer.sentinels:
+        return _t5_sentencepiece(tokenizer, folder, tokenizer_class)
     if not tokenizer.preprocessing["replace_quotes"]:
         raise CheckpointError(f"the run's SentencePiece tokenizer keeps `` and ''; transformers' {tokenizer_class} "
                               "always turns them into \"")
@@ -149,6 +151,19 @@ def _sentencepiece(tokenizer, folder, tokenizer_class):
     return dict(do_lower_case=tokenizer.preprocessing["lower_case"],
                 keep_accents=not tokenizer.preprocessing["strip_accents"],
                 **_specials(tokenizer, ("unk", "sep", "pad", "cls", "mask")))
+
+
+def _t5_sentencepiece(tokenizer, folder, tokenizer_class):
+    """T5's layout: spiece.model without the sentinels, which the tokenizer class appends (`extra_ids`)."""
+    from keras_bertology.data.tokenizers import without_sentinels
+
+    changed = sorted(name for name, value in tokenizer.preprocessing.items() if value)
+    if changed:
+        raise CheckpointError(f"the run's SentencePiece tokenizer preprocesses text ({', '.join(changed)}); "
+                              f"transformers' {tokenizer_class} passes it to SentencePiece unchanged")
+    (folder / "spiece.model").write_bytes(without_sentinels(tokenizer.model_proto, tokenizer.sentinels))
+    return dict(extra_ids=tokenizer.sentinels, eos_token=tokenizer.vocabulary[tokenizer.sep_id],
+                **_specials(tokenizer, ("unk", "pad")))
 
 
 def _byte_bpe(tokenizer, folder, tokenizer_class):

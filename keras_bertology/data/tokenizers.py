@@ -295,7 +295,10 @@ class SentencePieceTokenizer(Tokenizer):
             if sentinels and SENTENCEPIECE_WORD_START in pieces else None
 
     def _tokenize(self, strings):
-        ids = self._sentencepiece.tokenize(_sentencepiece_preprocess(strings, **self.preprocessing))
+        strings = _sentencepiece_preprocess(strings, **self.preprocessing)
+        if self.sentinels:
+            strings = _space_after_sentinels(strings)
+        ids = self._sentencepiece.tokenize(strings)
         return ids if self._lone_word_start is None else self._drop_word_starts_before_sentinels(ids)
 
     def _drop_word_starts_before_sentinels(self, ids):
@@ -523,6 +526,16 @@ def train_sentencepiece(
                                   sentinels=sentinels)
 
 
+def _space_after_sentinels(strings):
+    """Text with a space after each sentinel that a non-space follows: Hugging Face's T5 tokenizer
+    encodes the text after a sentinel as text of its own, which starts a word ("<extra_id_0>," gives
+    the sentinel, "▁" and ","). A match consumes the "<" of a sentinel right after it, so a second pass
+    reaches those."""
+    for _ in range(2):
+        strings = tf.strings.regex_replace(strings, r"(<extra_id_\d+>)(\S)", r"\1 \2")
+    return strings
+
+
 def sentinel_piece(index: int) -> str:
     """T5's name of the sentinel that replaces the `index`-th corrupted span of a text."""
     return f"<extra_id_{index}>"
@@ -545,6 +558,22 @@ def with_sentinels(model_proto: bytes, count: int) -> bytes:
     for index in reversed(range(count)):
         model.pieces.add(piece=sentinel_piece(index), score=0.0,
                          type=sentencepiece_model_pb2.ModelProto.SentencePiece.USER_DEFINED)
+    return model.SerializeToString()
+
+
+def without_sentinels(model_proto: bytes, count: int) -> bytes:
+    """The SentencePiece model of `with_sentinels(model_proto, count)`: T5's spiece.model, to which
+    transformers' T5Tokenizer appends the sentinels itself (its `extra_ids`)."""
+    if not count:
+        return model_proto
+    from sentencepiece import sentencepiece_model_pb2
+
+    model = sentencepiece_model_pb2.ModelProto()
+    model.ParseFromString(model_proto)
+    last = [piece.piece for piece in model.pieces[len(model.pieces) - count:]]
+    if last != [sentinel_piece(index) for index in reversed(range(count))]:
+        raise ConfigError(f"the SentencePiece model does not end with {count} sentinels, <extra_id_0> last")
+    del model.pieces[len(model.pieces) - count:]
     return model.SerializeToString()
 
 

@@ -29,6 +29,7 @@ T5 = FAMILY = ModelFamily(
     masker_takes_seq_len=True,
     hf_model_types=("t5",),
     converter_path="keras_bertology.models.t5.convert:convert",
+    hf_exporter_path="keras_bertology.models.t5.convert:export",
     options=(
         FamilyOption("noise_density", float, 0.15, "span corruption: share of each row's tokens replaced",
                      minimum=0.01, maximum=0.9, used_by=("masker", "instances")),

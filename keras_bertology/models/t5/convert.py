@@ -9,7 +9,7 @@ decoder's `embed_tokens` are the shared table (`shared.weight`): where a
 checkpoint keeps copies, they must equal it.
 """
 
-from keras_bertology.convert.hf_weights import WeightSource, assign, check_sizes
+from keras_bertology.convert.hf_weights import WeightSource, assign, check_sizes, hf_activation
 from keras_bertology.errors import CheckpointError
 from keras_bertology.layers.activations import HF_ACTIVATIONS
 
@@ -59,16 +59,25 @@ def backbone_kwargs(config, encoder_only=False):
 def load_backbone(backbone, source):
     """Copy a T5 checkpoint's stacks from `source` (a `WeightSource`) into `backbone`."""
     shared = source.get("shared.weight")
-    assign(backbone.token_embedding.embeddings, shared, "shared.weight")
+    for stack in ("encoder", "decoder")[:2 if backbone.num_decoder_layers else 1]:
+        copy = f"{stack}.embed_tokens.weight"
+        if source.has(copy) and not source.take_if_equal(copy, shared):
+            raise CheckpointError(f"{copy} differs from shared.weight: T5's stacks share one token table")
+    for variable, name, transposed in _hf_names(backbone):
+        value = source.get(name)
+        assign(variable, value.T if transposed else value, name)
+
+
+def _hf_names(backbone):
+    """(variable, transformers tensor name, whether the tensor is the variable transposed) of each of the
+    backbone's weights: a Dense kernel [in, out] is a torch Linear weight [out, in]."""
+    yield backbone.token_embedding.embeddings, "shared.weight", False
     stacks = [("encoder", backbone.num_layers, ("SelfAttention",))]
     if backbone.num_decoder_layers:
         stacks.append(("decoder", backbone.num_decoder_layers, ("SelfAttention", "EncDecAttention")))
     for stack, depth, attentions in stacks:
-        copy = f"{stack}.embed_tokens.weight"
-        if source.has(copy) and not source.take_if_equal(copy, shared):
-            raise CheckpointError(f"{copy} differs from shared.weight: T5's stacks share one token table")
-        name = f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"
-        assign(backbone.get_layer(f"{stack}_position_bias").embeddings, source.get(name), name)
+        yield (backbone.get_layer(f"{stack}_position_bias").embeddings,
+               f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight", False)
         for index in range(depth):
             block, prefix = backbone.get_layer(f"{stack}_block_{index}"), f"{stack}.block.{index}.layer"
             parts = [(block.attention, block.attention_norm)]
@@ -77,25 +86,17 @@ def load_backbone(backbone, source):
             for position, (kind, (attention, norm)) in enumerate(zip(attentions, parts)):
                 for letter, dense in zip("qkvo", (attention.query_dense, attention.key_dense,
                                                   attention.value_dense, attention.output_dense)):
-                    _load_kernel(dense, source, f"{prefix}.{position}.{kind}.{letter}.weight")
-                _load_scale(norm, source, f"{prefix}.{position}.layer_norm.weight")
-            feed_forward = f"{prefix}.{len(attentions)}"
+                    yield dense.kernel, f"{prefix}.{position}.{kind}.{letter}.weight", True
+                yield norm.scale, f"{prefix}.{position}.layer_norm.weight", False
+            feed_forward = f"{prefix}.{len(attentions)}.DenseReluDense"
             if block.gate_dense is not None:
-                _load_kernel(block.intermediate_dense, source, f"{feed_forward}.DenseReluDense.wi_0.weight")
-                _load_kernel(block.gate_dense, source, f"{feed_forward}.DenseReluDense.wi_1.weight")
+                yield block.intermediate_dense.kernel, f"{feed_forward}.wi_0.weight", True
+                yield block.gate_dense.kernel, f"{feed_forward}.wi_1.weight", True
             else:
-                _load_kernel(block.intermediate_dense, source, f"{feed_forward}.DenseReluDense.wi.weight")
-            _load_kernel(block.output_dense, source, f"{feed_forward}.DenseReluDense.wo.weight")
-            _load_scale(block.output_norm, source, f"{feed_forward}.layer_norm.weight")
-        _load_scale(backbone.get_layer(f"{stack}_final_norm"), source, f"{stack}.final_layer_norm.weight")
-
-
-def _load_kernel(dense, source, name):
-    assign(dense.kernel, source.get(name).T, name)
-
-
-def _load_scale(norm, source, name):
-    assign(norm.scale, source.get(name), name)
+                yield block.intermediate_dense.kernel, f"{feed_forward}.wi.weight", True
+            yield block.output_dense.kernel, f"{feed_forward}.wo.weight", True
+            yield block.output_norm.scale, f"{prefix}.{len(attentions)}.layer_norm.weight", False
+        yield backbone.get_layer(f"{stack}_final_norm").scale, f"{stack}.final_layer_norm.weight", False
 
 
 def pretrainer_kwargs(config, source):
@@ -111,4 +112,53 @@ def pretrainer_kwargs(config, source):
 def load_lm_head(pretrainer, source):
     """Copy an untied `lm_head.weight` into the pretrainer's head (nothing for a tied one)."""
     if not pretrainer.tie_embeddings:
-        _load_kernel(pretrainer.get_layer("lm_head"), source, "lm_head.weight")
+        assign(pretrainer.get_layer("lm_head").kernel, source.get("lm_head.weight").T, "lm_head.weight")
+
+
+def export(family, run):
+    """`HFExport` of a T5 run: `T5ForConditionalGeneration` with the pretrainer's head, else `T5Model`, or
+    `T5EncoderModel` for an encoder alone. The head's scale is `scale_decoder_outputs`; an own head is saved
+    as `lm_head.weight`, which transformers then keeps apart from the token table."""
+    from keras_bertology.convert.hf_export import HFExport
+    from keras_bertology.convert.hf_weights import WeightSink
+
+    backbone, pretrainer, tokenizer = run.backbone, run.pretrainer, run.tokenizer
+    config = backbone.get_config()
+    hf_config = dict(
+        model_type="t5", vocab_size=config["vocab_size"], d_model=config["hidden_size"],
+        d_kv=config["head_dim"], d_ff=config["intermediate_size"], num_layers=config["num_layers"],
+        num_decoder_layers=config["num_decoder_layers"] or config["num_layers"], num_heads=config["num_heads"],
+        relative_attention_num_buckets=config["num_buckets"], relative_attention_max_distance=config["max_distance"],
+        dropout_rate=config["dropout"], layer_norm_epsilon=config["layer_norm_epsilon"],
+        initializer_factor=config["initializer_factor"],
+        feed_forward_proj=_feed_forward_proj(config["activation"], config["gated_feed_forward"]),
+        is_encoder_decoder=bool(config["num_decoder_layers"]))
+    if tokenizer is not None:
+        hf_config.update(pad_token_id=tokenizer.pad_id, eos_token_id=tokenizer.sep_id,
+                         decoder_start_token_id=tokenizer.pad_id)
+    sink = WeightSink()
+    for variable, name, transposed in _hf_names(backbone):
+        sink.put(name, variable.numpy().T if transposed else variable)
+    if not config["num_decoder_layers"]:
+        architecture = "T5EncoderModel"
+    elif pretrainer is None:
+        architecture = "T5Model"
+    else:
+        architecture = "T5ForConditionalGeneration"
+        hf_config["scale_decoder_outputs"] = bool(pretrainer.scale_logits)
+        if not pretrainer.tie_embeddings:
+            hf_config["tie_word_embeddings"] = pretrainer.scale_logits  # older transformers' reading of v1.1
+            sink.put("lm_head.weight", pretrainer.get_layer("lm_head").kernel.numpy().T)
+    return HFExport(architecture, hf_config, sink.tensors, {"sentencepiece": "T5Tokenizer"})
+
+
+def _feed_forward_proj(activation, gated):
+    """transformers' `feed_forward_proj` of our feed-forward: an activation, or gated-<activation>, where
+    "gated-gelu" is the tanh GELU (T5 v1.1's) and an exact gated GELU has no name."""
+    name = hf_activation(activation, "feed-forward activation")
+    if not gated:
+        return name
+    if activation == "gelu":
+        raise CheckpointError("--format hf: transformers' T5 reads gated-gelu as the tanh GELU; this run's "
+                              "gated feed-forward uses the exact GELU")
+    return "gated-gelu" if name == "gelu_new" else f"gated-{name}"
