@@ -1,6 +1,11 @@
 """Reusable, model-agnostic Keras layers."""
 
 from keras_bertology.layers.attention import MultiHeadSelfAttention, causal_mask, merge_attention_masks
+from keras_bertology.layers.disentangled_attention import (
+    DisentangledSelfAttention,
+    RelativeEmbeddings,
+    RelativePositionTable,
+)
 from keras_bertology.layers.embeddings import TokenPositionSegmentEmbedding
 from keras_bertology.layers.heads import MaskedLMHead, PooledClassificationHead, gather_positions
 from keras_bertology.layers.position_buckets import RelativePositionBias, position_buckets
@@ -17,12 +22,15 @@ from keras_bertology.layers.transformer_block import TransformerDecoderBlock, Tr
 from keras_bertology.layers.two_stream import TwoStreamBlock
 
 __all__ = [
+    "DisentangledSelfAttention",
     "GumbelSampler",
     "MaskedLMHead",
     "MultiHeadSelfAttention",
     "PooledClassificationHead",
     "RelativeAttentionTerms",
+    "RelativeEmbeddings",
     "RelativePositionBias",
+    "RelativePositionTable",
     "ReplaceTokens",
     "ReplacedTokenHead",
     "SharedEncoderStack",

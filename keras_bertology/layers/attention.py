@@ -110,11 +110,15 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     def _dense(self, units, name):
         return keras.layers.Dense(
             units,
-            use_bias=self.use_bias,
+            use_bias=self._has_bias(name),
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range),
             dtype=self.dtype_policy,
             name=name,
         )
+
+    def _has_bias(self, projection):
+        """Whether the `projection` ("query", "key", "value", "output") has a bias: `use_bias`."""
+        return self.use_bias
 
     def build(self, input_shape):
         hidden = input_shape[-1]

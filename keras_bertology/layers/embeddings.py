@@ -15,7 +15,8 @@ class TokenPositionSegmentEmbedding(keras.layers.Layer):
     Args:
         vocab_size: int, number of token ids.
         embedding_dim: int, width of every table.
-        max_positions: int, longest sequence the position table covers.
+        max_positions: int, longest sequence the position table covers; 0 for no absolute
+            positions (models whose attention places the tokens, DeBERTa's).
         num_segments: int, number of segment (token type) ids; 0 for none.
         dropout: float, dropout after the LayerNorm.
         layer_norm_epsilon: float, or `None` to skip the LayerNorm (pre-LN stacks).
@@ -56,7 +57,7 @@ class TokenPositionSegmentEmbedding(keras.layers.Layer):
         self.position_embedding = keras.layers.Embedding(
             max_positions, embedding_dim, embeddings_initializer=init,
             dtype=self.dtype_policy, name="position_embedding",
-        )
+        ) if max_positions else None
         self.segment_embedding = None
         if num_segments:
             self.segment_embedding = keras.layers.Embedding(
@@ -72,7 +73,8 @@ class TokenPositionSegmentEmbedding(keras.layers.Layer):
 
     def build(self, token_ids_shape, segment_ids_shape=None, position_ids_shape=None):
         self.token_embedding.build(token_ids_shape)
-        self.position_embedding.build((None,))
+        if self.position_embedding is not None:
+            self.position_embedding.build((None,))
         if self.segment_embedding is not None:
             self.segment_embedding.build(token_ids_shape)
         if self.layer_norm is not None:
@@ -82,11 +84,10 @@ class TokenPositionSegmentEmbedding(keras.layers.Layer):
     def call(self, token_ids, segment_ids=None, position_ids=None, training=None):
         """`position_ids` [B, L]: each token's row of the position table; 0, 1, ... when None."""
         embeddings = self.token_embedding(token_ids)
-        if position_ids is None:
-            positions = ops.expand_dims(self.position_embedding(ops.arange(ops.shape(token_ids)[1], dtype="int32")), 0)
-        else:
-            positions = self.position_embedding(position_ids)
-        embeddings = embeddings + positions
+        if self.position_embedding is not None:
+            if position_ids is None:
+                position_ids = ops.expand_dims(ops.arange(ops.shape(token_ids)[1], dtype="int32"), 0)
+            embeddings = embeddings + self.position_embedding(position_ids)
         if self.segment_embedding is not None:
             if segment_ids is None:
                 segment_ids = ops.zeros_like(token_ids)

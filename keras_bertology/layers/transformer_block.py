@@ -38,6 +38,10 @@ class TransformerEncoderBlock(keras.layers.Layer):
         attention_scale: float, the attention's score scale (`MultiHeadSelfAttention`'s
             `score_scale`; default 1 / sqrt(head width), T5's 1).
         head_dim: int, width of each attention head; default hidden / heads (T5's `d_kv`).
+        attention_class: the attention layer class, `MultiHeadSelfAttention` or a subclass taking its
+            arguments (DeBERTa's `DisentangledSelfAttention`), or its registered Keras name: a family
+            swaps the attention while the block, its weight names and the converters stay.
+        attention_options: dict, further arguments of `attention_class`.
 
     Example:
         >>> import keras
@@ -65,9 +69,17 @@ class TransformerEncoderBlock(keras.layers.Layer):
         gated_feed_forward=False,
         attention_scale=None,
         head_dim=None,
+        attention_class=MultiHeadSelfAttention,
+        attention_options=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if isinstance(attention_class, str):
+            attention_class = keras.saving.get_registered_object(attention_class)
+        if not (isinstance(attention_class, type) and issubclass(attention_class, MultiHeadSelfAttention)):
+            raise ValueError(f"attention_class must be MultiHeadSelfAttention or a subclass; got {attention_class!r}")
+        self.attention_class = attention_class
+        self.attention_options = dict(attention_options or {})
         self.num_heads = num_heads
         self.intermediate_size = intermediate_size
         self.activation = activation
@@ -118,10 +130,10 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.built = True
 
     def _attention(self, causal, name):
-        return MultiHeadSelfAttention(
+        return self.attention_class(
             self.num_heads, head_dim=self.head_dim, dropout=self.attention_dropout,
             initializer_range=self.initializer_range, use_bias=self.attention_bias, causal=causal,
-            score_scale=self.attention_scale, dtype=self.dtype_policy, name=name,
+            score_scale=self.attention_scale, dtype=self.dtype_policy, name=name, **self.attention_options,
         )
 
     def _norm(self, name):
@@ -178,6 +190,9 @@ class TransformerEncoderBlock(keras.layers.Layer):
             attention_scale=self.attention_scale,
             head_dim=self.head_dim,
         )
+        if self.attention_class is not MultiHeadSelfAttention:
+            config.update(attention_class=keras.saving.get_registered_name(self.attention_class),
+                          attention_options=self.attention_options)
         return config
 
 

@@ -1,0 +1,134 @@
+"""Hugging Face DeBERTa checkpoints (`DebertaModel`, `DebertaV2Model` and their masked LMs) into
+`DebertaBackbone`.
+
+v2/v3 name each attention's projections `query_proj`, `key_proj`, `value_proj`
+(and, without share_att_key, `pos_key_proj`, `pos_query_proj`); v1 fuses the
+three into `in_proj` [3 x heads x width, hidden], interleaved by head (each
+head's query, key and value rows in turn), with `q_bias` and `v_bias` beside it
+and no key bias, and names its position projections `pos_proj` (no bias) and
+`pos_q_proj`. The relative table is `encoder.rel_embeddings`.
+"""
+
+import numpy as np
+
+from keras_bertology.convert.hf_weights import WeightSource, assign, check_sizes, load_dense, load_layer_norm
+from keras_bertology.errors import CheckpointError
+
+_REQUIRED_SIZES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                   "max_position_embeddings")
+
+
+def convert(family, config, weights):
+    """(backbone, pretrainer or None, heads imported, names used) from a DeBERTa checkpoint."""
+    backbone = family.backbone_cls(**backbone_kwargs(config))
+    source = WeightSource(weights, prefix="deberta.")
+    load_backbone(backbone, source, config)
+    return backbone, None, [], source.used
+
+
+def backbone_kwargs(config):
+    """`DebertaBackbone` kwargs of a transformers DebertaConfig / DebertaV2Config dict, checked."""
+    from keras_bertology.layers.activations import HF_ACTIVATIONS
+
+    check_sizes(config, _REQUIRED_SIZES)
+    version_2 = config.get("model_type") == "deberta-v2"
+    hidden, heads = config["hidden_size"], config["num_attention_heads"]
+    if hidden % heads or config.get("attention_head_size", hidden // heads) != hidden // heads:
+        raise CheckpointError(f"config.json: hidden_size {hidden} must be num_attention_heads ({heads}) x the "
+                              "head width (attention_head_size)")
+    activation = config.get("hidden_act", "gelu")
+    if activation not in HF_ACTIVATIONS:
+        raise CheckpointError(f"hidden_act {activation!r} is not supported; supported: {', '.join(HF_ACTIVATIONS)}")
+    conv_activation = config.get("conv_act", "tanh")
+    if conv_activation not in HF_ACTIVATIONS and conv_activation != "tanh":
+        raise CheckpointError(f"conv_act {conv_activation!r} is not supported; supported: tanh, "
+                              f"{', '.join(HF_ACTIVATIONS)}")
+    if not config.get("relative_attention", False):
+        raise CheckpointError("config.json: relative_attention is false: that is BERT's attention, not DeBERTa's "
+                              "(every released DeBERTa sets it)")
+    if config.get("talking_head"):
+        raise CheckpointError("config.json: talking_head (mixing the heads' scores) is not supported")
+    terms = config.get("pos_att_type") or []
+    terms = [term.strip() for term in (terms.lower().split("|") if isinstance(terms, str) else terms)]
+    unknown = sorted(set(terms) - {"c2p", "p2c"})
+    if unknown:
+        raise CheckpointError(f"config.json: pos_att_type {unknown} is not supported; supported: c2p, p2c")
+    max_relative = config.get("max_relative_positions", -1)
+    buckets = config.get("position_buckets", -1) if version_2 else -1
+    norms = [part.strip() for part in str(config.get("norm_rel_ebd", "none")).lower().split("|")]
+    return dict(
+        vocab_size=config["vocab_size"], num_layers=config["num_hidden_layers"], num_heads=heads, hidden_size=hidden,
+        intermediate_size=config["intermediate_size"], activation=HF_ACTIVATIONS[activation],
+        max_positions=config["max_position_embeddings"],
+        position_biased_input=bool(config.get("position_biased_input", True)),
+        num_segments=config.get("type_vocab_size", 0), position_terms=[t for t in ("c2p", "p2c") if t in terms],
+        max_relative_positions=max_relative if max_relative >= 1 else None,
+        position_buckets=max(buckets, 0), share_attention_key=bool(version_2 and config.get("share_att_key", False)),
+        norm_relative_embeddings=version_2 and "layer_norm" in norms, position_key_bias=version_2,
+        content_key_bias=version_2, conv_kernel_size=config.get("conv_kernel_size", 0) if version_2 else 0,
+        conv_groups=config.get("conv_groups", 1), conv_activation=HF_ACTIVATIONS.get(conv_activation, "tanh"),
+        embedding_size=config.get("embedding_size") if config.get("embedding_size") != hidden else None,
+        dropout=config.get("hidden_dropout_prob", 0.1),
+        attention_dropout=config.get("attention_probs_dropout_prob", 0.1),
+        layer_norm_epsilon=config.get("layer_norm_eps", 1e-7), initializer_range=config.get("initializer_range", 0.02))
+
+
+def load_backbone(backbone, source, config):
+    """Copy a DeBERTa checkpoint's encoder from `source` (a `WeightSource`) into `backbone`."""
+    embeddings = backbone.get_layer("embeddings")
+    assign(embeddings.token_embedding.embeddings, source.get("embeddings.word_embeddings.weight"),
+           "embeddings.word_embeddings.weight")
+    if embeddings.position_embedding is not None:
+        assign(embeddings.position_embedding.embeddings, source.get("embeddings.position_embeddings.weight"),
+               "embeddings.position_embeddings.weight")
+    if embeddings.segment_embedding is not None:
+        assign(embeddings.segment_embedding.embeddings, source.get("embeddings.token_type_embeddings.weight"),
+               "embeddings.token_type_embeddings.weight")
+    if backbone.embedding_size:
+        assign(backbone.get_layer("embedding_projection").kernel, source.get("embeddings.embed_proj.weight").T,
+               "embeddings.embed_proj.weight")
+    load_layer_norm(backbone.get_layer("embedding_norm"), source, "embeddings.LayerNorm")
+    table = backbone.get_layer("relative_embeddings")
+    assign(table.embeddings, source.get("encoder.rel_embeddings.weight"), "encoder.rel_embeddings.weight")
+    if table.norm is not None:
+        load_layer_norm(table.norm, source, "encoder.LayerNorm")
+    if backbone.conv_kernel_size:
+        conv = backbone.get_layer("conv")
+        assign(conv.kernel, np.transpose(source.get("encoder.conv.conv.weight"), (2, 1, 0)), "encoder.conv.conv.weight")
+        assign(conv.bias, source.get("encoder.conv.conv.bias"), "encoder.conv.conv.bias")
+        load_layer_norm(backbone.get_layer("conv_norm"), source, "encoder.conv.LayerNorm")
+    for index in range(backbone.num_layers):
+        _load_block(backbone.get_layer(f"encoder_block_{index}"), source, f"encoder.layer.{index}")
+
+
+def _load_block(block, source, prefix):
+    attention, own = block.attention, f"{prefix}.attention.self"
+    if source.has(f"{own}.in_proj.weight"):  # v1
+        _load_fused_projections(attention, source, own)
+        if attention.position_key is not None:
+            assign(attention.position_key.kernel, source.get(f"{own}.pos_proj.weight").T, f"{own}.pos_proj.weight")
+        if attention.position_query is not None:
+            load_dense(attention.position_query, source, f"{own}.pos_q_proj")
+    else:
+        for dense, name in ((attention.query_dense, "query_proj"), (attention.key_dense, "key_proj"),
+                            (attention.value_dense, "value_proj"), (attention.position_key, "pos_key_proj"),
+                            (attention.position_query, "pos_query_proj")):
+            if dense is not None:
+                load_dense(dense, source, f"{own}.{name}")
+    load_dense(attention.output_dense, source, f"{prefix}.attention.output.dense")
+    load_layer_norm(block.attention_norm, source, f"{prefix}.attention.output.LayerNorm")
+    load_dense(block.intermediate_dense, source, f"{prefix}.intermediate.dense")
+    load_dense(block.output_dense, source, f"{prefix}.output.dense")
+    load_layer_norm(block.output_norm, source, f"{prefix}.output.LayerNorm")
+
+
+def _load_fused_projections(attention, source, own):
+    """v1's in_proj: per head, its query, key and value rows in turn."""
+    fused = np.asarray(source.get(f"{own}.in_proj.weight"))
+    heads = attention.num_heads
+    query, key, value = np.split(fused.reshape(heads, 3, -1, fused.shape[-1]), 3, axis=1)
+    for dense, rows, name in ((attention.query_dense, query, "query"), (attention.key_dense, key, "key"),
+                              (attention.value_dense, value, "value")):
+        assign(dense.kernel, rows.reshape(-1, fused.shape[-1]).T, f"{own}.in_proj.weight ({name} rows)")
+    assign(attention.query_dense.bias, source.get(f"{own}.q_bias"), f"{own}.q_bias")
+    assign(attention.value_dense.bias, source.get(f"{own}.v_bias"), f"{own}.v_bias")

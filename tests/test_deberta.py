@@ -1,0 +1,150 @@
+"""DeBERTa's backbone against transformers' (fp32, 1e-5): the log buckets, and DebertaModel (v1) and
+DebertaV2Model (v2/v3) states for c2p-only, p2c-only and both terms, shared and own position projections,
+bucketed and plain relative positions, with and without v2's convolution, on padded batches longer than
+the relative reach."""
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from transformers.models.deberta_v2.modeling_deberta_v2 import make_log_bucket_position
+
+from hf_reference import perturbed_hf_model
+from keras_bertology.convert.hf_weights import WeightSource
+from keras_bertology.layers.disentangled_attention import log_bucket_positions, relative_index_table
+from keras_bertology.models.deberta.backbone import DebertaBackbone
+from keras_bertology.models.deberta.convert import backbone_kwargs, load_backbone
+
+TOLERANCE = 1e-5
+# Heads 16 wide, an embedding narrower than the hidden size, weights large enough to bend the GELUs.
+SMALL = dict(vocab_size=90, hidden_size=48, num_hidden_layers=2, num_attention_heads=3, intermediate_size=80,
+             max_position_embeddings=40, initializer_range=0.2, relative_attention=True, layer_norm_eps=1e-7,
+             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, type_vocab_size=0,
+             position_biased_input=False)
+V2_CONFIGS = {
+    # DeBERTa-v3's layout: both terms, shared keys, log buckets reached before the rows end, normed table.
+    "v3": dict(SMALL, pos_att_type="p2c|c2p", share_att_key=True, position_buckets=8, max_relative_positions=12,
+               norm_rel_ebd="layer_norm", embedding_size=32),
+    # c2p alone, own position projections, no buckets, segments and absolute positions, the convolution.
+    "c2p-own-conv": dict(SMALL, pos_att_type=["c2p"], share_att_key=False, max_relative_positions=9,
+                         conv_kernel_size=3, conv_act="gelu", type_vocab_size=2, position_biased_input=True),
+    # p2c alone, shared keys, buckets, an unnormed table, grouped convolution.
+    "p2c-shared": dict(SMALL, pos_att_type="p2c", share_att_key=True, position_buckets=6, max_relative_positions=11,
+                       conv_kernel_size=5, conv_groups=3),
+}
+V1_CONFIGS = {
+    "v1": dict(SMALL, pos_att_type="c2p|p2c", max_relative_positions=7),
+    "v1-c2p-absolute": dict(SMALL, pos_att_type="c2p", position_biased_input=True, type_vocab_size=2),
+}
+
+
+@pytest.mark.parametrize("buckets, max_position", [(256, 512), (8, 12), (6, 11), (7, 20), (32, 100)])
+def test_log_buckets_are_the_originals(buckets, max_position):
+    """transformers' (float32) and the original's NumPy float64 rule agree with ours everywhere."""
+    distances = np.arange(-3000, 3001)
+    ours = log_bucket_positions(distances, buckets, max_position)
+    np.testing.assert_array_equal(ours, make_log_bucket_position(torch.tensor(distances), buckets,
+                                                                 max_position).long().numpy())
+    mid = buckets // 2
+    absolute = np.where(np.abs(distances) < mid, mid - 1, np.abs(distances))
+    logs = np.ceil(np.log(absolute / mid) / np.log((max_position - 1) / mid) * (mid - 1)) + mid
+    np.testing.assert_array_equal(ours, np.where(absolute <= mid, distances, logs * np.sign(distances)))
+    if (buckets, max_position) == (256, 512):
+        assert ours[3000 + 200] == 169 and ours[3000 + 511] == 255 and ours[3000 - 128] == -128
+    table, reach = relative_index_table(buckets, buckets, max_position)
+    assert table[0] == 0 and table[-1] == 2 * buckets - 1  # saturated at both ends: clipping is exact
+    np.testing.assert_array_equal(table, np.clip(ours[3000 - reach:3000 + reach + 1] + buckets, 0, 2 * buckets - 1))
+
+
+def _batch(vocab_size, lengths, seed, segments=0):
+    rng = np.random.default_rng(seed)
+    length = max(lengths)
+    ids = rng.integers(1, vocab_size, (len(lengths), length)).astype("int32")
+    mask = (np.arange(length)[None, :] < np.asarray(lengths)[:, None]).astype("int32")
+    inputs = {"token_ids": ids * mask, "padding_mask": mask}
+    if segments:
+        inputs["segment_ids"] = (rng.integers(0, segments, ids.shape) * mask).astype("int32")
+    return inputs
+
+
+def _converted(hf):
+    config = hf.config.to_dict()
+    backbone = DebertaBackbone(**backbone_kwargs(config))
+    load_backbone(backbone, WeightSource({k: v.detach().numpy() for k, v in hf.state_dict().items()}, prefix=""),
+                  config)
+    return backbone
+
+
+def _assert_matches(hf, config):
+    backbone = _converted(hf)
+    inputs = _batch(config["vocab_size"], [23, 14], seed=3, segments=config["type_vocab_size"])
+    with torch.no_grad():
+        expected = hf(input_ids=torch.tensor(inputs["token_ids"], dtype=torch.long),
+                      attention_mask=torch.tensor(inputs["padding_mask"]),
+                      token_type_ids=torch.tensor(inputs.get("segment_ids", np.zeros_like(inputs["token_ids"])),
+                                                  dtype=torch.long)).last_hidden_state.numpy()
+    got = np.asarray(backbone(inputs)["sequence_output"])
+    real = inputs["padding_mask"].astype(bool)
+    assert np.abs(got - expected)[real].max() <= TOLERANCE, np.abs(got - expected)[real].max()
+    assert np.abs(expected[real]).max() > 1
+    return backbone
+
+
+@pytest.mark.parametrize("layout", sorted(V2_CONFIGS))
+def test_v2_states_match_transformers(layout):
+    config = V2_CONFIGS[layout]
+    _assert_matches(perturbed_hf_model(transformers.DebertaV2Model, transformers.DebertaV2Config(**config)), config)
+
+
+@pytest.mark.parametrize("layout", sorted(V1_CONFIGS))
+def test_v1_states_match_transformers(layout):
+    config = V1_CONFIGS[layout]
+    backbone = _assert_matches(perturbed_hf_model(transformers.DebertaModel, transformers.DebertaConfig(**config)),
+                               config)
+    attention = backbone.get_layer("encoder_block_0").attention
+    assert attention.key_dense.bias is None and (attention.position_key is None or attention.position_key.bias is None)
+
+
+@pytest.mark.parametrize("name", ["deberta-tiny", "deberta-base", "deberta-v3-tiny", "deberta-v3-xsmall",
+                                  pytest.param("deberta-v3-large", marks=pytest.mark.slow)])
+def test_presets_count_the_published_parameters(name):
+    """deberta-base 138,601,728 (v1, transformers' DebertaModel), deberta-v3-* as DebertaV2Model counts."""
+    from counting import shapes_only
+    from keras_bertology.models.deberta.presets import DEBERTA_PRESETS, DEBERTA_V3_PRESETS
+
+    preset = {**DEBERTA_PRESETS, **DEBERTA_V3_PRESETS}[name]
+    with shapes_only():
+        assert DebertaBackbone(**preset["config"]).count_params() == preset["params"]
+
+
+def test_v3_base_counts_as_keras_hub_and_transformers_count_it():
+    import keras_hub
+
+    from counting import shapes_only
+    from keras_bertology.models.deberta.presets import DEBERTA_V3_PRESETS
+
+    config = DEBERTA_V3_PRESETS["deberta-v3-base"]["config"]
+    with shapes_only():
+        hub = keras_hub.models.DebertaV3Backbone(
+            vocabulary_size=config["vocab_size"], num_layers=12, num_heads=12, hidden_dim=768, intermediate_dim=3072,
+            max_sequence_length=512, bucket_size=256).count_params()
+        hf = transformers.DebertaV2Model(transformers.DebertaV2Config(
+            vocab_size=config["vocab_size"], hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+            intermediate_size=3072, relative_attention=True, position_buckets=256, norm_rel_ebd="layer_norm",
+            share_att_key=True, pos_att_type="p2c|c2p", position_biased_input=False, type_vocab_size=0))
+        assert hub == sum(p.numel() for p in hf.parameters()) == 183_831_552
+
+
+def test_a_backbone_survives_a_keras_round_trip(tmp_path):
+    import keras
+
+    backbone = DebertaBackbone(vocab_size=50, num_layers=2, num_heads=2, hidden_size=16, intermediate_size=24,
+                               position_buckets=6, max_relative_positions=11, conv_kernel_size=3,
+                               position_terms=("c2p",), share_attention_key=False, content_key_bias=False,
+                               dropout=0.0, attention_dropout=0.0)
+    inputs = _batch(50, [9, 5], seed=1)
+    backbone.save(tmp_path / "deberta.keras")
+    loaded = keras.saving.load_model(tmp_path / "deberta.keras")
+    assert loaded.get_layer("encoder_block_0").attention.key_dense.bias is None
+    np.testing.assert_allclose(np.asarray(loaded(inputs)["sequence_output"]),
+                               np.asarray(backbone(inputs)["sequence_output"]), atol=1e-6)
