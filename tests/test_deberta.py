@@ -148,3 +148,79 @@ def test_a_backbone_survives_a_keras_round_trip(tmp_path):
     assert loaded.get_layer("encoder_block_0").attention.key_dense.bias is None
     np.testing.assert_allclose(np.asarray(loaded(inputs)["sequence_output"]),
                                np.asarray(backbone(inputs)["sequence_output"]), atol=1e-6)
+
+
+def _np_layer_norm(x, norm):
+    mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + norm.epsilon) * norm.gamma.numpy() + norm.beta.numpy()
+
+
+def _np_dense(dense, x):
+    return x @ dense.kernel.numpy() + (0 if dense.bias is None else dense.bias.numpy())
+
+
+def _np_gelu(x):
+    from scipy.special import erf
+
+    return 0.5 * x * (1 + erf(x / np.sqrt(2)))
+
+
+def _np_block(block, states, queries, table, index, mask):
+    """A post-LN DeBERTa layer in NumPy, queries asking the states (shared keys, both terms):
+    A_ij = (q_i.k_j + q_i.pk[r(i, j)] + k_j.pq[r(i, j)]) / sqrt(3 D), keys masked, softmax, then BERT's
+    residual branches on the queries."""
+    attention = block.attention
+    heads, width = attention.num_heads, attention._head_dim
+
+    def split(x):
+        return x.reshape(*x.shape[:-1], heads, width)
+
+    q, k, v = (split(_np_dense(d, x)) for d, x in ((attention.query_dense, queries), (attention.key_dense, states),
+                                                   (attention.value_dense, states)))
+    pq, pk = split(_np_dense(attention.query_dense, table)), split(_np_dense(attention.key_dense, table))
+    scores = (np.einsum("bind,bjnd->bnij", q, k) + np.einsum("bind,ijnd->bnij", q, pk[index])
+              + np.einsum("bjnd,ijnd->bnij", k, pq[index])) / np.sqrt(3 * width)
+    scores = np.where(mask[:, None, None, :] > 0, scores, -1e9)
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    context = np.einsum("bnij,bjnd->bind", probs, v).reshape(*queries.shape[:-1], heads * width)
+    attended = _np_layer_norm(queries + _np_dense(attention.output_dense, context), block.attention_norm)
+    inner = _np_gelu(_np_dense(block.intermediate_dense, attended))
+    return _np_layer_norm(attended + _np_dense(block.output_dense, inner), block.output_norm)
+
+
+def test_the_enhanced_mask_decoder_matches_a_numpy_reference():
+    """He et al.'s EMD: queries = absolute positions + the states entering the last layer H; the last layer
+    runs twice (keys and values H); the MLM head (BERT's, tied) reads the masked positions."""
+    import keras
+
+    from keras_bertology.models.deberta import DebertaPretrainer
+
+    keras.utils.set_random_seed(4)
+    backbone = DebertaBackbone(vocab_size=70, num_layers=2, num_heads=2, hidden_size=24, intermediate_size=40,
+                               max_positions=30, position_buckets=6, max_relative_positions=11,
+                               initializer_range=0.3, dropout=0.0, attention_dropout=0.0)
+    model = DebertaPretrainer(backbone)
+    rng = np.random.default_rng(5)
+    for variable in model.weights:  # LayerNorms off (1, 0), biases off 0
+        variable.assign(variable.numpy() + rng.normal(0, 0.1, variable.shape).astype("float32"))
+    inputs = _batch(70, [17, 12], seed=6)
+    positions = np.array([[0, 5, 16], [2, 11, 3]], dtype="int32")
+    logits = np.asarray(model({**inputs, "mask_positions": positions})["mlm"])
+
+    states = np.asarray(keras.Model(backbone.input, backbone.get_layer("encoder_block_1").input[0])(inputs))
+    table_layer = backbone.get_layer("relative_embeddings")
+    table = _np_layer_norm(table_layer.embeddings.numpy(), table_layer.norm)
+    length = inputs["token_ids"].shape[1]
+    index = np.clip(log_bucket_positions(np.arange(length)[:, None] - np.arange(length)[None, :], 6, 11) + 6, 0, 11)
+    last, mask = backbone.get_layer("encoder_block_1"), inputs["padding_mask"]
+    queries = states + model.get_layer("emd_positions").embeddings.numpy()[:length]
+    for _ in range(2):
+        queries = _np_block(last, states, queries, table, index, mask)
+    head = model.get_layer("mlm_head")
+    picked = np.take_along_axis(queries, positions[..., None], axis=1)
+    transformed = _np_layer_norm(_np_gelu(_np_dense(head.transform, picked)), head.layer_norm)
+    expected = transformed @ backbone.token_embedding.embeddings.numpy().T + head.output_bias.numpy()
+    assert np.abs(logits - expected).max() <= TOLERANCE * max(1.0, np.abs(expected).max()), \
+        np.abs(logits - expected).max()
+    assert np.abs(expected).max() > 1

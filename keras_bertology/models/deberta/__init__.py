@@ -4,6 +4,7 @@ from keras_bertology.lazy_imports import lazy_attributes
 
 __getattr__ = lazy_attributes(__name__, {
     "DebertaBackbone": "keras_bertology.models.deberta.backbone",
+    "DebertaPretrainer": "keras_bertology.models.deberta.pretrainer",
 })
 
-__all__ = ["DebertaBackbone"]
+__all__ = ["DebertaBackbone", "DebertaPretrainer"]
