@@ -83,6 +83,11 @@ class PeerModel:
 MODELS = {
     "bert": PeerModel("bert", "bert-base", "MLM + NSP", "nsp_labels", "BertMaskedLM", "BertForPreTraining"),
     "roberta": PeerModel("roberta", "roberta-base", "MLM", None, "RobertaMaskedLM", "RobertaForMaskedLM"),
+    # transformers' DeBERTa computes no enhanced mask decoder: ours runs without it here, the same work.
+    "deberta": PeerModel("deberta", "deberta-base", "MLM (last layer, no EMD)", None, None, "DebertaForMaskedLM",
+                         options=(("enhanced_mask_decoder", 0),),
+                         note="DeBERTa (v1): disentangled attention (c2p + p2c over 2 x 512 relative rows), the MLM "
+                              "head on the last layer in both systems (transformers has no enhanced mask decoder)."),
     "albert": PeerModel("albert", "albert-base", "MLM + SOP", "sop_labels", "AlbertMaskedLM",
                         "AlbertForPreTraining"),
     "electra": PeerModel("electra", "electra-base", "generator MLM + 50 x RTD", None, None,

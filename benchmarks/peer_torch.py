@@ -64,6 +64,24 @@ def _roberta(config, shape):
     return model, loss
 
 
+def _deberta(config, shape):
+    from transformers import DebertaConfig, DebertaForMaskedLM
+
+    model = DebertaForMaskedLM(DebertaConfig(
+        vocab_size=config["vocab_size"], hidden_size=shape.hidden_size, num_hidden_layers=shape.num_layers,
+        num_attention_heads=shape.num_heads, intermediate_size=shape.intermediate_size,
+        max_position_embeddings=config["max_positions"], relative_attention=True, pos_att_type="c2p|p2c",
+        max_relative_positions=config.get("max_relative_positions") or -1, position_biased_input=False,
+        type_vocab_size=0, layer_norm_eps=config["layer_norm_epsilon"]))
+
+    def loss(batch):
+        states = model.deberta(input_ids=batch["token_ids"], attention_mask=batch["padding_mask"],
+                               return_dict=False)[0]
+        return _mlm_loss(model.cls(_gather(states, batch["mask_positions"])), batch)
+
+    return model, loss
+
+
 def _albert(config, shape):
     from transformers import AlbertForPreTraining
 
@@ -204,7 +222,8 @@ def _t5(config, shape):
     return model, loss
 
 
-BUILDERS = {"t5": _t5, "gpt": _gpt, "bert": _bert, "roberta": _roberta, "albert": _albert, "spanbert": _spanbert, "xlnet": _xlnet}
+BUILDERS = {"t5": _t5, "gpt": _gpt, "bert": _bert, "roberta": _roberta, "deberta": _deberta, "albert": _albert,
+            "spanbert": _spanbert, "xlnet": _xlnet}
 
 
 def build_torch(model, shape, precision, compiled, device="cpu"):

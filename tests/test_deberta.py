@@ -4,6 +4,7 @@ bucketed and plain relative positions, with and without v2's convolution, on pad
 the relative reach."""
 
 import numpy as np
+import tensorflow as tf
 import pytest
 import torch
 import transformers
@@ -224,3 +225,34 @@ def test_the_enhanced_mask_decoder_matches_a_numpy_reference():
     assert np.abs(logits - expected).max() <= TOLERANCE * max(1.0, np.abs(expected).max()), \
         np.abs(logits - expected).max()
     assert np.abs(expected).max() > 1
+
+
+def test_masked_lm_heads_match_deberta_for_masked_lm():
+    """transformers' DebertaForMaskedLM (BERT's head on the last layer, no EMD) converted: the same logits."""
+    from keras_bertology.models import get_family
+
+    config = V1_CONFIGS["v1"]
+    hf = perturbed_hf_model(transformers.DebertaForMaskedLM, transformers.DebertaConfig(**config))
+    weights = {name: value.detach().numpy() for name, value in hf.state_dict().items()}
+    backbone, pretrainer, heads, used, _ = get_family("deberta").convert_hf(hf.config.to_dict(), weights)
+    assert heads == ["mlm"] and not pretrainer.enhanced_mask_decoder
+    inputs = _batch(config["vocab_size"], [23, 14], seed=8)
+    positions = np.tile(np.arange(23, dtype="int32"), (2, 1))
+    with torch.no_grad():
+        expected = hf(input_ids=torch.tensor(inputs["token_ids"], dtype=torch.long),
+                      attention_mask=torch.tensor(inputs["padding_mask"])).logits.numpy()
+    logits = np.asarray(pretrainer({**inputs, "mask_positions": positions})["mlm"])
+    real = inputs["padding_mask"].astype(bool)
+    assert np.abs(logits - expected)[real].max() <= TOLERANCE * max(1.0, np.abs(expected).max())
+    assert np.abs(expected).max() > 1
+
+
+def test_pretraining_deberta_runs_end_to_end_and_serves(tmp_path, capsys):
+    from cli_runs import pretrain_two_plays
+
+    metrics, served = pretrain_two_plays(tmp_path, capsys, "deberta", "deberta-tiny", "--seq-len", "32",
+                                         "--vocab-size", "400")
+    assert metrics["steps"] == 4 and np.isfinite(metrics["history"][-1]["loss"])
+    encoded = served.serve(tf.constant(["Now is the winter of our discontent.", ""]))
+    assert encoded["sequence_output"].shape[-1] == 128
+    assert metrics["fill_mask"]

@@ -30,7 +30,8 @@ SMALL = ["bert-tiny", "bert-mini", "bert-small", "bert-medium", "roberta-tiny", 
 CHECKED_ELSEWHERE = {"xlnet-tiny", "xlnet-base", "xlnet-large",  # test_xlnet.py
                      "gpt-tiny", "gpt2", "gpt2-medium",  # test_gpt.py
                      "transformer-xl-tiny", "transformer-xl-wt103-base", "transformer-xl-wt103-large",  # its own
-                     "t5-tiny", "t5-small", "t5-base", "t5-v1_1-small", "t5-v1_1-base"}  # test_t5.py
+                     "t5-tiny", "t5-small", "t5-base", "t5-v1_1-small", "t5-v1_1-base",  # test_t5.py
+                     "deberta-tiny", "deberta-base"}  # test_deberta.py
 PRESETS = [(family, name) for family in FAMILIES.values() for name in family.presets]
 
 

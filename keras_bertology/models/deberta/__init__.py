@@ -1,10 +1,35 @@
-"""DeBERTa: disentangled attention over relative positions (v1), and DeBERTa-v3's layout."""
+"""DeBERTa: BERT's encoder with disentangled attention over relative positions, pretrained by masked LM
+through the enhanced mask decoder (He et al. 2020). The vocabulary is GPT-2's byte-level BPE, learned
+from the corpus; inputs are RoBERTa's full sentences without segments, masked dynamically.
+
+The family object is imported without TensorFlow; the classes load lazily.
+"""
 
 from keras_bertology.lazy_imports import lazy_attributes
+from keras_bertology.models.deberta.presets import DEBERTA_PRESETS
+from keras_bertology.models.family import FamilyOption, ModelFamily
+
+DEBERTA = FAMILY = ModelFamily(
+    name="deberta",
+    presets=DEBERTA_PRESETS,
+    backbone_path="keras_bertology.models.deberta.backbone:DebertaBackbone",
+    pretrainer_path="keras_bertology.models.deberta.pretrainer:DebertaPretrainer",
+    tokenizer_path="keras_bertology.models.deberta.tokenizer:train_tokenizer",
+    instances_path="keras_bertology.data.instances:packed_instances",
+    hf_model_types=("deberta",),
+    converter_path="keras_bertology.models.deberta.convert:convert",
+    masking="dynamic",
+    packings=("full-sentences", "doc-sentences"),
+    options=(
+        FamilyOption("enhanced_mask_decoder", int, 1, "1: the MLM head reads the enhanced mask decoder (absolute "
+                     "positions, the last layer twice); 0: the last layer's states (transformers' head)", minimum=0,
+                     maximum=1, used_by=("pretrainer",)),
+    ),
+)
 
 __getattr__ = lazy_attributes(__name__, {
     "DebertaBackbone": "keras_bertology.models.deberta.backbone",
     "DebertaPretrainer": "keras_bertology.models.deberta.pretrainer",
 })
 
-__all__ = ["DebertaBackbone", "DebertaPretrainer"]
+__all__ = ["DEBERTA", "DEBERTA_PRESETS", "DebertaBackbone", "DebertaPretrainer"]

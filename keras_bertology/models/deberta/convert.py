@@ -19,11 +19,19 @@ _REQUIRED_SIZES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attent
 
 
 def convert(family, config, weights):
-    """(backbone, pretrainer or None, heads imported, names used) from a DeBERTa checkpoint."""
+    """(backbone, pretrainer or None, heads imported, names used, notes) from a DeBERTa checkpoint: the
+    masked LM's head (`cls.predictions`, BERT's) too where it has one, read without the enhanced mask
+    decoder, which transformers does not compute."""
+    from keras_bertology.models.bert.convert import has_mlm_head, load_hf_pretrainer
+
     backbone = family.backbone_cls(**backbone_kwargs(config))
     source = WeightSource(weights, prefix="deberta.")
     load_backbone(backbone, source, config)
-    return backbone, None, [], source.used
+    if not has_mlm_head(weights):
+        return backbone, None, [], source.used, []
+    pretrainer, used, notes = load_hf_pretrainer(family.pretrainer_cls, backbone, weights, config,
+                                                 enhanced_mask_decoder=False)
+    return backbone, pretrainer, ["mlm"], source.used | used, notes
 
 
 def backbone_kwargs(config):

@@ -52,7 +52,7 @@ class DebertaPretrainer(Pretrainer):
                             initializer_range=backbone.initializer_range, tie_decoder=tie_decoder,
                             dtype=backbone.dtype_policy, name="mlm_head")
         super().__init__(backbone, inputs, {"mlm": head(states, inputs["mask_positions"])}, [MLM], **kwargs)
-        self.enhanced_mask_decoder, self.tie_decoder = enhanced_mask_decoder, tie_decoder
+        self.enhanced_mask_decoder, self.tie_decoder = bool(enhanced_mask_decoder), tie_decoder
 
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable, "enhanced_mask_decoder": self.enhanced_mask_decoder,
