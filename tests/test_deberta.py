@@ -256,3 +256,12 @@ def test_pretraining_deberta_runs_end_to_end_and_serves(tmp_path, capsys):
     encoded = served.serve(tf.constant(["Now is the winter of our discontent.", ""]))
     assert encoded["sequence_output"].shape[-1] == 128
     assert metrics["fill_mask"]
+
+
+def test_layer_wise_rates_count_the_embedding_norm_as_the_embeddings():
+    backbone = DebertaBackbone(vocab_size=40, num_layers=2, num_heads=2, hidden_size=16, intermediate_size=24,
+                               position_buckets=6, max_relative_positions=11)
+    depths = backbone.variable_depths()
+    assert {depth for path, depth in depths.items() if path.startswith("embedding")} == {0}
+    assert {depths[path] for path in depths if path.startswith("encoder_block_1/")} == {2}
+    assert depths["relative_embeddings/embeddings"] == 3  # shared by every layer: the top group

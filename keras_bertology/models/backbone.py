@@ -50,6 +50,9 @@ class Backbone(keras.Model):
     named "embeddings", for heads that tie their decoder to it.
     """
 
+    # The layers of the embeddings, depth 0 of the layer-wise learning rates (`variable_depths`).
+    embedding_layer_names = ("embeddings", "embedding_projection")
+
     def __init__(self, inputs, outputs, config, dtype=None, **kwargs):
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
         self._config = dict(config)
@@ -77,7 +80,7 @@ class Backbone(keras.Model):
         depths = {}
         for layer in self.layers:
             block = _BLOCK.match(layer.name)
-            if layer.name in ("embeddings", "embedding_projection"):
+            if layer.name in self.embedding_layer_names:
                 depth = 0
             else:
                 depth = int(block.group(1)) + 1 if block else self.num_layers + 1

@@ -122,6 +122,8 @@ class DebertaBackbone(Backbone):
         super().__init__(inputs, {"sequence_output": x}, config, dtype=dtype, **kwargs)
         self.embeddings = embeddings
 
+    embedding_layer_names = ("embeddings", "embedding_projection", "embedding_norm")
+
     @property
     def token_embedding(self):
         return self.embeddings.token_embedding
