@@ -75,6 +75,11 @@ def _hf_checkpoint(tmp):
                                                     n_layer=1, n_head=2, scale_attn_by_inverse_layer_idx=True)))
     variant("hf_transfo_xl_pre_ln", json.dumps(dict(model_type="transfo-xl", vocab_size=99, d_model=16, n_head=2,
                                                     d_head=8, d_inner=32, n_layer=1, pre_lnorm=True)))
+    deberta = dict(model_type="deberta", vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                   intermediate_size=24, max_position_embeddings=32, relative_attention=True, pos_att_type="c2p|p2c")
+    variant("hf_deberta_absolute", json.dumps(dict(deberta, relative_attention=False)))
+    variant("hf_deberta_talking", json.dumps(dict(deberta, talking_head=True)))
+    variant("hf_deberta_terms", json.dumps(dict(deberta, pos_att_type="c2p|p2p")))
     variant("hf_no_hidden", json.dumps({k: v for k, v in good.items() if k != "hidden_size"}))
     variant("hf_wider", json.dumps(dict(good, hidden_size=32)))
     variant("hf_act", json.dumps(dict(good, hidden_act="mish")))
@@ -140,6 +145,9 @@ CASES = [
      "--noise-density"),
     ("t5 --max-predictions", _pretrain("--model", "t5", "--preset", "t5-tiny", "--max-predictions", "5"),
      "--max-predictions does not apply to --model t5"),
+    ("deberta --enhanced-mask-decoder out of range",
+     _pretrain("--model", "deberta", "--preset", "deberta-tiny", "--enhanced-mask-decoder", "2"),
+     "--enhanced-mask-decoder"),
     ("t5's option for bert", _pretrain("--mean-noise-span-length", "2"),
      "--mean-noise-span-length does not apply to --model bert"),
     ("gpt --whole-word", _pretrain("--model", "gpt", "--preset", "gpt-tiny", "--whole-word"),
@@ -227,6 +235,12 @@ CASES = [
      "pre_lnorm=True is not supported"),
     ("config lacks a size", ["convert", "--from-hf", "{tmp}/hf_no_hidden", "--out", "{tmp}/c"],
      "hidden_size must be a positive integer"),
+    ("DeBERTa without relative attention", ["convert", "--from-hf", "{tmp}/hf_deberta_absolute", "--out", "{tmp}/c"],
+     "relative_attention is false"),
+    ("DeBERTa talking heads", ["convert", "--from-hf", "{tmp}/hf_deberta_talking", "--out", "{tmp}/c"],
+     "talking_head (mixing the heads' scores) is not supported"),
+    ("DeBERTa unknown score term", ["convert", "--from-hf", "{tmp}/hf_deberta_terms", "--out", "{tmp}/c"],
+     "pos_att_type ['p2p'] is not supported"),
     ("unsupported activation", ["convert", "--from-hf", "{tmp}/hf_act", "--out", "{tmp}/c"],
      "hidden_act 'mish' is not supported"),
     ("missing safetensors", ["convert", "--from-hf", "{tmp}/hf_no_weights", "--out", "{tmp}/c"],
@@ -254,7 +268,7 @@ CASES = [
     ("export --format hf of a family transformers lacks",
      ["export", "{tmp}/run_transformer_xl", "--format", "hf", "--out", "{tmp}/e"],
      "transformers has no model for the transformer-xl family; families that export: albert, bert, electra, gpt, "
-     "roberta, spanbert, xlnet"),
+     "roberta, spanbert, t5, xlnet"),
     ("export --format hf --serving-xla", ["export", "{tmp}/run", "--format", "hf", "--serving-xla", "--out", "{tmp}/e"],
      "--serving-xla applies to a SavedModel, not to --format hf"),
     ("export --format hf --length-buckets",
