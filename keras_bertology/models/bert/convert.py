@@ -179,7 +179,7 @@ def load_hf_pretrainer(pretrainer_cls, backbone, weights, config, **kwargs):
         load_layer_norm(head.layer_norm, source, "cls.predictions.transform.LayerNorm")
     assign(head.output_bias, decoder_bias(source, name, config), f"{name}.bias")
     load_decoder(head, decoder, f"{name}.decoder.weight")
-    if kwargs.get("next_sentence_prediction"):
+    if getattr(pretrainer, "next_sentence_prediction", False):  # BERT's NSP head (other MLM pretrainers have none)
         load_dense(pretrainer.get_layer("nsp_head").classifier, source, "cls.seq_relationship")
     return pretrainer, source.used, source.notes
 
