@@ -267,8 +267,8 @@ CASES = [
     ("export without tokenizer", ["export", "{tmp}/run", "--out", "{tmp}/e"], "no in-graph tokenizer"),
     ("export --format hf of a family transformers lacks",
      ["export", "{tmp}/run_transformer_xl", "--format", "hf", "--out", "{tmp}/e"],
-     "transformers has no model for the transformer-xl family; families that export: albert, bert, electra, gpt, "
-     "roberta, spanbert, t5, xlnet"),
+     "transformers has no model for the transformer-xl family; families that export: albert, bert, deberta, "
+     "electra, gpt, roberta, spanbert, t5, xlnet"),
     ("export --format hf --serving-xla", ["export", "{tmp}/run", "--format", "hf", "--serving-xla", "--out", "{tmp}/e"],
      "--serving-xla applies to a SavedModel, not to --format hf"),
     ("export --format hf --length-buckets",

@@ -532,3 +532,62 @@ def test_t5_run_exports_to_transformers(tmp_path, capsys, sentences, tie, scale)
                          decoder_input_ids=torch.tensor(decoder_ids, dtype=torch.long)).logits.numpy()
     _assert_close("spans", expected, np.asarray(logits))
     assert np.abs(expected).max() > 1, "weights too small to tell a mapping mistake"
+
+
+DEBERTA_SMALL = dict(vocab_size=99, hidden_size=48, num_hidden_layers=2, num_attention_heads=3, intermediate_size=80,
+                     max_position_embeddings=40, initializer_range=0.2, relative_attention=True, type_vocab_size=0,
+                     position_biased_input=False, layer_norm_eps=1e-7)
+
+
+@pytest.mark.parametrize("cls_name,config_name,options", [
+    ("DebertaForMaskedLM", "DebertaConfig", dict(pos_att_type="c2p|p2c", max_relative_positions=7)),
+    ("DebertaModel", "DebertaConfig", dict(pos_att_type="p2c", position_biased_input=True, type_vocab_size=2)),
+    ("DebertaV2ForMaskedLM", "DebertaV2Config", dict(pos_att_type="p2c|c2p", share_att_key=True, position_buckets=8,
+                                                     max_relative_positions=12, norm_rel_ebd="layer_norm",
+                                                     conv_kernel_size=3, embedding_size=32)),
+    ("DebertaV2Model", "DebertaV2Config", dict(pos_att_type=["c2p"], max_relative_positions=9))])
+def test_deberta_round_trip(tmp_path, capsys, cls_name, config_name, options):
+    config = getattr(transformers, config_name)(**{**DEBERTA_SMALL, **options})
+    hf = perturbed_hf_model(getattr(transformers, cls_name), config)
+    hf_dir, out, printed = _round_trip(tmp_path, capsys, hf)
+    assert printed.startswith(f"{cls_name} written to {out}")
+    _assert_same_tensors(hf_dir, out)
+    ids, mask = _ids(99)
+    segments = {"token_type_ids": torch.zeros_like(ids)} if config.type_vocab_size else {}
+    _assert_computes_like(hf, out, input_ids=ids, attention_mask=mask, **segments)
+
+
+def test_deberta_run_exports_to_transformers(tmp_path, capsys, sentences):
+    """DeBERTa's byte-level BPE read by DebertaTokenizer to our ids; DebertaForMaskedLM's logits those of our
+    head on the last layer (the EMD, which transformers lacks, dropped with a note)."""
+    import tensorflow as tf
+
+    run_dir, out = tmp_path / "run", tmp_path / "hf"
+    run = _native_run("deberta", "deberta-tiny", sentences, run_dir, vocab_size=400)
+    printed = _export(run_dir, out, capsys)
+    assert printed.startswith(f"DebertaForMaskedLM written to {out}") and "enhanced mask decoder" in printed
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(out))
+    assert type(tokenizer).__name__ == "DebertaTokenizer"
+    ours = run.tokenizer.tokenize(tf.constant(TEXTS)).to_list()
+    assert tokenizer(TEXTS, add_special_tokens=False)["input_ids"] == ours
+    from keras_bertology.models import FAMILIES
+    from keras_bertology.models.deberta import DebertaPretrainer
+
+    # One text as DebertaTokenizer lays it out, [CLS] A [SEP]. (Its pairs read [CLS] A [SEP] [SEP] B [SEP];
+    # ours, as the original's, [CLS] A [SEP] B [SEP]: docs/families/deberta.md.)
+    first = [TEXTS[0][:20], TEXTS[2]]
+    packed = FAMILIES["deberta"].pack_text(run.tokenizer, SEQ_LEN, tf.constant(first))
+    real = packed["padding_mask"].numpy().astype(bool)
+    assert [row[keep].tolist() for row, keep in zip(packed["token_ids"].numpy(), real)] == \
+        tokenizer(first)["input_ids"]
+
+    plain = DebertaPretrainer(run.backbone, enhanced_mask_decoder=False)
+    plain.get_layer("mlm_head").set_weights(run.pretrainer.get_layer("mlm_head").get_weights())
+    ids = np.array([ours[0][:SEQ_LEN]], dtype="int32")
+    positions = np.arange(ids.shape[1], dtype="int32")[None]
+    logits = plain({"token_ids": ids, "padding_mask": np.ones_like(ids), "mask_positions": positions})["mlm"]
+    model = transformers.AutoModelForMaskedLM.from_pretrained(str(out)).eval()
+    with torch.no_grad():
+        expected = model(input_ids=torch.tensor(ids, dtype=torch.long)).logits.numpy()
+    _assert_close("mlm", expected, np.asarray(logits))
+    assert np.abs(expected).max() > 1, "weights too small to tell a mapping mistake"

@@ -140,3 +140,101 @@ def _load_fused_projections(attention, source, own):
         assign(dense.kernel, rows.reshape(-1, fused.shape[-1]).T, f"{own}.in_proj.weight ({name} rows)")
     assign(attention.query_dense.bias, source.get(f"{own}.q_bias"), f"{own}.q_bias")
     assign(attention.value_dense.bias, source.get(f"{own}.v_bias"), f"{own}.v_bias")
+
+
+# Export: the inverse of the import above (`bertology export --format hf`).
+
+
+def export(family, run):
+    """`HFExport` of a DeBERTa run: `DebertaForMaskedLM` with the MLM head (read by transformers on the
+    last layer: the enhanced mask decoder is dropped, with a note), else `DebertaModel`; a v2 layout (log
+    buckets, shared keys, the normed table, the convolution, biased keys) as `DebertaV2*`."""
+    from keras_bertology.convert.hf_export import HFExport, dropped_heads_note, find_layer
+    from keras_bertology.convert.hf_weights import WeightSink, hf_activation
+    from keras_bertology.models.bert.convert import export_mlm_head
+
+    backbone, pretrainer, tokenizer = run.backbone, run.pretrainer, run.tokenizer
+    c = backbone.get_config()
+    version_2 = c["content_key_bias"]
+    if version_2 != c["position_key_bias"] or (not version_2 and (
+            c["position_buckets"] or c["share_attention_key"] or c["norm_relative_embeddings"]
+            or c["conv_kernel_size"])):
+        raise CheckpointError("--format hf: this DeBERTa mixes v1's unbiased keys with v2's layout; transformers' "
+                              "DebertaModel and DebertaV2Model each have one")
+    config = dict(
+        model_type="deberta-v2" if version_2 else "deberta", vocab_size=c["vocab_size"],
+        hidden_size=c["hidden_size"], num_hidden_layers=c["num_layers"], num_attention_heads=c["num_heads"],
+        intermediate_size=c["intermediate_size"], hidden_act=hf_activation(c["activation"]),
+        max_position_embeddings=c["max_positions"], relative_attention=True, pos_att_type=list(c["position_terms"]),
+        max_relative_positions=c["max_relative_positions"] or -1, position_biased_input=c["position_biased_input"],
+        type_vocab_size=c["num_segments"], layer_norm_eps=c["layer_norm_epsilon"], hidden_dropout_prob=c["dropout"],
+        attention_probs_dropout_prob=c["attention_dropout"], initializer_range=c["initializer_range"])
+    if c["embedding_size"]:
+        config["embedding_size"] = c["embedding_size"]
+    if version_2:
+        config.update(position_buckets=c["position_buckets"] or -1, share_att_key=c["share_attention_key"],
+                      norm_rel_ebd="layer_norm" if c["norm_relative_embeddings"] else "none", legacy=True,
+                      conv_kernel_size=c["conv_kernel_size"], conv_groups=c["conv_groups"],
+                      conv_act="tanh" if c["conv_activation"] == "tanh" else hf_activation(c["conv_activation"]))
+    if tokenizer is not None:
+        config["pad_token_id"] = tokenizer.pad_id
+    prefix = "DebertaV2" if version_2 else "Deberta"
+    mlm_head = find_layer(pretrainer, "mlm_head")
+    architecture = f"{prefix}ForMaskedLM" if mlm_head is not None else f"{prefix}Model"
+    sink = WeightSink(prefix="deberta." if mlm_head is not None else "")
+    _export_backbone(sink, backbone)
+    notes = dropped_heads_note(pretrainer, ("mlm_head",), architecture)
+    if mlm_head is not None:
+        export_mlm_head(sink, mlm_head, "cls.predictions", "cls.predictions.transform.dense",
+                        "cls.predictions.transform.LayerNorm", config["hidden_act"], config)
+        if pretrainer.enhanced_mask_decoder:
+            notes.append(f"the enhanced mask decoder and its position table are dropped: transformers' "
+                         f"{architecture} reads the last layer's states")
+    return HFExport(architecture, config, sink.tensors, {"byte_bpe": "DebertaTokenizer"}, notes)
+
+
+def _export_backbone(sink, backbone):
+    """The inverse of `load_backbone`: v1's query, key and value rows fused by head into in_proj."""
+    embeddings = backbone.get_layer("embeddings")
+    sink.put("embeddings.word_embeddings.weight", embeddings.token_embedding.embeddings)
+    if embeddings.position_embedding is not None:
+        sink.put("embeddings.position_embeddings.weight", embeddings.position_embedding.embeddings)
+    if embeddings.segment_embedding is not None:
+        sink.put("embeddings.token_type_embeddings.weight", embeddings.segment_embedding.embeddings)
+    if backbone.embedding_size:
+        sink.put("embeddings.embed_proj.weight", backbone.get_layer("embedding_projection").kernel.numpy().T)
+    sink.layer_norm(backbone.get_layer("embedding_norm"), "embeddings.LayerNorm")
+    table = backbone.get_layer("relative_embeddings")
+    sink.put("encoder.rel_embeddings.weight", table.embeddings)
+    if table.norm is not None:
+        sink.layer_norm(table.norm, "encoder.LayerNorm")
+    if backbone.conv_kernel_size:
+        conv = backbone.get_layer("conv")
+        sink.put("encoder.conv.conv.weight", np.transpose(conv.kernel.numpy(), (2, 1, 0)))
+        sink.put("encoder.conv.conv.bias", conv.bias)
+        sink.layer_norm(backbone.get_layer("conv_norm"), "encoder.conv.LayerNorm")
+    for index in range(backbone.num_layers):
+        block, prefix = backbone.get_layer(f"encoder_block_{index}"), f"encoder.layer.{index}"
+        attention, own = block.attention, f"{prefix}.attention.self"
+        if attention.content_key_bias:
+            for dense, name in ((attention.query_dense, "query_proj"), (attention.key_dense, "key_proj"),
+                                (attention.value_dense, "value_proj"), (attention.position_key, "pos_key_proj"),
+                                (attention.position_query, "pos_query_proj")):
+                if dense is not None:
+                    sink.dense(dense, f"{own}.{name}")
+        else:
+            heads = attention.num_heads
+            rows = [dense.kernel.numpy().T.reshape(heads, 1, -1, dense.kernel.shape[0])
+                    for dense in (attention.query_dense, attention.key_dense, attention.value_dense)]
+            sink.put(f"{own}.in_proj.weight", np.concatenate(rows, axis=1).reshape(-1, rows[0].shape[-1]))
+            sink.put(f"{own}.q_bias", attention.query_dense.bias)
+            sink.put(f"{own}.v_bias", attention.value_dense.bias)
+            if attention.position_key is not None:
+                sink.put(f"{own}.pos_proj.weight", attention.position_key.kernel.numpy().T)
+            if attention.position_query is not None:
+                sink.dense(attention.position_query, f"{own}.pos_q_proj")
+        sink.dense(attention.output_dense, f"{prefix}.attention.output.dense")
+        sink.layer_norm(block.attention_norm, f"{prefix}.attention.output.LayerNorm")
+        sink.dense(block.intermediate_dense, f"{prefix}.intermediate.dense")
+        sink.dense(block.output_dense, f"{prefix}.output.dense")
+        sink.layer_norm(block.output_norm, f"{prefix}.output.LayerNorm")
