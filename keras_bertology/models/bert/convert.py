@@ -133,7 +133,13 @@ def load_encoder_block(block, source, index):
     load_dense(attention.query_dense, source, f"{prefix}.attention.self.query")
     load_dense(attention.key_dense, source, f"{prefix}.attention.self.key")
     load_dense(attention.value_dense, source, f"{prefix}.attention.self.value")
-    load_dense(attention.output_dense, source, f"{prefix}.attention.output.dense")
+    load_block_branches(block, source, prefix)
+
+
+def load_block_branches(block, source, prefix):
+    """A post-LN block's attention output and feed-forward, as BERT-shaped layers name them (BERT,
+    RoBERTa, ELECTRA, DeBERTa): `{prefix}.attention.output`, `.intermediate`, `.output`."""
+    load_dense(block.attention.output_dense, source, f"{prefix}.attention.output.dense")
     load_layer_norm(block.attention_norm, source, f"{prefix}.attention.output.LayerNorm")
     load_dense(block.intermediate_dense, source, f"{prefix}.intermediate.dense")
     load_dense(block.output_dense, source, f"{prefix}.output.dense")
@@ -288,7 +294,12 @@ def export_encoder_block(sink, block, index):
     sink.dense(attention.query_dense, f"{prefix}.attention.self.query")
     sink.dense(attention.key_dense, f"{prefix}.attention.self.key")
     sink.dense(attention.value_dense, f"{prefix}.attention.self.value")
-    sink.dense(attention.output_dense, f"{prefix}.attention.output.dense")
+    export_block_branches(sink, block, prefix)
+
+
+def export_block_branches(sink, block, prefix):
+    """The inverse of `load_block_branches`."""
+    sink.dense(block.attention.output_dense, f"{prefix}.attention.output.dense")
     sink.layer_norm(block.attention_norm, f"{prefix}.attention.output.LayerNorm")
     sink.dense(block.intermediate_dense, f"{prefix}.intermediate.dense")
     sink.dense(block.output_dense, f"{prefix}.output.dense")

@@ -13,6 +13,7 @@ import numpy as np
 
 from keras_bertology.convert.hf_weights import WeightSource, assign, check_sizes, load_dense, load_layer_norm
 from keras_bertology.errors import CheckpointError
+from keras_bertology.models.bert.convert import export_block_branches, load_block_branches
 
 _REQUIRED_SIZES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                    "max_position_embeddings")
@@ -123,11 +124,7 @@ def _load_block(block, source, prefix):
                             (attention.position_query, "pos_query_proj")):
             if dense is not None:
                 load_dense(dense, source, f"{own}.{name}")
-    load_dense(attention.output_dense, source, f"{prefix}.attention.output.dense")
-    load_layer_norm(block.attention_norm, source, f"{prefix}.attention.output.LayerNorm")
-    load_dense(block.intermediate_dense, source, f"{prefix}.intermediate.dense")
-    load_dense(block.output_dense, source, f"{prefix}.output.dense")
-    load_layer_norm(block.output_norm, source, f"{prefix}.output.LayerNorm")
+    load_block_branches(block, source, prefix)
 
 
 def _load_fused_projections(attention, source, own):
@@ -233,8 +230,4 @@ def _export_backbone(sink, backbone):
                 sink.put(f"{own}.pos_proj.weight", attention.position_key.kernel.numpy().T)
             if attention.position_query is not None:
                 sink.dense(attention.position_query, f"{own}.pos_q_proj")
-        sink.dense(attention.output_dense, f"{prefix}.attention.output.dense")
-        sink.layer_norm(block.attention_norm, f"{prefix}.attention.output.LayerNorm")
-        sink.dense(block.intermediate_dense, f"{prefix}.intermediate.dense")
-        sink.dense(block.output_dense, f"{prefix}.output.dense")
-        sink.layer_norm(block.output_norm, f"{prefix}.output.LayerNorm")
+        export_block_branches(sink, block, prefix)
