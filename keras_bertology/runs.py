@@ -99,7 +99,7 @@ def load_run_model(run_dir, with_tokenizer=True):
     pretrainer = None
     if description.get("has_pretraining_heads"):
         pretrainer = _load_keras(model_dir / "pretrainer.keras")
-        backbone = pretrainer.backbone
+        backbone = pretrainer.served_backbone()
     else:
         backbone = _load_keras(model_dir / "backbone.keras")
     return RunModel(

@@ -107,6 +107,7 @@ def test_v1_states_match_transformers(layout):
 
 
 @pytest.mark.parametrize("name", ["deberta-tiny", "deberta-base", "deberta-v3-tiny", "deberta-v3-xsmall",
+                                  "deberta-v3-small",
                                   pytest.param("deberta-v3-large", marks=pytest.mark.slow)])
 def test_presets_count_the_published_parameters(name):
     """deberta-base 138,601,728 (v1, transformers' DebertaModel), deberta-v3-* as DebertaV2Model counts."""

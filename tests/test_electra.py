@@ -256,7 +256,7 @@ def test_two_stage_variant_trains_generator_then_discriminator_from_it():
         with pytest.raises(ValueError, match="an optimizer that updates a part of the weights"):
             fit(1)
     with pytest.raises(ValueError, match="two-stage"):
-        GeneratorDiscriminator(discriminator, generator_config(discriminator, 2.0), share_embeddings=False,
+        GeneratorDiscriminator(discriminator, generator_config(discriminator, 2.0), embedding_sharing="none",
                                two_stage_steps=2)
 
 

@@ -3,7 +3,7 @@
     DIR/
       config.json          the family's transformers config, with `architectures`
       model.safetensors    float32 tensors under transformers' names
-      vocab.txt | spiece.model | vocab.json + merges.txt, tokenizer_config.json
+      vocab.txt | spiece.model | spm.model | vocab.json + merges.txt, tokenizer_config.json
       bertology.json       what was exported from where (marks the folder as ours)
       generator/           ELECTRA's generator, a model folder of its own
 
@@ -144,6 +144,8 @@ def _sentencepiece(tokenizer, folder, tokenizer_class):
                               f"transformers' {tokenizer_class} maps them to the unknown token instead")
     if tokenizer.sentinels:
         return _t5_sentencepiece(tokenizer, folder, tokenizer_class)
+    if tokenizer_class == "DebertaV2Tokenizer":
+        return _deberta_v2_sentencepiece(tokenizer, folder, tokenizer_class)
     if not tokenizer.preprocessing["replace_quotes"]:
         raise CheckpointError(f"the run's SentencePiece tokenizer keeps `` and ''; transformers' {tokenizer_class} "
                               "always turns them into \"")
@@ -164,6 +166,17 @@ def _t5_sentencepiece(tokenizer, folder, tokenizer_class):
     (folder / "spiece.model").write_bytes(without_sentinels(tokenizer.model_proto, tokenizer.sentinels))
     return dict(extra_ids=tokenizer.sentinels, eos_token=tokenizer.vocabulary[tokenizer.sep_id],
                 **_specials(tokenizer, ("unk", "pad")))
+
+
+def _deberta_v2_sentencepiece(tokenizer, folder, tokenizer_class):
+    """DeBERTa-v2/v3's layout: spm.model, text passed to SentencePiece as it is (cased unless lowercased)."""
+    if tokenizer.preprocessing["strip_accents"] or tokenizer.preprocessing["replace_quotes"]:
+        raise CheckpointError(f"the run's SentencePiece tokenizer strips accents or replaces quotes; transformers' "
+                              f"{tokenizer_class} passes text to SentencePiece unchanged")
+    (folder / "spm.model").write_bytes(tokenizer.model_proto)
+    specials = _specials(tokenizer, ("unk", "sep", "pad", "cls", "mask"))
+    return dict(do_lower_case=tokenizer.preprocessing["lower_case"], split_by_punct=False, vocab_type="spm",
+                bos_token=specials["cls_token"], eos_token=specials["sep_token"], **specials)
 
 
 def _byte_bpe(tokenizer, folder, tokenizer_class):

@@ -2,8 +2,8 @@
 
 transformers 4 writes `vocab.txt` (WordPiece) or `vocab.json` + `merges.txt`
 (byte-level BPE); transformers 5 writes only `tokenizer.json`; ALBERT-style
-models ship `spiece.model` (SentencePiece; T5's gains its `extra_ids` sentinels at the end). All are read into tokenizers that
-run inside the SavedModel graph.
+models ship `spiece.model` (SentencePiece; T5's gains its `extra_ids` sentinels at the end), DeBERTa-v2/v3
+`spm.model`. All are read into tokenizers that run inside the SavedModel graph.
 """
 
 from pathlib import Path
@@ -11,6 +11,7 @@ from pathlib import Path
 from keras_bertology.data.byte_bpe import END_OF_TEXT, GPT2_SPECIAL_TOKENS, SPECIAL_TOKENS, ByteLevelBPETokenizer
 from keras_bertology.data.tokenizers import (
     ALBERT_SPECIAL_TOKENS,
+    DEBERTA_SPECIAL_TOKENS,
     T5_SENTINELS,
     T5_SPECIAL_TOKENS,
     WORDPIECE_SPECIAL_TOKENS,
@@ -21,6 +22,7 @@ from keras_bertology.data.tokenizers import (
     sentencepiece_pieces,
     tokens_by_id,
     with_sentinels,
+    with_user_pieces,
 )
 from keras_bertology.errors import CheckpointError, ConfigError
 
@@ -53,6 +55,8 @@ def load_hf_tokenizer(hf_dir, model_vocab_size):
 def _read_tokenizer(hf_dir):
     if (hf_dir / "spiece.model").is_file():
         return _sentencepiece(hf_dir)
+    if (hf_dir / "spm.model").is_file():
+        return _deberta_v2_sentencepiece(hf_dir)
     spec = read_json_object(hf_dir / "tokenizer.json", "tokenizer.json") \
         if (hf_dir / "tokenizer.json").is_file() else None
     if (hf_dir / "vocab.txt").is_file() and not _runs_tokenizer_json(hf_dir, spec):
@@ -97,16 +101,37 @@ def _sentencepiece(hf_dir):
     defaults = XLNET_SPECIAL_TOKENS if cased else ALBERT_SPECIAL_TOKENS
     if "</s>" in pieces and "<cls>" not in pieces and "[CLS]" not in pieces:  # T5's: no beginning token
         defaults = T5_SPECIAL_TOKENS
-    specials = {}
-    for role, default in defaults.items():
-        token = config.get(f"{role}_token", default)
-        specials[role] = token.get("content", default) if isinstance(token, dict) else str(token)
+    specials = _configured_specials(config, defaults)
     if defaults is T5_SPECIAL_TOKENS:
         sentinels = int(config.get("extra_ids", T5_SENTINELS))
         return SentencePieceTokenizer(with_sentinels(model_proto, sentinels), specials, sentinels=sentinels)
     return SentencePieceTokenizer(
         model_proto, specials, lower_case=bool(config.get("do_lower_case", not cased)),
         strip_accents=not config.get("keep_accents", False), replace_quotes=True)
+
+
+def _configured_specials(config, defaults):
+    """{role: token} of tokenizer_config.json's `{role}_token` entries, `defaults` where it has none."""
+    specials = {}
+    for role, default in defaults.items():
+        token = config.get(f"{role}_token", default)
+        specials[role] = token.get("content", default) if isinstance(token, dict) else str(token)
+    return specials
+
+
+def _deberta_v2_sentencepiece(hf_dir):
+    """spm.model as transformers' DebertaV2Tokenizer reads it: DeBERTa's specials, text cased unless
+    do_lower_case and otherwise unchanged. The released models' [MASK] follows the model's pieces (id
+    128,000 after 128,000 pieces); it joins as a piece of its own where the model lacks it."""
+    config = _tokenizer_config(hf_dir)
+    if config.get("split_by_punct"):
+        raise ConfigError("tokenizer_config.json sets split_by_punct (punctuation split off before "
+                          "SentencePiece), which is not supported")
+    model_proto = (hf_dir / "spm.model").read_bytes()
+    specials = _configured_specials(config, DEBERTA_SPECIAL_TOKENS)
+    if specials["mask"] not in sentencepiece_pieces(model_proto):
+        model_proto = with_user_pieces(model_proto, [specials["mask"]])
+    return SentencePieceTokenizer(model_proto, specials, lower_case=bool(config.get("do_lower_case", False)))
 
 
 def _runs_tokenizer_json(hf_dir, spec):

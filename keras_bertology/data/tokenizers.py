@@ -54,6 +54,8 @@ SPECIAL_ROLES = ("cls", "pad", "sep", "unk", "mask")
 # The roles every SentencePiece vocabulary has; cls and mask are optional (T5 has neither).
 REQUIRED_ROLES = ("pad", "sep", "unk")
 # T5's: pad 0, end of sequence 1, unk 2, no beginning token and no mask.
+# DeBERTa's: [PAD] 0, [CLS] 1, [SEP] 2, [UNK] 3 (its published vocabularies end with [MASK]).
+DEBERTA_SPECIAL_TOKENS = {"pad": "[PAD]", "cls": "[CLS]", "sep": "[SEP]", "unk": "[UNK]", "mask": "[MASK]"}
 T5_SPECIAL_TOKENS = {"pad": "<pad>", "sep": "</s>", "unk": "<unk>"}
 T5_SENTINELS = 100  # <extra_id_0> .. <extra_id_99> after T5's pieces, <extra_id_0> the last id
 SENTENCEPIECE_WORD_START = "\u2581"
@@ -547,17 +549,22 @@ def with_sentinels(model_proto: bytes, count: int) -> bytes:
     sentinels in text become their ids, and their ids detokenize to them."""
     if not count:
         return model_proto
+    return with_user_pieces(model_proto, [sentinel_piece(index) for index in reversed(range(count))], "sentinel")
+
+
+def with_user_pieces(model_proto: bytes, pieces: Sequence[str], kind: str = "special") -> bytes:
+    """The SentencePiece model with `pieces` appended as user-defined pieces (matched whole in text):
+    T5's sentinels, or the [MASK] that DeBERTa-v3's tokenizer adds after its model's pieces."""
     from sentencepiece import sentencepiece_model_pb2
 
     model = sentencepiece_model_pb2.ModelProto()
     model.ParseFromString(model_proto)
     present = {piece.piece for piece in model.pieces}
-    clashing = [sentinel_piece(index) for index in range(count) if sentinel_piece(index) in present]
+    clashing = [piece for piece in pieces if piece in present]
     if clashing:
-        raise ConfigError(f"the SentencePiece model already has the sentinel pieces {clashing[:3]}")
-    for index in reversed(range(count)):
-        model.pieces.add(piece=sentinel_piece(index), score=0.0,
-                         type=sentencepiece_model_pb2.ModelProto.SentencePiece.USER_DEFINED)
+        raise ConfigError(f"the SentencePiece model already has the {kind} pieces {clashing[:3]}")
+    for piece in pieces:
+        model.pieces.add(piece=piece, score=0.0, type=sentencepiece_model_pb2.ModelProto.SentencePiece.USER_DEFINED)
     return model.SerializeToString()
 
 

@@ -11,6 +11,9 @@ class TokenPositionSegmentEmbedding(keras.layers.Layer):
     The token table is a `keras.layers.ReversibleEmbedding` exposed as
     `token_embedding`, so an output head can reuse it as a tied decoder.
     `num_segments=0` drops the segment table (RoBERTa has none worth keeping).
+    After `share_disentangled(base)` each table adds the rows of `base`'s
+    same table under stop_gradient (DeBERTa-v3's gradient-disentangled
+    embedding sharing).
 
     Args:
         vocab_size: int, number of token ids.
@@ -29,6 +32,8 @@ class TokenPositionSegmentEmbedding(keras.layers.Layer):
         >>> tuple(layer(ops.ones((2, 8), "int32"), ops.zeros((2, 8), "int32")).shape)
         (2, 8, 16)
     """
+
+    TABLES = ("token_embedding", "position_embedding", "segment_embedding")
 
     def __init__(
         self,
@@ -70,6 +75,7 @@ class TokenPositionSegmentEmbedding(keras.layers.Layer):
                 epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm"
             )
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self._base = None
 
     def build(self, token_ids_shape, segment_ids_shape=None, position_ids_shape=None):
         self.token_embedding.build(token_ids_shape)
@@ -83,18 +89,55 @@ class TokenPositionSegmentEmbedding(keras.layers.Layer):
 
     def call(self, token_ids, segment_ids=None, position_ids=None, training=None):
         """`position_ids` [B, L]: each token's row of the position table; 0, 1, ... when None."""
-        embeddings = self.token_embedding(token_ids)
+        embeddings = self._rows("token_embedding", token_ids)
         if self.position_embedding is not None:
             if position_ids is None:
                 position_ids = ops.expand_dims(ops.arange(ops.shape(token_ids)[1], dtype="int32"), 0)
-            embeddings = embeddings + self.position_embedding(position_ids)
+            embeddings = embeddings + self._rows("position_embedding", position_ids)
         if self.segment_embedding is not None:
             if segment_ids is None:
                 segment_ids = ops.zeros_like(token_ids)
-            embeddings = embeddings + self.segment_embedding(segment_ids)
+            embeddings = embeddings + self._rows("segment_embedding", segment_ids)
         if self.layer_norm is not None:
             embeddings = self.layer_norm(embeddings)
         return self.dropout_layer(embeddings, training=training)
+
+    def _rows(self, table, ids):
+        rows = getattr(self, table)(ids)
+        if self._base is None:
+            return rows
+        shared = ops.take(getattr(self._base(), table).embeddings, ops.cast(ids, "int32"), axis=0)
+        return rows + ops.cast(ops.stop_gradient(shared), rows.dtype)
+
+    def share_disentangled(self, base):
+        """Gradient-disentangled embedding sharing (DeBERTa-v3): from now on each table here reads
+        stop_gradient(`base`'s same table) + its own, which this sets to zero: its own tables become
+        the deltas that the losses through this layer train, while `base` learns from its own model
+        only. `base` (a built layer of the same tables) is not tracked: its model owns its weights."""
+        for table in self.TABLES:
+            own, theirs = getattr(self, table), getattr(base, table)
+            own_shape = None if own is None else tuple(own.embeddings.shape)
+            their_shape = None if theirs is None else tuple(theirs.embeddings.shape)
+            if own_shape != their_shape:
+                raise ValueError(f"embedding sharing needs tables of one shape; {table} is {own_shape} here and "
+                                 f"{their_shape} in the shared layer")
+        for table in self.TABLES:
+            if getattr(self, table) is not None:
+                own = getattr(self, table).embeddings
+                own.assign(ops.zeros(own.shape, own.dtype))
+        self._base = lambda: base
+
+    def merged_tables(self):
+        """{table: weights} of the tables this layer computes with: own + the shared layer's (DeBERTa-v3
+        folds them so that the discriminator serves alone)."""
+        merged = {}
+        for table in self.TABLES:
+            if getattr(self, table) is not None:
+                weights = ops.convert_to_numpy(getattr(self, table).embeddings)
+                if self._base is not None:
+                    weights = weights + ops.convert_to_numpy(getattr(self._base(), table).embeddings)
+                merged[table] = weights
+        return merged
 
     def compute_output_shape(self, token_ids_shape, segment_ids_shape=None, position_ids_shape=None):
         return tuple(token_ids_shape) + (self.embedding_dim,)

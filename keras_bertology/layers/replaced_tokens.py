@@ -82,6 +82,9 @@ class ReplaceTokens(keras.layers.Layer):
 class ReplacedTokenHead(keras.layers.Layer):
     """ELECTRA's discriminator head: Dense(H) + activation, then one logit per token [B, L, 1] (float32).
 
+    With `context_norm_epsilon` it first takes LayerNorm(each state + the first token's state), as
+    DeBERTa-v3's head does, so that each verdict sees the sequence's summary.
+
     Example:
         >>> from keras import ops
         >>> from keras_bertology.layers import ReplacedTokenHead
@@ -89,10 +92,11 @@ class ReplacedTokenHead(keras.layers.Layer):
         (2, 5, 1)
     """
 
-    def __init__(self, activation="gelu", initializer_range=0.02, **kwargs):
+    def __init__(self, activation="gelu", initializer_range=0.02, context_norm_epsilon=None, **kwargs):
         super().__init__(**kwargs)
         self.activation = activation
         self.initializer_range = initializer_range
+        self.context_norm_epsilon = context_norm_epsilon
 
     def build(self, hidden_shape):
         from keras_bertology.layers.activations import get_activation
@@ -103,13 +107,21 @@ class ReplacedTokenHead(keras.layers.Layer):
         self.prediction = keras.layers.Dense(1, kernel_initializer=init, dtype=self.dtype_policy, name="prediction")
         self.dense.build(hidden_shape)
         self.prediction.build((*hidden_shape[:-1], hidden_shape[-1]))
+        self.context_norm = None
+        if self.context_norm_epsilon is not None:
+            self.context_norm = keras.layers.LayerNormalization(epsilon=self.context_norm_epsilon,
+                                                                dtype=self.dtype_policy, name="context_norm")
+            self.context_norm.build(hidden_shape)
         self.built = True
 
     def call(self, hidden):
+        if self.context_norm is not None:
+            hidden = self.context_norm(hidden + hidden[:, :1])
         return ops.cast(self.prediction(self.dense(hidden)), "float32")
 
     def compute_output_spec(self, hidden):
         return keras.KerasTensor((*hidden.shape[:-1], 1), dtype="float32")
 
     def get_config(self):
-        return dict(super().get_config(), activation=self.activation, initializer_range=self.initializer_range)
+        return dict(super().get_config(), activation=self.activation, initializer_range=self.initializer_range,
+                    context_norm_epsilon=self.context_norm_epsilon)

@@ -8,6 +8,8 @@ from keras_bertology.layers import GumbelSampler, MaskedLMHead, ReplacedTokenHea
 from keras_bertology.models.pretrainer import WEIGHTED_AVERAGE, Objective, Pretrainer
 from keras_bertology.models.ranked_precision import RankedPrecision
 
+FULL, DISENTANGLED, NONE = EMBEDDING_SHARING = ("full", "disentangled", "none")
+
 # The generator's masked LM: original ids at the masked positions.
 GENERATOR_MLM = Objective("mlm", label_key="mask_ids", weight_key="mask_weights", predicts_tokens=True)
 
@@ -61,9 +63,13 @@ class GeneratorDiscriminator(Pretrainer):
     token original or replaced.
 
     The generator is built here from `generator_config` with the
-    discriminator's class (or `generator_cls`), on the discriminator's own
-    embedding layer when `share_embeddings` (one set of token, position and
-    segment variables). Samples are drawn by Gumbel-max under stop_gradient,
+    discriminator's class (or `generator_cls`). `embedding_sharing` "full"
+    builds it on the discriminator's own embedding layer (one set of token,
+    position and segment variables: ELECTRA); "disentangled" gives it its
+    own, and the discriminator reads stop_gradient(the generator's tables) +
+    its own tables, zeroed here (DeBERTa-v3's gradient-disentangled sharing:
+    detection trains only those deltas; `served_backbone` folds them);
+    "none" shares nothing. Samples are drawn by Gumbel-max under stop_gradient,
     so the detection loss never reaches the generator; a sample equal to the
     original counts as original. `backbone` is the discriminator: it is what
     is exported; the generator is not served.
@@ -74,12 +80,15 @@ class GeneratorDiscriminator(Pretrainer):
     `rtd_labels` [B, L, 1]. Loss = MLM + `rtd_weight` x RTD.
 
     Args:
-        discriminator: a backbone (`BertBackbone`, or any whose constructor
-            takes `embeddings=` when sharing).
+        discriminator: a backbone with an `embeddings` layer (a
+            `TokenPositionSegmentEmbedding`) whose constructor takes
+            `embeddings=` for full sharing (`BertBackbone`).
         generator_config: the generator's constructor arguments.
         generator_cls: registered name of the generator's class; None for the discriminator's.
-        share_embeddings: build the generator on the discriminator's embeddings.
-        rtd_weight: the detection loss's weight (50 in ELECTRA).
+        embedding_sharing: "full", "disentangled" or "none".
+        rtd_weight: the detection loss's weight (50 in ELECTRA, 10 in DeBERTa-v3).
+        rtd_reads_context: the detection head reads LayerNorm(each state + the first token's state),
+            DeBERTa-v3's head; False: each state alone, ELECTRA's.
         temperature: sampling temperature (1.0 in ELECTRA).
         seed: optional seed of the sampler.
         two_stage_steps: 0 for joint training; otherwise the two-stage variant:
@@ -89,13 +98,19 @@ class GeneratorDiscriminator(Pretrainer):
             shape and no shared embeddings.
     """
 
-    def __init__(self, discriminator, generator_config, generator_cls=None, share_embeddings=True,
-                 rtd_weight=50.0, temperature=1.0, seed=None, two_stage_steps=0, **kwargs):
+    def __init__(self, discriminator, generator_config, generator_cls=None, embedding_sharing=FULL,
+                 rtd_weight=50.0, rtd_reads_context=False, temperature=1.0, seed=None, two_stage_steps=0,
+                 **kwargs):
         cls = keras.saving.get_registered_object(generator_cls) if generator_cls else type(discriminator)
         if cls is None:
             raise ValueError(f"unknown generator class {generator_cls!r}")
-        shared = {"embeddings": discriminator.embeddings} if share_embeddings else {}
+        if embedding_sharing not in EMBEDDING_SHARING:
+            raise ValueError(f"embedding_sharing must be one of {', '.join(EMBEDDING_SHARING)}; got "
+                             f"{embedding_sharing!r}")
+        shared = {"embeddings": discriminator.embeddings} if embedding_sharing == FULL else {}
         generator = cls(**generator_config, dtype=discriminator.dtype_policy, name="generator", **shared)
+        if embedding_sharing == DISENTANGLED:
+            discriminator.embeddings.share_disentangled(generator.embeddings)
         inputs = dict(discriminator.input)
         inputs.update(mask_positions=keras.Input((None,), dtype="int32", name="mask_positions"),
                       mask_ids=keras.Input((None,), dtype="int32", name="mask_ids"),
@@ -112,6 +127,7 @@ class GeneratorDiscriminator(Pretrainer):
         judged = discriminator({name: corrupted if name == "token_ids" else inputs[name]
                                 for name in discriminator.input})["sequence_output"]
         rtd = ReplacedTokenHead(discriminator.activation, discriminator.initializer_range,
+                                context_norm_epsilon=discriminator.layer_norm_epsilon if rtd_reads_context else None,
                                 dtype=discriminator.dtype_policy, name="rtd_head")(judged)
         outputs = {"mlm": mlm, "rtd": rtd, "rtd_labels": labels}
         super().__init__(discriminator, inputs, outputs,
@@ -119,14 +135,15 @@ class GeneratorDiscriminator(Pretrainer):
         self.generator = generator
         self.generator_config = dict(generator_config)
         self.generator_cls = generator_cls
-        self.share_embeddings = share_embeddings
+        self.embedding_sharing = embedding_sharing
         self.rtd_weight = rtd_weight
+        self.rtd_reads_context = rtd_reads_context
         self.temperature = temperature
         self.seed = seed
         self.two_stage_steps = two_stage_steps
         if two_stage_steps:
             mismatch = [w.shape for w in generator.weights] != [w.shape for w in discriminator.weights]
-            if share_embeddings or mismatch:
+            if embedding_sharing != NONE or mismatch:
                 raise ValueError("the two-stage variant needs a generator of the discriminator's shape "
                                  "and separate embeddings")
 
@@ -155,16 +172,29 @@ class GeneratorDiscriminator(Pretrainer):
         """None: the generator is discarded after pretraining; only the discriminator is served."""
         return None
 
+    def served_backbone(self):
+        """With disentangled sharing, a copy of the discriminator whose tables hold the sums it computes
+        with (its deltas + the generator's), which serves without the generator."""
+        if self.embedding_sharing != DISENTANGLED:
+            return self.backbone
+        backbone = type(self.backbone).from_config(self.backbone.get_config())
+        backbone.set_weights(self.backbone.get_weights())
+        for table, weights in self.backbone.embeddings.merged_tables().items():
+            getattr(backbone.embeddings, table).embeddings.assign(weights)
+        return backbone
+
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable,
                 "discriminator": keras.saving.serialize_keras_object(self.backbone),
                 "generator_config": self.generator_config, "generator_cls": self.generator_cls,
-                "share_embeddings": self.share_embeddings, "rtd_weight": self.rtd_weight,
-                "temperature": self.temperature, "seed": self.seed, "two_stage_steps": self.two_stage_steps}
+                "embedding_sharing": self.embedding_sharing, "rtd_weight": self.rtd_weight,
+                "rtd_reads_context": self.rtd_reads_context, "temperature": self.temperature, "seed": self.seed, "two_stage_steps": self.two_stage_steps}
 
     @classmethod
     def from_config(cls, config):
         config = dict(config, discriminator=keras.saving.deserialize_keras_object(config["discriminator"]))
+        if "share_embeddings" in config:  # saved before sharing had modes
+            config["embedding_sharing"] = FULL if config.pop("share_embeddings") else NONE
         return cls(**config)
 
 

@@ -158,6 +158,11 @@ class Pretrainer(keras.Model):
         if stage is not None:
             raise ValueError(f"{type(self).__name__} trains in a single stage (got stage {stage!r})")
 
+    def served_backbone(self):
+        """The encoder as it serves alone (what a run saves, exports and fine-tunes): the backbone
+        itself, unless its weights mean something only beside the pretrainer's other models."""
+        return self.backbone
+
     def masked_lm_model(self, mask_id=None):
         """backbone inputs + `mask_positions` -> the "mlm" logits, for serving fill-in-the-blank;
         None when the pretrainer has no masked LM over its backbone to serve. `mask_id` is the

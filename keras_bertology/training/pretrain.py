@@ -151,7 +151,6 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         pretrainer, done_steps = _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options,
                                                      options.precision, replica_batch)
         pretrainer.jit_compile = resolve_jit_compile(options.xla, pretrainer.dtype_policy.name, family.xla_on_cpu)
-    backbone = pretrainer.backbone
     worker_dataset = None
     if source.manifest:
         masker = build_masker(family, tokenizer, options, replicas) if masking == "dynamic" else None
@@ -167,7 +166,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
     else:
         dataset = _masked_dataset(family, instances, tokenizer, masking, _data_dir(run_dir, checkpoints),
                                   options, done_steps, replicas)
-    _say(options, f"model: {options.model} {options.preset}, {backbone.count_params():,} encoder parameters, "
+    _say(options, f"model: {options.model} {options.preset}, {pretrainer.backbone.count_params():,} encoder parameters, "
                   f"{pretrainer.dtype_policy.name}{', XLA' if pretrainer.jit_compile else ''}, {masking} masking, {total_steps} steps of batch {options.batch_size} "
                   f"in {windows} logged windows"
                   + (f", resuming after step {done_steps}" if done_steps else ""))
@@ -176,7 +175,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
     started = time.perf_counter()
     writes = [CheckpointEveryWindow(checkpoints, history),
               keras.callbacks.TensorBoard(str(run_dir / "logs"), update_freq="epoch"),
-              _snapshots(options, run_dir, backbone, tokenizer, history),
+              _snapshots(options, run_dir, pretrainer, tokenizer, history),
               StopAtCheckpointOnSignal(history)] if checkpoints.writer else []
     fit(pretrainer, model_batches(dataset, pretrainer), strategy,
         global_batch=options.batch_size,
@@ -192,7 +191,8 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         _say(options, f"worker done after {total_steps} steps; weights sha256 {digest} (the chief writes the run)")
         return {"steps": total_steps, "weights_sha256": digest, "history": history.records}
 
-    run = RunModel(options.model, backbone, tokenizer, options.seq_len, pretrainer, options.preset)
+    run = RunModel(options.model, pretrainer.served_backbone(), tokenizer, options.seq_len, pretrainer,
+                   options.preset)
     save_run_model(run_dir, run)
     if export_dir and keras.config.backend() == "tensorflow":
         export_saved_model(run, export_dir, options.length_buckets, options.serving_xla)
@@ -224,14 +224,14 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
     return metrics
 
 
-def _snapshots(options, run_dir, backbone, tokenizer, history):
+def _snapshots(options, run_dir, pretrainer, tokenizer, history):
     """The encoder at `options.snapshots`, each a run folder of its own (to fine-tune at that step)."""
     def folder(step):
         return run_dir / "snapshots" / f"step-{step:07d}"
 
     def save(step):
-        save_run_model(folder(step), RunModel(options.model, backbone, tokenizer, options.seq_len, None,
-                                              options.preset))
+        save_run_model(folder(step), RunModel(options.model, pretrainer.served_backbone(), tokenizer,
+                                              options.seq_len, None, options.preset))
 
     return SnapshotAtSteps(options.snapshots, history, save,
                            exists=lambda step: (folder(step) / "model").is_dir())

@@ -16,7 +16,7 @@ DEBERTA = FAMILY = ModelFamily(
     pretrainer_path="keras_bertology.models.deberta.pretrainer:DebertaPretrainer",
     tokenizer_path="keras_bertology.models.deberta.tokenizer:train_tokenizer",
     instances_path="keras_bertology.data.instances:packed_instances",
-    hf_model_types=("deberta", "deberta-v2"),  # v2/v3 checkpoints too, until DeBERTa-v3's recipe has its family
+    hf_model_types=("deberta",),  # DebertaV2 checkpoints (v3's layout) are the deberta-v3 family's
     converter_path="keras_bertology.models.deberta.convert:convert",
     hf_exporter_path="keras_bertology.models.deberta.convert:export",
     masking="dynamic",

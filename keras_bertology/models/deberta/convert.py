@@ -21,18 +21,33 @@ _REQUIRED_SIZES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attent
 
 def convert(family, config, weights):
     """(backbone, pretrainer or None, heads imported, names used, notes) from a DeBERTa checkpoint: the
-    masked LM's head (`cls.predictions`, BERT's) too where it has one, read without the enhanced mask
-    decoder, which transformers does not compute."""
+    masked LM's head too where it has one (`cls.predictions`, BERT's, or v2's `lm_predictions.lm_head`,
+    always tied), as a `DebertaPretrainer` without the enhanced mask decoder, which transformers does not
+    compute."""
     from keras_bertology.models.bert.convert import has_mlm_head, load_hf_pretrainer
+    from keras_bertology.models.deberta.pretrainer import DebertaPretrainer
 
     backbone = family.backbone_cls(**backbone_kwargs(config))
     source = WeightSource(weights, prefix="deberta.")
     load_backbone(backbone, source, config)
-    if not has_mlm_head(weights):
+    if has_mlm_head(weights):
+        pretrainer, used, notes = load_hf_pretrainer(DebertaPretrainer, backbone, weights, config,
+                                                     enhanced_mask_decoder=False)
+    elif _V2_HEAD + ".dense.weight" in weights:
+        pretrainer = DebertaPretrainer(backbone, enhanced_mask_decoder=False)
+        heads = WeightSource(weights, prefix="")
+        head = pretrainer.get_layer("mlm_head")
+        load_dense(head.transform, heads, f"{_V2_HEAD}.dense")
+        load_layer_norm(head.layer_norm, heads, f"{_V2_HEAD}.LayerNorm")
+        assign(head.output_bias, heads.get(f"{_V2_HEAD}.bias"), f"{_V2_HEAD}.bias")
+        used, notes = heads.used, heads.notes
+    else:
         return backbone, None, [], source.used, []
-    pretrainer, used, notes = load_hf_pretrainer(family.pretrainer_cls, backbone, weights, config,
-                                                 enhanced_mask_decoder=False)
     return backbone, pretrainer, ["mlm"], source.used | used, notes
+
+
+# DebertaV2ForMaskedLM's head when its config says legacy: false (the original's name; decoder tied).
+_V2_HEAD = "lm_predictions.lm_head"
 
 
 def backbone_kwargs(config):
@@ -144,7 +159,8 @@ def _load_fused_projections(attention, source, own):
 
 def export(family, run):
     """`HFExport` of a DeBERTa run: `DebertaForMaskedLM` with the MLM head (read by transformers on the
-    last layer: the enhanced mask decoder is dropped, with a note), else `DebertaModel`; a v2 layout (log
+    last layer: the enhanced mask decoder is dropped, with a note), else `DebertaModel` (a DeBERTa-v3
+    discriminator: its detection head and generator are dropped, with a note); a v2 layout (log
     buckets, shared keys, the normed table, the convolution, biased keys) as `DebertaV2*`."""
     from keras_bertology.convert.hf_export import HFExport, dropped_heads_note, find_layer
     from keras_bertology.convert.hf_weights import WeightSink, hf_activation
@@ -176,18 +192,23 @@ def export(family, run):
     if tokenizer is not None:
         config["pad_token_id"] = tokenizer.pad_id
     prefix = "DebertaV2" if version_2 else "Deberta"
-    mlm_head = find_layer(pretrainer, "mlm_head")
+    # A masked LM over this encoder; a DeBERTa-v3 generator's head reads another encoder.
+    serves_mlm = pretrainer is not None and pretrainer.masked_lm_model() is not None
+    mlm_head = find_layer(pretrainer, "mlm_head") if serves_mlm else None
     architecture = f"{prefix}ForMaskedLM" if mlm_head is not None else f"{prefix}Model"
     sink = WeightSink(prefix="deberta." if mlm_head is not None else "")
     _export_backbone(sink, backbone)
-    notes = dropped_heads_note(pretrainer, ("mlm_head",), architecture)
+    notes = dropped_heads_note(pretrainer, ("mlm_head",) if serves_mlm else (), architecture)
+    if getattr(pretrainer, "generator", None) is not None:
+        notes.append("dropped the generator: the discriminator is the model DeBERTa-v3 serves")
     if mlm_head is not None:
         export_mlm_head(sink, mlm_head, "cls.predictions", "cls.predictions.transform.dense",
                         "cls.predictions.transform.LayerNorm", config["hidden_act"], config)
-        if pretrainer.enhanced_mask_decoder:
+        if getattr(pretrainer, "enhanced_mask_decoder", False):
             notes.append(f"the enhanced mask decoder and its position table are dropped: transformers' "
                          f"{architecture} reads the last layer's states")
-    return HFExport(architecture, config, sink.tensors, {"byte_bpe": "DebertaTokenizer"}, notes)
+    return HFExport(architecture, config, sink.tensors,
+                    {"byte_bpe": "DebertaTokenizer", "sentencepiece": "DebertaV2Tokenizer"}, notes)
 
 
 def _export_backbone(sink, backbone):

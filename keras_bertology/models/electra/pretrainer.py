@@ -40,4 +40,5 @@ def electra_pretrainer(backbone, generator_fraction=0.25, generator_layers=None,
     if two_stage_steps:
         config.update(num_heads=backbone.num_heads, intermediate_size=backbone.intermediate_size)
     return GeneratorDiscriminator(backbone, config, rtd_weight=rtd_weight, temperature=temperature,
-                                  share_embeddings=not two_stage_steps, two_stage_steps=two_stage_steps)
+                                  embedding_sharing="none" if two_stage_steps else "full",
+                                  two_stage_steps=two_stage_steps)
