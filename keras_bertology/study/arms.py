@@ -57,6 +57,9 @@ ARMS = (
     Arm("transformer-xl", "transformer-xl", "transformer-xl-tiny",
         "causal LM with segment memory, relative positions, adaptive softmax"),
     Arm("t5", "t5", "t5-tiny", "span corruption, encoder-decoder (its encoder fine-tuned)"),
+    Arm("deberta", "deberta", "deberta-tiny", "MLM through the enhanced mask decoder, disentangled attention"),
+    Arm("deberta-v3", "deberta-v3", "deberta-v3-tiny",
+        "generator MLM + 10 x replaced token detection, gradient-disentangled embeddings, disentangled attention"),
 )
 ARM_NAMES = tuple(arm.name for arm in ARMS)
 
@@ -76,6 +79,9 @@ CLAIMS = (
     ("segment recurrence does at least as well as a plain left-to-right LM", "transformer-xl", "gpt", "at least",
      None),
     ("span corruption in an encoder-decoder does at least as well as MLM", "t5", "bert", "at least", None),
+    ("disentangled attention with the enhanced mask decoder beats RoBERTa's MLM", "deberta", "roberta", "better",
+     None),
+    ("DeBERTa-v3's detection with disentangled sharing beats ELECTRA's", "deberta-v3", "electra", "better", None),
 )
 
 
