@@ -88,6 +88,11 @@ MODELS = {
                          options=(("enhanced_mask_decoder", 0),),
                          note="DeBERTa (v1): disentangled attention (c2p + p2c over 2 x 512 relative rows), the MLM "
                               "head on the last layer in both systems (transformers has no enhanced mask decoder)."),
+    "deberta-v3": PeerModel("deberta-v3", "deberta-v3-base", "generator MLM + 10 x RTD", None, None,
+                            "DebertaV2ForMaskedLM (half depth) + DebertaV2Model",
+                            note="DeBERTa-v3: a generator of half the depth, the discriminator's word table = "
+                                 "the generator's (no gradient) + its own delta, the detection head reading "
+                                 "LayerNorm(h + h_CLS); log-bucketed relative positions (256 buckets)."),
     "albert": PeerModel("albert", "albert-base", "MLM + SOP", "sop_labels", "AlbertMaskedLM",
                         "AlbertForPreTraining"),
     "electra": PeerModel("electra", "electra-base", "generator MLM + 50 x RTD", None, None,

@@ -113,22 +113,71 @@ def _electra(config, shape, generator):
     model = torch.nn.ModuleDict({"generator": generator, "discriminator": discriminator})
 
     def loss(batch):
-        positions, original = batch["mask_positions"], batch["mask_ids"]
         states = generator.electra(input_ids=batch["token_ids"], token_type_ids=batch["segment_ids"],
                                    attention_mask=batch["padding_mask"], return_dict=False)[0]
-        logits = generator.generator_lm_head(generator.generator_predictions(_gather(states, positions)))
-        mlm = _mlm_loss(logits, batch)
-        with torch.no_grad():  # gumbel-max sampling at temperature 1; no gradient reaches the generator
-            gumbel = -torch.log(-torch.log(torch.rand_like(logits, dtype=torch.float32).clamp(1e-9, 1.0)))
-            sampled = (logits.float() + gumbel).argmax(-1)
-            corrupted = batch["token_ids"].scatter(1, positions, sampled)
-            replaced = torch.zeros_like(batch["token_ids"], dtype=torch.float32).scatter(
-                1, positions, (sampled != original).float())
+        logits = generator.generator_lm_head(generator.generator_predictions(_gather(states,
+                                                                                     batch["mask_positions"])))
+        corrupted, replaced = _replace(batch, logits)
         judged = discriminator(input_ids=corrupted, token_type_ids=batch["segment_ids"],
                                attention_mask=batch["padding_mask"]).logits
-        mask = batch["padding_mask"].float()
-        rtd = (F.binary_cross_entropy_with_logits(judged.float(), replaced, reduction="none") * mask).sum() / mask.sum()
-        return mlm + 50.0 * rtd
+        return _mlm_loss(logits, batch) + 50.0 * _detection_loss(judged, replaced, batch)
+
+    return model, loss
+
+
+def _replace(batch, logits):
+    """(corrupted ids, replaced labels): the generator's samples by Gumbel-max at temperature 1 at the masked
+    positions, without gradient to the generator; a sample equal to the original is not replaced."""
+    positions = batch["mask_positions"]
+    with torch.no_grad():
+        gumbel = -torch.log(-torch.log(torch.rand_like(logits, dtype=torch.float32).clamp(1e-9, 1.0)))
+        sampled = (logits.float() + gumbel).argmax(-1)
+        corrupted = batch["token_ids"].scatter(1, positions, sampled)
+        replaced = torch.zeros_like(batch["token_ids"], dtype=torch.float32).scatter(
+            1, positions, (sampled != batch["mask_ids"]).float())
+    return corrupted, replaced
+
+
+def _detection_loss(judged, replaced, batch):
+    mask = batch["padding_mask"].float()
+    return (F.binary_cross_entropy_with_logits(judged.float(), replaced, reduction="none") * mask).sum() / mask.sum()
+
+
+def _deberta_v3(config, shape):
+    """DeBERTa-v3's recipe: a DebertaV2ForMaskedLM generator of half depth, a DebertaV2Model discriminator
+    whose word table is the generator's (detached) + its own delta (gradient-disentangled sharing), the
+    head LayerNorm(h + h_CLS) -> dense -> GELU -> one logit; loss = MLM + 10 x RTD."""
+    from transformers import DebertaV2Config, DebertaV2ForMaskedLM, DebertaV2Model
+
+    def layout(num_layers):
+        return DebertaV2Config(
+            vocab_size=config["vocab_size"], hidden_size=shape.hidden_size, num_hidden_layers=num_layers,
+            num_attention_heads=shape.num_heads, intermediate_size=shape.intermediate_size,
+            max_position_embeddings=config["max_positions"], relative_attention=True, pos_att_type="p2c|c2p",
+            position_buckets=config["position_buckets"], max_relative_positions=config.get("max_relative_positions")
+            or -1, share_att_key=True, norm_rel_ebd="layer_norm", position_biased_input=False, type_vocab_size=0,
+            layer_norm_eps=config["layer_norm_epsilon"])
+
+    generator = DebertaV2ForMaskedLM(layout(max(1, shape.num_layers // 2)))
+    discriminator = DebertaV2Model(layout(shape.num_layers))
+    delta = discriminator.embeddings.word_embeddings.weight
+    with torch.no_grad():
+        delta.zero_()
+    hidden = shape.hidden_size
+    head = torch.nn.ModuleDict({"norm": torch.nn.LayerNorm(hidden, eps=config["layer_norm_epsilon"]),
+                                "dense": torch.nn.Linear(hidden, hidden), "prediction": torch.nn.Linear(hidden, 1)})
+    model = torch.nn.ModuleDict({"generator": generator, "discriminator": discriminator, "head": head})
+
+    def loss(batch):
+        states = generator.deberta(input_ids=batch["token_ids"], attention_mask=batch["padding_mask"],
+                                   return_dict=False)[0]
+        logits = generator.cls(_gather(states, batch["mask_positions"]))
+        corrupted, replaced = _replace(batch, logits)
+        table = generator.deberta.embeddings.word_embeddings.weight.detach() + delta
+        judged = discriminator(inputs_embeds=F.embedding(corrupted, table), attention_mask=batch["padding_mask"],
+                               return_dict=False)[0]
+        judged = head["prediction"](F.gelu(head["dense"](head["norm"](judged + judged[:, :1])))).squeeze(-1)
+        return _mlm_loss(logits, batch) + 10.0 * _detection_loss(judged, replaced, batch)
 
     return model, loss
 
@@ -223,7 +272,7 @@ def _t5(config, shape):
 
 
 BUILDERS = {"t5": _t5, "gpt": _gpt, "bert": _bert, "roberta": _roberta, "deberta": _deberta, "albert": _albert,
-            "spanbert": _spanbert, "xlnet": _xlnet}
+            "spanbert": _spanbert, "xlnet": _xlnet, "deberta-v3": _deberta_v3}
 
 
 def build_torch(model, shape, precision, compiled, device="cpu"):

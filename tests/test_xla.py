@@ -15,8 +15,8 @@ SHAPE = SHAPES["tiny"]
 # Smaller than the tiny presets: XLA's compilation time grows with the graph, and this is about equality.
 SIZES = dict(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64, vocab_size=1500)
 STEPS = 3
-# ELECTRA samples its replacements: its discriminator sees other tokens under XLA's random numbers.
-SAMPLES = {"electra"}
+# ELECTRA and DeBERTa-v3 sample their replacements: the discriminator sees other tokens under XLA's random numbers.
+SAMPLES = {"electra", "deberta-v3"}
 
 
 def test_auto_compiles_on_one_device_and_leaves_strategies_alone():
