@@ -266,3 +266,24 @@ def test_layer_wise_rates_count_the_embedding_norm_as_the_embeddings():
     assert {depth for path, depth in depths.items() if path.startswith("embedding")} == {0}
     assert {depths[path] for path in depths if path.startswith("encoder_block_1/")} == {2}
     assert depths["relative_embeddings/embeddings"] == 3  # shared by every layer: the top group
+
+
+@pytest.mark.parametrize("layout", ["v1", "v3"])
+def test_a_length_known_in_advance_reads_only_the_rows_it_reaches(layout):
+    """With the length static, the shared table is cut to the rows its distances reach (2 L - 1 rows for v1's
+    plain distances); a graph whose length is unknown until run time reads the whole table; both compute
+    the same states."""
+    config = {"v1": V1_CONFIGS["v1"], "v3": V2_CONFIGS["v3"]}[layout]
+    cls = transformers.DebertaModel if layout == "v1" else transformers.DebertaV2Model
+    config_cls = transformers.DebertaConfig if layout == "v1" else transformers.DebertaV2Config
+    backbone = _converted(perturbed_hf_model(cls, config_cls(**dict(config, max_relative_positions=30))))
+    inputs = _batch(config["vocab_size"], [9, 6], seed=5)
+    table_layer = backbone.get_layer("relative_embeddings")
+    table, _ = table_layer(tf.zeros((2, 9, 1)))
+    if layout == "v1":
+        assert table.shape[0] == 2 * 9 - 1 < 2 * table_layer.span
+    unknown = tf.function(lambda ids, mask: backbone({"token_ids": ids, "padding_mask": mask})["sequence_output"],
+                          input_signature=[tf.TensorSpec([None, None], tf.int32)] * 2)
+    assert unknown.get_concrete_function().structured_outputs.shape[1] is None
+    np.testing.assert_allclose(unknown(inputs["token_ids"], inputs["padding_mask"]).numpy(),
+                               np.asarray(backbone(inputs)["sequence_output"]), atol=TOLERANCE)

@@ -205,11 +205,23 @@ class RelativePositionTable(keras.layers.Layer):
         self.built = True
 
     def call(self, states):
-        table = ops.cast(self.embeddings, self.compute_dtype)
+        """Where the length is known when the graph is built (JAX, and TensorFlow batches of one shape),
+        only the rows that length reaches: the layers project and score 2 L - 1 of v1's 1,024 rows at
+        L = 128, not all of them."""
+        first, end = self._rows_reached(states.shape[1])
+        table = ops.cast(ops.slice(self.embeddings, (first, 0), (end - first, self.hidden_size)), self.compute_dtype)
         if self.norm is not None:
             table = self.norm(table)
         length = ops.shape(states)[1]
-        return table, relative_index(length, length, self._index_table, self._reach)
+        return table, relative_index(length, length, self._index_table - first, self._reach)
+
+    def _rows_reached(self, length):
+        """[first, end) of the table's rows that distances within `length` positions read (the index
+        grows with the distance); all of them for a length unknown until run time."""
+        if not isinstance(length, int):
+            return 0, 2 * self.span
+        near = min(length - 1, self._reach)
+        return int(self._index_table[self._reach - near]), int(self._index_table[self._reach + near]) + 1
 
     def compute_output_spec(self, states):
         return (keras.KerasTensor((2 * self.span, self.hidden_size), dtype=self.compute_dtype),
