@@ -581,6 +581,11 @@ def test_deberta_run_exports_to_transformers(tmp_path, capsys, sentences):
     assert [row[keep].tolist() for row, keep in zip(packed["token_ids"].numpy(), real)] == \
         tokenizer(first)["input_ids"]
 
+    back, _ = convert_hf_checkpoint(out)  # DebertaTokenizer's files read back with DeBERTa's roles
+    assert back.tokenizer.tokenize(tf.constant(TEXTS)).to_list() == ours
+    assert [getattr(back.tokenizer, f"{role}_id") for role in ("cls", "sep", "pad", "unk", "mask")] == \
+        [getattr(run.tokenizer, f"{role}_id") for role in ("cls", "sep", "pad", "unk", "mask")]
+
     plain = DebertaPretrainer(run.backbone, enhanced_mask_decoder=False)
     plain.get_layer("mlm_head").set_weights(run.pretrainer.get_layer("mlm_head").get_weights())
     ids = np.array([ours[0][:SEQ_LEN]], dtype="int32")

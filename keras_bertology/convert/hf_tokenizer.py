@@ -85,8 +85,13 @@ def _read_tokenizer(hf_dir):
 
 
 def _byte_bpe_specials(vocab):
-    """RoBERTa's special tokens, or GPT-2's where the vocabulary has <|endoftext|> and not RoBERTa's <s>."""
-    return GPT2_SPECIAL_TOKENS if END_OF_TEXT in vocab and SPECIAL_TOKENS["cls"] not in vocab else SPECIAL_TOKENS
+    """RoBERTa's special tokens; DeBERTa's where the vocabulary has [CLS] and not RoBERTa's <s>; GPT-2's
+    where it has <|endoftext|> and neither."""
+    if SPECIAL_TOKENS["cls"] in vocab:
+        return SPECIAL_TOKENS
+    if DEBERTA_SPECIAL_TOKENS["cls"] in vocab:
+        return DEBERTA_SPECIAL_TOKENS
+    return GPT2_SPECIAL_TOKENS if END_OF_TEXT in vocab else SPECIAL_TOKENS
 
 
 def _sentencepiece(hf_dir):
