@@ -72,6 +72,8 @@ def build_keras_hub(model, shape, precision):
                                                    num_inner_repetitions=1, num_segments=2, **common)
     elif model.family == "roberta":
         backbone = keras_hub.models.RobertaBackbone(**common)
+    elif model.family == "deberta-v3":
+        backbone = keras_hub.models.DebertaV3Backbone(bucket_size=config["position_buckets"], **common)
     else:
         backbone = keras_hub.models.BertBackbone(num_segments=2, **common)
     task = getattr(keras_hub.models, model.hub_task)(backbone, preprocessor=None)

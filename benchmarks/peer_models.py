@@ -67,6 +67,7 @@ class PeerModel:
         next token).
     options: our family's options for the pretrainer (XLNet: no memory, forward rows only).
     note: what a reader of the report must know about this model's rows, or "".
+    torch_peer: the transformers builder when the family's objective options change what it trains.
     """
 
     family: str
@@ -78,6 +79,7 @@ class PeerModel:
     targets: str = "tokens"
     options: tuple = ()
     note: str = ""
+    torch_peer: str = ""  # its builder in peer_torch.BUILDERS; default the family's
 
 
 MODELS = {
@@ -93,6 +95,10 @@ MODELS = {
                             note="DeBERTa-v3: a generator of half the depth, the discriminator's word table = "
                                  "the generator's (no gradient) + its own delta, the detection head reading "
                                  "LayerNorm(h + h_CLS); log-bucketed relative positions (256 buckets)."),
+    "deberta-v3-mlm": PeerModel("deberta-v3", "deberta-v3-base", "MLM (last layer)", None, "DebertaV3MaskedLM",
+                                "DebertaV2ForMaskedLM", options=(("objective", "mlm"),), torch_peer="deberta-v3-mlm",
+                                note="DeBERTa-v3 masked LM: the v3 encoder (256 log buckets, shared keys, the "
+                                     "normed table) under an MLM head on the last layer in every system."),
     "albert": PeerModel("albert", "albert-base", "MLM + SOP", "sop_labels", "AlbertMaskedLM",
                         "AlbertForPreTraining"),
     "electra": PeerModel("electra", "electra-base", "generator MLM + 50 x RTD", None, None,

@@ -143,23 +143,40 @@ def _detection_loss(judged, replaced, batch):
     return (F.binary_cross_entropy_with_logits(judged.float(), replaced, reduction="none") * mask).sum() / mask.sum()
 
 
+def _v3_layout(config, shape, num_layers):
+    """transformers' DebertaV2Config of our v3 preset at `shape`, `num_layers` deep."""
+    from transformers import DebertaV2Config
+
+    return DebertaV2Config(
+        vocab_size=config["vocab_size"], hidden_size=shape.hidden_size, num_hidden_layers=num_layers,
+        num_attention_heads=shape.num_heads, intermediate_size=shape.intermediate_size,
+        max_position_embeddings=config["max_positions"], relative_attention=True, pos_att_type="p2c|c2p",
+        position_buckets=config["position_buckets"], max_relative_positions=config.get("max_relative_positions") or -1,
+        share_att_key=True, norm_rel_ebd="layer_norm", position_biased_input=False, type_vocab_size=0,
+        layer_norm_eps=config["layer_norm_epsilon"])
+
+
+def _deberta_v3_mlm(config, shape):
+    from transformers import DebertaV2ForMaskedLM
+
+    model = DebertaV2ForMaskedLM(_v3_layout(config, shape, shape.num_layers))
+
+    def loss(batch):
+        states = model.deberta(input_ids=batch["token_ids"], attention_mask=batch["padding_mask"],
+                               return_dict=False)[0]
+        return _mlm_loss(model.cls(_gather(states, batch["mask_positions"])), batch)
+
+    return model, loss
+
+
 def _deberta_v3(config, shape):
     """DeBERTa-v3's recipe: a DebertaV2ForMaskedLM generator of half depth, a DebertaV2Model discriminator
     whose word table is the generator's (detached) + its own delta (gradient-disentangled sharing), the
     head LayerNorm(h + h_CLS) -> dense -> GELU -> one logit; loss = MLM + 10 x RTD."""
-    from transformers import DebertaV2Config, DebertaV2ForMaskedLM, DebertaV2Model
+    from transformers import DebertaV2ForMaskedLM, DebertaV2Model
 
-    def layout(num_layers):
-        return DebertaV2Config(
-            vocab_size=config["vocab_size"], hidden_size=shape.hidden_size, num_hidden_layers=num_layers,
-            num_attention_heads=shape.num_heads, intermediate_size=shape.intermediate_size,
-            max_position_embeddings=config["max_positions"], relative_attention=True, pos_att_type="p2c|c2p",
-            position_buckets=config["position_buckets"], max_relative_positions=config.get("max_relative_positions")
-            or -1, share_att_key=True, norm_rel_ebd="layer_norm", position_biased_input=False, type_vocab_size=0,
-            layer_norm_eps=config["layer_norm_epsilon"])
-
-    generator = DebertaV2ForMaskedLM(layout(max(1, shape.num_layers // 2)))
-    discriminator = DebertaV2Model(layout(shape.num_layers))
+    generator = DebertaV2ForMaskedLM(_v3_layout(config, shape, max(1, shape.num_layers // 2)))
+    discriminator = DebertaV2Model(_v3_layout(config, shape, shape.num_layers))
     delta = discriminator.embeddings.word_embeddings.weight
     with torch.no_grad():
         delta.zero_()
@@ -272,7 +289,7 @@ def _t5(config, shape):
 
 
 BUILDERS = {"t5": _t5, "gpt": _gpt, "bert": _bert, "roberta": _roberta, "deberta": _deberta, "albert": _albert,
-            "spanbert": _spanbert, "xlnet": _xlnet, "deberta-v3": _deberta_v3}
+            "spanbert": _spanbert, "xlnet": _xlnet, "deberta-v3": _deberta_v3, "deberta-v3-mlm": _deberta_v3_mlm}
 
 
 def build_torch(model, shape, precision, compiled, device="cpu"):
@@ -282,7 +299,7 @@ def build_torch(model, shape, precision, compiled, device="cpu"):
     if model.family == "electra":
         module, loss = _electra(config, shape, generator_width(model, shape))
     else:
-        module, loss = BUILDERS[model.family](config, shape)
+        module, loss = BUILDERS[model.torch_peer or model.family](config, shape)
     module.to(device).train()
     optimizer = torch.optim.AdamW(module.parameters(), lr=1e-4, fused=device == "cuda")
     if compiled:

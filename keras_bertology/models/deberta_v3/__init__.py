@@ -27,6 +27,9 @@ DEBERTA_V3 = FAMILY = ModelFamily(
     # As ELECTRA's discriminator, which at 1e-3 settles on "all original".
     learning_rate=3e-4,
     options=(
+        FamilyOption("objective", str, "rtd", "rtd: replaced token detection against a generator; mlm: the masked "
+                     "LM alone on the last layer (the paper's baseline on the same encoder)", choices=("rtd", "mlm"),
+                     used_by=("pretrainer",)),
         FamilyOption("generator_layers", int, None, "generator depth (default: half the discriminator's)",
                      minimum=1, maximum=48, used_by=("pretrainer",)),
         FamilyOption("rtd_weight", float, 10.0, "weight of the replaced token detection loss", minimum=0.0,

@@ -15,11 +15,12 @@ def generator_config(discriminator, num_layers=None):
     return config
 
 
-def deberta_v3_pretrainer(backbone, generator_layers=None, rtd_weight=10.0, embedding_sharing=DISENTANGLED,
-                          temperature=1.0):
+def deberta_v3_pretrainer(backbone, objective="rtd", generator_layers=None, rtd_weight=10.0,
+                          embedding_sharing=DISENTANGLED, temperature=1.0):
     """A `GeneratorDiscriminator` on `backbone` (a `DebertaBackbone`, the discriminator) with DeBERTa-v3's
     settings: loss = MLM + 10 x RTD, samples at temperature 1, the head reading LayerNorm(state + the
-    first token's state).
+    first token's state). `objective="mlm"`: a `DebertaPretrainer` on the last layer instead (the
+    paper's masked-LM baseline of the same encoder; the generator's options then do not apply).
 
     Example:
         >>> from keras_bertology.models.deberta import DebertaBackbone
@@ -30,6 +31,12 @@ def deberta_v3_pretrainer(backbone, generator_layers=None, rtd_weight=10.0, embe
         >>> model.objectives, model.generator.num_layers, model.embedding_sharing
         (['mlm', 'rtd'], 1, 'disentangled')
     """
+    if objective == "mlm":
+        from keras_bertology.models.deberta.pretrainer import DebertaPretrainer
+
+        return DebertaPretrainer(backbone, enhanced_mask_decoder=False)
+    if objective != "rtd":
+        raise ValueError(f"objective must be 'rtd' or 'mlm'; got {objective!r}")
     return GeneratorDiscriminator(backbone, generator_config(backbone, generator_layers), rtd_weight=rtd_weight,
                                   rtd_reads_context=True, temperature=temperature,
                                   embedding_sharing=embedding_sharing)
