@@ -95,7 +95,7 @@ MODELS = {
                             note="DeBERTa-v3: a generator of half the depth, the discriminator's word table = "
                                  "the generator's (no gradient) + its own delta, the detection head reading "
                                  "LayerNorm(h + h_CLS); log-bucketed relative positions (256 buckets)."),
-    "deberta-v3-mlm": PeerModel("deberta-v3", "deberta-v3-base", "MLM (last layer)", None, "DebertaV3MaskedLM",
+    "deberta-v3-mlm": PeerModel("deberta-v3", "deberta-v3-base", "MLM", None, "DebertaV3MaskedLM",
                                 "DebertaV2ForMaskedLM", options=(("objective", "mlm"),), torch_peer="deberta-v3-mlm",
                                 note="DeBERTa-v3 masked LM: the v3 encoder (256 log buckets, shared keys, the "
                                      "normed table) under an MLM head on the last layer in every system."),
