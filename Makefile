@@ -60,6 +60,7 @@ JAX_TESTS := tests/test_hf_parity.py tests/test_minilm_parity.py tests/test_pret
 	tests/test_deberta.py::test_the_enhanced_mask_decoder_matches_a_numpy_reference \
 	tests/test_deberta_v3.py::test_detection_trains_the_deltas_and_never_the_generators_embeddings \
 	tests/test_deberta_v3.py::test_the_served_discriminator_folds_the_deltas_and_survives_a_reload \
+	tests/test_deberta_v3.py::test_compiled_training_steps_run_and_change_both_tables \
 	'tests/test_resume.py::test_runs_killed_at_random_moments_end_with_the_weights_of_an_uninterrupted_run[mixed_bfloat16]'
 # CI leaves out the tests marked extended (pytest.ini): the other benchmarks' smokes and the families'
 # repeats of a path it checks on the families whose code on that path differs. `make test-all` runs them too.

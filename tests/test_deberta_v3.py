@@ -237,3 +237,18 @@ def test_separate_tables_share_nothing():
     model = deberta_v3_pretrainer(_discriminator(), embedding_sharing="none")
     assert np.abs(model.backbone.token_embedding.embeddings.numpy()).max() > 0
     assert model.served_backbone() is model.backbone
+
+
+def test_compiled_training_steps_run_and_change_both_tables():
+    """`fit`'s compiled step (a tf.function; jit on JAX, which the JAX subset runs: the table's rows cut at
+    a length known when the step is traced) trains the generator's table and the discriminator's delta
+    (test_xla.py compiles it with XLA)."""
+    discriminator = _discriminator()
+    model = deberta_v3_pretrainer(discriminator)
+    model.compile(optimizer=keras.optimizers.AdamW(1e-2), jit_compile=keras.config.backend() == "jax")
+    x, y, weights = model.split_features(_batch())
+    before = [discriminator.token_embedding.embeddings.numpy(), model.generator.token_embedding.embeddings.numpy()]
+    losses = [model.train_on_batch(x, y, weights, return_dict=True)["loss"] for _ in range(2)]
+    after = [discriminator.token_embedding.embeddings.numpy(), model.generator.token_embedding.embeddings.numpy()]
+    assert np.all(np.isfinite(losses))
+    assert all(np.abs(new - old).max() > 0 for new, old in zip(after, before))

@@ -209,7 +209,7 @@ class RelativePositionTable(keras.layers.Layer):
         only the rows that length reaches: the layers project and score 2 L - 1 of v1's 1,024 rows at
         L = 128, not all of them."""
         first, end = self._rows_reached(states.shape[1])
-        table = ops.cast(ops.slice(self.embeddings, (first, 0), (end - first, self.hidden_size)), self.compute_dtype)
+        table = ops.cast(self.embeddings, self.compute_dtype)[first:end]
         if self.norm is not None:
             table = self.norm(table)
         length = ops.shape(states)[1]
