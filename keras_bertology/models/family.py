@@ -22,6 +22,8 @@ class FamilyOption:
             parses the flag with it (`range`) and shows it in --help.
         choices: the accepted values of a string.
         used_by: which builders take it: "masker", "instances", "pretrainer".
+        applies_when: (option, value): given while that option of the family has another value, it
+            is refused (a generator's settings with an objective that has no generator).
     """
 
     name: str
@@ -32,6 +34,7 @@ class FamilyOption:
     maximum: float | None = None
     choices: tuple = ()
     used_by: tuple = ("masker",)
+    applies_when: tuple = ()
 
     @property
     def flag(self):
@@ -210,8 +213,14 @@ class ModelFamily:
                 raise ConfigError(f"{flag} does not apply to --model {self.name}"
                                   + (f", which takes {', '.join(o.flag for o in self.options)}"
                                      if self.options else ""))
-        return {name: option.check(given.get(name, option.default)) for name, option in known.items()
-                if used_by is None or used_by in option.used_by}
+        values = {name: option.check(given.get(name, option.default)) for name, option in known.items()}
+        for name in given:
+            if known[name].applies_when:
+                other, needed = known[name].applies_when
+                if values[other] != needed:
+                    raise ConfigError(f"{known[name].flag} applies to {known[other].flag} {needed}, not "
+                                      f"{values[other]}")
+        return {name: value for name, value in values.items() if used_by is None or used_by in known[name].used_by}
 
     def pack_text(self, tokenizer, seq_len, first, second=None):
         """Raw strings -> the model inputs this family serves with (see `segment_packer_path`)."""

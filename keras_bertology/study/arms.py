@@ -60,6 +60,8 @@ ARMS = (
     Arm("deberta", "deberta", "deberta-tiny", "MLM through the enhanced mask decoder, disentangled attention"),
     Arm("deberta-v3", "deberta-v3", "deberta-v3-tiny",
         "generator MLM + 10 x replaced token detection, gradient-disentangled embeddings, disentangled attention"),
+    Arm("deberta-v3-mlm", "deberta-v3", "deberta-v3-tiny", "MLM on DeBERTa-v3's encoder (its paper's baseline)",
+        family_options=(("objective", "mlm"),)),
 )
 ARM_NAMES = tuple(arm.name for arm in ARMS)
 
@@ -82,6 +84,7 @@ CLAIMS = (
     ("disentangled attention with the enhanced mask decoder beats RoBERTa's MLM", "deberta", "roberta", "better",
      None),
     ("DeBERTa-v3's detection with disentangled sharing beats ELECTRA's", "deberta-v3", "electra", "better", None),
+    ("on DeBERTa-v3's encoder, replaced token detection beats MLM", "deberta-v3", "deberta-v3-mlm", "better", None),
 )
 
 

@@ -11,6 +11,8 @@ from keras_bertology.lazy_imports import lazy_attributes
 from keras_bertology.models.deberta.presets import DEBERTA_V3_PRESETS
 from keras_bertology.models.family import FamilyOption, ModelFamily
 
+RTD = ("objective", "rtd")  # the generator's settings
+
 DEBERTA_V3 = FAMILY = ModelFamily(
     name="deberta-v3",
     presets=DEBERTA_V3_PRESETS,
@@ -31,12 +33,12 @@ DEBERTA_V3 = FAMILY = ModelFamily(
                      "LM alone on the last layer (the paper's baseline on the same encoder)", choices=("rtd", "mlm"),
                      used_by=("pretrainer",)),
         FamilyOption("generator_layers", int, None, "generator depth (default: half the discriminator's)",
-                     minimum=1, maximum=48, used_by=("pretrainer",)),
+                     minimum=1, maximum=48, used_by=("pretrainer",), applies_when=RTD),
         FamilyOption("rtd_weight", float, 10.0, "weight of the replaced token detection loss", minimum=0.0,
-                     maximum=1000.0, used_by=("pretrainer",)),
+                     maximum=1000.0, used_by=("pretrainer",), applies_when=RTD),
         FamilyOption("embedding_sharing", str, "disentangled", "disentangled: the discriminator's tables are "
                      "stop_gradient(the generator's) + deltas of its own; none: separate tables",
-                     choices=("disentangled", "none"), used_by=("pretrainer",)),
+                     choices=("disentangled", "none"), used_by=("pretrainer",), applies_when=RTD),
     ),
 )
 

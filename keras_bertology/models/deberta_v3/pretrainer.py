@@ -2,6 +2,7 @@
 discriminator tells each token original or replaced, reading the generator's embeddings through
 gradient-disentangled sharing."""
 
+from keras_bertology.errors import ConfigError
 from keras_bertology.models.generator_discriminator import DISENTANGLED, GeneratorDiscriminator
 
 
@@ -36,7 +37,7 @@ def deberta_v3_pretrainer(backbone, objective="rtd", generator_layers=None, rtd_
 
         return DebertaPretrainer(backbone, enhanced_mask_decoder=False)
     if objective != "rtd":
-        raise ValueError(f"objective must be 'rtd' or 'mlm'; got {objective!r}")
+        raise ConfigError(f"--objective must be rtd or mlm (got {objective!r})")
     return GeneratorDiscriminator(backbone, generator_config(backbone, generator_layers), rtd_weight=rtd_weight,
                                   rtd_reads_context=True, temperature=temperature,
                                   embedding_sharing=embedding_sharing)
