@@ -74,8 +74,9 @@ def _features(family, vocab_size):
 # Not RoBERTa, whose pretrainer is BERT's masked LM without NSP on the same encoder, nor SpanBERT, whose span
 # boundary head adds gathers, dense layers and layer norms that BERT's and ELECTRA's steps compile too (its
 # spans are drawn in tf.data, outside the step).
-# ALBERT's step compiles BERT's ops on weights shared across layers: `make test-all` only.
-COMPILED_STEPS = [pytest.param(name, marks=pytest.mark.extended) if name == "albert" else name
+# ALBERT's step compiles BERT's ops on weights shared across layers, DeBERTa-v3's ELECTRA's generator and
+# discriminator on DeBERTa's attention (both compiled here by their own families): `make test-all` only.
+COMPILED_STEPS = [pytest.param(name, marks=pytest.mark.extended) if name in ("albert", "deberta-v3") else name
                   for name in sorted(set(FAMILIES) - {"roberta", "spanbert"})]
 
 
