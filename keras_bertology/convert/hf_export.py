@@ -142,10 +142,14 @@ def _sentencepiece(tokenizer, folder, tokenizer_class):
     if any(processor.is_byte(i) for i in range(processor.get_piece_size())):
         raise CheckpointError(f"the run's SentencePiece model falls back to bytes for unknown characters; "
                               f"transformers' {tokenizer_class} maps them to the unknown token instead")
-    if tokenizer.sentinels:
-        return _t5_sentencepiece(tokenizer, folder, tokenizer_class)
-    if tokenizer_class == "DebertaV2Tokenizer":
-        return _deberta_v2_sentencepiece(tokenizer, folder, tokenizer_class)
+    layout = {"T5Tokenizer": _t5_sentencepiece, "DebertaV2Tokenizer": _deberta_v2_sentencepiece}.get(
+        tokenizer_class, _spiece_model)
+    return layout(tokenizer, folder, tokenizer_class)
+
+
+def _spiece_model(tokenizer, folder, tokenizer_class):
+    """ALBERT's and XLNet's layout: spiece.model, with the quote, accent and case preprocessing the class
+    applies itself."""
     if not tokenizer.preprocessing["replace_quotes"]:
         raise CheckpointError(f"the run's SentencePiece tokenizer keeps `` and ''; transformers' {tokenizer_class} "
                               "always turns them into \"")

@@ -114,29 +114,25 @@ class TokenPositionSegmentEmbedding(keras.layers.Layer):
         stop_gradient(`base`'s same table) + its own, which this sets to zero: its own tables become
         the deltas that the losses through this layer train, while `base` learns from its own model
         only. `base` (a built layer of the same tables) is not tracked: its model owns its weights."""
-        for table in self.TABLES:
-            own, theirs = getattr(self, table), getattr(base, table)
-            own_shape = None if own is None else tuple(own.embeddings.shape)
-            their_shape = None if theirs is None else tuple(theirs.embeddings.shape)
-            if own_shape != their_shape:
-                raise ValueError(f"embedding sharing needs tables of one shape; {table} is {own_shape} here and "
-                                 f"{their_shape} in the shared layer")
-        for table in self.TABLES:
-            if getattr(self, table) is not None:
-                own = getattr(self, table).embeddings
-                own.assign(ops.zeros(own.shape, own.dtype))
+        mine, theirs = self._table_shapes(), base._table_shapes()
+        if mine != theirs:
+            raise ValueError(f"embedding sharing needs tables of one shape; here {mine}, in the shared layer {theirs}")
+        for table in mine:
+            own = getattr(self, table).embeddings
+            own.assign(ops.zeros(own.shape, own.dtype))
         self._base = lambda: base
+
+    def _table_shapes(self):
+        return {table: tuple(getattr(self, table).embeddings.shape) for table in self.TABLES
+                if getattr(self, table) is not None}
 
     def merged_tables(self):
         """{table: weights} of the tables this layer computes with: own + the shared layer's (DeBERTa-v3
         folds them so that the discriminator serves alone)."""
-        merged = {}
-        for table in self.TABLES:
-            if getattr(self, table) is not None:
-                weights = ops.convert_to_numpy(getattr(self, table).embeddings)
-                if self._base is not None:
-                    weights = weights + ops.convert_to_numpy(getattr(self._base(), table).embeddings)
-                merged[table] = weights
+        merged = {table: ops.convert_to_numpy(getattr(self, table).embeddings) for table in self._table_shapes()}
+        if self._base is not None:
+            for table in merged:
+                merged[table] = merged[table] + ops.convert_to_numpy(getattr(self._base(), table).embeddings)
         return merged
 
     def compute_output_shape(self, token_ids_shape, segment_ids_shape=None, position_ids_shape=None):
