@@ -1,6 +1,8 @@
 """Reusable, model-agnostic Keras layers."""
 
 from keras_bertology.layers.attention import MultiHeadSelfAttention, causal_mask, merge_attention_masks
+from keras_bertology.layers.attention_kinds import ATTENTION_KINDS, attention_kind
+from keras_bertology.layers.block_sparse_attention import BlockSparseSelfAttention
 from keras_bertology.layers.disentangled_attention import (
     DisentangledSelfAttention,
     RelativeEmbeddings,
@@ -22,6 +24,8 @@ from keras_bertology.layers.transformer_block import TransformerDecoderBlock, Tr
 from keras_bertology.layers.two_stream import TwoStreamBlock
 
 __all__ = [
+    "ATTENTION_KINDS",
+    "BlockSparseSelfAttention",
     "DisentangledSelfAttention",
     "GumbelSampler",
     "MaskedLMHead",
@@ -39,6 +43,7 @@ __all__ = [
     "TransformerDecoderBlock",
     "TransformerEncoderBlock",
     "TwoStreamBlock",
+    "attention_kind",
     "causal_mask",
     "different_segments",
     "gather_positions",

@@ -107,6 +107,11 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
+    @staticmethod
+    def options_for_layer(options, index):
+        """The attention options of an encoder's layer `index` (the same for every layer here)."""
+        return dict(options)
+
     def _dense(self, units, name):
         return keras.layers.Dense(
             units,

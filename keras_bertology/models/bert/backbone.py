@@ -5,6 +5,7 @@ import keras
 from keras_bertology.layers import (
     TokenPositionSegmentEmbedding,
     TransformerEncoderBlock,
+    attention_kind,
     merge_attention_masks,
 )
 from keras_bertology.models.backbone import Backbone, check_heads, encoder_inputs, first_token_pooler
@@ -41,6 +42,10 @@ class BertBackbone(Backbone):
         initializer_range: float.
         embedding_size: int, width of the embedding tables when it differs from
             hidden_size (ELECTRA-small: 128 projected to 256); None for hidden_size.
+        attention_type: str, the attention of every block, a name of `layers.ATTENTION_KINDS`: "full"
+            (BERT's), "block_sparse" (BigBird's, `BlockSparseSelfAttention`), ...
+        attention_options: dict, further arguments of that attention (e.g. block_size); the attention's
+            `options_for_layer` adapts them per layer (each block-sparse layer draws its own plan).
         embeddings: an existing `TokenPositionSegmentEmbedding` to use instead
             of a new one, so two encoders share one set of embedding variables
             (ELECTRA's generator and discriminator). It is not serialized: the
@@ -77,6 +82,8 @@ class BertBackbone(Backbone):
         initializer_range=0.02,
         embedding_size=None,
         causal=False,
+        attention_type="full",
+        attention_options=None,
         embeddings=None,
         dtype=None,
         **kwargs,
@@ -105,6 +112,8 @@ class BertBackbone(Backbone):
                 dtype=dtype, name="embedding_projection",
             )(x)
         attention_mask = merge_attention_masks(inputs["padding_mask"])
+        attention_class = attention_kind(attention_type)
+        attention_options = dict(attention_options or {})
         for index in range(num_layers):
             x = TransformerEncoderBlock(
                 num_heads,
@@ -116,6 +125,8 @@ class BertBackbone(Backbone):
                 norm_first=norm_first,
                 initializer_range=initializer_range,
                 causal=causal,
+                attention_class=attention_class,
+                attention_options=attention_class.options_for_layer(attention_options, index),
                 dtype=dtype,
                 name=f"encoder_block_{index}",
             )(x, attention_mask=attention_mask)
@@ -134,6 +145,8 @@ class BertBackbone(Backbone):
             norm_first=norm_first, initializer_range=initializer_range, embedding_size=embedding_size,
             causal=causal,
         )
+        if attention_type != "full":
+            config.update(attention_type=attention_type, attention_options=attention_options)
         super().__init__(inputs, outputs, config, dtype=dtype, **kwargs)
         self.embeddings = embeddings
 

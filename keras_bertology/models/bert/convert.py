@@ -197,15 +197,20 @@ def export_bert(family, run):
     """`HFExport` of a BERT-backbone run as transformers' BERT: BertForPreTraining (MLM + NSP),
     BertForMaskedLM (MLM only; other heads, such as SpanBERT's span boundary head, are dropped
     with a note), or BertModel (no heads)."""
-    return _export(run, "bert", "Bert", {"wordpiece": "BertTokenizer"})
+    return export_with_layout(run, "bert", "Bert", {"wordpiece": "BertTokenizer"})
 
 
 def export_roberta(family, run):
     """`HFExport` of a RoBERTa run: RobertaForMaskedLM, or RobertaModel without heads."""
-    return _export(run, "roberta", "Roberta", {"byte_bpe": "RobertaTokenizer"})
+    return export_with_layout(run, "roberta", "Roberta", {"byte_bpe": "RobertaTokenizer"})
 
 
-def _export(run, model_type, prefix, tokenizer_classes):
+def export_with_layout(run, model_type, prefix, tokenizer_classes, weight_prefix=None, config_extra=None,
+                       pooler="pooler.dense"):
+    """`HFExport` of a `BertBackbone` run in transformers' BERT layout under `model_type` (class names
+    `{prefix}Model`, ...): the encoder's names start with `weight_prefix` (default `{model_type}.`) in the
+    models with heads; `config_extra` joins the config (an attention other than full needs it: BERT's
+    and RoBERTa's have none); the pooler's Linear is `pooler`."""
     from keras_bertology.convert.hf_export import HFExport, dropped_heads_note, find_layer
 
     backbone, pretrainer = run.backbone, run.pretrainer
@@ -214,7 +219,10 @@ def _export(run, model_type, prefix, tokenizer_classes):
     if find_layer(backbone, "embedding_projection") is not None:
         raise CheckpointError(f"embeddings narrower than the encoder have no place in transformers' {prefix} "
                               "(ELECTRA's have)")
-    config = dict(model_type=model_type, **export_encoder_config(backbone))
+    attention = backbone.get_config().get("attention_type", "full")
+    if attention != "full" and config_extra is None:
+        raise CheckpointError(f"transformers' {prefix} has full attention only; this encoder's is {attention!r}")
+    config = dict(model_type=model_type, **export_encoder_config(backbone), **(config_extra or {}))
     tokenizer = run.tokenizer
     if model_type == "roberta":  # positions are numbered from pad + 1: the rows before are never read
         pad = tokenizer.pad_id if tokenizer is not None else 1
@@ -227,13 +235,13 @@ def _export(run, model_type, prefix, tokenizer_classes):
         architecture, sink = f"{prefix}Model", WeightSink()
     else:
         architecture = f"{prefix}ForPreTraining" if nsp_head is not None else f"{prefix}ForMaskedLM"
-        sink = WeightSink(prefix=f"{model_type}.")
+        sink = WeightSink(prefix=weight_prefix or f"{model_type}.")
     notes = dropped_heads_note(pretrainer, ("mlm_head", "nsp_head"), architecture)
     offset = config["max_position_embeddings"] - backbone.max_positions
     export_embeddings(sink, backbone, position_offset=offset)
     for index in range(backbone.num_layers):
         export_encoder_block(sink, backbone.get_layer(f"encoder_block_{index}"), index)
-    export_pooler(sink, backbone, "pooler.dense", architecture.endswith(("Model", "ForPreTraining")),
+    export_pooler(sink, backbone, pooler, architecture.endswith(("Model", "ForPreTraining")),
                   architecture, notes)
     if mlm_head is not None:
         if model_type == "roberta":

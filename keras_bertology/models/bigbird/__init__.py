@@ -1,0 +1,31 @@
+"""BigBird: BERT's encoder with block-sparse attention (window, global and random blocks), so that
+sequences of thousands of tokens fit (Zaheer et al. 2020), pretrained with the RoBERTa recipe as
+BigBird-RoBERTa: masked LM alone, dynamic masking, full sentences. The vocabulary is a cased
+SentencePiece model with [CLS] [SEP] [MASK] <pad> <unk>.
+
+The family object is imported without TensorFlow; the classes load lazily.
+"""
+
+from keras_bertology.lazy_imports import lazy_attributes
+from keras_bertology.models.bigbird.presets import BIGBIRD_PRESETS
+from keras_bertology.models.family import ModelFamily
+
+BIGBIRD = FAMILY = ModelFamily(
+    name="bigbird",
+    presets=BIGBIRD_PRESETS,
+    backbone_path="keras_bertology.models.bert.backbone:BertBackbone",
+    pretrainer_path="keras_bertology.models.bigbird.pretrainer:bigbird_pretrainer",
+    tokenizer_path="keras_bertology.models.bigbird.tokenizer:train_tokenizer",
+    instances_path="keras_bertology.data.instances:packed_instances",
+    hf_model_types=("big_bird",),
+    converter_path="keras_bertology.models.bigbird.convert:convert",
+    hf_exporter_path="keras_bertology.models.bigbird.convert:export",
+    masking="dynamic",
+    packings=("full-sentences", "doc-sentences"),
+)
+
+__getattr__ = lazy_attributes(__name__, {
+    "bigbird_pretrainer": "keras_bertology.models.bigbird.pretrainer",
+})
+
+__all__ = ["BIGBIRD", "BIGBIRD_PRESETS", "bigbird_pretrainer"]
