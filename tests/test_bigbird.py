@@ -257,3 +257,49 @@ def test_bad_attention_inputs_are_refused():
     with pytest.raises(ValueError, match="pinned random plan"):
         layer(x, mask[:, None, :])
     assert ops.shape(layer(x[:, :28], mask[:, None, :28]))[1] == 28  # full attention: no plan needed
+
+
+LONG_TEXT = " ".join(["Now is the winter of our discontent made glorious summer by this sun of York;"] * 30)
+TEXTS = ["Now is the winter of our discontent.", "Café naïve ``quoted'' Text"]
+
+
+def test_pretraining_bigbird_at_a_block_sparse_length_serves_and_exports_to_transformers(tmp_path, capsys):
+    """Four steps at 256 tokens (block-sparse above 144): a SavedModel whose graph picks the attention per
+    request, giving a long text the states of the Keras encoder; `export --format hf` gives
+    BigBirdForMaskedLM, whose states (its plan pinned in ours) and tokenizer ids are ours, and which
+    converts back."""
+    from cli_runs import pretrain_two_plays
+    from keras_bertology.cli import main
+    from keras_bertology.convert.hf_checkpoint import convert_hf_checkpoint
+    from keras_bertology.runs import load_run_model
+
+    metrics, served = pretrain_two_plays(tmp_path, capsys, "bigbird", "bigbird-tiny", "--seq-len", "256",
+                                         "--vocab-size", "400")
+    assert metrics["steps"] == 4 and np.isfinite(metrics["history"][-1]["loss"])
+    run = load_run_model(tmp_path / "run")
+    outputs = served.serve(tf.constant([LONG_TEXT, TEXTS[0]]))
+    ids, mask = outputs["token_ids"].numpy(), outputs["padding_mask"].numpy()
+    assert ids.shape[1] == 256 and mask[1].sum() < 144
+    expected = run.backbone({"token_ids": ids, "padding_mask": mask, "segment_ids": np.zeros_like(ids)})
+    np.testing.assert_allclose(outputs["sequence_output"].numpy(), np.asarray(expected["sequence_output"]),
+                               atol=1e-5)
+
+    out = tmp_path / "hf"
+    assert main(["export", str(tmp_path / "run"), "--format", "hf", "--out", str(out)]) == 0
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(out))
+    ours = run.tokenizer.tokenize(tf.constant(TEXTS)).to_list()
+    assert type(tokenizer).__name__ in ("BigBirdTokenizer", "BigBirdTokenizerFast")
+    assert tokenizer(TEXTS, add_special_tokens=False)["input_ids"] == ours
+    hf = transformers.AutoModelForMaskedLM.from_pretrained(str(out)).train()  # dropout 0.1: off below
+    for module in hf.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    for index, plan in enumerate(_hf_plans(hf, 256, 16, 2)):
+        run.backbone.get_layer(f"encoder_block_{index}").attention.random_plans = {16: plan}
+    with torch.no_grad():
+        states = hf(input_ids=torch.tensor(ids[:1], dtype=torch.long), output_hidden_states=True).hidden_states[-1]
+    got = run.backbone({"token_ids": ids[:1], "padding_mask": mask[:1], "segment_ids": np.zeros_like(ids[:1])})
+    np.testing.assert_allclose(np.asarray(got["sequence_output"]), states.numpy(), atol=TOLERANCE)
+    back, _ = convert_hf_checkpoint(out)
+    assert back.family == "bigbird"
+    assert back.tokenizer.tokenize(tf.constant(TEXTS)).to_list() == ours

@@ -142,7 +142,8 @@ def _sentencepiece(tokenizer, folder, tokenizer_class):
     if any(processor.is_byte(i) for i in range(processor.get_piece_size())):
         raise CheckpointError(f"the run's SentencePiece model falls back to bytes for unknown characters; "
                               f"transformers' {tokenizer_class} maps them to the unknown token instead")
-    layout = {"T5Tokenizer": _t5_sentencepiece, "DebertaV2Tokenizer": _deberta_v2_sentencepiece}.get(
+    layout = {"T5Tokenizer": _t5_sentencepiece, "DebertaV2Tokenizer": _deberta_v2_sentencepiece,
+              "BigBirdTokenizer": _bigbird_sentencepiece}.get(
         tokenizer_class, _spiece_model)
     return layout(tokenizer, folder, tokenizer_class)
 
@@ -174,13 +175,25 @@ def _t5_sentencepiece(tokenizer, folder, tokenizer_class):
 
 def _deberta_v2_sentencepiece(tokenizer, folder, tokenizer_class):
     """DeBERTa-v2/v3's layout: spm.model, text passed to SentencePiece as it is (cased unless lowercased)."""
-    if tokenizer.preprocessing["strip_accents"] or tokenizer.preprocessing["replace_quotes"]:
-        raise CheckpointError(f"the run's SentencePiece tokenizer strips accents or replaces quotes; transformers' "
-                              f"{tokenizer_class} passes text to SentencePiece unchanged")
-    (folder / "spm.model").write_bytes(tokenizer.model_proto)
+    config = _unchanged_text_model(tokenizer, folder / "spm.model", tokenizer_class, ("strip_accents", "replace_quotes"))
+    return dict(do_lower_case=tokenizer.preprocessing["lower_case"], split_by_punct=False, vocab_type="spm", **config)
+
+
+def _bigbird_sentencepiece(tokenizer, folder, tokenizer_class):
+    """BigBird's layout: spiece.model, text passed to SentencePiece exactly as it is."""
+    return _unchanged_text_model(tokenizer, folder / "spiece.model", tokenizer_class, tuple(tokenizer.preprocessing))
+
+
+def _unchanged_text_model(tokenizer, path, tokenizer_class, refused):
+    """The model written to `path` for a class that preprocesses none of `refused`, and its specials, the
+    beginning and end tokens being [CLS] and [SEP] (the model has no others)."""
+    changed = sorted(name for name in refused if tokenizer.preprocessing[name])
+    if changed:
+        raise CheckpointError(f"the run's SentencePiece tokenizer preprocesses text ({', '.join(changed)}); "
+                              f"transformers' {tokenizer_class} passes it to SentencePiece unchanged")
+    path.write_bytes(tokenizer.model_proto)
     specials = _specials(tokenizer, ("unk", "sep", "pad", "cls", "mask"))
-    return dict(do_lower_case=tokenizer.preprocessing["lower_case"], split_by_punct=False, vocab_type="spm",
-                bos_token=specials["cls_token"], eos_token=specials["sep_token"], **specials)
+    return dict(bos_token=specials["cls_token"], eos_token=specials["sep_token"], **specials)
 
 
 def _byte_bpe(tokenizer, folder, tokenizer_class):

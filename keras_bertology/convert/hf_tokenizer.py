@@ -101,6 +101,8 @@ def _sentencepiece(hf_dir):
     ALBERT's ([CLS] [SEP], uncased)."""
     config = _tokenizer_config(hf_dir)
     model_proto = (hf_dir / "spiece.model").read_bytes()
+    if _names_class(hf_dir, config, "BigBirdTokenizer", "big_bird"):  # text reaches SentencePiece as it is
+        return SentencePieceTokenizer(model_proto, _configured_specials(config, ALBERT_SPECIAL_TOKENS))
     pieces = sentencepiece_pieces(model_proto)
     cased = "<cls>" in pieces
     defaults = XLNET_SPECIAL_TOKENS if cased else ALBERT_SPECIAL_TOKENS
@@ -113,6 +115,15 @@ def _sentencepiece(hf_dir):
     return SentencePieceTokenizer(
         model_proto, specials, lower_case=bool(config.get("do_lower_case", not cased)),
         strip_accents=not config.get("keep_accents", False), replace_quotes=True)
+
+
+def _names_class(hf_dir, config, tokenizer_class, model_type):
+    """Whether the folder's tokenizer is `tokenizer_class`: tokenizer_config.json says so, or, without a
+    class there, config.json's model is `model_type`."""
+    if "tokenizer_class" in config:
+        return config["tokenizer_class"].removesuffix("Fast") == tokenizer_class
+    model_config = hf_dir / "config.json"
+    return model_config.is_file() and read_json_object(model_config, "config.json").get("model_type") == model_type
 
 
 def _configured_specials(config, defaults):
