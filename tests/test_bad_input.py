@@ -154,6 +154,9 @@ CASES = [
     ("deberta-v3 generator flag with --objective mlm",
      _pretrain("--model", "deberta-v3", "--preset", "deberta-v3-tiny", "--objective", "mlm", "--generator-layers", "1"),
      "--generator-layers applies to --objective rtd, not mlm"),
+    ("bigbird --block-size 0", _pretrain("--model", "bigbird", "--preset", "bigbird-tiny", "--block-size", "0"),
+     "--block-size"),
+    ("--block-size for a family without blocks", _pretrain("--block-size", "16"), "--block-size does not apply"),
     ("deberta-v3 --generator-layers out of range",
      _pretrain("--model", "deberta-v3", "--preset", "deberta-v3-tiny", "--generator-layers", "0"),
      "--generator-layers"),
@@ -276,7 +279,7 @@ CASES = [
     ("export without tokenizer", ["export", "{tmp}/run", "--out", "{tmp}/e"], "no in-graph tokenizer"),
     ("export --format hf of a family transformers lacks",
      ["export", "{tmp}/run_transformer_xl", "--format", "hf", "--out", "{tmp}/e"],
-     "transformers has no model for the transformer-xl family; families that export: albert, bert, deberta, "
+     "transformers has no model for the transformer-xl family; families that export: albert, bert, bigbird, deberta, "
      "deberta-v3, electra, gpt, roberta, spanbert, t5, xlnet"),
     ("export --format hf --serving-xla", ["export", "{tmp}/run", "--format", "hf", "--serving-xla", "--out", "{tmp}/e"],
      "--serving-xla applies to a SavedModel, not to --format hf"),

@@ -264,8 +264,8 @@ TEXTS = ["Now is the winter of our discontent.", "Café naïve ``quoted'' Text"]
 
 
 def test_pretraining_bigbird_at_a_block_sparse_length_serves_and_exports_to_transformers(tmp_path, capsys):
-    """Four steps at 256 tokens (block-sparse above 144): a SavedModel whose graph picks the attention per
-    request, giving a long text the states of the Keras encoder; `export --format hf` gives
+    """Four steps at 256 tokens with --block-size 32 --random-blocks 1 (block-sparse above 224): a SavedModel
+    whose graph picks the attention per request, giving a long text the states of the Keras encoder; `export --format hf` gives
     BigBirdForMaskedLM, whose states (its plan pinned in ours) and tokenizer ids are ours, and which
     converts back."""
     from cli_runs import pretrain_two_plays
@@ -274,12 +274,13 @@ def test_pretraining_bigbird_at_a_block_sparse_length_serves_and_exports_to_tran
     from keras_bertology.runs import load_run_model
 
     metrics, served = pretrain_two_plays(tmp_path, capsys, "bigbird", "bigbird-tiny", "--seq-len", "256",
-                                         "--vocab-size", "400")
+                                         "--vocab-size", "400", "--block-size", "32", "--random-blocks", "1")
     assert metrics["steps"] == 4 and np.isfinite(metrics["history"][-1]["loss"])
     run = load_run_model(tmp_path / "run")
+    assert run.backbone.get_config()["attention_options"] == {"block_size": 32, "random_blocks": 1}
     outputs = served.serve(tf.constant([LONG_TEXT, TEXTS[0]]))
     ids, mask = outputs["token_ids"].numpy(), outputs["padding_mask"].numpy()
-    assert ids.shape[1] == 256 and mask[1].sum() < 144
+    assert ids.shape[1] == 256 and mask[1].sum() < 224
     expected = run.backbone({"token_ids": ids, "padding_mask": mask, "segment_ids": np.zeros_like(ids)})
     np.testing.assert_allclose(outputs["sequence_output"].numpy(), np.asarray(expected["sequence_output"]),
                                atol=1e-5)
@@ -294,8 +295,8 @@ def test_pretraining_bigbird_at_a_block_sparse_length_serves_and_exports_to_tran
     for module in hf.modules():
         if isinstance(module, torch.nn.Dropout):
             module.p = 0.0
-    for index, plan in enumerate(_hf_plans(hf, 256, 16, 2)):
-        run.backbone.get_layer(f"encoder_block_{index}").attention.random_plans = {16: plan}
+    for index, plan in enumerate(_hf_plans(hf, 256, 32, 1)):
+        run.backbone.get_layer(f"encoder_block_{index}").attention.random_plans = {8: plan}
     with torch.no_grad():
         states = hf(input_ids=torch.tensor(ids[:1], dtype=torch.long), output_hidden_states=True).hidden_states[-1]
     got = run.backbone({"token_ids": ids[:1], "padding_mask": mask[:1], "segment_ids": np.zeros_like(ids[:1])})
@@ -303,3 +304,48 @@ def test_pretraining_bigbird_at_a_block_sparse_length_serves_and_exports_to_tran
     back, _ = convert_hf_checkpoint(out)
     assert back.family == "bigbird"
     assert back.tokenizer.tokenize(tf.constant(TEXTS)).to_list() == ours
+
+
+@pytest.mark.parametrize("name", sorted(BIGBIRD.presets))
+def test_presets_count_what_transformers_builds(name):
+    """transformers' BigBirdModel of the preset's size (built on the meta device: shapes only)."""
+    from counting import shapes_only
+
+    config = BIGBIRD.presets[name]["config"]
+    hf_config = transformers.BigBirdConfig(
+        vocab_size=config["vocab_size"], hidden_size=config["hidden_size"], num_hidden_layers=config["num_layers"],
+        num_attention_heads=config["num_heads"], intermediate_size=config["intermediate_size"],
+        max_position_embeddings=config["max_positions"], block_size=config["attention_options"]["block_size"],
+        num_random_blocks=config["attention_options"]["random_blocks"])
+    with torch.device("meta"):
+        expected = sum(parameter.numel() for parameter in transformers.BigBirdModel(hf_config).parameters())
+    with shapes_only():
+        assert BIGBIRD.backbone_cls(**BIGBIRD.backbone_config(name)).count_params() == expected
+    assert BIGBIRD.presets[name]["params"] == expected
+
+
+def _train_steps(jit_compile, steps=3):
+    import keras
+
+    keras.utils.set_random_seed(0)
+    backbone = BIGBIRD.backbone_cls(**BIGBIRD.backbone_config(
+        "bigbird-tiny", {"block_size": 4, "random_blocks": 1}, vocab_size=100, hidden_size=32, num_heads=2,
+        intermediate_size=64, max_positions=64, dropout=0.0, attention_dropout=0.0))
+    model = BIGBIRD.build_pretrainer(backbone)
+    model.compile(optimizer=keras.optimizers.AdamW(1e-2), jit_compile=jit_compile)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, 100, (4, 48)).astype("int32")
+    mask = np.ones_like(ids)
+    mask[1, 40:] = 0
+    x = {"token_ids": ids * mask, "padding_mask": mask, "segment_ids": np.zeros_like(ids),
+         "mask_positions": np.tile(np.arange(0, 48, 6, dtype="int32"), (4, 1))}
+    y = {"mlm": rng.integers(5, 100, (4, 8)).astype("int32")}
+    weights = {"mlm": np.ones((4, 8), "float32")}
+    return [model.train_on_batch(x, y, sample_weight=weights, return_dict=True)["loss"] for _ in range(steps)]
+
+
+def test_compiled_block_sparse_training_steps_match_the_uncompiled_ones():
+    """48 tokens in blocks of 4 (block-sparse above 28): three steps under XLA (JAX's jit on that backend)
+    give the losses of the uncompiled steps, and the loss falls."""
+    compiled, plain = _train_steps(True), _train_steps(False)
+    assert np.allclose(compiled, plain, rtol=1e-4) and compiled[-1] < compiled[0]

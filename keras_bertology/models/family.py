@@ -21,7 +21,10 @@ class FamilyOption:
         minimum, maximum: the accepted range (inclusive) of a number, required for one: the CLI
             parses the flag with it (`range`) and shows it in --help.
         choices: the accepted values of a string.
-        used_by: which builders take it: "masker", "instances", "pretrainer".
+        used_by: which builders take it: "masker", "instances", "pretrainer", "backbone" (a key of the
+            backbone's config, or of the dict `config_key` of it; None keeps the preset's value).
+        config_key: for a backbone option, the backbone argument (a dict) it is a key of, e.g.
+            "attention_options".
         applies_when: (option, value): given while that option of the family has another value, it
             is refused (a generator's settings with an objective that has no generator).
     """
@@ -35,6 +38,7 @@ class FamilyOption:
     choices: tuple = ()
     used_by: tuple = ("masker",)
     applies_when: tuple = ()
+    config_key: str = ""
 
     @property
     def flag(self):
@@ -246,9 +250,20 @@ class ModelFamily:
         packing = packing or (self.packings[0] if self.packings else None)
         return f"{builder} ({packing})" if packing else builder
 
-    def backbone_config(self, preset, **overrides):
-        """The backbone kwargs of `preset` with `overrides` applied."""
-        return dict(self.presets[preset]["config"], **overrides)
+    def backbone_config(self, preset, options=None, **overrides):
+        """The backbone kwargs of `preset` with the family's backbone `options` (as `option_values` checks
+        them; None keeps the preset's value) and `overrides` applied."""
+        config = dict(self.presets[preset]["config"])
+        known = {option.name: option for option in self.options}
+        for name, value in self.option_values(options, "backbone").items():
+            if value is None:
+                continue
+            key = known[name].config_key
+            if key:
+                config[key] = dict(config.get(key) or {}, **{name: value})
+            else:
+                config[name] = value
+        return dict(config, **overrides)
 
 
 def sized_preset(base_config, num_layers, hidden_size, params, description):

@@ -62,6 +62,9 @@ ARMS = (
         "generator MLM + 10 x replaced token detection, gradient-disentangled embeddings, disentangled attention"),
     Arm("deberta-v3-mlm", "deberta-v3", "deberta-v3-tiny", "MLM on DeBERTa-v3's encoder (its paper's baseline)",
         family_options=(("objective", "mlm"),)),
+    # Blocks of 8 and one random block: block-sparse above 56 tokens, so at the scales' lengths.
+    Arm("bigbird", "bigbird", "bigbird-tiny", "MLM, block-sparse attention (block 8, 1 random block)",
+        family_options=(("block_size", 8), ("random_blocks", 1))),
 )
 ARM_NAMES = tuple(arm.name for arm in ARMS)
 
@@ -85,6 +88,7 @@ CLAIMS = (
      None),
     ("DeBERTa-v3's detection with disentangled sharing beats ELECTRA's", "deberta-v3", "electra", "better", None),
     ("on DeBERTa-v3's encoder, replaced token detection beats MLM", "deberta-v3", "deberta-v3-mlm", "better", None),
+    ("block-sparse attention does as well as full attention", "bigbird", "roberta", "at least", None),
 )
 
 

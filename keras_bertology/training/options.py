@@ -142,7 +142,7 @@ class PretrainOptions:
         """The preset's backbone config with the `encoder` sizes. A factored embedding (ELECTRA's,
         ALBERT's) is made as wide as the new hidden size: encoders given one size have the same
         embeddings too, so none has fewer parameters than another for its family's preset."""
-        config = family.backbone_config(self.preset, **(self.encoder or {}))
+        config = family.backbone_config(self.preset, self.family_options, **(self.encoder or {}))
         if self.encoder and config.get("embedding_size"):
             config["embedding_size"] = config["hidden_size"]
         return dict(config, **overrides)

@@ -8,7 +8,7 @@ The family object is imported without TensorFlow; the classes load lazily.
 
 from keras_bertology.lazy_imports import lazy_attributes
 from keras_bertology.models.bigbird.presets import BIGBIRD_PRESETS
-from keras_bertology.models.family import ModelFamily
+from keras_bertology.models.family import FamilyOption, ModelFamily
 
 BIGBIRD = FAMILY = ModelFamily(
     name="bigbird",
@@ -22,6 +22,13 @@ BIGBIRD = FAMILY = ModelFamily(
     hf_exporter_path="keras_bertology.models.bigbird.convert:export",
     masking="dynamic",
     packings=("full-sentences", "doc-sentences"),
+    options=(
+        FamilyOption("block_size", int, None, "tokens per attention block (default: the preset's; full attention "
+                     "up to (5 + 2 x random blocks) x block tokens)", minimum=1, maximum=4096, used_by=("backbone",),
+                     config_key="attention_options"),
+        FamilyOption("random_blocks", int, None, "random key blocks per query block (default: the preset's)",
+                     minimum=0, maximum=64, used_by=("backbone",), config_key="attention_options"),
+    ),
 )
 
 __getattr__ = lazy_attributes(__name__, {

@@ -1,0 +1,255 @@
+"""Long sequences: memory and time of one training step against sequence length, per attention.
+
+One masked-LM training step (batch 1, 15% of the tokens predicted, AdamW) of the same encoder at 512 ... 8,192 tokens
+with full attention (BERT's), BigBird's block-sparse attention (ours, and
+transformers' BigBirdForMaskedLM eager and compiled as the peer), each in a
+fresh process. Memory is what training adds to the process: its peak
+resident set minus the resident set once the model and the batch exist
+(activations, gradients, the optimizer's slots and the step's temporaries).
+Ours runs TensorFlow's graph without XLA here, so that a compiler's working
+memory is not counted as the step's (XLA on the CPU also keeps its buffers
+between steps); torch.compile's row includes its compiler's. The report fits the growth
+exponent of memory and time over the lengths where the sparse pattern
+applies (log-log slope; full attention's memory ~2, linear ~1) and says at
+which length a system ran out of the memory limit (`--memory-limit-gib`,
+applied per process), as a device of that size would.
+
+    .venv/bin/python -m benchmarks.bench_long_sequences                       # 512 .. 8192, all systems
+    .venv/bin/python -m benchmarks.bench_long_sequences --lengths 512 1024 --systems ours_full ours_bigbird
+
+Writes `<out>/<name>.json`, `.md` and `.png` (default benchmarks/results/long_sequences).
+"""
+
+import argparse
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.bench_mlm import REPO_ROOT, atomic_write, machine_info
+
+SYSTEMS = ("ours_full", "ours_bigbird", "torch_bigbird_eager", "torch_bigbird_compile")
+LABELS = {"ours_full": "keras-bertology, full attention", "ours_bigbird": "keras-bertology, BigBird",
+          "torch_bigbird_eager": "HF BigBird, torch eager", "torch_bigbird_compile": "HF BigBird, torch.compile"}
+LENGTHS = (512, 1024, 2048, 4096, 8192)
+# The encoder of every system: BERT-Mini's width at two layers, BigBird's block 64 and 3 random blocks
+# (block-sparse above (5 + 2 x 3) x 64 = 704 tokens).
+ENCODER = dict(num_layers=2, hidden_size=256, num_heads=4, intermediate_size=1024, vocab_size=8000)
+BLOCK_SIZE, RANDOM_BLOCKS = 64, 3
+WARMUP, STEPS = 2, 3
+WORKER_TIMEOUT_S = 1800
+
+
+def _batch(length, seed=1234):
+    rng = np.random.default_rng(seed)
+    predictions = max(1, round(length * 0.15))
+    ids = rng.integers(5, ENCODER["vocab_size"], (1, length)).astype("int32")
+    positions = np.sort(rng.choice(length, predictions, replace=False))[None].astype("int32")
+    targets = rng.integers(5, ENCODER["vocab_size"], positions.shape).astype("int32")
+    return ids, positions, targets
+
+
+def _rss_mib():
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _peak_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _ours(system, length):
+    import keras
+
+    from keras_bertology.models.bert.backbone import BertBackbone
+    from keras_bertology.models.bert.pretrainer import BertPretrainer
+
+    attention = dict(attention_type="block_sparse",
+                     attention_options=dict(block_size=BLOCK_SIZE, random_blocks=RANDOM_BLOCKS)) \
+        if system == "ours_bigbird" else {}
+    backbone = BertBackbone(**ENCODER, max_positions=length, num_segments=0, use_pooler=False, dropout=0.0,
+                            attention_dropout=0.0, **attention)
+    model = BertPretrainer(backbone, next_sentence_prediction=False)
+    model.compile(optimizer=keras.optimizers.AdamW(1e-4), jit_compile=False)
+    ids, positions, targets = _batch(length)
+    x = {"token_ids": ids, "padding_mask": np.ones_like(ids), "mask_positions": positions}
+    y = {"mlm": targets}
+    weights = {"mlm": np.ones(targets.shape, "float32")}
+    return lambda: float(model.train_on_batch(x, y, sample_weight=weights, return_dict=True)["loss"])
+
+
+def _torch(system, length):
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.BigBirdConfig(
+        vocab_size=ENCODER["vocab_size"], hidden_size=ENCODER["hidden_size"],
+        num_hidden_layers=ENCODER["num_layers"], num_attention_heads=ENCODER["num_heads"],
+        intermediate_size=ENCODER["intermediate_size"], max_position_embeddings=length, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, attention_type="block_sparse", block_size=BLOCK_SIZE,
+        num_random_blocks=RANDOM_BLOCKS)
+    model = transformers.BigBirdForMaskedLM(config).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    ids, positions, targets = _batch(length)
+    labels = np.full(ids.shape, -100, np.int64)
+    np.put_along_axis(labels, positions, targets, axis=1)
+    inputs = dict(input_ids=torch.tensor(ids, dtype=torch.long), labels=torch.tensor(labels))
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        loss = model(**inputs).loss
+        loss.backward()
+        optimizer.step()
+        return float(loss)
+
+    return torch.compile(step) if system == "torch_bigbird_compile" else step
+
+
+def measure(system, length):
+    step = _ours(system, length) if system.startswith("ours") else _torch(system, length)
+    before = _rss_mib()
+    for _ in range(WARMUP):
+        step()
+    started = time.perf_counter()
+    for _ in range(STEPS):
+        loss = step()
+    seconds = (time.perf_counter() - started) / STEPS
+    return {"ms_per_step": 1000 * seconds, "step_memory_mib": _peak_mib() - before, "peak_mib": _peak_mib(),
+            "loss": loss}
+
+
+def _run(system, length, out_dir, limit_gib):
+    """One measurement in a fresh interpreter, its address space capped at `limit_gib`."""
+    with tempfile.TemporaryDirectory(prefix=".worker_", dir=out_dir) as tmp:
+        result = Path(tmp) / "result.json"
+        command = [sys.executable, "-m", "benchmarks.bench_long_sequences", "--worker", system, str(length),
+                   str(result), "--memory-limit-gib", str(limit_gib)]
+        env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
+               "PYTHONPATH": str(REPO_ROOT)}
+        proc = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                              timeout=WORKER_TIMEOUT_S)
+        if proc.returncode == 0 and result.exists():
+            return json.loads(result.read_text())
+        tail = (proc.stdout + proc.stderr)[-3000:]
+        out_of_memory = any(sign in tail for sign in ("MemoryError", "ResourceExhausted", "OOM", "bad_alloc",
+                                                      "Cannot allocate memory", "out of memory"))
+        return {"error": "out of memory" if out_of_memory or proc.returncode == -9 else tail.splitlines()[-1:]}
+
+
+def growth_exponent(lengths, values):
+    """Least-squares slope of log(value) against log(length); None under two points."""
+    points = [(math.log(n), math.log(v)) for n, v in zip(lengths, values) if v and v > 0]
+    if len(points) < 2:
+        return None
+    x, y = np.array(points).T
+    return float(np.polyfit(x, y, 1)[0])
+
+
+def summarize(results, lengths):
+    sparse_from = min([n for n in lengths if n > (5 + 2 * RANDOM_BLOCKS) * BLOCK_SIZE] or [max(lengths)])
+    summary = {}
+    for system, rows in results.items():
+        fitted = [(n, rows[str(n)]) for n in lengths if n >= sparse_from and "error" not in rows[str(n)]]
+        failed = [n for n in lengths if "error" in rows[str(n)]]
+        summary[system] = {
+            "memory_exponent": growth_exponent([n for n, _ in fitted], [r["step_memory_mib"] for _, r in fitted]),
+            "time_exponent": growth_exponent([n for n, _ in fitted], [r["ms_per_step"] for _, r in fitted]),
+            "first_failure": failed[0] if failed else None,
+            "fitted_lengths": [n for n, _ in fitted]}
+    return summary
+
+
+def render_markdown(report):
+    lengths, results = report["lengths"], report["results"]
+    lines = [f"# Long sequences: one training step against length ({report['machine']['cpu_model']})", "",
+             f"Encoder: {report['encoder']}; BigBird block {BLOCK_SIZE}, {RANDOM_BLOCKS} random blocks; batch 1; "
+             f"memory limit {report['memory_limit_gib']} GiB per process.", "",
+             "| system | " + " | ".join(f"{n} tokens" for n in lengths) + " | memory exponent | time exponent |",
+             "|---|" + "---|" * (len(lengths) + 2)]
+    for system, rows in results.items():
+        cells = []
+        for n in lengths:
+            row = rows[str(n)]
+            cells.append(row["error"] if isinstance(row.get("error"), str) else
+                         "failed" if "error" in row else f"{row['step_memory_mib']:.0f} MiB, {row['ms_per_step']:.0f} ms")
+        fit = report["summary"][system]
+        exponents = [f"{fit[key]:.2f}" if fit[key] is not None else "-" for key in ("memory_exponent", "time_exponent")]
+        lines.append(f"| {LABELS[system]} | " + " | ".join(cells) + " | " + " | ".join(exponents) + " |")
+    lines += ["", "Exponents: log-log slopes over the lengths where BigBird is block-sparse "
+              f"(> {(5 + 2 * RANDOM_BLOCKS) * BLOCK_SIZE} tokens) that ran."]
+    return "\n".join(lines) + "\n"
+
+
+def plot(report, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for system, rows in report["results"].items():
+        done = [n for n in report["lengths"] if "error" not in rows[str(n)]]
+        for axis, key in zip(axes, ("step_memory_mib", "ms_per_step")):
+            axis.plot(done, [rows[str(n)][key] for n in done], marker="o", label=LABELS[system])
+    for axis, title in zip(axes, ("memory the step adds (MiB)", "time per step (ms)")):
+        axis.set_xscale("log", base=2)
+        axis.set_yscale("log")
+        axis.set_xlabel("sequence length (tokens)")
+        axis.set_title(title)
+    axes[0].legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+def driver_main(args):
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = {}
+    for system in args.systems:
+        results[system] = {}
+        for length in args.lengths:
+            row = _run(system, length, out_dir, args.memory_limit_gib)
+            results[system][str(length)] = row
+            shown = row.get("error") or f"{row['step_memory_mib']:.0f} MiB, {row['ms_per_step']:.0f} ms/step"
+            print(f"{LABELS[system]:36s} {length:6d} tokens: {shown}", flush=True)
+    report = {"machine": machine_info(), "encoder": ENCODER, "lengths": list(args.lengths),
+              "memory_limit_gib": args.memory_limit_gib, "results": results,
+              "summary": summarize(results, args.lengths)}
+    for suffix, text in ((".json", json.dumps(report, indent=2)), (".md", render_markdown(report))):
+        with atomic_write(out_dir / f"{args.name}{suffix}") as handle:
+            handle.write(text)
+    plot(report, out_dir / f"{args.name}.png")
+    print(render_markdown(report))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worker", nargs=3, metavar=("SYSTEM", "LENGTH", "RESULT"), help=argparse.SUPPRESS)
+    parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
+    parser.add_argument("--lengths", nargs="+", type=int, default=list(LENGTHS))
+    parser.add_argument("--memory-limit-gib", type=float, default=16.0,
+                        help="address-space limit of each measurement's process, as a device's memory")
+    parser.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results"))
+    parser.add_argument("--name", default="long_sequences")
+    args = parser.parse_args(argv)
+    if args.worker:
+        system, length, result = args.worker
+        limit = int(args.memory_limit_gib * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        with atomic_write(Path(result)) as handle:
+            json.dump(measure(system, int(length)), handle)
+        return 0
+    driver_main(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
