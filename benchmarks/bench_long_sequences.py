@@ -2,7 +2,8 @@
 
 One masked-LM training step (batch 1, 15% of the tokens predicted, AdamW) of the same encoder at 512 ... 8,192 tokens
 with full attention (BERT's), BigBird's block-sparse attention (ours, and
-transformers' BigBirdForMaskedLM eager and compiled as the peer), each in a
+transformers' BigBirdForMaskedLM eager and compiled as the peer) and
+Linformer's low-rank attention (k 256, layerwise; transformers has none), each in a
 fresh process. Memory is what training adds to the process: its peak
 resident set minus the resident set once the model and the batch exist
 (activations, gradients, the optimizer's slots and the step's temporaries).
@@ -35,14 +36,16 @@ import numpy as np
 
 from benchmarks.bench_mlm import REPO_ROOT, atomic_write, machine_info
 
-SYSTEMS = ("ours_full", "ours_bigbird", "torch_bigbird_eager", "torch_bigbird_compile")
+SYSTEMS = ("ours_full", "ours_bigbird", "ours_linformer", "torch_bigbird_eager", "torch_bigbird_compile")
 LABELS = {"ours_full": "keras-bertology, full attention", "ours_bigbird": "keras-bertology, BigBird",
+          "ours_linformer": "keras-bertology, Linformer",
           "torch_bigbird_eager": "HF BigBird, torch eager", "torch_bigbird_compile": "HF BigBird, torch.compile"}
 LENGTHS = (512, 1024, 2048, 4096, 8192)
 # The encoder of every system: BERT-Mini's width at two layers, BigBird's block 64 and 3 random blocks
 # (block-sparse above (5 + 2 x 3) x 64 = 704 tokens).
 ENCODER = dict(num_layers=2, hidden_size=256, num_heads=4, intermediate_size=1024, vocab_size=8000)
 BLOCK_SIZE, RANDOM_BLOCKS = 64, 3
+PROJECTED_LENGTH = 256  # Linformer's k (the paper's), one projection for the encoder
 WARMUP, STEPS = 2, 3
 WORKER_TIMEOUT_S = 1800
 
@@ -71,9 +74,13 @@ def _ours(system, length):
     from keras_bertology.models.bert.backbone import BertBackbone
     from keras_bertology.models.bert.pretrainer import BertPretrainer
 
-    attention = dict(attention_type="block_sparse",
-                     attention_options=dict(block_size=BLOCK_SIZE, random_blocks=RANDOM_BLOCKS)) \
-        if system == "ours_bigbird" else {}
+    attention = {
+        "ours_full": {},
+        "ours_bigbird": dict(attention_type="block_sparse",
+                             attention_options=dict(block_size=BLOCK_SIZE, random_blocks=RANDOM_BLOCKS)),
+        "ours_linformer": dict(attention_type="low_rank", attention_options=dict(
+            projected_length=PROJECTED_LENGTH, max_length=length, sharing="layerwise")),
+    }[system]
     backbone = BertBackbone(**ENCODER, max_positions=length, num_segments=0, use_pooler=False, dropout=0.0,
                             attention_dropout=0.0, **attention)
     model = BertPretrainer(backbone, next_sentence_prediction=False)
@@ -145,11 +152,14 @@ def _run(system, length, out_dir, limit_gib):
 
 
 def growth_exponent(lengths, values):
-    """Least-squares slope of log(value) against log(length); None under two points."""
-    points = [(math.log(n), math.log(v)) for n, v in zip(lengths, values) if v and v > 0]
-    if len(points) < 2:
+    """k of value = a + b x length^k: the least-squares log-log slope of the increments between
+    consecutive lengths (each increment grows as length^k, whatever the constant a: the runtime's own
+    memory and time); None under two increments."""
+    pairs = zip(zip(lengths, values), zip(lengths[1:], values[1:]))
+    steps = [(math.log(n), math.log(v - u)) for (_, u), (n, v) in pairs if v > u]
+    if len(steps) < 2:
         return None
-    x, y = np.array(points).T
+    x, y = np.array(steps).T
     return float(np.polyfit(x, y, 1)[0])
 
 
@@ -170,7 +180,8 @@ def summarize(results, lengths):
 def render_markdown(report):
     lengths, results = report["lengths"], report["results"]
     lines = [f"# Long sequences: one training step against length ({report['machine']['cpu_model']})", "",
-             f"Encoder: {report['encoder']}; BigBird block {BLOCK_SIZE}, {RANDOM_BLOCKS} random blocks; batch 1; "
+             f"Encoder: {report['encoder']}; BigBird block {BLOCK_SIZE}, {RANDOM_BLOCKS} random blocks; Linformer k "
+             f"{PROJECTED_LENGTH}, layerwise; batch 1; "
              f"memory limit {report['memory_limit_gib']} GiB per process.", "",
              "| system | " + " | ".join(f"{n} tokens" for n in lengths) + " | memory exponent | time exponent |",
              "|---|" + "---|" * (len(lengths) + 2)]
@@ -178,13 +189,14 @@ def render_markdown(report):
         cells = []
         for n in lengths:
             row = rows[str(n)]
-            cells.append(row["error"] if isinstance(row.get("error"), str) else
-                         "failed" if "error" in row else f"{row['step_memory_mib']:.0f} MiB, {row['ms_per_step']:.0f} ms")
+            cells.append(row["error"] if isinstance(row.get("error"), str) else "failed" if "error" in row
+                         else f"{row['step_memory_mib']:.0f} MiB, {row['ms_per_step']:.0f} ms")
         fit = report["summary"][system]
         exponents = [f"{fit[key]:.2f}" if fit[key] is not None else "-" for key in ("memory_exponent", "time_exponent")]
         lines.append(f"| {LABELS[system]} | " + " | ".join(cells) + " | " + " | ".join(exponents) + " |")
-    lines += ["", "Exponents: log-log slopes over the lengths where BigBird is block-sparse "
-              f"(> {(5 + 2 * RANDOM_BLOCKS) * BLOCK_SIZE} tokens) that ran."]
+    lines += ["", "Exponents: k of a + b x length^k, fitted as the log-log slope of the increments between "
+              "consecutive lengths (so the runtime's constant share does not flatten it), over the lengths where "
+              f"BigBird is block-sparse (> {(5 + 2 * RANDOM_BLOCKS) * BLOCK_SIZE} tokens) that ran."]
     return "\n".join(lines) + "\n"
 
 

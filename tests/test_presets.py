@@ -33,7 +33,8 @@ CHECKED_ELSEWHERE = {"xlnet-tiny", "xlnet-base", "xlnet-large",  # test_xlnet.py
                      "t5-tiny", "t5-small", "t5-base", "t5-v1_1-small", "t5-v1_1-base",  # test_t5.py
                      "deberta-tiny", "deberta-base", "deberta-v3-tiny", "deberta-v3-xsmall", "deberta-v3-small",
                      "deberta-v3-base", "deberta-v3-large",  # test_deberta.py
-                     "bigbird-tiny", "bigbird-roberta-base", "bigbird-roberta-large"}  # test_bigbird.py
+                     "bigbird-tiny", "bigbird-roberta-base", "bigbird-roberta-large",  # test_bigbird.py
+                     "linformer-tiny", "linformer-base"}  # test_linformer.py
 PRESETS = [(family, name) for family in FAMILIES.values() for name in family.presets]
 
 

@@ -10,6 +10,7 @@ from keras_bertology.layers.disentangled_attention import (
 )
 from keras_bertology.layers.embeddings import TokenPositionSegmentEmbedding
 from keras_bertology.layers.heads import MaskedLMHead, PooledClassificationHead, gather_positions
+from keras_bertology.layers.low_rank_attention import LowRankSelfAttention, SequenceProjection
 from keras_bertology.layers.position_buckets import RelativePositionBias, position_buckets
 from keras_bertology.layers.relative_attention import (
     RelativeAttentionTerms,
@@ -28,6 +29,7 @@ __all__ = [
     "BlockSparseSelfAttention",
     "DisentangledSelfAttention",
     "GumbelSampler",
+    "LowRankSelfAttention",
     "MaskedLMHead",
     "MultiHeadSelfAttention",
     "PooledClassificationHead",
@@ -37,6 +39,7 @@ __all__ = [
     "RelativePositionTable",
     "ReplaceTokens",
     "ReplacedTokenHead",
+    "SequenceProjection",
     "SharedEncoderStack",
     "SpanBoundaryHead",
     "TokenPositionSegmentEmbedding",

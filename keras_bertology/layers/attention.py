@@ -112,6 +112,12 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         """The attention options of an encoder's layer `index` (the same for every layer here)."""
         return dict(options)
 
+    @classmethod
+    def shared_score_terms(cls, options, states):
+        """`score_terms` an encoder builds once from its embedded `states` and hands every layer (none
+        here; Linformer's layerwise projection)."""
+        return ()
+
     def _dense(self, units, name):
         return keras.layers.Dense(
             units,

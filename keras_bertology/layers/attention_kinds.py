@@ -3,10 +3,12 @@
 from keras_bertology.errors import ConfigError
 from keras_bertology.layers.attention import MultiHeadSelfAttention
 from keras_bertology.layers.block_sparse_attention import BlockSparseSelfAttention
+from keras_bertology.layers.low_rank_attention import LowRankSelfAttention
 
 ATTENTION_KINDS = {
     "full": MultiHeadSelfAttention,
     "block_sparse": BlockSparseSelfAttention,
+    "low_rank": LowRankSelfAttention,
 }
 
 

@@ -23,6 +23,7 @@ plans for given block counts (to reproduce another implementation's).
 import keras
 from keras import ops
 
+from keras_bertology.errors import ConfigError
 from keras_bertology.layers.attention import _MASKED_SCORE, MultiHeadSelfAttention
 
 WINDOW_BLOCKS = 3
@@ -106,7 +107,7 @@ class BlockSparseSelfAttention(MultiHeadSelfAttention):
             raise ValueError("BlockSparseSelfAttention is bidirectional: causal=True is not supported")
         super().__init__(num_heads, **kwargs)
         if block_size < 1 or random_blocks < 0:
-            raise ValueError(f"block_size must be >= 1 and random_blocks >= 0; got {block_size}, {random_blocks}")
+            raise ConfigError(f"block_size must be >= 1 and random_blocks >= 0; got {block_size}, {random_blocks}")
         self.block_size = int(block_size)
         self.random_blocks = int(random_blocks)
         self.seed = int(seed)

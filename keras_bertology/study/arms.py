@@ -65,6 +65,9 @@ ARMS = (
     # Blocks of 8 and one random block: block-sparse above 56 tokens, so at the scales' lengths.
     Arm("bigbird", "bigbird", "bigbird-tiny", "MLM, block-sparse attention (block 8, 1 random block)",
         family_options=(("block_size", 8), ("random_blocks", 1))),
+    # k = a quarter of the scales' lengths, the paper's default ratio (k = n / 4).
+    Arm("linformer", "linformer", "linformer-tiny", "MLM, low-rank attention (k 32, layerwise sharing)",
+        family_options=(("projected_length", 32),)),
 )
 ARM_NAMES = tuple(arm.name for arm in ARMS)
 
@@ -89,6 +92,7 @@ CLAIMS = (
     ("DeBERTa-v3's detection with disentangled sharing beats ELECTRA's", "deberta-v3", "electra", "better", None),
     ("on DeBERTa-v3's encoder, replaced token detection beats MLM", "deberta-v3", "deberta-v3-mlm", "better", None),
     ("block-sparse attention does as well as full attention", "bigbird", "roberta", "at least", None),
+    ("low-rank attention does as well as full attention", "linformer", "roberta", "at least", None),
 )
 
 

@@ -114,6 +114,7 @@ class BertBackbone(Backbone):
         attention_mask = merge_attention_masks(inputs["padding_mask"])
         attention_class = attention_kind(attention_type)
         attention_options = dict(attention_options or {})
+        shared_terms = attention_class.shared_score_terms(attention_options, x)
         for index in range(num_layers):
             x = TransformerEncoderBlock(
                 num_heads,
@@ -129,7 +130,7 @@ class BertBackbone(Backbone):
                 attention_options=attention_class.options_for_layer(attention_options, index),
                 dtype=dtype,
                 name=f"encoder_block_{index}",
-            )(x, attention_mask=attention_mask)
+            )(x, attention_mask=attention_mask, score_terms=shared_terms)
         if norm_first:
             x = keras.layers.LayerNormalization(
                 epsilon=layer_norm_epsilon, dtype=dtype, name="final_norm"
