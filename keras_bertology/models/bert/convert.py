@@ -33,15 +33,19 @@ def convert(family, config, weights):
     _, kwargs = backbone_kwargs_from_hf(config, weights)
     backbone = family.backbone_cls(**kwargs)
     used = set(load_hf_weights_into_backbone(backbone, weights, config))
-    heads = ["pooler"] if backbone.use_pooler else []
-    pretrainer, notes = None, []
-    if has_mlm_head(weights):
-        nsp = has_nsp_head(weights) and backbone.use_pooler
-        pretrainer, head_names, notes = load_hf_pretrainer(family.pretrainer_cls, backbone, weights, config,
-                                                           next_sentence_prediction=nsp)
-        used |= head_names
-        heads += ["mlm", "nsp"] if nsp else ["mlm"]
-    return backbone, pretrainer, heads, used, notes
+    pretrainer, heads, head_names, notes = load_pretraining_heads(family, backbone, weights, config)
+    return backbone, pretrainer, ["pooler"] * backbone.use_pooler + heads, used | head_names, notes
+
+
+def load_pretraining_heads(family, backbone, weights, config):
+    """(pretrainer or None, heads imported, names used, notes): the family's pretrainer holding the
+    checkpoint's MLM head, and its NSP head where it has one and the backbone a pooler."""
+    if not has_mlm_head(weights):
+        return None, [], set(), []
+    nsp = has_nsp_head(weights) and backbone.use_pooler
+    pretrainer, used, notes = load_hf_pretrainer(family.pretrainer_cls, backbone, weights, config,
+                                                 next_sentence_prediction=nsp)
+    return pretrainer, ["mlm", "nsp"] if nsp else ["mlm"], used, notes
 
 
 def backbone_kwargs_from_hf(config, weights=None):

@@ -11,11 +11,9 @@ from keras_bertology.errors import CheckpointError
 from keras_bertology.models.bert.convert import (
     encoder_kwargs,
     export_with_layout,
-    has_mlm_head,
-    has_nsp_head,
     load_embeddings,
     load_encoder_block,
-    load_hf_pretrainer,
+    load_pretraining_heads,
 )
 
 _ATTENTION_TYPES = {"block_sparse": "block_sparse", "original_full": "full"}
@@ -30,17 +28,10 @@ def convert(family, config, weights):
     load_embeddings(backbone, source, "big_bird", config)
     for index in range(backbone.num_layers):
         load_encoder_block(backbone.get_layer(f"encoder_block_{index}"), source, index)
-    heads = ["pooler"] if backbone.use_pooler else []
     if backbone.use_pooler:
         load_dense(backbone.get_layer("pooler"), source, "pooler")  # a Linear of its own, not BERT's pooler.dense
-    used, pretrainer, notes = set(source.used), None, []
-    if has_mlm_head(weights):
-        nsp = has_nsp_head(weights) and backbone.use_pooler
-        pretrainer, head_names, notes = load_hf_pretrainer(family.pretrainer_cls, backbone, weights, config,
-                                                           next_sentence_prediction=nsp)
-        used |= head_names
-        heads += ["mlm", "nsp"] if nsp else ["mlm"]
-    return backbone, pretrainer, heads, used, notes
+    pretrainer, heads, head_names, notes = load_pretraining_heads(family, backbone, weights, config)
+    return backbone, pretrainer, ["pooler"] * backbone.use_pooler + heads, source.used | head_names, notes
 
 
 def attention_kwargs(config):
