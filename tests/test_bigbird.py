@@ -324,28 +324,11 @@ def test_presets_count_what_transformers_builds(name):
     assert BIGBIRD.presets[name]["params"] == expected
 
 
-def _train_steps(jit_compile, steps=3):
-    import keras
-
-    keras.utils.set_random_seed(0)
-    backbone = BIGBIRD.backbone_cls(**BIGBIRD.backbone_config(
-        "bigbird-tiny", {"block_size": 4, "random_blocks": 1}, vocab_size=100, hidden_size=32, num_heads=2,
-        intermediate_size=64, max_positions=64, dropout=0.0, attention_dropout=0.0))
-    model = BIGBIRD.build_pretrainer(backbone)
-    model.compile(optimizer=keras.optimizers.AdamW(1e-2), jit_compile=jit_compile)
-    rng = np.random.default_rng(0)
-    ids = rng.integers(5, 100, (4, 48)).astype("int32")
-    mask = np.ones_like(ids)
-    mask[1, 40:] = 0
-    x = {"token_ids": ids * mask, "padding_mask": mask, "segment_ids": np.zeros_like(ids),
-         "mask_positions": np.tile(np.arange(0, 48, 6, dtype="int32"), (4, 1))}
-    y = {"mlm": rng.integers(5, 100, (4, 8)).astype("int32")}
-    weights = {"mlm": np.ones((4, 8), "float32")}
-    return [model.train_on_batch(x, y, sample_weight=weights, return_dict=True)["loss"] for _ in range(steps)]
-
-
 def test_compiled_block_sparse_training_steps_match_the_uncompiled_ones():
     """48 tokens in blocks of 4 (block-sparse above 28): three steps under XLA (JAX's jit on that backend)
     give the losses of the uncompiled steps, and the loss falls."""
-    compiled, plain = _train_steps(True), _train_steps(False)
+    from compiled_steps import train_steps
+
+    options = {"block_size": 4, "random_blocks": 1}
+    compiled, plain = (train_steps(BIGBIRD, "bigbird-tiny", options, jit, max_positions=64) for jit in (True, False))
     assert np.allclose(compiled, plain, rtol=1e-4) and compiled[-1] < compiled[0]

@@ -322,8 +322,11 @@ def test_a_run_on_a_kept_compiled_model_computes_what_a_run_of_its_own_does(tmp_
 @pytest.mark.slow
 # BERT's: the user folders' pairs run; SpanBERT's encoder and packing are BERT's (its vocabulary keeps case).
 # ALBERT's, ELECTRA's and RoBERTa's: BERT's head on a first-token summary of a BERT-like encoder (`make test-all`).
+# BigBird's at these lengths is BERT's full attention; Linformer's low-rank attention learns this 8-epoch pair
+# task in some runs and stays at chance in others (`make test-all`).
 @pytest.mark.parametrize("family_name", [
-    pytest.param(name, marks=pytest.mark.extended) if name in {"albert", "electra", "roberta"} else name
+    pytest.param(name, marks=pytest.mark.extended) if name in {"albert", "bigbird", "electra", "linformer", "roberta"}
+    else name
     for name in sorted(set(FAMILIES) - {"bert", "spanbert"})])
 def test_every_family_fine_tunes_from_its_run_folder(family_name, tmp_path, sentences, capsys):
     run = make_run(tmp_path / "run", family_name, sentences)

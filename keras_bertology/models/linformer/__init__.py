@@ -6,9 +6,11 @@ has no Linformer: no import or export.
 The family object is imported without TensorFlow; the classes load lazily.
 """
 
-from keras_bertology.layers.low_rank_attention import SHARING
 from keras_bertology.models.family import FamilyOption, ModelFamily
 from keras_bertology.models.linformer.presets import LINFORMER_PRESETS
+
+# LowRankSelfAttention's sharing modes, named here so that the family loads without Keras.
+SHARING = ("none", "headwise", "key_value", "layerwise")
 
 LINFORMER = FAMILY = ModelFamily(
     name="linformer",
