@@ -106,6 +106,8 @@ def test_sequences_past_the_projections_and_bad_options_are_refused():
     layer = LowRankSelfAttention(num_heads=2, projected_length=4, max_length=16)
     with pytest.raises(ValueError, match="longer than this low-rank attention's max_length 16"):
         layer(np.ones((1, 17, 8), "float32"))
+    with pytest.raises(ValueError, match="key padding mask"):
+        layer(np.ones((1, 10, 8), "float32"), np.ones((1, 10, 10), "int32"))
     with pytest.raises(ConfigError, match="projected_length must be from 1 to max_length 16"):
         LowRankSelfAttention(num_heads=2, projected_length=17, max_length=16)
     with pytest.raises(ConfigError, match="sharing must be one of"):

@@ -118,6 +118,23 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         here; Linformer's layerwise projection)."""
         return ()
 
+    def _one_sequence(self, x, attention_mask, streams):
+        """For attentions over one sequence and its key padding only (block-sparse, low-rank): ValueError
+        for any of `streams` given, and the [B, L] float32 key mask of `attention_mask` ([B, 1, L] or
+        [B, L]; all ones without one; a mask that differs per query is refused)."""
+        unsupported = sorted(name for name, value in streams.items() if value not in (None, ()))
+        if unsupported:
+            raise ValueError(f"{type(self).__name__} takes no {', '.join(unsupported)}: it is self-attention over "
+                             "one sequence")
+        if attention_mask is None:
+            return ops.ones(ops.shape(x)[:2], "float32")
+        if len(attention_mask.shape) == 3:
+            if attention_mask.shape[1] != 1:
+                raise ValueError(f"{type(self).__name__} takes a key padding mask [B, 1, L]; got a mask of shape "
+                                 f"{tuple(attention_mask.shape)} that differs per query")
+            attention_mask = attention_mask[:, 0]
+        return ops.cast(attention_mask, "float32")
+
     def _dense(self, units, name):
         return keras.layers.Dense(
             units,

@@ -124,11 +124,7 @@ class BlockSparseSelfAttention(MultiHeadSelfAttention):
         return options
 
     def call(self, x, attention_mask=None, training=None, **streams):
-        unsupported = sorted(name for name, value in streams.items() if value not in (None, ()))
-        if unsupported:
-            raise ValueError(f"BlockSparseSelfAttention takes no {', '.join(unsupported)}: it is self-attention "
-                             "over one sequence")
-        key_mask = self._key_mask(x, attention_mask)
+        key_mask = self._one_sequence(x, attention_mask, streams)
         limit = dense_length_limit(self.block_size, self.random_blocks)
         length = x.shape[1]
         if length is not None:
@@ -138,18 +134,6 @@ class BlockSparseSelfAttention(MultiHeadSelfAttention):
         full = super().call  # the cond's branches are closures, where super() has no arguments
         return ops.cond(ops.shape(x)[1] <= limit, lambda: full(x, attention_mask, training=training),
                         lambda: self._block_sparse(x, key_mask))
-
-    @staticmethod
-    def _key_mask(x, attention_mask):
-        """[B, L] float32, 1 for the keys a query may see."""
-        if attention_mask is None:
-            return ops.ones(ops.shape(x)[:2], "float32")
-        if len(attention_mask.shape) == 3:
-            if attention_mask.shape[1] != 1:
-                raise ValueError(f"block-sparse attention takes a key padding mask [B, 1, L]; got a mask of shape "
-                                 f"{tuple(attention_mask.shape)} that differs per query")
-            attention_mask = attention_mask[:, 0]
-        return ops.cast(attention_mask, "float32")
 
     def _plan(self, num_blocks):
         pinned = self.random_plans.get(num_blocks) if isinstance(num_blocks, int) else None

@@ -132,20 +132,14 @@ class LowRankSelfAttention(MultiHeadSelfAttention):
         return key, value
 
     def call(self, x, attention_mask=None, training=None, score_terms=(), **streams):
-        unsupported = sorted(name for name, value in streams.items() if value is not None)
-        if unsupported:
-            raise ValueError(f"LowRankSelfAttention takes no {', '.join(unsupported)}: it is self-attention over "
-                             "one sequence")
+        keep = ops.cast(self._one_sequence(x, attention_mask, streams), x.dtype)[:, :, None, None]
         length = x.shape[1]
         if length is not None and length > self.max_length:
             raise ValueError(f"a sequence of {length} tokens is longer than this low-rank attention's max_length "
                              f"{self.max_length}")
         query = self._split_heads(self.query_dense(x)) * ops.cast(self._scale, x.dtype)
         key, value = self.key_value(x)
-        if attention_mask is not None:
-            keep = ops.cast(attention_mask, x.dtype)
-            keep = keep[:, 0] if len(keep.shape) == 3 else keep
-            key, value = key * keep[:, :, None, None], value * keep[:, :, None, None]
+        key, value = key * keep, value * keep
         key_matrix, value_matrix = self._projections(score_terms)
         length = ops.shape(x)[1]
         key_matrix, value_matrix = key_matrix[..., :length], value_matrix[..., :length]
