@@ -84,3 +84,33 @@ def test_two_stage_electra_counts_each_stage_by_what_trains_in_it():
     forward = graph_flops(tf.function(lambda x: pretrainer(x, training=True)).get_concrete_function(batch[0]).graph)
     assert first + second == joint + forward
     assert first != second and max(first, second) < joint
+
+
+def _attention_forward_flops(layer, batch, length, hidden):
+    @tf.function(autograph=False)
+    def forward(x):
+        return layer(x)
+
+    return graph_flops(forward.get_concrete_function(tf.TensorSpec((batch, length, hidden), "float32")).graph)
+
+
+def test_each_attention_kind_is_counted_as_its_pattern_written_out():
+    """The long-sequence attentions' own cost (what the study charges BigBird and Linformer): full
+    attention's scores and context grow as L^2, BigBird's as L x block x (5 + r) plus the two global
+    blocks' 2 x block x L, Linformer's as L x k (E and F applied, then scores and context)."""
+    from keras_bertology.layers import BlockSparseSelfAttention, LowRankSelfAttention, MultiHeadSelfAttention
+
+    batch, hidden, heads, block, random, k = 2, 16, 2, 8, 1, 8
+    projections = 4 * 2 * hidden * hidden  # query, key, value and output, per token
+    for length in (128, 192):
+        full = MultiHeadSelfAttention(num_heads=heads)
+        assert _attention_forward_flops(full, batch, length, hidden) == batch * (
+            length * projections + 2 * 2 * length * length * hidden)
+        sparse = BlockSparseSelfAttention(num_heads=heads, block_size=block, random_blocks=random)
+        middle = 2 * 2 * (length - 2 * block) * (3 + 2 + random) * block * hidden
+        global_blocks = 2 * 2 * (2 * block) * length * hidden
+        assert _attention_forward_flops(sparse, batch, length, hidden) == batch * (
+            length * projections + global_blocks + middle)
+        low_rank = LowRankSelfAttention(num_heads=heads, projected_length=k, max_length=256)
+        assert _attention_forward_flops(low_rank, batch, length, hidden) == batch * (
+            length * projections + 2 * 2 * k * length * hidden + 2 * 2 * length * k * hidden)

@@ -15,15 +15,19 @@ PLAYS = [str(path) for path in default_corpus_paths()[:2]]  # a document per sha
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model, preset, flags", [
-    ("albert", "albert-tiny", {}),
-    ("spanbert", "spanbert-tiny", {}),
-    pytest.param("electra", "electra-tiny", {}, marks=pytest.mark.extended),  # packed_instances, as SpanBERT's
-    ("xlnet", "xlnet-tiny", {"batch_size": 8}),
-    ("gpt", "gpt-tiny", {}),
-    ("transformer-xl", "transformer-xl-tiny", {"batch_size": 8}),
+@pytest.mark.parametrize("model, preset, flags, trained", [
+    ("albert", "albert-tiny", {}, None),
+    ("spanbert", "spanbert-tiny", {}, None),
+    pytest.param("electra", "electra-tiny", {}, None, marks=pytest.mark.extended),  # packed_instances, as SpanBERT's
+    ("xlnet", "xlnet-tiny", {"batch_size": 8}, None),
+    ("gpt", "gpt-tiny", {}, None),
+    ("transformer-xl", "transformer-xl-tiny", {"batch_size": 8}, None),
+    # The attentions' options are the encoder's, given when it trains: block-sparse at 32 tokens (above
+    # 4 x (5 + 2)), projected to 8 rows.
+    ("bigbird", "bigbird-tiny", {}, {"block_size": 4, "random_blocks": 1}),
+    ("linformer", "linformer-tiny", {}, {"projected_length": 8}),
 ])
-def test_every_family_prepares_and_pretrains_from_its_shards(tmp_path, model, preset, flags):
+def test_every_family_prepares_and_pretrains_from_its_shards(tmp_path, model, preset, flags, trained):
     from keras_bertology.training.pretrain import pretrain
 
     data = tmp_path / "data"
@@ -31,8 +35,9 @@ def test_every_family_prepares_and_pretrains_from_its_shards(tmp_path, model, pr
                                       vocab_size=1000, shards=2, workers=1, verbose=0, **flags))
     assert manifest["recipe"]["model"] == model and manifest["instances"] > 0
     metrics = pretrain(PretrainOptions(data=str(data), preset=preset, steps=1, batch_size=8, verbose=0,
-                                       out=str(tmp_path / "run"), no_export=True))
+                                       out=str(tmp_path / "run"), no_export=True, family_options=trained))
     assert metrics["model"] == model and metrics["seq_len"] == 32
+    assert metrics["family_options"].items() >= (trained or {}).items()
     # --no-export: the run folder only (the family's CLI test exports and serves it).
     assert metrics["export_dir"] is None and metrics["fill_mask"] == [] and (tmp_path / "run" / "model").is_dir()
     assert not (tmp_path / "export").exists() and not (Path.cwd() / "savedmodels" / "run").exists()
