@@ -15,6 +15,14 @@ applies (log-log slope; full attention's memory ~2, linear ~1) and says at
 which length a system ran out of the memory limit (`--memory-limit-gib`,
 applied per process), as a device of that size would.
 
+With `--device gpu` (`bash benchmarks/gpu_peers.sh long OUT` on a lent GPU
+machine, see ../shared/GPU.md) ours runs on Keras' JAX backend with XLA and
+transformers' BigBird on CUDA, float32 with TF32 matmuls on both sides (JAX's
+default on such GPUs, switched on for PyTorch), from 1,024 to 65,536 tokens;
+memory is the device's: its allocator's peak minus what it held once the
+model and the batch existed, and `--memory-limit-gib` caps each process's
+share of the device (default: all of it).
+
     .venv/bin/python -m benchmarks.bench_long_sequences                       # 512 .. 8192, all systems
     .venv/bin/python -m benchmarks.bench_long_sequences --lengths 512 1024 --systems ours_full ours_bigbird
 
@@ -40,7 +48,7 @@ SYSTEMS = ("ours_full", "ours_bigbird", "ours_linformer", "torch_bigbird_eager",
 LABELS = {"ours_full": "keras-bertology, full attention", "ours_bigbird": "keras-bertology, BigBird",
           "ours_linformer": "keras-bertology, Linformer",
           "torch_bigbird_eager": "HF BigBird, torch eager", "torch_bigbird_compile": "HF BigBird, torch.compile"}
-LENGTHS = (512, 1024, 2048, 4096, 8192)
+LENGTHS = {"cpu": (512, 1024, 2048, 4096, 8192), "gpu": (1024, 2048, 4096, 8192, 16384, 32768, 65536)}
 # The encoder of every system: BERT-Mini's width at two layers, BigBird's block 64 and 3 random blocks
 # (block-sparse above (5 + 2 x 3) x 64 = 704 tokens).
 ENCODER = dict(num_layers=2, hidden_size=256, num_heads=4, intermediate_size=1024, vocab_size=8000)
@@ -68,7 +76,25 @@ def _peak_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _ours(system, length):
+def _host_memory():
+    """(MiB in use now, peak MiB so far) of this process's resident set."""
+    return _rss_mib, _peak_mib
+
+
+def _device_memory(system):
+    """(MiB in use now, peak MiB so far) of the GPU's allocator: JAX's for ours, PyTorch's for the peer."""
+    if system.startswith("ours"):
+        import jax
+
+        device = jax.local_devices()[0]
+        return (lambda: device.memory_stats()["bytes_in_use"] / 2**20,
+                lambda: device.memory_stats()["peak_bytes_in_use"] / 2**20)
+    import torch
+
+    return lambda: torch.cuda.memory_allocated() / 2**20, lambda: torch.cuda.max_memory_allocated() / 2**20
+
+
+def _ours(system, length, device):
     import keras
 
     from keras_bertology.models.bert.backbone import BertBackbone
@@ -84,7 +110,7 @@ def _ours(system, length):
     backbone = BertBackbone(**ENCODER, max_positions=length, num_segments=0, use_pooler=False, dropout=0.0,
                             attention_dropout=0.0, **attention)
     model = BertPretrainer(backbone, next_sentence_prediction=False)
-    model.compile(optimizer=keras.optimizers.AdamW(1e-4), jit_compile=False)
+    model.compile(optimizer=keras.optimizers.AdamW(1e-4), jit_compile=device == "gpu")
     ids, positions, targets = _batch(length)
     x = {"token_ids": ids, "padding_mask": np.ones_like(ids), "mask_positions": positions}
     y = {"mlm": targets}
@@ -92,62 +118,90 @@ def _ours(system, length):
     return lambda: float(model.train_on_batch(x, y, sample_weight=weights, return_dict=True)["loss"])
 
 
-def _torch(system, length):
+def _torch(system, length, device):
     import torch
     import transformers
 
     torch.manual_seed(0)
+    target = "cuda" if device == "gpu" else "cpu"
+    torch.backends.cuda.matmul.allow_tf32 = True
     config = transformers.BigBirdConfig(
         vocab_size=ENCODER["vocab_size"], hidden_size=ENCODER["hidden_size"],
         num_hidden_layers=ENCODER["num_layers"], num_attention_heads=ENCODER["num_heads"],
         intermediate_size=ENCODER["intermediate_size"], max_position_embeddings=length, hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0, attention_type="block_sparse", block_size=BLOCK_SIZE,
         num_random_blocks=RANDOM_BLOCKS)
-    model = transformers.BigBirdForMaskedLM(config).train()
+    model = transformers.BigBirdForMaskedLM(config).to(target).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     ids, positions, targets = _batch(length)
     labels = np.full(ids.shape, -100, np.int64)
     np.put_along_axis(labels, positions, targets, axis=1)
-    inputs = dict(input_ids=torch.tensor(ids, dtype=torch.long), labels=torch.tensor(labels))
+    inputs = dict(input_ids=torch.tensor(ids, dtype=torch.long, device=target),
+                  labels=torch.tensor(labels, device=target))
 
     def step():
         optimizer.zero_grad(set_to_none=True)
         loss = model(**inputs).loss
         loss.backward()
         optimizer.step()
-        return float(loss)
+        return float(loss.detach())
 
     return torch.compile(step) if system == "torch_bigbird_compile" else step
 
 
-def measure(system, length):
-    step = _ours(system, length) if system.startswith("ours") else _torch(system, length)
-    before = _rss_mib()
+def measure(system, length, device):
+    step = _ours(system, length, device) if system.startswith("ours") else _torch(system, length, device)
+    in_use, peak = _host_memory() if device == "cpu" else _device_memory(system)
+    before = in_use()
     for _ in range(WARMUP):
         step()
     started = time.perf_counter()
     for _ in range(STEPS):
-        loss = step()
+        loss = step()  # reads the loss back: waits for the device
     seconds = (time.perf_counter() - started) / STEPS
-    return {"ms_per_step": 1000 * seconds, "step_memory_mib": _peak_mib() - before, "peak_mib": _peak_mib(),
-            "loss": loss}
+    return {"ms_per_step": 1000 * seconds, "step_memory_mib": peak() - before, "peak_mib": peak(), "loss": loss}
 
 
-def _run(system, length, out_dir, limit_gib):
-    """One measurement in a fresh interpreter, its address space capped at `limit_gib`."""
+def _device_share(limit_gib):
+    """The fraction of the GPU's memory `limit_gib` is (nvidia-smi's total); None without a limit."""
+    if limit_gib is None:
+        return None
+    total_mib = float(subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+                                     capture_output=True, text=True, check=True).stdout.split()[0])
+    if limit_gib * 1024 > total_mib:
+        raise SystemExit(f"--memory-limit-gib {limit_gib} is more than the GPU's {total_mib / 1024:.1f} GiB")
+    return limit_gib * 1024 / total_mib
+
+
+def _worker_env(system, device, share):
+    """CPU: TensorFlow's graph, no GPU. GPU: ours on JAX (no TensorFlow there), allocating as it goes (so
+    its peak is the step's), within `share` of the device."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    if device == "cpu":
+        return {**env, "KERAS_BACKEND": "tensorflow", "CUDA_VISIBLE_DEVICES": ""}
+    env.update(KERAS_BACKEND="jax", XLA_PYTHON_CLIENT_PREALLOCATE="false")
+    if share is not None:
+        env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{share:.4f}"
+    return env
+
+
+def _run(system, length, out_dir, limit_gib, device="cpu", share=None):
+    """One measurement in a fresh interpreter: on a CPU its address space capped at `limit_gib`, on a GPU its
+    allocations at `share` of the device."""
     with tempfile.TemporaryDirectory(prefix=".worker_", dir=out_dir) as tmp:
         result = Path(tmp) / "result.json"
         command = [sys.executable, "-m", "benchmarks.bench_long_sequences", "--worker", system, str(length),
-                   str(result), "--memory-limit-gib", str(limit_gib)]
-        env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
-               "PYTHONPATH": str(REPO_ROOT)}
-        proc = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                              timeout=WORKER_TIMEOUT_S)
+                   str(result), "--device", device]
+        command += ["--memory-limit-gib", str(limit_gib)] if device == "cpu" else []
+        command += ["--device-share", str(share)] if share is not None else []
+        proc = subprocess.run(command, cwd=REPO_ROOT, env=_worker_env(system, device, share), capture_output=True,
+                              text=True, timeout=WORKER_TIMEOUT_S)
         if proc.returncode == 0 and result.exists():
             return json.loads(result.read_text())
         tail = (proc.stdout + proc.stderr)[-3000:]
-        out_of_memory = any(sign in tail for sign in ("MemoryError", "ResourceExhausted", "OOM", "bad_alloc",
-                                                      "Cannot allocate memory", "out of memory"))
+        out_of_memory = any(sign in tail for sign in ("MemoryError", "ResourceExhausted", "RESOURCE_EXHAUSTED", "OOM",
+                                                      "bad_alloc", "Cannot allocate memory", "out of memory"))
         return {"error": "out of memory" if out_of_memory or proc.returncode == -9 else tail.splitlines()[-1:]}
 
 
@@ -179,10 +233,12 @@ def summarize(results, lengths):
 
 def render_markdown(report):
     lengths, results = report["lengths"], report["results"]
-    lines = [f"# Long sequences: one training step against length ({report['machine']['cpu_model']})", "",
+    processor = report["machine"].get("gpu") or report["machine"]["cpu_model"]
+    limit = (f"memory limit {report['memory_limit_gib']} GiB per process" if report["memory_limit_gib"] is not None
+             else "the whole device's memory per process")
+    lines = [f"# Long sequences: one training step against length ({processor})", "",
              f"Encoder: {report['encoder']}; BigBird block {BLOCK_SIZE}, {RANDOM_BLOCKS} random blocks; Linformer k "
-             f"{PROJECTED_LENGTH}, layerwise; batch 1; "
-             f"memory limit {report['memory_limit_gib']} GiB per process.", "",
+             f"{PROJECTED_LENGTH}, layerwise; batch 1; {limit}.", "",
              "| system | " + " | ".join(f"{n} tokens" for n in lengths) + " | memory exponent | time exponent |",
              "|---|" + "---|" * (len(lengths) + 2)]
     for system, rows in results.items():
@@ -201,7 +257,11 @@ def render_markdown(report):
 
 
 def plot(report, path):
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:  # a GPU machine may lack it: the table and the JSON say it all
+        print(f"matplotlib is not installed: no {path.name}")
+        return
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -211,7 +271,8 @@ def plot(report, path):
         done = [n for n in report["lengths"] if "error" not in rows[str(n)]]
         for axis, key in zip(axes, ("step_memory_mib", "ms_per_step")):
             axis.plot(done, [rows[str(n)][key] for n in done], marker="o", label=LABELS[system])
-    for axis, title in zip(axes, ("memory the step adds (MiB)", "time per step (ms)")):
+    where = "device" if report.get("device") == "gpu" else "process"
+    for axis, title in zip(axes, (f"memory the step adds to the {where} (MiB)", "time per step (ms)")):
         axis.set_xscale("log", base=2)
         axis.set_yscale("log")
         axis.set_xlabel("sequence length (tokens)")
@@ -224,15 +285,20 @@ def plot(report, path):
 def driver_main(args):
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
+    share = _device_share(args.memory_limit_gib) if args.device == "gpu" else None
     results = {}
     for system in args.systems:
         results[system] = {}
         for length in args.lengths:
-            row = _run(system, length, out_dir, args.memory_limit_gib)
+            row = _run(system, length, out_dir, args.memory_limit_gib, args.device, share)
             results[system][str(length)] = row
             shown = row.get("error") or f"{row['step_memory_mib']:.0f} MiB, {row['ms_per_step']:.0f} ms/step"
             print(f"{LABELS[system]:36s} {length:6d} tokens: {shown}", flush=True)
-    report = {"machine": machine_info(), "encoder": ENCODER, "lengths": list(args.lengths),
+    machine = machine_info()
+    if args.device == "gpu":
+        machine["gpu"] = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                                        capture_output=True, text=True).stdout.strip() or "GPU"
+    report = {"machine": machine, "device": args.device, "encoder": ENCODER, "lengths": list(args.lengths),
               "memory_limit_gib": args.memory_limit_gib, "results": results,
               "summary": summarize(results, args.lengths)}
     for suffix, text in ((".json", json.dumps(report, indent=2)), (".md", render_markdown(report))):
@@ -246,18 +312,33 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker", nargs=3, metavar=("SYSTEM", "LENGTH", "RESULT"), help=argparse.SUPPRESS)
     parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
-    parser.add_argument("--lengths", nargs="+", type=int, default=list(LENGTHS))
-    parser.add_argument("--memory-limit-gib", type=float, default=16.0,
-                        help="address-space limit of each measurement's process, as a device's memory")
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    parser.add_argument("--lengths", nargs="+", type=int, help="default: 512 .. 8192 on a CPU, 1024 .. 65536 on a GPU")
+    parser.add_argument("--memory-limit-gib", type=float,
+                        help="each measurement's memory, as a device's: its address space on a CPU (default 16), its "
+                             "share of the GPU's memory there (default: all of it)")
+    parser.add_argument("--device-share", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results"))
     parser.add_argument("--name", default="long_sequences")
     args = parser.parse_args(argv)
+    if args.memory_limit_gib is None and args.device == "cpu":
+        args.memory_limit_gib = 16.0
+    if args.memory_limit_gib is not None and not 0.5 <= args.memory_limit_gib <= 4096:
+        parser.error("--memory-limit-gib must be from 0.5 to 4096")
+    args.lengths = args.lengths or list(LENGTHS[args.device])
+    if any(not 128 <= n <= 65536 for n in args.lengths):
+        parser.error("--lengths must be from 128 to 65536 tokens")
     if args.worker:
         system, length, result = args.worker
-        limit = int(args.memory_limit_gib * 2**30)
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        if args.device == "cpu":
+            limit = int(args.memory_limit_gib * 2**30)
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        elif args.device_share is not None and not system.startswith("ours"):
+            import torch
+
+            torch.cuda.set_per_process_memory_fraction(args.device_share)
         with atomic_write(Path(result)) as handle:
-            json.dump(measure(system, int(length)), handle)
+            json.dump(measure(system, int(length), args.device), handle)
         return 0
     driver_main(args)
     return 0

@@ -4,6 +4,7 @@
 #
 #   bash benchmarks/gpu_peers.sh download      # here: the Keras wheels the GPU machine lacks, into .whl/
 #   bash benchmarks/gpu_peers.sh run OUT_DIR   # there: writes OUT_DIR/gpu_peers.{json,md,png}
+#   bash benchmarks/gpu_peers.sh long OUT_DIR [ARGS]  # there: bench_long_sequences on the GPU, OUT_DIR/long_sequences_gpu.*
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
@@ -12,11 +13,15 @@ case "${1:-}" in
       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d .whl \
       keras==3.15.1 keras-hub==0.32.0 namex optree kagglehub kagglesdk==0.1.28
     grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude ;;
-  run)
+  run|long)
     out="${2:?give the output folder}"
     python3 -m pip install -q --no-index --no-deps --target .site .whl/*.whl
     export PYTHONPATH="$PWD/.site:$PWD" KERAS_BACKEND=jax
-    python3 -m benchmarks.peer_suite --backend jax --device gpu --precisions mixed_bfloat16 \
-      --shapes gpu_base128 gpu_base512 gpu_large128 --rounds 2 --name gpu_peers --out "$out" ;;
-  *) echo "usage: $0 download | run OUT_DIR" >&2; exit 2 ;;
+    if [ "$1" = run ]; then
+      python3 -m benchmarks.peer_suite --backend jax --device gpu --precisions mixed_bfloat16 \
+        --shapes gpu_base128 gpu_base512 gpu_large128 --rounds 2 --name gpu_peers --out "$out"
+    else
+      python3 -m benchmarks.bench_long_sequences --device gpu --name long_sequences_gpu --out "$out" "${@:3}"
+    fi ;;
+  *) echo "usage: $0 download | run OUT_DIR | long OUT_DIR [bench_long_sequences flags]" >&2; exit 2 ;;
 esac
