@@ -292,7 +292,8 @@ def _add_family_options(parser, families):
         for option in fresh:
             seen.add(option.name)
             if option.range is None:
-                group.add_argument(option.flag, choices=option.choices, default=None, dest=f"family_{option.name}",
+                group.add_argument(option.flag, choices=option.choices or None, default=None,
+                                   dest=f"family_{option.name}", metavar=None if option.choices else "PATH",
                                    help=f"{option.help} (default {option.default})")
             else:
                 _number(group, option.flag, option.range, f"{option.help} (default {option.default})",

@@ -14,7 +14,11 @@ tensorflow_text's RandomItemSelector rule. For comparison:
   whole sequence including <s> and </s>, with no cap, and random ids drawn from
   non-special entries only. Set max_predictions >= ceil(mask_rate * seq_len) to
   get fairseq's uncapped behaviour.
-Whole-word masking uses the same token budget n: words (a word-start piece
+With `selection_weights` (a weight per vocabulary id) the n positions are
+drawn without replacement with probability proportional to their weight
+instead (successive draws, as torch.multinomial: each unit's key is an
+exponential variable divided by its weight, and the n smallest keys win; a
+whole word weighs as its heaviest piece). Whole-word masking uses the same token budget n: words (a word-start piece
 plus its continuation pieces) are taken in random order while their pieces
 still fit in n, so a selected word is always masked completely and the count
 may fall short of n by less than one word.
@@ -88,6 +92,7 @@ class DynamicMasker:
         pad_id: int,
         special_ids: list[int],
         word_start_table: np.ndarray | None = None,
+        selection_weights: np.ndarray | None = None,
     ):
         ids = [mask_id, pad_id, *special_ids]
         if vocab_size < 1 or any(not 0 <= i < vocab_size for i in ids):
@@ -97,13 +102,20 @@ class DynamicMasker:
         if not config.whole_word:  # every token is a word of its own
             word_start_table = np.ones(vocab_size, np.bool_)
         self._start_table, self._special_table = word_tables(word_start_table, vocab_size, sorted(set(ids)))
+        self._weights = None
+        if selection_weights is not None:
+            weights = np.asarray(selection_weights, np.float32)
+            if weights.shape != (vocab_size,) or not np.all(np.isfinite(weights)) or np.any(weights <= 0):
+                raise ConfigError(f"selection_weights must be {vocab_size} positive finite numbers, one per "
+                                  f"vocabulary id (got shape {weights.shape})")
+            self._weights = tf.constant(weights)
 
     def __call__(self, features: dict[str, tf.Tensor], seed=None) -> dict[str, tf.Tensor]:
         draws = RandomDraws(seed)
         token_ids = tf.convert_to_tensor(features["token_ids"], tf.int32)
         word_of_token, word_pieces, word_free = word_units(token_ids, self._start_table, self._special_table)
         budget = token_budget(word_pieces, word_free, self.config.mask_rate, self.config.max_predictions)
-        keys = tf.where(word_free, draws.uniform(tf.shape(word_pieces)), 2.0)
+        keys = self._selection_keys(token_ids, word_of_token, word_free, draws.uniform(tf.shape(word_pieces)))
         order = tf.argsort(keys, axis=1, stable=True)
         # Words in random order while the running total of their pieces fits the budget.
         taken_in_order = tf.cumsum(tf.gather(word_pieces, order, batch_dims=1), axis=1) <= budget[:, None]
@@ -114,6 +126,18 @@ class DynamicMasker:
         masked = replace_chosen(token_ids, chosen, decisions, draws, self.vocab_size, self.mask_id,
                                 self.config.mask_token_rate, self.config.random_token_rate)
         return {**features, **masked_features(token_ids, masked, chosen, self.pad_id, self.config.max_predictions)}
+
+    def _selection_keys(self, token_ids, word_of_token, word_free, uniform):
+        """[B, L] per word: taken in ascending order. Uniform draws, or with weights exponential ones
+        divided by the word's weight (its heaviest piece's); words that cannot be taken sort last."""
+        if self._weights is None:
+            return tf.where(word_free, uniform, 2.0)
+        batch, length = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
+        segments = tf.reshape(word_of_token + tf.range(batch)[:, None] * length, [-1])
+        weights = tf.reshape(tf.math.unsorted_segment_max(
+            tf.reshape(tf.gather(self._weights, token_ids), [-1]), segments, batch * length), [batch, length])
+        race = -tf.math.log(uniform) / tf.where(word_free, weights, 1.0)
+        return tf.where(word_free, race, float("inf"))
 
 
 def word_units(token_ids, start_table, special_table):
@@ -165,9 +189,10 @@ def masked_features(token_ids, masked_ids, chosen, pad_id, max_predictions):
     }
 
 
-def token_masker(tokenizer, max_predictions, whole_word=False, **rates):
+def token_masker(tokenizer, max_predictions, whole_word=False, selection_weights=None, **rates):
     """BERT's masking stage for `tokenizer`: 15% of tokens (or whole words), 80/10/10 unless
-    `rates` (MaskingConfig's mask_token_rate, random_token_rate, ...) say otherwise."""
+    `rates` (MaskingConfig's mask_token_rate, random_token_rate, ...) say otherwise; chosen uniformly, or
+    in proportion to `selection_weights` (one per vocabulary id)."""
     return DynamicMasker(
         MaskingConfig(max_predictions=max_predictions, whole_word=whole_word, **rates),
         vocab_size=tokenizer.vocab_size,
@@ -175,6 +200,7 @@ def token_masker(tokenizer, max_predictions, whole_word=False, **rates):
         pad_id=tokenizer.pad_id,
         special_ids=tokenizer.special_ids,
         word_start_table=tokenizer.word_start_table,
+        selection_weights=selection_weights,
     )
 
 

@@ -51,6 +51,14 @@ def instance_coverage(family, instances, tokenized, tokenizer, options):
                            [tokenizer.optional_id(role) for role in ("cls", "sep", "pad") if tokenizer.has_role(role)])
 
 
-def build_masker(family, tokenizer, options, replicas=1):
+def build_masker(family, tokenizer, options, replicas=1, token_counts=None):
     return family.build_masker(tokenizer, options.prediction_slots(family), options.whole_word,
-                               options.family_options, replicas, options.seq_len)
+                               options.family_options, replicas, options.seq_len, token_counts)
+
+
+def corpus_token_counts(family, instances, tokenizer):
+    """How often each id occurs in `instances` ([vocab] ints), for a family whose masking weighs tokens
+    by frequency (`ModelFamily.masker_takes_token_counts`); None for the others."""
+    if not family.masker_takes_token_counts:
+        return None
+    return np.bincount(np.asarray(instances["token_ids"]).ravel(), minlength=tokenizer.vocab_size)

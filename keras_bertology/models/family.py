@@ -2,7 +2,7 @@
 
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from keras_bertology.errors import ConfigError
 from keras_bertology.flag_ranges import Range
@@ -15,14 +15,15 @@ class FamilyOption:
 
     Attributes:
         name: keyword of the family's builders that take it; the flag is the name with dashes.
-        kind: int, float or str.
+        kind: int, float or str (a str without `choices` is free text: a path).
         default: the family's value when the flag is not given.
         help: one line for `--help`.
         minimum, maximum: the accepted range (inclusive) of a number, required for one: the CLI
             parses the flag with it (`range`) and shows it in --help.
         choices: the accepted values of a string.
         used_by: which builders take it: "masker", "instances", "pretrainer", "backbone" (a key of the
-            backbone's config, or of the dict `config_key` of it; None keeps the preset's value).
+            backbone's config, or of the dict `config_key` of it; None keeps the preset's value),
+            "context" (the family's `context_path`, e.g. the path of a teacher).
         config_key: for a backbone option, the backbone argument (a dict) it is a key of, e.g.
             "attention_options".
         applies_when: (option, value): given while that option of the family has another value, it
@@ -49,6 +50,10 @@ class FamilyOption:
         for options whose default is None (the preset or the builder decides)."""
         if value is None and self.default is None:
             return None
+        if self.kind is str and not self.choices:
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(f"{self.flag} must be a non-empty string (got {value!r})")
+            return value
         if self.kind is str:
             if value not in self.choices:
                 raise ConfigError(f"{self.flag} must be one of {', '.join(self.choices)} (got {value!r})")
@@ -67,6 +72,24 @@ class FamilyOption:
         """A number without bounds would reach the CLI without a range: refused where it is declared."""
         if self.kind is not str and (self.minimum is None or self.maximum is None):
             raise TypeError(f"FamilyOption {self.name}: a number needs a minimum and a maximum")
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a family's run takes from outside its corpus (a distillation teacher), made by the family's
+    `context_path` from its "context" options.
+
+    Attributes:
+        tokenizer: used instead of training one (a student reads its teacher's vocabulary); None trains one.
+        backbone_overrides: backbone config entries over the preset's (a student is as wide as its teacher).
+        pretrainer_kwargs: further arguments of the pretrainer builder (the teacher model).
+        record: what metrics.json says about it.
+    """
+
+    tokenizer: object = None
+    backbone_overrides: dict = field(default_factory=dict)
+    pretrainer_kwargs: dict = field(default_factory=dict)
+    record: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -130,6 +153,11 @@ class ModelFamily:
         xla_on_cpu: False where XLA's CPU backend makes the family's step
             slower than TensorFlow's own kernels: `--xla auto` then leaves
             it uncompiled on a machine without an accelerator.
+        context_path: `load(**context options) -> RunContext`, what a run takes
+            from outside its corpus (DistilBERT's teacher); None: nothing.
+        masker_takes_token_counts: the masking stage also receives the corpus'
+            token counts ([vocab] ints, None where unknown), to weigh its choice
+            by frequency (DistilBERT's smoothed masking).
     """
 
     name: str
@@ -153,6 +181,8 @@ class ModelFamily:
     masks_tokens: bool = True
     masker_takes_seq_len: bool = False
     xla_on_cpu: bool = True
+    context_path: str | None = None
+    masker_takes_token_counts: bool = False
 
     @property
     def backbone_cls(self):
@@ -175,12 +205,20 @@ class ModelFamily:
                                                   **self.option_values(options, "instances"),
                                                   **self._stream_batch(batch_size, replicas))
 
-    def build_pretrainer(self, backbone, options=None, preset=None, batch_size=None):
+    def build_pretrainer(self, backbone, options=None, preset=None, batch_size=None, context=None):
         """The family's pretrainer (objectives and heads) on `backbone`: the preset's pretrainer
-        settings, overridden by the options given; `batch_size` is the batch of one replica."""
+        settings, overridden by the options given; `batch_size` is the batch of one replica; `context`
+        (a `RunContext`) adds its pretrainer arguments."""
         kwargs = dict(self.presets[preset].get("pretrainer", {})) if preset else {}
         kwargs.update({k: v for k, v in self.option_values(options, "pretrainer").items() if v is not None})
+        kwargs.update(context.pretrainer_kwargs if context else {})
         return self.pretrainer_cls(backbone, **kwargs, **self._stream_batch(batch_size))
+
+    def run_context(self, options=None):
+        """The `RunContext` of a run with these family options (an empty one for most families)."""
+        if self.context_path is None:
+            return RunContext()
+        return import_object(self.context_path)(**self.option_values(options, "context"))
 
     def _stream_batch(self, batch_size, replicas=None):
         """The batch size (and replicas) for builders of stream batches, which need them; nothing for
@@ -195,16 +233,19 @@ class ModelFamily:
         """Prediction slots for `seq_len` tokens when --max-predictions is not given."""
         return max(1, int(self.prediction_share * seq_len))
 
-    def build_masker(self, tokenizer, max_predictions, whole_word=False, options=None, replicas=1, seq_len=None):
+    def build_masker(self, tokenizer, max_predictions, whole_word=False, options=None, replicas=1, seq_len=None,
+                     token_counts=None):
         """The family's masking stage for batches of its instances; `options` as `option_values` checks.
         Stream families also learn how many `replicas` share a batch (as their instances were built),
-        and those that ask for it the sequence length."""
+        and those that ask for it the sequence length and the corpus' `token_counts`."""
         if self.masker_takes_seq_len and not seq_len:
             raise ConfigError(f"--model {self.name}'s masking stage needs the sequence length")
         return import_object(self.masker_path)(tokenizer, max_predictions, whole_word,
                                                **self.option_values(options, "masker"),
                                                **({"replicas": replicas} if self.stream_batches else {}),
-                                               **({"seq_len": seq_len} if self.masker_takes_seq_len else {}))
+                                               **({"seq_len": seq_len} if self.masker_takes_seq_len else {}),
+                                               **({"token_counts": token_counts}
+                                                  if self.masker_takes_token_counts else {}))
 
     def option_values(self, given=None, used_by=None):
         """The family's options (those `used_by` one builder, or all): checked values from `given`,

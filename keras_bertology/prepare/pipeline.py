@@ -391,6 +391,10 @@ def _tokenizer(family, sample, options):
             raise ConfigError(f"--tokenizer {given}: no tokenizer there (a saved tokenizer, a run folder, a "
                               "Hugging Face folder or a vocab.txt)")
         return tokenizer
+    context = family.run_context(options.family_options)  # a student reads its teacher's vocabulary
+    if context.tokenizer is not None:
+        _say(options, f"tokenizer: {context.record.get('teacher')}'s")
+        return context.tokenizer
     sentences = [sentence for document in sample for sentence in document]
     size = sum(len(sentence) + 1 for sentence in sentences) / 2**20
     _say(options, f"training a vocabulary of up to {options.vocab_size} tokens on {size:.1f} MB of text")

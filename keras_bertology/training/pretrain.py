@@ -22,12 +22,13 @@ from keras_bertology.data.corpus import BadRecords, read_corpus
 from keras_bertology.data.pipeline import make_dataset
 from keras_bertology.data.instances import coverage_line
 from keras_bertology.data.recipe import (
-    build_instances, build_masker, copies_of, instance_coverage, masking_of, tokenize_documents)
+    build_instances, build_masker, copies_of, corpus_token_counts, instance_coverage, masking_of, tokenize_documents)
 from keras_bertology.data.shards import (
     TOKENIZER_DIR, read_manifest, sample_instances, shard_dataset, tokenizer_fingerprint)
 from keras_bertology.data.static_masking import write_static_tfrecords
 from keras_bertology.data.tokenizers import load_tokenizer
 from keras_bertology.errors import ConfigError, CorpusError
+from keras_bertology.models.family import RunContext
 from keras_bertology.export import export_saved_model
 from keras_bertology.export.from_other_backend import export_in_tensorflow
 from keras_bertology.output_paths import PRETRAINING_RUN, claim_outputs
@@ -121,9 +122,10 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
     keras.utils.set_random_seed(options.seed)
     _say(options, f"run folder: {run_dir}")
     masking, copies = masking_of(family, options), copies_of(family, options)
+    context = _run_context(family, options, checkpoints)
     if source.manifest:
         manifest = source.manifest
-        tokenizer = _prepared_tokenizer(options, checkpoints, manifest)
+        tokenizer = _prepared_tokenizer(options, checkpoints, manifest, context)
         if manifest["recipe"].get("stream_batches") and manifest["recipe"]["replicas"] != replicas:
             raise ConfigError(f"the shards in {options.data} lay their streams out for "
                               f"{manifest['recipe']['replicas']} replicas, and this run has {replicas}; "
@@ -137,7 +139,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         documents, held_out = hold_out_sentences(source.documents, np.random.default_rng(options.seed))
         _say(options, f"corpus: {len(documents)} documents, {sum(map(len, documents))} sentences "
                       f"({len(held_out)} held out for the fill-in examples)")
-        tokenizer = _tokenizer_for_run(family, documents, checkpoints, options)
+        tokenizer = _tokenizer_for_run(family, documents, checkpoints, options, context)
         tokenized = tokenize_documents(documents, tokenizer)
         instances = build_instances(family, tokenized, tokenizer, options, replicas)
         _say(options, f"instances: {len(instances['token_ids'])} sequences of {instances['token_ids'].shape[1]} tokens"
@@ -149,11 +151,12 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
     total_steps = windows * steps_per_window
     with strategy.scope():
         pretrainer, done_steps = _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options,
-                                                     options.precision, replica_batch)
+                                                     options.precision, replica_batch, context)
         pretrainer.jit_compile = resolve_jit_compile(options.xla, pretrainer.dtype_policy.name, family.xla_on_cpu)
     worker_dataset = None
     if source.manifest:
-        masker = build_masker(family, tokenizer, options, replicas) if masking == "dynamic" else None
+        masker = (build_masker(family, tokenizer, options, replicas, corpus_token_counts(family, instances, tokenizer))
+                  if masking == "dynamic" else None)
         dataset = shard_dataset(options.data, source.manifest, options.batch_size, seed=options.seed,
                                 start_step=done_steps, masker=masker)
         if not source.manifest["recipe"]["stream_batches"]:
@@ -203,6 +206,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
     chance = chance_levels(instances, tokenizer, pretrainer.declared_objectives, last)
     for name, levels in chance.items():
         metrics["objectives"][name]["chance"] = levels
+    metrics.update(context.record)
     metrics.update(masking=masking, instances=family.instance_kind(options.packing),
                    family_options=family.option_values(options.family_options),
                    windows=len(history.records), steps_per_window=steps_per_window,
@@ -237,9 +241,25 @@ def _snapshots(options, run_dir, pretrainer, tokenizer, history):
                            exists=lambda step: (folder(step) / "model").is_dir())
 
 
-def _prepared_tokenizer(options, checkpoints, manifest):
-    """The tokenizer of the shards, kept in the run folder; a resumed run's must be the same."""
+def _run_context(family, options, checkpoints):
+    """What the run takes from outside its corpus (`ModelFamily.run_context`); nothing when resuming from a
+    checkpoint, which holds it (a teacher inside the pretrainer, its tokenizer in the run folder)."""
+    if options.resume and checkpoints.latest() is not None:
+        return RunContext()
+    return family.run_context(options.family_options)
+
+
+def _prepared_tokenizer(options, checkpoints, manifest, context):
+    """The tokenizer of the shards, kept in the run folder; a resumed run's must be the same, and so must the
+    one the run's context brings (a teacher's)."""
     prepared = Path(options.data) / TOKENIZER_DIR
+    if context.tokenizer is not None:
+        with tempfile.TemporaryDirectory() as saved:
+            context.tokenizer.save(saved)
+            if tokenizer_fingerprint(saved) != manifest["tokenizer_sha256"]:
+                source = context.record.get("teacher", "the run's context")
+                raise ConfigError(f"the shards in {options.data} were made with another tokenizer than {source}'s; "
+                                  f"prepare them with --tokenizer {source}")
     if checkpoints.tokenizer_dir.is_dir() and options.resume:
         if tokenizer_fingerprint(checkpoints.tokenizer_dir) != manifest["tokenizer_sha256"]:
             raise ConfigError(f"the shards in {options.data} were made with another tokenizer than the run in "
@@ -250,18 +270,23 @@ def _prepared_tokenizer(options, checkpoints, manifest):
     return load_tokenizer(prepared)
 
 
-def _tokenizer_for_run(family, documents, checkpoints, options):
-    """The run's own vocabulary when resuming, else one trained now and kept in the run folder."""
+def _tokenizer_for_run(family, documents, checkpoints, options, context):
+    """The run's own vocabulary when resuming, else the context's (a teacher's) or one trained now; kept in
+    the run folder."""
     if options.resume and (checkpoints.tokenizer_dir / "tokenizer.json").is_file():
         return load_tokenizer(checkpoints.tokenizer_dir)
-    tokenizer = _train_tokenizer(family, documents, options)
+    if context.tokenizer is not None:
+        _say(options, f"vocabulary: the {context.tokenizer.vocab_size} tokens of {context.record.get('teacher')}")
+        tokenizer = context.tokenizer
+    else:
+        tokenizer = _train_tokenizer(family, documents, options)
     if checkpoints.writer:
         with atomic_directory(checkpoints.tokenizer_dir) as staging:
             tokenizer.save(staging)
     return tokenizer
 
 
-def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options, precision, replica_batch_size):
+def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options, precision, replica_batch_size, context):
     """(compiled pretrainer, steps already done): from the newest checkpoint (in its own precision), or new."""
     if checkpoints.latest() is not None:
         family.backbone_cls, family.pretrainer_cls  # registers the classes load_model looks up
@@ -273,9 +298,14 @@ def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options, pr
                 f"with {replica_batch_size} per replica would tear them apart: resume with the same number "
                 "of devices (--strategy)")
         return pretrainer, step
-    backbone = family.backbone_cls(**options.backbone_config(family, vocab_size=tokenizer.vocab_size,
-                                                             dtype=precision))
-    pretrainer = family.build_pretrainer(backbone, options.family_options, options.preset, replica_batch_size)
+    config = options.backbone_config(family, **{**context.backbone_overrides, "vocab_size": tokenizer.vocab_size,
+                                                "dtype": precision})
+    if config.get("max_positions") and options.seq_len > config["max_positions"]:
+        raise ConfigError(f"--seq-len {options.seq_len} is above the {config['max_positions']} positions of the "
+                          "encoder" + (f" of {context.record['teacher']}" if "teacher" in context.record else ""))
+    backbone = family.backbone_cls(**config)
+    pretrainer = family.build_pretrainer(backbone, options.family_options, options.preset, replica_batch_size,
+                                         context)
     multipliers = layerwise_decay(backbone, options.layer_decay) if options.layer_decay < 1 else None
     pretrainer.compile(optimizer=bert_adamw(options.peak_learning_rate(family), total_steps,
                                             lr_multipliers=multipliers))
@@ -305,7 +335,7 @@ def _train_tokenizer(family, documents, options):
 
 def _masked_dataset(family, instances, tokenizer, masking, data_dir, options, start_step, replicas):
     """The run's batches from `start_step` on: a resumed run goes on where its checkpoint stopped."""
-    masker = build_masker(family, tokenizer, options, replicas)
+    masker = build_masker(family, tokenizer, options, replicas, corpus_token_counts(family, instances, tokenizer))
     if masking == "dynamic":
         # Stream batches stay in order: row r of each batch continues row r's text.
         return make_dataset(instances, options.batch_size, masker=masker, seed=options.seed,
