@@ -147,7 +147,7 @@ def test_the_loss_is_the_three_weighted_losses_written_out(kl_positions):
     assert kl > 1e-3 and cos > 1e-3  # the student is not its teacher: every term counts
     # The teacher's own logits and states, computed apart: the labels are the teacher's.
     alone = teacher.backbone({**{k: x[k] for k in ("token_ids", "padding_mask")},
-                              "segment_ids": tf.zeros_like(x["token_ids"])})["sequence_output"]
+                              "segment_ids": keras.ops.zeros_like(x["token_ids"])})["sequence_output"]
     np.testing.assert_allclose(out["teacher_states"], np.asarray(alone), atol=1e-5)
     loss = model.compute_loss(x, y, model(x, training=False), sample_weight, training=False)
     np.testing.assert_allclose(float(loss), 5.0 * kl + 2.0 * mlm + 1.0 * cos, rtol=2e-5)

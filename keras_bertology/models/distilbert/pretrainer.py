@@ -189,21 +189,22 @@ def distilbert_pretrainer(backbone, teacher=None, **settings):
     pretrainer = DistilBertPretrainer(backbone, teacher=teacher, tie_decoder=head.tie_decoder, **settings)
     student_head = pretrainer.get_layer("mlm_head")
     for mine, theirs in zip(student_head.weights, head.weights):
-        mine.assign(theirs)
+        mine.assign(ops.copy(theirs))
     return pretrainer
 
 
 def initialize_student(student, teacher):
-    """Copy the teacher's embeddings and spread layers into `student` (same width and vocabulary)."""
+    """Copy the teacher's embeddings and spread layers into `student` (same width and vocabulary). Copies,
+    not the teacher's arrays: on JAX two variables holding one buffer could not both be donated to a step."""
     ours, theirs = student.get_layer("embeddings"), teacher.get_layer("embeddings")
-    ours.token_embedding.embeddings.assign(theirs.token_embedding.embeddings)
-    positions = ops.convert_to_tensor(theirs.position_embedding.embeddings)[: student.max_positions]
+    ours.token_embedding.embeddings.assign(ops.copy(theirs.token_embedding.embeddings))
+    positions = ops.copy(theirs.position_embedding.embeddings)[: student.max_positions]
     if getattr(theirs, "segment_embedding", None) is not None:
         positions = positions + ops.convert_to_tensor(theirs.segment_embedding.embeddings)[0]
     ours.position_embedding.embeddings.assign(positions)
     for mine, source in zip(ours.layer_norm.weights, theirs.layer_norm.weights):
-        mine.assign(source)
+        mine.assign(ops.copy(source))
     for index, chosen in enumerate(spread_layers(teacher.num_layers, student.num_layers)):
         block, source = student.get_layer(f"encoder_block_{index}"), teacher.get_layer(f"encoder_block_{chosen}")
         for mine, value in zip(block.weights, source.weights):
-            mine.assign(value)
+            mine.assign(ops.copy(value))
