@@ -319,3 +319,23 @@ def test_a_teacher_is_a_masked_lm_of_a_bert_shaped_family_from_a_hugging_face_fo
     transformers.AlbertForMaskedLM(albert).save_pretrained(str(tmp_path / "albert"))
     with pytest.raises(ConfigError, match="holds a model of the albert family; a DistilBERT student learns"):
         teacher_context(str(tmp_path / "albert"))
+
+
+def test_a_whole_word_is_drawn_with_the_weight_of_its_heaviest_piece():
+    """Whole words: [CLS] A=(5, ##8) 6 6 6 6 6 [SEP], a budget of 2 tokens (ceil(0.15 x 7)). A is masked exactly
+    when it comes first in the race: probability w_A / (w_A + 5 w_6), w_A that of its rare continuation."""
+    class Words(_Vocabulary):
+        word_start_table = np.array([True] * 8 + [False] + [True] * 3)
+
+    counts = np.ones(12, np.int64)
+    counts[[5, 6, 8]] = [1000, 100, 1]  # at s 0.7: the continuation piece outweighs its word start 125x
+    masker = smoothed_masker(Words(), max_predictions=4, whole_word=True, mlm_smoothing=0.7, token_counts=counts)
+    rows = np.tile(np.array([1, 5, 8, 6, 6, 6, 6, 6, 2]), (30_000, 1))
+    batch = masker({"token_ids": tf.constant(rows, tf.int32)}, seed=[5, 0])
+    positions, weights = batch["mask_positions"].numpy(), batch["mask_weights"].numpy()
+    word_masked = (positions[:, 0] == 1) & (weights[:, 0] > 0)
+    assert np.all(word_masked == ((positions[:, 1] == 2) & (weights[:, 1] > 0)))  # never split
+    weight = counts.astype(float) ** -0.7
+    expected = weight[8] / (weight[8] + 5 * weight[6])
+    error = np.sqrt(expected * (1 - expected) / len(rows))
+    assert abs(word_masked.mean() - expected) < 5 * error, (word_masked.mean(), expected)
