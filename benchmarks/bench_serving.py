@@ -35,7 +35,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results"
-FAMILIES = ("bert", "roberta", "albert", "electra", "spanbert", "xlnet")
+FAMILIES = ("bert", "roberta", "albert", "electra", "spanbert", "xlnet", "distilbert")
 LENGTHS = {"short": 12, "medium": 128, "long": 512}
 BATCHES = (1, 32)
 SYSTEMS = ("ours", "ours_xla", "torch_eager", "torch_compile", "onnxruntime")
@@ -100,7 +100,7 @@ def measure_model(args, preset, family, work):
     """Prepare one model's assets, time every system `args.rounds` alternating rounds, summarize."""
     lengths = {name: LENGTHS[name] for name in args.lengths}
     spec = {"family": family, "preset": preset, "work": str(work), "lengths": lengths, "systems": args.systems,
-            "vocab_file": real_vocabulary() if family in ("bert", "electra") else None,
+            "vocab_file": real_vocabulary() if family in ("bert", "electra", "distilbert") else None,
             "trained_vocab_size": TRAINED_VOCAB_SIZE}
     print(f"[{preset}] exporting ours and its transformers twin", flush=True)
     prepared = run_job("prepare_ours", spec, work)

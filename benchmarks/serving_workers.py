@@ -103,7 +103,7 @@ def prepare_peers(spec):
     if "onnxruntime" not in spec["systems"]:
         return facts
     texts = ["Now is the winter of our discontent", "made glorious summer"]
-    inputs = dict(tokenizer(texts, padding="longest", truncation=True, max_length=MAX_TOKENS, return_tensors="pt"))
+    inputs = peer_inputs(spec, tokenizer, texts)
     names = list(inputs)
     axes = {name: {0: "batch", 1: "sequence"} for name in names}
     exporter = "dynamo"
@@ -164,11 +164,25 @@ def hf_model(spec, tokenizer_size):
         return transformers.AlbertModel(transformers.AlbertConfig(
             **sizes, embedding_size=config["embedding_size"], max_position_embeddings=config["max_positions"],
             hidden_act="gelu_new"))
+    if family == "distilbert":
+        return transformers.DistilBertModel(transformers.DistilBertConfig(
+            vocab_size=config["vocab_size"], dim=config["hidden_size"], n_layers=config["num_layers"],
+            n_heads=config["num_heads"], hidden_dim=config["intermediate_size"],
+            max_position_embeddings=config["max_positions"], activation=config["activation"],
+            attn_implementation="sdpa"))
     if family == "electra":
         return transformers.ElectraModel(transformers.ElectraConfig(
             **sizes, embedding_size=config["embedding_size"], max_position_embeddings=config["max_positions"]))
     return transformers.BertModel(transformers.BertConfig(**sizes, max_position_embeddings=config["max_positions"]),
                                   add_pooling_layer=config.get("use_pooler", True))
+
+
+def peer_inputs(spec, tokenizer, texts):
+    """The peer's PyTorch inputs of `texts`, padded to the longest; DistilBERT takes no token types."""
+    inputs = dict(tokenizer(texts, padding="longest", truncation=True, max_length=MAX_TOKENS, return_tensors="pt"))
+    if spec["family"] == "distilbert":
+        inputs.pop("token_type_ids", None)
+    return inputs
 
 
 def peer_tokenizer(spec):
@@ -221,7 +235,7 @@ def torch_endpoint(spec, compiled):
     forward = torch.compile(model, dynamic=True) if compiled else model
 
     def call(texts):
-        inputs = tokenizer(texts, padding="longest", truncation=True, max_length=MAX_TOKENS, return_tensors="pt")
+        inputs = peer_inputs(spec, tokenizer, texts)
         with torch.inference_mode():
             forward(**inputs)
         return int(inputs["input_ids"].shape[1])

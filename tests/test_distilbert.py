@@ -279,6 +279,22 @@ def test_distilling_the_main_jobs_kind_of_run_through_the_cli(tmp_path, capsys):
     finished = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert finished["teacher_layers"] == 2
 
+    # `export --format hf`: DistilBertForMaskedLM with DistilBertTokenizer, the student's logits and ids.
+    assert main(["export", str(tmp_path / "run"), "--format", "hf", "--out", str(tmp_path / "hf")]) == 0
+    hf = transformers.AutoModelForMaskedLM.from_pretrained(str(tmp_path / "hf")).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
+    assert type(hf).__name__ == "DistilBertForMaskedLM" and "DistilBert" in type(tokenizer).__name__
+    texts = ["Now is the winter of our discontent.", "Made glorious summer by this sun of York"]
+    ids = run.tokenizer.tokenize(tf.constant(texts)).to_list()
+    assert tokenizer(texts, add_special_tokens=False)["input_ids"] == ids
+    row = np.array([[run.tokenizer.cls_id, *ids[0], run.tokenizer.sep_id]], np.int32)
+    with torch.no_grad():
+        expected = hf(input_ids=torch.tensor(row, dtype=torch.long)).logits.numpy()
+    positions = np.arange(row.shape[1], dtype=np.int32)[None]
+    got = run.pretrainer.masked_lm_model()({"token_ids": row, "padding_mask": np.ones_like(row, bool),
+                                            "mask_positions": positions})
+    np.testing.assert_allclose(np.asarray(got), expected, atol=1e-4)
+
     # Resumed from the checkpoint before the last, the teacher's folder gone: the same weights.
     shutil.rmtree(sorted((tmp_path / "run" / "checkpoints").glob("step-*"))[-1])
     teacher_dir.rename(tmp_path / "moved")

@@ -22,6 +22,7 @@ DISTILBERT = FAMILY = ModelFamily(
     context_path="keras_bertology.models.distilbert.teacher:teacher_context",
     hf_model_types=("distilbert",),
     converter_path="keras_bertology.models.distilbert.convert:convert",
+    hf_exporter_path="keras_bertology.models.distilbert.convert:export",
     masking="dynamic",
     packings=("full-sentences", "doc-sentences"),
     learning_rate=5e-4,

@@ -7,9 +7,11 @@ transformers names DistilBERT's modules its own way (`transformer.layer.N.attent
 """
 
 from keras_bertology.convert.hf_weights import (
+    WeightSink,
     WeightSource,
     assign,
     check_sizes,
+    hf_activation,
     load_decoder,
     load_dense,
     load_layer_norm,
@@ -54,8 +56,7 @@ def convert(family, config, weights):
     load_layer_norm(embeddings.layer_norm, source, "embeddings.LayerNorm")
     for index in range(backbone.num_layers):
         block, prefix = backbone.get_layer(f"encoder_block_{index}"), f"transformer.layer.{index}"
-        for dense, name in ((block.attention.query_dense, "q_lin"), (block.attention.key_dense, "k_lin"),
-                            (block.attention.value_dense, "v_lin"), (block.attention.output_dense, "out_lin")):
+        for dense, name in _attention_denses(block):
             load_dense(dense, source, f"{prefix}.attention.{name}")
         load_layer_norm(block.attention_norm, source, f"{prefix}.sa_layer_norm")
         load_dense(block.intermediate_dense, source, f"{prefix}.ffn.lin1")
@@ -73,3 +74,69 @@ def convert(family, config, weights):
     assign(head.output_bias, heads.get("vocab_projector.bias"), "vocab_projector.bias")
     load_decoder(head, decoder, "vocab_projector.weight")
     return backbone, pretrainer, ["mlm"], used | heads.used, notes + heads.notes
+
+
+def export(family, run):
+    """`HFExport` of a DistilBERT run: DistilBertForMaskedLM (DistilBertModel without a head) with
+    DistilBertTokenizer; a student of RoBERTa (a byte-level BPE vocabulary) as RobertaForMaskedLM, the
+    layout distilroberta-base is published in. The teacher inside the pretrainer is never exported."""
+    from keras_bertology.convert.hf_export import HFExport, find_layer
+    from keras_bertology.models.bert.convert import export_roberta
+
+    if run.tokenizer is not None and run.tokenizer.type_name == "byte_bpe":
+        return export_roberta(family, run)
+    backbone = run.backbone
+    config = backbone.get_config()
+    _check_exportable(backbone, config)
+    hf_config = dict(model_type="distilbert", vocab_size=config["vocab_size"], dim=config["hidden_size"],
+                     n_layers=config["num_layers"], n_heads=config["num_heads"], hidden_dim=config["intermediate_size"],
+                     activation=hf_activation(config["activation"]), max_position_embeddings=config["max_positions"],
+                     dropout=config["dropout"], attention_dropout=config["attention_dropout"],
+                     initializer_range=config["initializer_range"], sinusoidal_pos_embds=False)
+    if run.tokenizer is not None:
+        hf_config["pad_token_id"] = run.tokenizer.pad_id
+    head = find_layer(run.pretrainer, "mlm_head")
+    architecture = "DistilBertForMaskedLM" if head is not None else "DistilBertModel"
+    sink = WeightSink(prefix="distilbert." if head is not None else "")
+    embeddings = backbone.get_layer("embeddings")
+    sink.put("embeddings.word_embeddings.weight", embeddings.token_embedding.embeddings)
+    sink.put("embeddings.position_embeddings.weight", embeddings.position_embedding.embeddings)
+    sink.layer_norm(embeddings.layer_norm, "embeddings.LayerNorm")
+    for index in range(backbone.num_layers):
+        block, prefix = backbone.get_layer(f"encoder_block_{index}"), f"transformer.layer.{index}"
+        for dense, name in _attention_denses(block):
+            sink.dense(dense, f"{prefix}.attention.{name}")
+        sink.layer_norm(block.attention_norm, f"{prefix}.sa_layer_norm")
+        sink.dense(block.intermediate_dense, f"{prefix}.ffn.lin1")
+        sink.dense(block.output_dense, f"{prefix}.ffn.lin2")
+        sink.layer_norm(block.output_norm, f"{prefix}.output_layer_norm")
+    if head is not None:
+        if hf_activation(head.activation, "MLM head activation") != hf_config["activation"]:
+            raise CheckpointError(f"the MLM head computes {head.activation!r} and the encoder {config['activation']!r}: "
+                                  "transformers' DistilBERT computes both with one activation")
+        sink.dense(head.transform, "vocab_transform", prefixed=False)
+        sink.layer_norm(head.layer_norm, "vocab_layer_norm", prefixed=False)
+        sink.put("vocab_projector.bias", head.output_bias, prefixed=False)
+        if not head.tie_decoder:
+            hf_config["tie_word_embeddings"] = False
+            sink.put("vocab_projector.weight", head.decoder_kernel.numpy().T, prefixed=False)
+    return HFExport(architecture, hf_config, sink.tensors, {"wordpiece": "DistilBertTokenizer"})
+
+
+def _attention_denses(block):
+    attention = block.attention
+    return ((attention.query_dense, "q_lin"), (attention.key_dense, "k_lin"), (attention.value_dense, "v_lin"),
+            (attention.output_dense, "out_lin"))
+
+
+def _check_exportable(backbone, config):
+    """What transformers' DistilBERT cannot hold is refused: token types, a pooler, another attention or
+    LayerNorm epsilon, a pre-LN or causal encoder."""
+    problems = [text for wrong, text in (
+        (config["num_segments"], "token types"), (backbone.use_pooler, "a pooler"),
+        (config.get("attention_type", "full") != "full", f"{config.get('attention_type')} attention"),
+        (config["layer_norm_epsilon"] != LAYER_NORM_EPSILON, f"LayerNorm epsilon {config['layer_norm_epsilon']}"),
+        (config.get("norm_first") or config.get("causal"), "a pre-LN or causal encoder")) if wrong]
+    if problems:
+        raise CheckpointError(f"transformers' DistilBERT has no place for {', '.join(problems)} (epsilon fixed at "
+                              f"{LAYER_NORM_EPSILON})")
