@@ -254,6 +254,7 @@ def test_distilling_the_main_jobs_kind_of_run_through_the_cli(tmp_path, capsys):
     the teacher."""
     from cli_runs import pretrain_two_plays
     from keras_bertology.cli import main
+    from keras_bertology.convert.hf_checkpoint import convert_hf_checkpoint
     from keras_bertology.runs import load_run_model
 
     plays = [str(path) for path in __import__("keras_bertology.data.corpus", fromlist=["x"]).default_corpus_paths()[:2]]
@@ -294,6 +295,9 @@ def test_distilling_the_main_jobs_kind_of_run_through_the_cli(tmp_path, capsys):
     got = run.pretrainer.masked_lm_model()({"token_ids": row, "padding_mask": np.ones_like(row, bool),
                                             "mask_positions": positions})
     np.testing.assert_allclose(np.asarray(got), expected, atol=1e-4)
+    back, report = convert_hf_checkpoint(tmp_path / "hf")
+    assert back.family == "distilbert" and report.heads == ["mlm"] and not report.skipped
+    assert back.tokenizer.tokenize(tf.constant(texts)).to_list() == ids
 
     # Resumed from the checkpoint before the last, the teacher's folder gone: the same weights.
     shutil.rmtree(sorted((tmp_path / "run" / "checkpoints").glob("step-*"))[-1])
