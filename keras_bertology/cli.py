@@ -227,7 +227,8 @@ def _add_data_flags(parser, defaults, families):
     from keras_bertology.training.options import MASKINGS, PACKINGS
 
     parser.add_argument("--model", choices=sorted(families), default=defaults.model)
-    parser.add_argument("--preset", default=defaults.preset, help="see `bertology presets`")
+    parser.add_argument("--preset", help="see `bertology presets` (default: bert-tiny for bert, else the family's "
+                                          "first, its tiny one)")
     parser.add_argument("--corpus", nargs="+", metavar="PATH",
                         help="text files, folders or glob patterns, .gz read as they are "
                              "(default: the bundled Shakespeare plays)")

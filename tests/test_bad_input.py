@@ -162,8 +162,8 @@ CASES = [
                                                       "--projected-length", "5000", "--vocab-size", "400"),
      "projected_length must be from 1 to max_length 4096"),
     ("--block-size for a family without blocks", _pretrain("--block-size", "16"), "--block-size does not apply"),
-    ("distilbert without a teacher", _pretrain("--model", "distilbert", "--preset", "distilbert-tiny"),
-     "give --teacher RUN_OR_CHECKPOINT"),
+    # No --preset either: the family's first (distilbert-tiny), so the teacher is what is missing.
+    ("distilbert without a teacher", _pretrain("--model", "distilbert"), "give --teacher RUN_OR_CHECKPOINT"),
     ("distilbert --teacher a preset", _pretrain("--model", "distilbert", "--preset", "distilbert-tiny", "--teacher",
                                                 "bert-tiny"), "is a preset, which has no trained weights"),
     ("distilbert --teacher nowhere", _pretrain("--model", "distilbert", "--preset", "distilbert-tiny", "--teacher",
@@ -295,7 +295,7 @@ CASES = [
     ("export --format hf of a family transformers lacks",
      ["export", "{tmp}/run_transformer_xl", "--format", "hf", "--out", "{tmp}/e"],
      "transformers has no model for the transformer-xl family; families that export: albert, bert, bigbird, deberta, "
-     "deberta-v3, electra, gpt, roberta, spanbert, t5, xlnet"),
+     "deberta-v3, distilbert, electra, gpt, roberta, spanbert, t5, xlnet"),
     ("export --format hf --serving-xla", ["export", "{tmp}/run", "--format", "hf", "--serving-xla", "--out", "{tmp}/e"],
      "--serving-xla applies to a SavedModel, not to --format hf"),
     ("export --format hf --length-buckets",

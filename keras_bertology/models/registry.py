@@ -38,6 +38,15 @@ def get_family(name):
     return FAMILIES[name]
 
 
+def default_preset(model):
+    """The preset `--model` trains when no --preset is given: bert-tiny for BERT, else the family's first
+    (its tiny one); None for a family not known (which is refused later, by name)."""
+    if model == DEFAULT_MODEL:
+        return DEFAULT_PRESET
+    family = FAMILIES.get(model)
+    return next(iter(family.presets)) if family is not None else None
+
+
 def check_preset(family, preset):
     """Raise a ConfigError naming the valid presets when `preset` is not one of them."""
     if preset not in family.presets:

@@ -7,7 +7,7 @@ import os
 from keras_bertology import flag_ranges as ranges
 from keras_bertology.data.corpus import CORPUS_FORMATS
 from keras_bertology.errors import ConfigError
-from keras_bertology.models.registry import DEFAULT_MODEL, DEFAULT_PRESET
+from keras_bertology.models.registry import DEFAULT_MODEL, default_preset
 from keras_bertology.training.options import PretrainOptions
 
 # Text per shard when --shards is not given: a shard's documents are held in memory while its instances
@@ -28,7 +28,7 @@ class PrepareOptions:
 
     out: str
     model: str = DEFAULT_MODEL
-    preset: str = DEFAULT_PRESET
+    preset: str | None = None  # None: the family's default (`default_preset`)
     corpus: list | None = None
     corpus_format: str = "auto"
     text_field: str = "text"
@@ -51,6 +51,10 @@ class PrepareOptions:
     replicas: int = 1  # ... shared by this many replicas
     skip_bad_records: bool = False
     verbose: int = 1
+
+    def __post_init__(self):
+        if self.preset is None:
+            self.preset = default_preset(self.model)
 
     def recipe_options(self):
         """The data options as `PretrainOptions` (what the recipe functions take)."""

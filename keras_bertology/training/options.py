@@ -10,7 +10,7 @@ import os
 
 from keras_bertology import flag_ranges as ranges
 from keras_bertology.errors import ConfigError
-from keras_bertology.models.registry import DEFAULT_MODEL, DEFAULT_PRESET, check_preset, get_family
+from keras_bertology.models.registry import DEFAULT_MODEL, check_preset, default_preset, get_family
 
 PRECISIONS = ("auto", "float32", "mixed_bfloat16")
 XLA_CHOICES = ("auto", "on", "off")
@@ -40,7 +40,7 @@ class PretrainOptions:
     """Everything `bertology pretrain` accepts; defaults give the quick CPU run."""
 
     model: str = DEFAULT_MODEL
-    preset: str = DEFAULT_PRESET
+    preset: str | None = None  # None: the family's default (`default_preset`), or with --data the shards' family's
     corpus: list | None = None
     corpus_format: str = "auto"
     text_field: str = "text"
@@ -74,6 +74,10 @@ class PretrainOptions:
     family_options: dict | None = None  # the family's own settings, see `ModelFamily.options`
     encoder: dict | None = None  # the preset's sizes replaced (ENCODER_SIZES), e.g. by `bertology study`
     snapshots: tuple = ()  # steps (window ends) at which the encoder is also kept, RUN/snapshots/step-N/
+
+    def __post_init__(self):
+        if self.preset is None and not self.data:
+            self.preset = default_preset(self.model)
 
     def validate(self):
         """Raise ConfigError for values that cannot work; returns the model family."""
@@ -164,6 +168,7 @@ class PretrainOptions:
                                   f"prepared with {_flag(name)} {value}")
             family_options[name] = value
         return dataclasses.replace(self, **{name: recipe[name] for name in RECIPE_FIELDS},
+                                   preset=self.preset or default_preset(recipe["model"]),
                                    family_options=family_options or None)
 
     def peak_learning_rate(self, family):
