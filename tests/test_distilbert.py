@@ -359,3 +359,21 @@ def test_a_whole_word_is_drawn_with_the_weight_of_its_heaviest_piece():
     expected = weight[8] / (weight[8] + 5 * weight[6])
     error = np.sqrt(expected * (1 - expected) / len(rows))
     assert abs(word_masked.mean() - expected) < 5 * error, (word_masked.mean(), expected)
+
+
+def test_a_distillation_step_counts_the_teachers_forward_and_no_teacher_gradients():
+    """The study charges a student its teacher's forward passes (`training.flops` reads the traced step):
+    one teacher layer more adds exactly that layer's forward, not its backward."""
+    from keras_bertology.training.flops import step_flops
+
+    batch, length, hidden, ffn = 3, 12, 16, 24
+    counts = []
+    for layers in (2, 3):
+        _, model = _teacher_and_student(teacher_layers=layers)
+        model.compile()
+        x, y, weights = model.split_features(_features(np.random.default_rng(0), batch, length))
+        counts.append(step_flops(model, ({k: tf.constant(v) for k, v in x.items()}, y, weights)))
+    tokens = batch * length
+    layer = tokens * (2 * hidden * 3 * hidden + 2 * hidden * hidden + 2 * 2 * hidden * ffn) \
+        + 2 * 2 * batch * length * length * hidden
+    assert counts[1] - counts[0] == layer
