@@ -406,3 +406,37 @@ def test_static_files_without_a_description_are_refused(tmp_path):
         writer.write(tf.train.Example(features=tf.train.Features(feature={"token_ids": feature})).SerializeToString())
     with pytest.raises(BertologyError, match="feature description"):
         read_static_tfrecords(path)
+
+
+def test_units_marked_per_instance_are_masked_whole_and_fill_the_budget():
+    """Per-instance units (`UNIT_STARTS`, 1 to 4 tokens each, drawn at random, phrase-like) replace the
+    vocabulary's words: a unit is masked entirely or not at all, the count never passes the budget and
+    falls short of it by less than one unit (at most 3 tokens), and every unit length is taken."""
+    from keras_bertology.data.masking import UNIT_STARTS
+
+    rng = np.random.default_rng(21)
+    instances = synthetic_instances(rng, 4096, 64)
+    starts = np.zeros_like(instances["token_ids"], bool)
+    lengths = np.zeros_like(instances["token_ids"])
+    for row in range(len(starts)):
+        position = 0
+        while position < SEQ_LEN:
+            size = int(rng.integers(1, 5))
+            starts[row, position] = True
+            lengths[row, position:position + size] = size
+            position += size
+    masked = mask_all(make_masker(max_predictions=SEQ_LEN), {**instances, UNIT_STARTS: starts})
+    chosen = np.zeros_like(starts)
+    for row, (positions, weights) in enumerate(zip(masked["mask_positions"], masked["mask_weights"])):
+        chosen[row, positions[weights > 0]] = True
+    ids = instances["token_ids"]
+    real = ~np.isin(ids, SPECIALS)
+    unit = np.cumsum(starts | ~real | np.pad(~real[:, :-1], [[0, 0], [1, 0]], constant_values=True), axis=1)
+    for row in range(0, len(ids), 97):  # every unit of a sample of rows: all of it chosen, or none
+        for index in np.unique(unit[row][chosen[row]]):
+            members = (unit[row] == index)
+            assert chosen[row][members].all(), (row, index)
+    budget = np.ceil(real.sum(1) * 0.15 * (1 - 1e-6))
+    count = chosen.sum(1)
+    assert np.all(count <= budget) and np.all(count >= budget - 3)
+    assert set(np.unique(lengths[chosen & starts])) == {1, 2, 3, 4}

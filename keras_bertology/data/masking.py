@@ -18,10 +18,13 @@ With `selection_weights` (a weight per vocabulary id) the n positions are
 drawn without replacement with probability proportional to their weight
 instead (successive draws, as torch.multinomial: each unit's key is an
 exponential variable divided by its weight, and the n smallest keys win; a
-whole word weighs as its heaviest piece). Whole-word masking uses the same token budget n: words (a word-start piece
-plus its continuation pieces) are taken in random order while their pieces
-still fit in n, so a selected word is always masked completely and the count
-may fall short of n by less than one word.
+whole word weighs as its heaviest piece). Whole-word masking uses the same
+token budget n: words (a word-start piece plus its continuation pieces) are
+taken in random order while their pieces still fit in n, so a selected word
+is always masked completely and the count may fall short of n by less than
+one word. A batch may carry its own unit boundaries (`UNIT_STARTS`, phrases
+or entities marked per instance): its units are then masked whole in place
+of words, by the same rule.
 
 Every random number of one call comes from its `seed` (see `data.random_draws`):
 the input pipeline seeds batch k with (run seed, k), so mapped after
@@ -42,6 +45,9 @@ from keras_bertology.errors import ConfigError
 # just above 15 and would round up to 16; shrinking the rate by one part in a
 # million makes the count exact for rates with a few decimals.
 _FLOAT32_SLACK = 1.0 - 1e-6
+# An instance's own unit boundaries ([B, L] bool, True where a unit starts), read in place of the
+# vocabulary's word starts: a phrase or an entity is masked whole, as a word is.
+UNIT_STARTS = "unit_starts"
 
 
 @dataclasses.dataclass
@@ -113,7 +119,8 @@ class DynamicMasker:
     def __call__(self, features: dict[str, tf.Tensor], seed=None) -> dict[str, tf.Tensor]:
         draws = RandomDraws(seed)
         token_ids = tf.convert_to_tensor(features["token_ids"], tf.int32)
-        word_of_token, word_pieces, word_free = word_units(token_ids, self._start_table, self._special_table)
+        word_of_token, word_pieces, word_free = word_units(token_ids, self._start_table, self._special_table,
+                                                           features.get(UNIT_STARTS))
         budget = token_budget(word_pieces, word_free, self.config.mask_rate, self.config.max_predictions)
         keys = self._selection_keys(token_ids, word_of_token, word_free, draws.uniform(tf.shape(word_pieces)))
         order = tf.argsort(keys, axis=1, stable=True)
@@ -140,14 +147,18 @@ class DynamicMasker:
         return tf.where(word_free, race, float("inf"))
 
 
-def word_units(token_ids, start_table, special_table):
+def word_units(token_ids, start_table, special_table, unit_starts=None):
     """Word index of each token [B, L], pieces per word [B, L] and selectable words [B, L].
 
     Word w of a row is the w-th word start and its continuation pieces; rows
     have fewer than L words, the rest having 0 pieces. A word holding a
-    special id is not selectable.
+    special id is not selectable. `unit_starts` ([B, L] bool, where an instance
+    marks its own units: phrases, entities) replaces the vocabulary's starts.
     """
     starts, is_special = word_starts(token_ids, start_table, special_table)
+    if unit_starts is not None:
+        after_special = tf.pad(is_special[:, :-1], [[0, 0], [1, 0]], constant_values=True)
+        starts = tf.cast(unit_starts, tf.bool) | is_special | after_special
     word_of_token = tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1
     batch, length = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
     segments = tf.reshape(word_of_token + tf.range(batch)[:, None] * length, [-1])
