@@ -71,6 +71,7 @@ def _features(family, vocab_size):
     return keras.tree.map_structure(np.asarray, stage({"token_ids": token_ids, "padding_mask": np.ones_like(token_ids)}))
 
 
+# Not DistilBERT, whose step is a distillation only beside a teacher: test_distilbert.py compiles that one.
 # Not BigBird, whose step at this length is BERT's masked LM with full attention, nor Linformer's (RoBERTa's
 # with low-rank attention): test_bigbird.py and test_linformer.py compile their attentions' steps; nor RoBERTa, whose pretrainer is BERT's masked LM without NSP on the same encoder, nor SpanBERT, whose span
 # boundary head adds gathers, dense layers and layer norms that BERT's and ELECTRA's steps compile too (its
@@ -78,7 +79,7 @@ def _features(family, vocab_size):
 # ALBERT's step compiles BERT's ops on weights shared across layers, DeBERTa-v3's ELECTRA's generator and
 # discriminator on DeBERTa's attention (both compiled here by their own families): `make test-all` only.
 COMPILED_STEPS = [pytest.param(name, marks=pytest.mark.extended) if name in ("albert", "deberta-v3") else name
-                  for name in sorted(set(FAMILIES) - {"bigbird", "linformer", "roberta", "spanbert"})]
+                  for name in sorted(set(FAMILIES) - {"bigbird", "distilbert", "linformer", "roberta", "spanbert"})]
 
 
 @pytest.mark.slow
