@@ -155,10 +155,7 @@ def word_units(token_ids, start_table, special_table, unit_starts=None):
     special id is not selectable. `unit_starts` ([B, L] bool, where an instance
     marks its own units: phrases, entities) replaces the vocabulary's starts.
     """
-    starts, is_special = word_starts(token_ids, start_table, special_table)
-    if unit_starts is not None:
-        after_special = tf.pad(is_special[:, :-1], [[0, 0], [1, 0]], constant_values=True)
-        starts = tf.cast(unit_starts, tf.bool) | is_special | after_special
+    starts, is_special = word_starts(token_ids, start_table, special_table, unit_starts)
     word_of_token = tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1
     batch, length = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
     segments = tf.reshape(word_of_token + tf.range(batch)[:, None] * length, [-1])
@@ -215,11 +212,13 @@ def token_masker(tokenizer, max_predictions, whole_word=False, selection_weights
     )
 
 
-def word_starts(token_ids, start_table, special_table):
-    """(token starts a word, token is special) [B, L]: specials and the token after one start words."""
+def word_starts(token_ids, start_table, special_table, unit_starts=None):
+    """(token starts a word, token is special) [B, L]: specials and the token after one start words; the
+    others by the vocabulary's `start_table`, or by the instance's own `unit_starts`."""
     is_special = tf.gather(special_table, token_ids)
     after_special = tf.pad(is_special[:, :-1], [[0, 0], [1, 0]], constant_values=True)
-    return tf.gather(start_table, token_ids) | after_special, is_special
+    own = tf.gather(start_table, token_ids) if unit_starts is None else tf.cast(unit_starts, tf.bool) | is_special
+    return own | after_special, is_special
 
 
 def word_tables(word_start_table, vocab_size: int, special_ids: list[int]):

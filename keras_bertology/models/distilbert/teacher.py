@@ -6,8 +6,9 @@ from keras_bertology.models.family import RunContext
 
 # Families whose pretrainer is a BERT-shaped encoder under a masked-LM head named "mlm_head".
 TEACHER_FAMILIES = ("bert", "roberta", "spanbert")
-# The student's backbone takes these from the teacher's; its depth is the preset's.
-INHERITED = ("vocab_size", "hidden_size", "num_heads", "intermediate_size", "max_positions", "activation",
+# The student's backbone takes these from the teacher's (its vocabulary size from the teacher's tokenizer,
+# which the run reads with); its depth is the preset's.
+INHERITED = ("hidden_size", "num_heads", "intermediate_size", "max_positions", "activation",
              "layer_norm_epsilon", "initializer_range")
 
 
