@@ -245,7 +245,17 @@ def _add_data_flags(parser, defaults, families):
                         help="static (BERT default, written once) or dynamic (RoBERTa default)")
     parser.add_argument("--packing", choices=PACKINGS,
                         help="MLM-only families: FULL-SENTENCES (default, may cross documents) or DOC-SENTENCES")
-    parser.add_argument("--whole-word", action="store_true", help="whole-word masking")
+    parser.add_argument("--whole-word", action="store_true", help="whole-word masking (--masking-units words)")
+    parser.add_argument("--masking-units", metavar="UNITS",
+                        help="what is masked whole: tokens, words, phrases or entities, or a schedule over the "
+                             "run's equal shares of steps such as words,phrases,entities (ERNIE's; the default of "
+                             "--model ernie)")
+    parser.add_argument("--phrases", metavar="FILE",
+                        help="phrases for --masking-units phrases, one a line (default: the corpus's "
+                             "collocations by normalised PMI)")
+    parser.add_argument("--gazetteer", metavar="FILE",
+                        help="entities for --masking-units entities, one a line (default: runs of capitalised "
+                             "names, see docs/masking.md)")
     _number(parser, "--dupe-factor", ranges.DUPE_FACTOR, "masked copies per instance with static masking",
             default=defaults.dupe_factor)
     _number(parser, "--max-predictions", ranges.MAX_PREDICTIONS,

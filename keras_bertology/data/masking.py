@@ -24,7 +24,7 @@ taken in random order while their pieces still fit in n, so a selected word
 is always masked completely and the count may fall short of n by less than
 one word. A batch may carry its own unit boundaries (`UNIT_STARTS`, phrases
 or entities marked per instance): its units are then masked whole in place
-of words, by the same rule.
+of words, by the same rule, and 80/10/10 is drawn once per unit.
 
 Every random number of one call comes from its `seed` (see `data.random_draws`):
 the input pipeline seeds batch k with (run seed, k), so mapped after
@@ -130,6 +130,8 @@ class DynamicMasker:
         taken = tf.gather(taken_in_order, tf.argsort(order, axis=1), batch_dims=1)
         chosen = tf.gather(taken, word_of_token, batch_dims=1)
         decisions = draws.uniform(tf.shape(token_ids))
+        if UNIT_STARTS in features:  # one draw per unit (a phrase is masked, replaced or kept whole)
+            decisions = tf.gather(decisions, word_of_token, batch_dims=1)
         masked = replace_chosen(token_ids, chosen, decisions, draws, self.vocab_size, self.mask_id,
                                 self.config.mask_token_rate, self.config.random_token_rate)
         return {**features, **masked_features(token_ids, masked, chosen, self.pad_id, self.config.max_predictions)}

@@ -13,7 +13,8 @@ decision differ):
    [SEP] or the padding, (b) holds no word already taken, and (c) still fits
    the remaining budget with every piece of every word. A candidate whose
    start is taken, or whose first word alone exceeds the budget, adds nothing.
-   Spans are therefore whole words, never overlap and never exceed n tokens.
+   Spans are therefore whole words, never overlap and never exceed n tokens. (A batch that marks its
+   own units, `masking.UNIT_STARTS`, has spans of whole units.)
 4. Each chosen token becomes the mask id (mask_token_rate), a uniformly random
    id (random_token_rate) or stays (the rest): one draw per span for
    SpanBERT (`per_span_decision=True`), one per token for ALBERT.
@@ -34,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bertology.data.masking import (
+    UNIT_STARTS,
     MaskingConfig,
     masked_features,
     replace_chosen,
@@ -116,7 +118,8 @@ class SpanMasker:
         """Masked features of a batch; `seed` ([2] integers) fixes every draw (a fresh one if None)."""
         draws = RandomDraws(seed)
         token_ids = tf.convert_to_tensor(features["token_ids"], tf.int32)
-        word_of_token, word_pieces, word_free = word_units(token_ids, self._start_table, self._special_table)
+        word_of_token, word_pieces, word_free = word_units(token_ids, self._start_table, self._special_table,
+                                                           features.get(UNIT_STARTS))
         span_of_word = self._choose_spans(word_pieces, word_free, draws)
         span_of_token = tf.gather(span_of_word, word_of_token, batch_dims=1)
         chosen = span_of_token >= 0

@@ -23,8 +23,14 @@ from keras_bertology.errors import BertologyError, ConfigError
 _SPEC_KEY = "feature_spec"
 _PARSE_BATCH = 1024
 
-# A masking stage: masker(features, seed=None) -> masked features, every draw fixed by `seed`.
+# A masking stage: masker(features, seed=None) -> masked features, every draw fixed by `seed`; one whose
+# `takes_step` is true also receives the batch's step (`step=`), as a schedule over the run's steps does.
 Masker = Callable[..., dict[str, tf.Tensor]]
+
+
+def step_argument(masker, step):
+    """The keyword arguments that give `masker` the batch's step, if it takes one."""
+    return {"step": step} if getattr(masker, "takes_step", False) else {}
 
 
 def write_static_tfrecords(

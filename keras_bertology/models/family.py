@@ -158,6 +158,13 @@ class ModelFamily:
         masker_takes_token_counts: the masking stage also receives the corpus'
             token counts ([vocab] ints, None where unknown), to weigh its choice
             by frequency (DistilBERT's smoothed masking).
+        masking_units: the units masked whole when --masking-units is not
+            given (`data.unit_stages`; a comma-separated list is a schedule of
+            equal shares of the run's steps, ERNIE's "words,phrases,entities");
+            None: tokens, or words with --whole-word.
+        masks_units: the masking stage reads a batch's own unit starts
+            (`data.masking.UNIT_STARTS`), so --masking-units may name phrases,
+            entities or a schedule (False for XLNet's permutations).
     """
 
     name: str
@@ -183,6 +190,8 @@ class ModelFamily:
     xla_on_cpu: bool = True
     context_path: str | None = None
     masker_takes_token_counts: bool = False
+    masking_units: str | None = None
+    masks_units: bool = True
 
     @property
     def backbone_cls(self):

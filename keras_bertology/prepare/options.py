@@ -43,6 +43,9 @@ class PrepareOptions:
     masking: str | None = None
     packing: str | None = None
     whole_word: bool = False
+    masking_units: str | None = None
+    phrases: str | None = None
+    gazetteer: str | None = None
     dupe_factor: int = 10
     max_predictions: int | None = None
     family_options: dict | None = None
@@ -60,7 +63,8 @@ class PrepareOptions:
         """The data options as `PretrainOptions` (what the recipe functions take)."""
         return PretrainOptions(model=self.model, preset=self.preset, corpus=self.corpus, vocab_size=self.vocab_size,
                                seq_len=self.seq_len, masking=self.masking, packing=self.packing,
-                               whole_word=self.whole_word, dupe_factor=self.dupe_factor,
+                               whole_word=self.whole_word, masking_units=self.masking_units,
+                               phrases=self.phrases, gazetteer=self.gazetteer, dupe_factor=self.dupe_factor,
                                max_predictions=self.max_predictions, family_options=self.family_options,
                                seed=self.seed, batch_size=self.batch_size, verbose=self.verbose)
 

@@ -2,6 +2,8 @@
 
 1. The tokenizer: loaded (--tokenizer), or trained on a bounded sample of the
    corpus (about --tokenizer-sample-mb of text, taken evenly from the files).
+   Where the masking units need phrases and entities, they are learned from
+   the same sample (knowledge_units.json), and every shard marks them.
 2. The Beam pipeline, in two stages. Each corpus file is read as a stream
    of documents (`data.corpus.iter_documents`) and each document is
    appended to a part file of the shard chosen by a hash of (seed, file,
@@ -38,7 +40,9 @@ from keras_bertology.atomic import atomic_directory
 from keras_bertology.convert.hf_tokenizer import load_hf_tokenizer
 from keras_bertology.data.corpus import BadRecords, corpus_files, default_corpus_paths, iter_documents
 from keras_bertology.data.instances import coverage_line
-from keras_bertology.data.recipe import build_instances, build_masker, instance_coverage, masking_of, tokenize_documents
+from keras_bertology.data.knowledge_units import MARKER_FILE, UnitMarker
+from keras_bertology.data.recipe import (
+    build_instances, build_masker, instance_coverage, masking_of, tokenize_documents, unit_marker)
 from keras_bertology.data.shards import (
     FORMAT, MANIFEST_FILE, TOKENIZER_DIR, VERSION, shard_name, tokenizer_fingerprint, write_shard)
 from keras_bertology.data.static_masking import masked_batches
@@ -85,6 +89,10 @@ def _prepare(family, options):
         sample, held_out = hold_out_sentences(sample, np.random.default_rng(options.seed))
         tokenizer = _tokenizer(family, sample, options)
         tokenizer.save(staging / TOKENIZER_DIR)
+        marker = unit_marker(family, recipe_options, sample)
+        if marker is not None:  # phrases and entities from the sample, as the vocabulary
+            _say(options, marker.summary())
+            marker.save(staging / MARKER_FILE)
         fingerprint = tokenizer_fingerprint(staging / TOKENIZER_DIR)
         recipe = recipe_of(family, recipe_options, tokenizer, options.replicas)
         _say(options, f"preparing {len(files)} corpus files (~{corpus_bytes / 2**20:.1f} MB of text) into "
@@ -180,7 +188,7 @@ class BuildShard(beam.DoFn):
     def __init__(self, job):
         super().__init__()
         self.job = job
-        self.family = self.tokenizer = self.masker = None
+        self.family = self.tokenizer = self.masker = self.marker = None
 
     def setup(self):
         import tensorflow as tf
@@ -191,6 +199,8 @@ class BuildShard(beam.DoFn):
             tf.config.threading.set_inter_op_parallelism_threads(self.job.threads)
         self.family = get_family(self.job.recipe_options.model)
         self.tokenizer = load_tokenizer(Path(self.job.staging) / TOKENIZER_DIR)
+        marker_file = Path(self.job.staging) / MARKER_FILE
+        self.marker = UnitMarker.load(marker_file) if marker_file.is_file() else None
         self.masker = build_masker(self.family, self.tokenizer, self.job.recipe_options, self.job.replicas)
 
     def process(self, shard):
@@ -199,7 +209,7 @@ class BuildShard(beam.DoFn):
         documents = _shard_documents(parts)
         if not documents:
             return
-        tokenized = tokenize_documents(documents, self.tokenizer)
+        tokenized = tokenize_documents(documents, self.tokenizer, self.marker)
         try:
             instances = build_instances(self.family, tokenized, self.tokenizer, job.recipe_options, job.replicas,
                                         np.random.default_rng([job.recipe_options.seed, shard]))

@@ -17,7 +17,7 @@ import numpy as np
 from keras_bertology.atomic import atomic_directory, atomic_file
 from keras_bertology.data.corpus import BadRecords, read_corpus
 from keras_bertology.data.pipeline import make_dataset
-from keras_bertology.data.recipe import build_instances, build_masker, tokenize_documents
+from keras_bertology.data.recipe import build_instances, build_masker, tokenize_documents, unit_marker
 from keras_bertology.data.tokenizers import load_tokenizer
 from keras_bertology.training.fill_mask import hold_out_sentences
 from keras_bertology.training.flops import pretraining_flops
@@ -80,7 +80,8 @@ def probe_step(family, tokenizer, documents, pretrain_options):
                                                              dtype="float32"))
     pretrainer = family.build_pretrainer(backbone, options.family_options, options.preset, options.batch_size)
     pretrainer.compile()
-    instances = build_instances(family, tokenize_documents(documents, tokenizer), tokenizer, options)
+    instances = build_instances(family, tokenize_documents(documents, tokenizer, unit_marker(family, options, documents)),
+                                tokenizer, options)
     dataset = make_dataset(instances, options.batch_size, masker=build_masker(family, tokenizer, options),
                            seed=options.seed, shuffle=False)
     batch = next(iter(model_batches(dataset, pretrainer)))

@@ -24,7 +24,7 @@ MIN_WINDOWS = 10
 
 # The options that decide what the instances are: prepared shards fix them (see `with_prepared_data`).
 RECIPE_FIELDS = ("model", "seq_len", "vocab_size", "masking", "packing", "whole_word", "dupe_factor",
-                 "max_predictions")
+                 "max_predictions", "masking_units", "phrases", "gazetteer")
 # The sizes `encoder` may set: a preset's architecture at another depth and width.
 ENCODER_SIZES = ("num_layers", "hidden_size", "num_heads", "intermediate_size")
 # The numeric options and their ranges: those of the CLI's flags.
@@ -58,6 +58,9 @@ class PretrainOptions:
     masking: str | None = None
     packing: str | None = None
     whole_word: bool = False
+    masking_units: str | None = None  # None: the family's (see `data.recipe.units_of`)
+    phrases: str | None = None  # a phrase list for the phrase level (None: the corpus's collocations)
+    gazetteer: str | None = None  # an entity list for the entity level (None: capitalised names)
     dupe_factor: int = 10
     max_predictions: int | None = None  # None: the family's rule (BERT: 20 for 128 tokens)
     learning_rate: float | None = None  # None: the family's peak rate (1e-3 for BERT's quick runs)
@@ -109,6 +112,7 @@ class PretrainOptions:
             )
         if not family.masks_tokens:
             self._check_no_masking(family)
+        self._check_units(family)
         if self.family_options is not None and not isinstance(self.family_options, dict):
             raise ConfigError(f"family_options must be a dict (got {self.family_options!r})")
         family.option_values(self.family_options)
@@ -121,8 +125,32 @@ class PretrainOptions:
                                   f"(every {window} steps, up to {self.windows * window})")
         return family
 
+    def _check_units(self, family):
+        from keras_bertology.data.knowledge_units import UNITS, needs_stage, parse_units
+
+        if self.masking_units is None:
+            levels = parse_units(family.masking_units or "tokens")
+        else:
+            if self.whole_word:
+                raise ConfigError("--whole-word is --masking-units words: give one of them")
+            levels = parse_units(self.masking_units)
+        if needs_stage(levels) and not family.masks_units:
+            raise ConfigError(f"--masking-units {','.join(levels)} does not apply to --model {family.name}, whose "
+                              f"masking takes {'whole words' if family.masks_tokens else 'no units'} only")
+        if len(levels) > 1 and (self.masking or family.masking) == "static":
+            raise ConfigError(f"--masking-units {','.join(levels)} is a schedule over the run's steps: it needs "
+                              "--masking dynamic (static masks are written before the run)")
+        for flag, path, level in (("--phrases", self.phrases, "phrases"), ("--gazetteer", self.gazetteer, "entities")):
+            if path is None:
+                continue
+            if level not in levels:
+                raise ConfigError(f"{flag} applies to --masking-units with {level} (of {', '.join(UNITS)})")
+            if not os.path.isfile(path):
+                raise ConfigError(f"{flag} {path} is not a file")
+
     def _check_no_masking(self, family):
         given = [flag for flag, value in (("--whole-word", self.whole_word),
+                                          ("--masking-units", self.masking_units is not None),
                                           ("--max-predictions", self.max_predictions is not None),
                                           ("--masking static", self.masking == "static")) if value]
         if given:

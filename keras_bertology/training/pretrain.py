@@ -17,12 +17,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_bertology.atomic import atomic_directory
+from keras_bertology.atomic import atomic_directory, atomic_file
 from keras_bertology.data.corpus import BadRecords, read_corpus
 from keras_bertology.data.pipeline import make_dataset
 from keras_bertology.data.instances import coverage_line
+from keras_bertology.data.knowledge_units import MARKER_FILE, level_boundaries, marking_line
 from keras_bertology.data.recipe import (
-    build_instances, build_masker, copies_of, corpus_token_counts, instance_coverage, masking_of, tokenize_documents)
+    build_instances, build_masker, copies_of, corpus_token_counts, instance_coverage, masking_of, tokenize_documents,
+    unit_marker, units_of)
 from keras_bertology.data.shards import (
     TOKENIZER_DIR, read_manifest, sample_instances, shard_dataset, tokenizer_fingerprint)
 from keras_bertology.data.static_masking import write_static_tfrecords
@@ -140,7 +142,10 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         _say(options, f"corpus: {len(documents)} documents, {sum(map(len, documents))} sentences "
                       f"({len(held_out)} held out for the fill-in examples)")
         tokenizer = _tokenizer_for_run(family, documents, checkpoints, options, context)
-        tokenized = tokenize_documents(documents, tokenizer)
+        marker, marking = _units_for_run(family, options, documents, run_dir, checkpoints), {}
+        tokenized = tokenize_documents(documents, tokenizer, marker, marking)
+        if marker is not None:
+            _say(options, marking_line(marking))
         instances = build_instances(family, tokenized, tokenizer, options, replicas)
         _say(options, f"instances: {len(instances['token_ids'])} sequences of {instances['token_ids'].shape[1]} tokens"
                       + (f" ({copies} builds of the corpus)" if copies > 1 else ""))
@@ -170,7 +175,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         dataset = _masked_dataset(family, instances, tokenizer, masking, _data_dir(run_dir, checkpoints),
                                   options, done_steps, replicas)
     _say(options, f"model: {options.model} {options.preset}, {pretrainer.backbone.count_params():,} encoder parameters, "
-                  f"{pretrainer.dtype_policy.name}{', XLA' if pretrainer.jit_compile else ''}, {masking} masking, {total_steps} steps of batch {options.batch_size} "
+                  f"{pretrainer.dtype_policy.name}{', XLA' if pretrainer.jit_compile else ''}, {masking} masking{_units_said(family, options, total_steps)}, {total_steps} steps of batch {options.batch_size} "
                   f"in {windows} logged windows"
                   + (f", resuming after step {done_steps}" if done_steps else ""))
 
@@ -286,6 +291,29 @@ def _tokenizer_for_run(family, documents, checkpoints, options, context):
     return tokenizer
 
 
+def _units_said(family, options, total_steps):
+    """' of LEVELS' for the run's log line where its masked units are not tokens (with each level's first
+    step for a schedule)."""
+    levels = units_of(family, options) if family.masks_tokens else ("tokens",)
+    if levels == ("tokens",):
+        return ""
+    starts = [0, *level_boundaries(levels, total_steps)]
+    return " of " + (levels[0] if len(levels) == 1 else
+                     ", ".join(f"{level} from step {start}" for level, start in zip(levels, starts)))
+
+
+def _units_for_run(family, options, documents, run_dir, checkpoints):
+    """The corpus's phrases and entities where the masking units need them, said in a line and kept in the
+    run folder (knowledge_units.json); None otherwise."""
+    marker = unit_marker(family, options, documents)
+    if marker is not None:
+        _say(options, marker.summary())
+        if checkpoints.writer:
+            with atomic_file(run_dir / MARKER_FILE) as staging:
+                marker.save(staging)
+    return marker
+
+
 def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options, precision, replica_batch_size, context):
     """(compiled pretrainer, steps already done): from the newest checkpoint (in its own precision), or new."""
     if checkpoints.latest() is not None:
@@ -367,6 +395,7 @@ def _metrics(family, options, pretrainer, records, total_steps, train_seconds, e
         "preset": options.preset,
         "encoder": options.encoder,
         "whole_word": options.whole_word,
+        "masking_units": ",".join(units_of(family, options)),
         "steps": total_steps,
         "batch_size": options.batch_size,
         "seq_len": options.seq_len,
