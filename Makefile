@@ -65,7 +65,7 @@ JAX_TESTS := tests/test_hf_parity.py tests/test_minilm_parity.py tests/test_pret
 	tests/test_distilbert.py::test_converted_distilbert_matches_transformers \
 	tests/test_distilbert.py::test_the_loss_is_the_three_weighted_losses_written_out \
 	tests/test_distilbert.py::test_only_the_student_trains_and_the_teacher_runs_without_dropout \
-	tests/test_distilbert.py::test_compiled_distillation_steps_match_the_uncompiled_ones \
+	tests/test_ernie.py::test_converted_ernie_matches_transformers \
 	tests/test_deberta.py::test_v2_states_match_transformers tests/test_deberta.py::test_v1_states_match_transformers \
 	tests/test_deberta.py::test_the_enhanced_mask_decoder_matches_a_numpy_reference \
 	tests/test_deberta_v3.py::test_detection_trains_the_deltas_and_never_the_generators_embeddings \

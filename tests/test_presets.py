@@ -35,7 +35,8 @@ CHECKED_ELSEWHERE = {"xlnet-tiny", "xlnet-base", "xlnet-large",  # test_xlnet.py
                      "deberta-v3-base", "deberta-v3-large",  # test_deberta.py
                      "bigbird-tiny", "bigbird-roberta-base", "bigbird-roberta-large",  # test_bigbird.py
                      "linformer-tiny", "linformer-base",  # test_linformer.py
-                     "distilbert-tiny", "distilbert-base"}  # test_distilbert.py
+                     "distilbert-tiny", "distilbert-base",  # test_distilbert.py
+                     "ernie-tiny", "ernie-base"}  # test_ernie.py
 PRESETS = [(family, name) for family in FAMILIES.values() for name in family.presets]
 
 

@@ -19,6 +19,7 @@ class Arm:
         model, preset: the family and the preset whose architecture it trains (at the scale's size).
         objective: what it trains, in words.
         masking: --masking when the arm departs from the family's default.
+        masking_units: --masking-units when the arm departs from the family's default.
         family_options: the family's own options, (name, value) pairs.
         step_share_options: family options set to a share of the arm's steps, (name, share) pairs
             (the two-stage ELECTRA trains its generator alone for half of them).
@@ -29,6 +30,7 @@ class Arm:
     preset: str
     objective: str
     masking: str | None = None
+    masking_units: str | None = None
     family_options: tuple = ()
     step_share_options: tuple = ()
 
@@ -68,6 +70,9 @@ ARMS = (
     # k = a quarter of the scales' lengths, the paper's default ratio (k = n / 4).
     Arm("linformer", "linformer", "linformer-tiny", "MLM, low-rank attention (k 32, layerwise sharing)",
         family_options=(("projected_length", 32),)),
+    Arm("ernie", "ernie", "ernie-tiny", "MLM + NSP, knowledge masking: words, then phrases, then entities"),
+    Arm("ernie-words", "ernie", "ernie-tiny", "MLM + NSP, whole-word masking throughout (ERNIE's baseline)",
+        masking_units="words"),
 )
 ARM_NAMES = tuple(arm.name for arm in ARMS)
 
@@ -93,6 +98,7 @@ CLAIMS = (
     ("on DeBERTa-v3's encoder, replaced token detection beats MLM", "deberta-v3", "deberta-v3-mlm", "better", None),
     ("block-sparse attention does as well as full attention", "bigbird", "roberta", "at least", None),
     ("low-rank attention does as well as full attention", "linformer", "roberta", "at least", None),
+    ("phrase and entity masking beats whole-word masking", "ernie", "ernie-words", "better", None),
 )
 
 

@@ -267,7 +267,8 @@ def arm_pretrain_options(options, scale, arm, steps, out, snapshots=()):
     return PretrainOptions(
         model=arm.model, preset=arm.preset, corpus=options.corpus, corpus_format=options.corpus_format,
         text_field=options.text_field, steps=steps, batch_size=scale.batch_size, seq_len=scale.seq_len,
-        out=out, no_export=True, vocab_size=options.vocab_size, masking=arm.masking, seed=options.seed,
+        out=out, no_export=True, vocab_size=options.vocab_size, masking=arm.masking,
+        masking_units=arm.masking_units, seed=options.seed,
         resume=True, family_options=arm.options_for(steps), encoder=scale.encoder, snapshots=snapshots,
         verbose=options.verbose)
 

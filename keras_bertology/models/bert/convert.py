@@ -3,7 +3,8 @@
 Every layout transformers writes is accepted: the bare encoder (with or
 without pooler), the pretraining and masked-LM heads, and task models whose
 task head is skipped; names with or without the `bert.` / `roberta.` prefix;
-legacy gamma/beta LayerNorm names.
+legacy gamma/beta LayerNorm names. ERNIE's (`ernie.`) follow BERT's rules once its
+converter (`models/ernie/convert.py`) has folded the task-type table away.
 """
 
 import numpy as np
@@ -23,7 +24,7 @@ from keras_bertology.convert.hf_weights import (
 )
 from keras_bertology.errors import CheckpointError
 
-SUPPORTED_MODEL_TYPES = ("bert", "roberta")
+SUPPORTED_MODEL_TYPES = ("bert", "roberta", "ernie")
 _REQUIRED_SIZES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                    "intermediate_size", "max_position_embeddings")
 
@@ -58,7 +59,7 @@ def backbone_kwargs_from_hf(config, weights=None):
         raise CheckpointError(
             f"model_type {model_type!r} is not supported; supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
         )
-    use_pooler = model_type == "bert" if weights is None else _has(weights, model_type, "pooler.dense.weight")
+    use_pooler = model_type != "roberta" if weights is None else _has(weights, model_type, "pooler.dense.weight")
     kwargs = encoder_kwargs(config, use_pooler)
     if model_type == "roberta":
         offset = _roberta_position_offset(config)

@@ -22,6 +22,7 @@ XLNET = FAMILY = ModelFamily(
     converter_path="keras_bertology.models.xlnet.convert:convert",
     hf_exporter_path="keras_bertology.models.xlnet.convert:export",
     masking="dynamic",
+    masks_units=False,
     masker_path="keras_bertology.models.xlnet.permutation:permutation_masker",
     segment_packer_path="keras_bertology.models.xlnet.packing:pack_segments",
     summary_position="last",
