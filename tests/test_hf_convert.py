@@ -60,12 +60,12 @@ def _reference(hf, tokenizer, with_logits):
     return batch, encoded.last_hidden_state.numpy(), None if pooled is None else pooled.numpy(), logits
 
 
-def _assert_close(name, ours, expected, real):
+def _assert_close(name, ours, expected, real, tolerance=TOLERANCE):
     diff = np.abs(ours[real] - expected[real]).max()
-    assert diff <= TOLERANCE, f"{name}: max abs diff {diff}"
+    assert diff <= tolerance, f"{name}: max abs diff {diff}, max abs {np.abs(expected[real]).max()}"
 
 
-def _assert_serves_like_transformers(served, hf, tokenizer, heads, export_dir):
+def _assert_serves_like_transformers(served, hf, tokenizer, heads, export_dir, logits_tolerance=TOLERANCE):
     """Token ids, hidden states, pooler and MLM logits of the SavedModel against transformers."""
     with_logits = "mlm" in heads
     batch, hidden, pooled, logits = _reference(hf, tokenizer, with_logits)
@@ -82,7 +82,8 @@ def _assert_serves_like_transformers(served, hf, tokenizer, heads, export_dir):
     if pooled is not None:
         _assert_close("pooled_output", out["pooled_output"].numpy(), pooled, slice(None))
     if with_logits:
-        _assert_close("mlm logits", served.mlm_logits(tf.constant(TEXTS))["logits"].numpy(), logits.numpy(), real)
+        _assert_close("mlm logits", served.mlm_logits(tf.constant(TEXTS))["logits"].numpy(), logits.numpy(), real,
+                      logits_tolerance)
 
 
 BERT_LAYOUTS = [
@@ -110,7 +111,10 @@ def test_bert_layouts_convert_and_serve_like_transformers(tmp_path, capsys, cls_
     if cls_name == "BertForSequenceClassification":
         assert "skipped 2 tensors" in report and "classifier.weight" in report
 
-    _assert_serves_like_transformers(served, hf, tokenizer, heads, tmp_path / "export")
+    # The head's tanh-approximate GELU: TensorFlow's and torch's tanh differ by an ulp or so, which at logits
+    # near 7.4 reaches 1.04e-5 on some processors (AMD EPYC): 1.4e-6 of the logits' size.
+    _assert_serves_like_transformers(served, hf, tokenizer, heads, tmp_path / "export",
+                                     2e-5 if hidden_act == "gelu_pytorch_tanh" else TOLERANCE)
 
 
 @pytest.fixture(scope="module")
