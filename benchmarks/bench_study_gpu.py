@@ -50,6 +50,10 @@ def prepare(scale_name, arm_names, out, vocab_size, tasks=None):
     options = dataclasses.replace(options, corpus=[str(write_task_text(tasks, out))], corpus_format="jsonl")
     documents = read_documents(options)
     arms = [next(arm for arm in ARMS if arm.name == name) for name in options.arms]
+    for arm in arms:
+        if arm.depends_on:  # its step needs another arm's trained run (a teacher): timed by the study itself
+            print(f"{arm.name}: left out (it trains from the {', '.join(arm.depends_on)} arm's run)", flush=True)
+    arms = [arm for arm in arms if not arm.depends_on]
     probes = {}
     for arm in arms:
         family = get_family(arm.model)

@@ -99,6 +99,15 @@ MODELS = {
                                 "DebertaV2ForMaskedLM", options=(("objective", "mlm"),), torch_peer="deberta-v3-mlm",
                                 note="DeBERTa-v3 masked LM: the v3 encoder (256 log buckets, shared keys, the "
                                      "normed table) under an MLM head on the last layer in every system."),
+    "ernie": PeerModel("ernie", "ernie-base", "MLM + NSP", "nsp_labels", None, "ErnieForPreTraining",
+                       note="ERNIE 1.0: BERT's MLM + NSP with ReLU and LayerNorm epsilon 1e-5 (its knowledge masking "
+                            "is in the data, not the step)."),
+    # Blocks of 16 and one random block: block-sparse above 112 tokens (the small and base shapes), full
+    # attention below (the tiny shape) in both systems.
+    "bigbird": PeerModel("bigbird", "bigbird-roberta-base", "MLM, block-sparse attention", None, None,
+                         "BigBirdForMaskedLM", options=(("block_size", 16), ("random_blocks", 1)),
+                         note="BigBird: ITC block-sparse attention (3 window + 2 global + 1 random blocks of 16) at "
+                              "128 tokens; keras-hub has no BigBird."),
     "albert": PeerModel("albert", "albert-base", "MLM + SOP", "sop_labels", "AlbertMaskedLM",
                         "AlbertForPreTraining"),
     "electra": PeerModel("electra", "electra-base", "generator MLM + 50 x RTD", None, None,
@@ -126,11 +135,11 @@ SBO_POSITION_WIDTH = 200  # the boundary head's offset embedding, as SpanBertPre
 
 
 def our_config(model, shape):
-    """Our backbone config: the preset's, with the shape's sizes (a factored embedding narrower than the
+    """Our backbone config: the preset's with the model's backbone options, at the shape's sizes (a factored embedding narrower than the
     hidden size stays; a wider one, ELECTRA-base's at a smaller shape, takes ELECTRA-small's half)."""
     from keras_bertology.models.registry import FAMILIES
 
-    config = dict(FAMILIES[model.family].presets[model.preset]["config"])
+    config = FAMILIES[model.family].backbone_config(model.preset, dict(model.options))
     config.update(num_layers=shape.num_layers, hidden_size=shape.hidden_size, num_heads=shape.num_heads,
                   intermediate_size=shape.intermediate_size)
     if "head_dim" in config:  # T5's d_kv, as wide as the shape's heads

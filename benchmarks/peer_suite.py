@@ -1,6 +1,6 @@
 """The peer suite: training throughput of each pretraining model against keras-hub and transformers.
 
-For every model (BERT MLM+NSP, RoBERTa, ALBERT MLM+SOP, ELECTRA, SpanBERT
+For every model (BERT MLM+NSP, ERNIE, RoBERTa, BigBird, ALBERT MLM+SOP, ELECTRA, SpanBERT
 MLM+SBO, XLNet), shape and precision it measures ours, keras-hub's task where
 keras-hub has one, and
 Hugging Face transformers on PyTorch eager and `torch.compile`d, all on the

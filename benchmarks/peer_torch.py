@@ -35,16 +35,42 @@ def _hf_config(cls_name, config, shape, **extra):
         attn_implementation="sdpa", **extra)
 
 
-def _bert(config, shape):
-    from transformers import BertForPreTraining
+def _bert(config, shape, layout="Bert", **extra):
+    """BERT's MLM + NSP (`layout` "Ernie": ERNIE's, with the preset's activation and epsilon)."""
+    import transformers
 
-    model = BertForPreTraining(_hf_config("BertConfig", config, shape))
+    model = getattr(transformers, f"{layout}ForPreTraining")(_hf_config(f"{layout}Config", config, shape, **extra))
+    encoder = getattr(model, layout.lower())
 
     def loss(batch):
-        states, pooled = model.bert(input_ids=batch["token_ids"], token_type_ids=batch["segment_ids"],
-                                    attention_mask=batch["padding_mask"], return_dict=False)[:2]
+        states, pooled = encoder(input_ids=batch["token_ids"], token_type_ids=batch["segment_ids"],
+                                 attention_mask=batch["padding_mask"], return_dict=False)[:2]
         mlm = _mlm_loss(model.cls.predictions(_gather(states, batch["mask_positions"])), batch)
         return mlm + F.cross_entropy(model.cls.seq_relationship(pooled).float(), batch["nsp_labels"])
+
+    return model, loss
+
+
+def _ernie(config, shape):
+    return _bert(config, shape, "Ernie", hidden_act=config["activation"], layer_norm_eps=config["layer_norm_epsilon"])
+
+
+def _bigbird(config, shape):
+    """BigBird's MLM with ITC block-sparse attention of the preset's blocks (full below the length where
+    block-sparse applies, in both systems)."""
+    from transformers import BigBirdConfig, BigBirdForMaskedLM
+
+    attention = config["attention_options"]
+    model = BigBirdForMaskedLM(BigBirdConfig(
+        vocab_size=config["vocab_size"], hidden_size=shape.hidden_size, num_hidden_layers=shape.num_layers,
+        num_attention_heads=shape.num_heads, intermediate_size=shape.intermediate_size,
+        max_position_embeddings=config["max_positions"], attention_type="block_sparse",
+        block_size=attention["block_size"], num_random_blocks=attention["random_blocks"],
+        layer_norm_eps=config["layer_norm_epsilon"]))
+
+    def loss(batch):
+        states = model.bert(input_ids=batch["token_ids"], attention_mask=batch["padding_mask"], return_dict=False)[0]
+        return _mlm_loss(model.cls(_gather(states, batch["mask_positions"])), batch)
 
     return model, loss
 
@@ -289,7 +315,8 @@ def _t5(config, shape):
 
 
 BUILDERS = {"t5": _t5, "gpt": _gpt, "bert": _bert, "roberta": _roberta, "deberta": _deberta, "albert": _albert,
-            "spanbert": _spanbert, "xlnet": _xlnet, "deberta-v3": _deberta_v3, "deberta-v3-mlm": _deberta_v3_mlm}
+            "spanbert": _spanbert, "xlnet": _xlnet, "deberta-v3": _deberta_v3, "deberta-v3-mlm": _deberta_v3_mlm,
+            "ernie": _ernie, "bigbird": _bigbird}
 
 
 def build_torch(model, shape, precision, compiled, device="cpu"):

@@ -16,9 +16,9 @@ from keras_bertology.study.options import StudyOptions
 from keras_bertology.study.report import judge, summarize
 
 SMOKE = ["--scale", "smoke", "--seeds", "2"]
-# CI's smoke study: the reference arm and the arm whose run differs most from it (two stages whose
-# share follows the steps, at another cost a step).
-SMOKE_ARMS = ["bert", "electra-two-stage"]
+# CI's smoke study: the reference arm, the arm whose run differs most from it (two stages whose share
+# follows the steps, at another cost a step) and the arm that learns from the reference's run (a student).
+SMOKE_ARMS = ["bert", "electra-two-stage", "distilbert"]
 SMOKE_TASKS = ["bbc-news"]
 
 
@@ -47,6 +47,14 @@ def test_step_share_options_follow_the_steps_of_the_run():
     assert two_stage.options_for(1000) == {"two_stage_steps": 500}
     assert two_stage.options_for(1) == {"two_stage_steps": 1}
     assert next(arm for arm in ARMS if arm.name == "albert-nsp").options_for(7) == {"sentence_task": "nsp"}
+
+
+def test_a_student_arm_reads_its_teachers_run_folder_at_half_the_depth(tmp_path):
+    student = next(arm for arm in ARMS if arm.depends_on)
+    assert student.depends_on == ("bert",) and student.options_for(10, tmp_path) == {
+        "teacher": str(tmp_path / "pretrain" / "bert")}
+    assert student.encoder_for({"num_layers": 4, "hidden_size": 128}) == {"num_layers": 2, "hidden_size": 128}
+    assert student.encoder_for({"num_layers": 1, "hidden_size": 32}) == {"num_layers": 1, "hidden_size": 32}
 
 
 # Per-seed scores (paired by seed): the differences' mean against their standard error sd / sqrt(n).
@@ -104,6 +112,7 @@ def test_summaries_use_the_sample_standard_deviation_and_keep_the_seeds():
     ({"seeds": 1}, "--seeds"),
     ({"workers": 0}, "--workers"),
     ({"seed": -1}, "--seed"),
+    ({"arms": ("roberta", "distilbert")}, "--arms distilbert learns from the bert arm's run: add bert"),
 ])
 def test_bad_options_are_refused_before_anything_runs(changes, words):
     with pytest.raises(ConfigError, match=words):
@@ -297,6 +306,10 @@ def test_the_smoke_study_gives_every_arm_equal_compute_and_resumes(tmp_path):
     assert len(drawn) == 1 and "16 training examples drawn with seed 1" in drawn.pop()
     # The arms' steps cost different compute, so they train for different numbers of steps.
     assert len({row["steps"] for row in rows.values()}) > 1
+    # The student trains after its teacher, the study's own bert run, whose forward passes its steps pay for.
+    student = json.loads((out / "pretrain" / "distilbert" / "metrics.json").read_text())
+    assert student["teacher"] == str(out / "pretrain" / "bert")
+    assert per_step["distilbert"] > per_step["bert"] / 2
     stages = results["flops_per_step"]["electra-two-stage"]["stages"]
     assert [share for share, _ in stages] == [0.5, 0.5] and stages[0][1] != stages[1][1]
     assert {claim["verdict"] for claim in results["claims"]} <= {"reproduced", "reversed", "undecided",

@@ -8,6 +8,7 @@ speaks to come from the seeds (the papers' own comparisons).
 """
 
 import dataclasses
+from pathlib import Path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,6 +24,9 @@ class Arm:
         family_options: the family's own options, (name, value) pairs.
         step_share_options: family options set to a share of the arm's steps, (name, share) pairs
             (the two-stage ELECTRA trains its generator alone for half of them).
+        arm_folder_options: family options set to the run folder of another arm of the study, (name,
+            arm) pairs (DistilBERT's teacher): that arm is pretrained first, and must be in the study.
+        depth_share: the arm's layers as a share of the scale's (a student half as deep as its teacher).
     """
 
     name: str
@@ -33,12 +37,31 @@ class Arm:
     masking_units: str | None = None
     family_options: tuple = ()
     step_share_options: tuple = ()
+    arm_folder_options: tuple = ()
+    depth_share: float = 1.0
 
-    def options_for(self, steps):
-        """The family options of a run of `steps` steps."""
+    def options_for(self, steps, study_dir=None):
+        """The family options of a run of `steps` steps in the study folder `study_dir`."""
         options = dict(self.family_options)
         options.update({name: max(1, round(share * steps)) for name, share in self.step_share_options})
+        options.update({name: str(arm_run_folder(study_dir, arm)) for name, arm in self.arm_folder_options})
         return options or None
+
+    @property
+    def depends_on(self):
+        """The arms whose runs this arm's run reads."""
+        return tuple(arm for _, arm in self.arm_folder_options)
+
+    def encoder_for(self, encoder):
+        """The scale's encoder sizes, at this arm's depth."""
+        if self.depth_share == 1.0:
+            return encoder
+        return dict(encoder, num_layers=max(1, round(encoder["num_layers"] * self.depth_share)))
+
+
+def arm_run_folder(study_dir, arm_name):
+    """STUDY/pretrain/<arm>: the pretraining run of an arm."""
+    return Path(study_dir) / "pretrain" / arm_name
 
 
 ARMS = (
@@ -70,6 +93,10 @@ ARMS = (
     # k = a quarter of the scales' lengths, the paper's default ratio (k = n / 4).
     Arm("linformer", "linformer", "linformer-tiny", "MLM, low-rank attention (k 32, layerwise sharing)",
         family_options=(("projected_length", 32),)),
+    # The student of the study's own BERT run, half as deep; its step's FLOPs count the teacher's forward pass.
+    Arm("distilbert", "distilbert", "distilbert-tiny",
+        "distilled from the bert arm's run, half as deep: KL + MLM + cosine (FLOPs include the teacher's forward)",
+        arm_folder_options=(("teacher", "bert"),), depth_share=0.5),
     Arm("ernie", "ernie", "ernie-tiny", "MLM + NSP, knowledge masking: words, then phrases, then entities"),
     Arm("ernie-words", "ernie", "ernie-tiny", "MLM + NSP, whole-word masking throughout (ERNIE's baseline)",
         masking_units="words"),
@@ -166,7 +193,7 @@ class Scale:
 
 SCALES = {
     # CI's smoke: every arm and both tasks, a few steps, a few examples.
-    "smoke": Scale(1, 32, 1, 64, 32, 8, reference_steps=4, budgets=(0.5, 1.0), label_counts=(8, 16),
+    "smoke": Scale(1, 32, 1, 64, 32, 8, reference_steps=12, budgets=(0.5, 1.0), label_counts=(8, 16),
                    verdict_labels=16, seeds=2, finetune_epochs=1, finetune_batch_size=16, finetune_min_steps=1,
                    finetune_max_examples=48),
     # 2 CPU cores: 600 steps of BERT-Tiny's shape per arm on the tasks' own unlabeled text; fine-tuning on

@@ -19,6 +19,7 @@ from keras_bertology.data.corpus import BadRecords, read_corpus
 from keras_bertology.data.pipeline import make_dataset
 from keras_bertology.data.recipe import build_instances, build_masker, tokenize_documents, unit_marker
 from keras_bertology.data.tokenizers import load_tokenizer
+from keras_bertology.models.family import RunContext
 from keras_bertology.training.fill_mask import hold_out_sentences
 from keras_bertology.training.flops import pretraining_flops
 from keras_bertology.training.model_batches import model_batches
@@ -59,26 +60,32 @@ def write_task_text(tasks, out):
     return path
 
 
-def arm_tokenizer(family, documents, pretrain_options, folder):
-    """The arm's tokenizer, trained as its run would train it and kept in `folder`."""
+def arm_tokenizer(family, documents, pretrain_options, folder, given=None):
+    """The arm's tokenizer, trained as its run would train it (or `given`: its run context's, a teacher's)
+    and kept in `folder`."""
     if (folder / "tokenizer.json").is_file():
         return load_tokenizer(folder)
-    kept, _ = hold_out_sentences(documents, np.random.default_rng(pretrain_options.seed))
-    tokenizer = family.train_tokenizer([s for document in kept for s in document], pretrain_options.vocab_size)
+    tokenizer = given
+    if tokenizer is None:
+        kept, _ = hold_out_sentences(documents, np.random.default_rng(pretrain_options.seed))
+        tokenizer = family.train_tokenizer([s for document in kept for s in document], pretrain_options.vocab_size)
     with atomic_directory(folder) as staging:
         tokenizer.save(staging)
     return load_tokenizer(folder)
 
 
-def probe_step(family, tokenizer, documents, pretrain_options):
+def probe_step(family, tokenizer, documents, pretrain_options, context=None):
     """Average matmul FLOPs of one training step of the arm over a run of `pretrain_options.steps`
     (its stages), the stages [(share of the steps, FLOPs per step)], and the batch they were counted on
     as NumPy arrays (`(x, y, sample_weight)` of the arm's own instances and masking: what a timing of
-    its steps elsewhere trains on, benchmarks/bench_study_gpu.py)."""
+    its steps elsewhere trains on, benchmarks/bench_study_gpu.py). A `context` (`ModelFamily.run_context`:
+    a teacher) enters the pretrainer as in the run, so its forward passes are counted too."""
     options = dataclasses.replace(pretrain_options, dupe_factor=1)  # one build of the instances is enough
-    backbone = family.backbone_cls(**options.backbone_config(family, vocab_size=tokenizer.vocab_size,
-                                                             dtype="float32"))
-    pretrainer = family.build_pretrainer(backbone, options.family_options, options.preset, options.batch_size)
+    context = context or RunContext()
+    backbone = family.backbone_cls(**options.backbone_config(family, **{
+        **context.backbone_overrides, "vocab_size": tokenizer.vocab_size, "dtype": "float32"}))
+    pretrainer = family.build_pretrainer(backbone, options.family_options, options.preset, options.batch_size,
+                                         context)
     pretrainer.compile()
     instances = build_instances(family, tokenize_documents(documents, tokenizer, unit_marker(family, options, documents)),
                                 tokenizer, options)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from keras_bertology import flag_ranges as ranges
 from keras_bertology.errors import ConfigError
-from keras_bertology.study.arms import ARM_NAMES, SCALES
+from keras_bertology.study.arms import ARM_NAMES, ARMS, SCALES
 
 DEFAULT_TASKS = ("bbc-news", "bbc-names")
 BACKENDS = ("tensorflow", "jax")
@@ -56,6 +56,10 @@ class StudyOptions:
             raise ConfigError(f"--arms takes one or more of {', '.join(ARM_NAMES)} (got {', '.join(unknown) or 'none'})")
         if len(set(self.arms)) != len(self.arms):
             raise ConfigError("--arms names an arm twice")
+        for arm in ARMS:
+            missing = [other for other in arm.depends_on if arm.name in self.arms and other not in self.arms]
+            if missing:
+                raise ConfigError(f"--arms {arm.name} learns from the {missing[0]} arm's run: add {missing[0]} to --arms")
         if self.backend not in BACKENDS:
             raise ConfigError(f"--backend must be one of {', '.join(BACKENDS)} (got {self.backend!r})")
         if not self.tasks:

@@ -41,7 +41,7 @@ from keras_bertology.finetune.options import FinetuneOptions
 from keras_bertology.finetune.shared_work import SharedWork
 from keras_bertology.models.registry import get_family
 from keras_bertology.output_paths import STUDY, claim_output_folder
-from keras_bertology.study.arms import ARMS
+from keras_bertology.study.arms import ARMS, arm_run_folder
 from keras_bertology.study.compute import (PROBE_STEPS, arm_tokenizer, probe_step, read_documents,
                                            seed_run_folder, write_task_text)
 from keras_bertology.study.options import StudyOptions  # noqa: F401  re-exported
@@ -82,17 +82,23 @@ def _study(options, scale, out):
     if options.backend != "tensorflow":
         _share_gpus()
     with Workers(options.workers) as workers:
-        _count_flops(options, scale, arms, state, out, workers)
-        budget = scale.reference_steps * state["flops_per_step"][arms[0].name]["average"]
-        runs = [ArmRun(arm, budget, state["flops_per_step"][arm.name], scale) for arm in arms]
-        _say(options, f"budget: {budget:.3g} FLOPs ({scale.reference_steps} steps of {arms[0].name}); "
-                      f"{scale.describe()}")
+        runs = {}
+        # Arms that learn from another arm's run (a teacher) count their FLOPs and train once it is done.
+        for wave in (tuple(arm for arm in arms if not arm.depends_on), tuple(arm for arm in arms if arm.depends_on)):
+            _count_flops(options, scale, wave, state, out, workers)
+            budget = scale.reference_steps * state["flops_per_step"][arms[0].name]["average"]
+            if not runs:
+                _say(options, f"budget: {budget:.3g} FLOPs ({scale.reference_steps} steps of {arms[0].name}); "
+                              f"{scale.describe()}")
+            wave_runs = [ArmRun(arm, budget, state["flops_per_step"][arm.name], scale) for arm in wave]
+            runs.update({run.arm.name: run for run in wave_runs})
+            if options.backend == "tensorflow":
+                _pretrain_all(options, scale, wave_runs, state, out, workers)
+            else:  # closed after pretraining: the pretraining processes give their memory back to fine-tuning
+                with Workers(options.workers, backend=options.backend) as pretraining:
+                    _pretrain_all(options, scale, wave_runs, state, out, pretraining)
+        runs = [runs[arm.name] for arm in arms]
         points = [point for run in runs for point in run.points]
-        if options.backend == "tensorflow":
-            _pretrain_all(options, scale, runs, state, out, workers)
-        else:  # closed after pretraining: the pretraining processes give their memory back to fine-tuning
-            with Workers(options.workers, backend=options.backend) as pretraining:
-                _pretrain_all(options, scale, runs, state, out, pretraining)
         reference = runs[0].points[-1]
         finetuned = _finetune_all(options, scale, _gate_jobs(reference, label_counts, out), state, out, workers)
         gated = {task: gate(state, reference.key, RANDOM_INIT, task, counts["verdict"], options.seed_count)
@@ -140,9 +146,10 @@ def _arm_flops(options, scale, arm, out):
     if "documents" not in _SHARED:  # read once per process
         _SHARED["documents"] = read_documents(options)
     documents = _SHARED["documents"]
-    probe = arm_pretrain_options(options, scale, arm, steps=PROBE_STEPS, out=None)
-    tokenizer = arm_tokenizer(family, documents, probe, out / "tokenizers" / arm.name)
-    average, stages, _ = probe_step(family, tokenizer, documents, probe)
+    probe = arm_pretrain_options(options, scale, arm, steps=PROBE_STEPS, out=None, study_dir=out)
+    context = family.run_context(probe.family_options)
+    tokenizer = arm_tokenizer(family, documents, probe, out / "tokenizers" / arm.name, context.tokenizer)
+    average, stages, _ = probe_step(family, tokenizer, documents, probe, context)
     keras.backend.clear_session()
     return {"average": average, "stages": stages}
 
@@ -263,13 +270,16 @@ class _Point:
         return run_dir if self.steps == self.run.steps else run_dir / "snapshots" / f"step-{self.steps:07d}"
 
 
-def arm_pretrain_options(options, scale, arm, steps, out, snapshots=()):
+def arm_pretrain_options(options, scale, arm, steps, out, snapshots=(), study_dir=None):
+    """The `PretrainOptions` of an arm's run of `steps` steps into `out` (None for a probe), in the study
+    folder `study_dir`."""
     return PretrainOptions(
         model=arm.model, preset=arm.preset, corpus=options.corpus, corpus_format=options.corpus_format,
         text_field=options.text_field, steps=steps, batch_size=scale.batch_size, seq_len=scale.seq_len,
         out=out, no_export=True, vocab_size=options.vocab_size, masking=arm.masking,
         masking_units=arm.masking_units, seed=options.seed,
-        resume=True, family_options=arm.options_for(steps), encoder=scale.encoder, snapshots=snapshots,
+        resume=True, family_options=arm.options_for(steps, study_dir), encoder=arm.encoder_for(scale.encoder),
+        snapshots=snapshots,
         verbose=options.verbose)
 
 
@@ -278,9 +288,9 @@ def _pretrain(options, scale, run, out):
 
     _SHARED.pop("documents", None)  # a worker's copy of the corpus, read to count FLOPs
     started = time.perf_counter()
-    run_dir = out / "pretrain" / run.arm.name
+    run_dir = arm_run_folder(out, run.arm.name)
     seed_run_folder(run_dir, out / "tokenizers" / run.arm.name)
-    metrics = pretrain(arm_pretrain_options(options, scale, run.arm, run.steps, str(run_dir), run.snapshots))
+    metrics = pretrain(arm_pretrain_options(options, scale, run.arm, run.steps, str(run_dir), run.snapshots, out))
     keras.backend.clear_session()
     return {"steps": metrics["steps"], "train_seconds": metrics["train_seconds"], "backend": keras.config.backend(),
             "samples_per_second": metrics["samples_per_second"], "precision": metrics["precision"],
