@@ -311,7 +311,7 @@ CASES = [
     ("export --format hf of a family transformers lacks",
      ["export", "{tmp}/run_transformer_xl", "--format", "hf", "--out", "{tmp}/e"],
      "transformers has no model for the transformer-xl family; families that export: albert, bert, bigbird, deberta, "
-     "deberta-v3, distilbert, electra, gpt, roberta, spanbert, t5, xlnet"),
+     "deberta-v3, distilbert, electra, ernie, gpt, roberta, spanbert, t5, xlnet"),
     ("export --format hf --serving-xla", ["export", "{tmp}/run", "--format", "hf", "--serving-xla", "--out", "{tmp}/e"],
      "--serving-xla applies to a SavedModel, not to --format hf"),
     ("export --format hf --length-buckets",
