@@ -32,6 +32,9 @@ def test_ernie_pretrains_through_its_three_levels_and_resumes_exactly_inside_the
     assert all(np.isfinite(record["loss"]) for record in metrics["history"])
     marker = UnitMarker.load(tmp_path / "run" / MARKER_FILE)
     assert len(marker.phrases) > 10 and len(marker.names) > 10
+    units = metrics["knowledge_units"]
+    assert units["phrases"] == len(marker.phrases) and units["names"] == len(marker.names)
+    assert units["marked"] > 100 and units["unaligned"] == 0  # WordPiece splits no unit differently alone
     checkpoints = RunCheckpoints(tmp_path / "run")
     uninterrupted = [np.asarray(v) for v in checkpoints.load_model()[0].weights]
     # Steps 8-11 mask entities: the resumed run starts at step 9 and must pass step 9's level to the stage.

@@ -110,6 +110,13 @@ class UnitMarker:
     def load(cls, path) -> UnitMarker:
         return cls.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
 
+    def counts(self) -> dict:
+        """How many phrases and entities (or names) it knows, and from where: for metrics.json."""
+        return {"phrases": len(self.phrases), "phrase_source": self.phrase_source,
+                "entities" if self.entities is not None else "names":
+                    len(self.entities if self.entities is not None else self.names),
+                "entity_source": self.entity_source}
+
     def summary(self) -> str:
         """One line for the run's log."""
         entities = (f"{len(self.entities)} gazetteer entities" if self.entities is not None

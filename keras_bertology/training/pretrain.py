@@ -124,6 +124,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
     keras.utils.set_random_seed(options.seed)
     _say(options, f"run folder: {run_dir}")
     masking, copies = masking_of(family, options), copies_of(family, options)
+    units_record = {}  # metrics.json's account of the marked phrases and entities, where there are any
     context = _run_context(family, options, checkpoints)
     if source.manifest:
         manifest = source.manifest
@@ -146,6 +147,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         tokenized = tokenize_documents(documents, tokenizer, marker, marking)
         if marker is not None:
             _say(options, marking_line(marking))
+            units_record = {"knowledge_units": {**marker.counts(), **marking}}
         instances = build_instances(family, tokenized, tokenizer, options, replicas)
         _say(options, f"instances: {len(instances['token_ids'])} sequences of {instances['token_ids'].shape[1]} tokens"
                       + (f" ({copies} builds of the corpus)" if copies > 1 else ""))
@@ -211,7 +213,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
     chance = chance_levels(instances, tokenizer, pretrainer.declared_objectives, last)
     for name, levels in chance.items():
         metrics["objectives"][name]["chance"] = levels
-    metrics.update(context.record)
+    metrics.update(context.record, **units_record)
     metrics.update(masking=masking, instances=family.instance_kind(options.packing),
                    family_options=family.option_values(options.family_options),
                    windows=len(history.records), steps_per_window=steps_per_window,
