@@ -9,7 +9,7 @@ with XLA off.
 
 import keras
 
-from benchmarks.peer_models import our_config, synthetic_features
+from benchmarks.peer_models import MODELS, our_config, synthetic_features, teacher_shape
 
 OPTIMIZER = "AdamW(learning_rate=1e-4)"
 
@@ -44,12 +44,28 @@ def build_ours(model, shape, precision, xla="auto"):
     config = our_config(model, shape)
     backbone = family.backbone_cls(**config, dtype=precision)
     pretrainer = family.build_pretrainer(backbone, options=dict(model.options), preset=model.preset,
-                                         batch_size=shape.batch_size)
+                                         batch_size=shape.batch_size, context=_teacher_context(model, shape, precision))
     pretrainer.compile(optimizer=keras.optimizers.AdamW(1e-4), jit_compile=resolve_jit_compile(xla, precision,
                                                                                                family.xla_on_cpu))
     features = synthetic_features(model, shape, config["vocab_size"])
     x, y, weights = pretrainer.split_features(features)
     return pretrainer, _batches(x, y, weights, shape.batch_size)
+
+
+def _teacher_context(model, shape, precision):
+    """The `RunContext` of a row with a teacher: a new pretrainer of the teacher's row, twice as deep (its
+    weights do not change the work of a step); None for the others."""
+    from keras_bertology.models.family import RunContext
+    from keras_bertology.models.registry import FAMILIES
+
+    if not model.teacher:
+        return None
+    teacher_model = MODELS[model.teacher]
+    family = FAMILIES[teacher_model.family]
+    backbone = family.backbone_cls(**our_config(teacher_model, teacher_shape(shape)), dtype=precision)
+    teacher = family.build_pretrainer(backbone, options=dict(teacher_model.options), preset=teacher_model.preset,
+                                      batch_size=shape.batch_size)
+    return RunContext(pretrainer_kwargs={"teacher": teacher})
 
 
 def build_keras_hub(model, shape, precision):

@@ -68,6 +68,8 @@ class PeerModel:
     options: our family's options for the pretrainer (XLNet: no memory, forward rows only).
     note: what a reader of the report must know about this model's rows, or "".
     torch_peer: the transformers builder when the family's objective options change what it trains.
+    teacher: the row (a key of MODELS) of a frozen teacher twice as deep that every step runs forward
+        (DistilBERT's), or "".
     """
 
     family: str
@@ -80,6 +82,7 @@ class PeerModel:
     options: tuple = ()
     note: str = ""
     torch_peer: str = ""  # its builder in peer_torch.BUILDERS; default the family's
+    teacher: str = ""
 
 
 MODELS = {
@@ -108,6 +111,11 @@ MODELS = {
                          "BigBirdForMaskedLM", options=(("block_size", 16), ("random_blocks", 1)),
                          note="BigBird: ITC block-sparse attention (3 window + 2 global + 1 random blocks of 16) at "
                               "128 tokens; keras-hub has no BigBird."),
+    "distilbert": PeerModel("distilbert", "distilbert-base", "KL (T=2) to a frozen teacher + MLM + cosine", None, None,
+                            "DistilBertForMaskedLM + a frozen BertForPreTraining", teacher="bert",
+                            note="DistilBERT: the student at the shape's depth and a frozen BERT twice as deep, run "
+                                 "forward in every step; the KL over every real token's vocabulary, the MLM at the "
+                                 "masked positions, the cosine of the last hidden states."),
     "albert": PeerModel("albert", "albert-base", "MLM + SOP", "sop_labels", "AlbertMaskedLM",
                         "AlbertForPreTraining"),
     "electra": PeerModel("electra", "electra-base", "generator MLM + 50 x RTD", None, None,
@@ -132,6 +140,11 @@ MODELS = {
 
 SPAN_LENGTH = 4  # SpanBERT's mean span (3.8 pieces), rounded
 SBO_POSITION_WIDTH = 200  # the boundary head's offset embedding, as SpanBertPretrainer's default
+
+
+def teacher_shape(shape):
+    """The shape of a DistilBERT row's teacher: twice as deep."""
+    return dataclasses.replace(shape, num_layers=2 * shape.num_layers)
 
 
 def our_config(model, shape):

@@ -12,7 +12,7 @@ LM does (ours too).
 import torch
 import torch.nn.functional as F
 
-from benchmarks.peer_models import generator_width, our_config, synthetic_features
+from benchmarks.peer_models import generator_width, our_config, synthetic_features, teacher_shape
 
 
 def _gather(states, positions):
@@ -314,9 +314,38 @@ def _t5(config, shape):
     return model, loss
 
 
+def _distilbert(config, shape):
+    """DistilBERT's step: a frozen BERT twice as deep runs forward; the student learns KL (T=2, over every
+    real token) x 5 + MLM x 2 + the cosine of the last hidden states x 1, as Sanh et al.'s distiller."""
+    from transformers import BertForPreTraining, DistilBertConfig, DistilBertForMaskedLM
+
+    student = DistilBertForMaskedLM(DistilBertConfig(
+        vocab_size=config["vocab_size"], dim=shape.hidden_size, n_layers=shape.num_layers, n_heads=shape.num_heads,
+        hidden_dim=shape.intermediate_size, max_position_embeddings=config["max_positions"],
+        attn_implementation="sdpa"))
+    teacher = BertForPreTraining(_hf_config("BertConfig", config, teacher_shape(shape))).eval().requires_grad_(False)
+    temperature = 2.0
+
+    def loss(batch):
+        real = batch["padding_mask"].bool()
+        with torch.no_grad():
+            taught = teacher.bert(input_ids=batch["token_ids"], attention_mask=batch["padding_mask"],
+                                  return_dict=False)[0]
+            taught_logits = teacher.cls.predictions(taught)
+        states = student.distilbert(input_ids=batch["token_ids"], attention_mask=batch["padding_mask"],
+                                    return_dict=False)[0]
+        logits = student.vocab_projector(student.vocab_layer_norm(student.activation(student.vocab_transform(states))))
+        kl = F.kl_div(F.log_softmax(logits[real].float() / temperature, -1),
+                      F.softmax(taught_logits[real].float() / temperature, -1), reduction="batchmean")
+        cos = 1.0 - F.cosine_similarity(states[real].float(), taught[real].float(), dim=-1).mean()
+        return 5.0 * kl * temperature ** 2 + 2.0 * _mlm_loss(_gather(logits, batch["mask_positions"]), batch) + cos
+
+    return torch.nn.ModuleDict({"student": student, "teacher": teacher}), loss
+
+
 BUILDERS = {"t5": _t5, "gpt": _gpt, "bert": _bert, "roberta": _roberta, "deberta": _deberta, "albert": _albert,
             "spanbert": _spanbert, "xlnet": _xlnet, "deberta-v3": _deberta_v3, "deberta-v3-mlm": _deberta_v3_mlm,
-            "ernie": _ernie, "bigbird": _bigbird}
+            "ernie": _ernie, "bigbird": _bigbird, "distilbert": _distilbert}
 
 
 def build_torch(model, shape, precision, compiled, device="cpu"):
