@@ -52,11 +52,14 @@ def test_prepared_shards_carry_the_units_and_a_run_masks_them(tmp_path):
     from keras_bertology.prepare.options import PrepareOptions
     from keras_bertology.prepare.pipeline import prepare
 
-    data = tmp_path / "data"
+    data, phrases = tmp_path / "data", tmp_path / "phrases.txt"
+    phrases.write_text("my lord\ngood morrow\n")
     manifest = prepare(PrepareOptions(out=str(data), model="ernie", corpus=PLAYS, seq_len=32, vocab_size=400,
-                                      shards=1, workers=1, verbose=0))
+                                      shards=1, workers=1, verbose=0, phrases=str(phrases)))
     assert manifest["recipe"]["masking_units"] is None  # the family's schedule
-    assert UNIT_JOINS in manifest["features"] and (data / MARKER_FILE).is_file()
+    assert UNIT_JOINS in manifest["features"]
+    assert UnitMarker.load(data / MARKER_FILE).phrases == {("my", "lord"), ("good", "morrow")}
+    phrases.unlink()  # the shards carry the units marked with it
     metrics = pretrain(PretrainOptions(data=str(data), steps=3, batch_size=8, verbose=0, out=str(tmp_path / "run"),
                                        no_export=True))
     assert metrics["model"] == "ernie" and metrics["masking_units"] == "words,phrases,entities"

@@ -145,7 +145,7 @@ class PretrainOptions:
                 continue
             if level not in levels:
                 raise ConfigError(f"{flag} applies to --masking-units with {level} (of {', '.join(UNITS)})")
-            if not os.path.isfile(path):
+            if not os.path.isfile(path) and not self.data:  # prepared shards carry the units marked with it
                 raise ConfigError(f"{flag} {path} is not a file")
 
     def _check_no_masking(self, family):
