@@ -27,9 +27,8 @@ class UnitStage:
     def __init__(self, masker, word_start_table, levels, total_steps=1):
         self.masker, self.levels = masker, tuple(levels)
         self.takes_step = len(self.levels) > 1
-        self.boundaries = level_boundaries(self.levels, total_steps)
         self._codes = tf.constant([LEVEL_CODES[level] for level in self.levels], tf.int32)
-        self._bounds = tf.constant(self.boundaries or [0], tf.int64)
+        self._bounds = tf.constant(level_boundaries(self.levels, total_steps) or [0], tf.int64)
         self._start_table = tf.constant(word_start_table, tf.bool)
 
     def __call__(self, features, seed=None, step=0):
