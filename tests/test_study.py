@@ -113,6 +113,7 @@ def test_summaries_use_the_sample_standard_deviation_and_keep_the_seeds():
     ({"workers": 0}, "--workers"),
     ({"seed": -1}, "--seed"),
     ({"arms": ("roberta", "distilbert")}, "--arms distilbert learns from the bert arm's run: add bert"),
+    ({"arms": ("distilbert", "bert")}, "--arms distilbert cannot come first"),
 ])
 def test_bad_options_are_refused_before_anything_runs(changes, words):
     with pytest.raises(ConfigError, match=words):

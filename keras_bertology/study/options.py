@@ -56,6 +56,10 @@ class StudyOptions:
             raise ConfigError(f"--arms takes one or more of {', '.join(ARM_NAMES)} (got {', '.join(unknown) or 'none'})")
         if len(set(self.arms)) != len(self.arms):
             raise ConfigError("--arms names an arm twice")
+        first = next(arm for arm in ARMS if arm.name == self.arms[0])
+        if first.depends_on:
+            raise ConfigError(f"--arms {first.name} cannot come first: the first arm sets the compute budget, and "
+                              f"{first.name} trains only after the {first.depends_on[0]} arm's run")
         for arm in ARMS:
             missing = [other for other in arm.depends_on if arm.name in self.arms and other not in self.arms]
             if missing:
