@@ -3,6 +3,7 @@
 from keras_bertology.layers.attention import MultiHeadSelfAttention, causal_mask, merge_attention_masks
 from keras_bertology.layers.attention_kinds import ATTENTION_KINDS, attention_kind
 from keras_bertology.layers.block_sparse_attention import BlockSparseSelfAttention
+from keras_bertology.layers.character_cnn import CharacterCNN
 from keras_bertology.layers.disentangled_attention import (
     DisentangledSelfAttention,
     RelativeEmbeddings,
@@ -12,6 +13,7 @@ from keras_bertology.layers.embeddings import TokenPositionSegmentEmbedding
 from keras_bertology.layers.heads import MaskedLMHead, PooledClassificationHead, gather_positions
 from keras_bertology.layers.low_rank_attention import LowRankSelfAttention, SequenceProjection
 from keras_bertology.layers.position_buckets import RelativePositionBias, position_buckets
+from keras_bertology.layers.projected_lstm import ProjectedLSTM
 from keras_bertology.layers.relative_attention import (
     RelativeAttentionTerms,
     different_segments,
@@ -19,6 +21,7 @@ from keras_bertology.layers.relative_attention import (
     sinusoidal_relative_positions,
 )
 from keras_bertology.layers.replaced_tokens import GumbelSampler, ReplacedTokenHead, ReplaceTokens
+from keras_bertology.layers.scalar_mix import ScalarMix
 from keras_bertology.layers.shared_stack import SharedEncoderStack
 from keras_bertology.layers.span_boundary import SpanBoundaryHead
 from keras_bertology.layers.transformer_block import TransformerDecoderBlock, TransformerEncoderBlock
@@ -27,18 +30,21 @@ from keras_bertology.layers.two_stream import TwoStreamBlock
 __all__ = [
     "ATTENTION_KINDS",
     "BlockSparseSelfAttention",
+    "CharacterCNN",
     "DisentangledSelfAttention",
     "GumbelSampler",
     "LowRankSelfAttention",
     "MaskedLMHead",
     "MultiHeadSelfAttention",
     "PooledClassificationHead",
+    "ProjectedLSTM",
     "RelativeAttentionTerms",
     "RelativeEmbeddings",
     "RelativePositionBias",
     "RelativePositionTable",
     "ReplaceTokens",
     "ReplacedTokenHead",
+    "ScalarMix",
     "SequenceProjection",
     "SharedEncoderStack",
     "SpanBoundaryHead",

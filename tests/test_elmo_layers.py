@@ -1,0 +1,331 @@
+"""ELMo's building blocks: the character CNN and the projected LSTM against NumPy loops written from bilm-tf's
+equations and against torch, and the scalar mix against its formula.
+
+Weights are drawn at scale 1 (not the initialisers' small values) so that ReLUs cut, highway gates and LSTM
+gates sit anywhere from shut to open, and the clips bite: a wrong gate or a missing bias shows.
+"""
+
+import numpy as np
+import pytest
+import keras
+import torch
+from keras import ops
+
+from keras_bertology.layers import CharacterCNN, ProjectedLSTM, ScalarMix
+
+TOLERANCE = 1e-5
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _randomize(layer, seed, scale=1.0):
+    """Every weight of `layer` drawn from N(0, scale^2), biases included; returns them as NumPy arrays."""
+    rng = np.random.default_rng(seed)
+    layer.set_weights([(scale * rng.standard_normal(w.shape)).astype("float32") for w in layer.get_weights()])
+    return [np.asarray(w) for w in layer.get_weights()]
+
+
+# --- CharacterCNN -------------------------------------------------------------------------------------------
+
+SMALL_CNN = dict(num_characters=30, char_embedding_dim=4, filters=((1, 3), (2, 4), (3, 5)), num_highway=2,
+                 output_dim=6)
+
+
+def _char_ids(seed, batch=2, length=4, max_chars=6):
+    """Random ids with padding characters at the end of each token, and an all-padding last token per row."""
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(1, SMALL_CNN["num_characters"], size=(batch, length, max_chars))
+    chars = rng.integers(1, max_chars + 1, size=(batch, length))
+    ids[np.arange(max_chars) >= chars[..., None]] = 0
+    ids[:, -1] = 0
+    return ids.astype("int32")
+
+
+def _small_cnn(seed):
+    cnn = CharacterCNN(**SMALL_CNN)
+    cnn.build((None, None, 6))
+    return cnn, _randomize(cnn, seed, scale=0.5)
+
+
+def _cnn_weights(cnn):
+    """(table, [(kernel [w, E, F], bias)], [((W_t, b_t), (W_g, b_g))], (W_p, b_p)) as NumPy arrays."""
+    value = lambda variable: ops.convert_to_numpy(variable)  # noqa: E731
+    convs = [(value(conv.kernel), value(conv.bias)) for conv in cnn.convolutions]
+    highways = [((value(t.kernel), value(t.bias)), (value(g.kernel), value(g.bias)))
+                for t, g in zip(cnn.highway_transforms, cnn.highway_gates)]
+    return (value(cnn.char_embedding.embeddings), convs, highways,
+            (value(cnn.projection.kernel), value(cnn.projection.bias)))
+
+
+def _cnn_reference(ids, table, convs, highways, projection):
+    """bilm-tf's CNN with explicit loops: each width slides over the characters, max, ReLU, highways, projection.
+    Also returns the share of ReLU-cut features and the range of the highway gates, to show they bend."""
+    chars = table[ids]  # [B, L, C, E]
+    features, cut = [], []
+    for kernel, bias in convs:
+        width = kernel.shape[0]
+        windows = [np.einsum("blwe,wef->blf", chars[:, :, start:start + width], kernel) + bias
+                   for start in range(ids.shape[-1] - width + 1)]
+        best = np.max(np.stack(windows), axis=0)
+        cut.append(best < 0)
+        features.append(np.maximum(best, 0.0))
+    x = np.concatenate(features, axis=-1)
+    gates = []
+    for (w_t, b_t), (w_g, b_g) in highways:
+        gate = _sigmoid(x @ w_g + b_g)
+        gates.append(gate)
+        x = gate * np.maximum(x @ w_t + b_t, 0.0) + (1.0 - gate) * x
+    w_p, b_p = projection
+    return x @ w_p + b_p, np.concatenate([c.ravel() for c in cut]).mean(), np.concatenate(gates)
+
+
+def test_character_cnn_default_has_elmos_parameter_count():
+    cnn = CharacterCNN()
+    cnn.build((None, None, 50))
+    embedding, convolutions, highways, projection = 262 * 16, 199_168, 16_785_408, 1_049_088
+    assert cnn.char_embedding.count_params() == embedding
+    assert sum(conv.count_params() for conv in cnn.convolutions) == convolutions
+    assert sum(dense.count_params() for dense in cnn.highway_transforms + cnn.highway_gates) == highways
+    assert cnn.projection.count_params() == projection
+    assert cnn.count_params() == embedding + convolutions + highways + projection
+    assert cnn.num_features == 2048
+    # The highway gates start at -2: a new layer mostly carries its input.
+    assert all(np.all(ops.convert_to_numpy(gate.bias) == -2.0) for gate in cnn.highway_gates)
+
+
+def test_character_cnn_matches_a_numpy_loop():
+    cnn, _ = _small_cnn(seed=0)
+    ids = _char_ids(seed=1)
+    expected, cut_share, gates = _cnn_reference(ids, *_cnn_weights(cnn))
+    assert 0.1 < cut_share < 0.9  # the ReLU after the max cuts some features and keeps others
+    assert gates.min() < 0.1 and gates.max() > 0.9  # highway gates from nearly shut to nearly open
+    got = ops.convert_to_numpy(cnn(ids))
+    assert np.abs(got - expected).max() <= TOLERANCE
+    assert ops.convert_to_numpy(cnn.compute_mask(ids)).tolist() == [[True, True, True, False]] * 2
+
+
+def test_character_cnn_matches_torch():
+    cnn, _ = _small_cnn(seed=2)
+    ids = _char_ids(seed=3)
+    table, convs, highways, (w_p, b_p) = _cnn_weights(cnn)
+    t = torch.from_numpy
+    with torch.no_grad():
+        embedding = torch.nn.Embedding.from_pretrained(t(table))
+        chars = embedding(t(ids.astype("int64"))).reshape(-1, ids.shape[-1], table.shape[1]).transpose(1, 2)
+        features = []
+        for kernel, bias in convs:
+            conv = torch.nn.Conv1d(kernel.shape[1], kernel.shape[2], kernel.shape[0])
+            conv.weight.copy_(t(kernel.transpose(2, 1, 0).copy()))  # [w, in, out] -> [out, in, w]
+            conv.bias.copy_(t(bias))
+            features.append(torch.relu(conv(chars).max(dim=-1).values))
+        x = torch.cat(features, dim=-1)
+        for (w_t, b_t), (w_g, b_g) in highways:
+            gate = torch.sigmoid(torch.nn.functional.linear(x, t(w_g.T.copy()), t(b_g)))
+            x = gate * torch.relu(torch.nn.functional.linear(x, t(w_t.T.copy()), t(b_t))) + (1 - gate) * x
+        expected = torch.nn.functional.linear(x, t(w_p.T.copy()), t(b_p)).reshape(*ids.shape[:2], -1).numpy()
+    assert np.abs(ops.convert_to_numpy(cnn(ids)) - expected).max() <= TOLERANCE
+
+
+# --- ProjectedLSTM ------------------------------------------------------------------------------------------
+
+INPUT_DIM, UNITS, PROJECTION = 5, 7, 4
+
+
+def _lstm_pair(seed, **kwargs):
+    """A forward and a backward layer sharing one set of weights drawn at scale 1 (gates saturate)."""
+    forward = ProjectedLSTM(UNITS, PROJECTION, return_state=True, **kwargs)
+    backward = ProjectedLSTM(UNITS, PROJECTION, go_backwards=True, return_state=True, **kwargs)
+    forward.build((None, None, INPUT_DIM))
+    backward.build((None, None, INPUT_DIM))
+    weights = _randomize(forward, seed)
+    backward.set_weights(weights)
+    return forward, backward, weights
+
+
+def _lstm_reference(x, kernel, bias, projection, forget_bias=1.0, cell_clip=None, projection_clip=None):
+    """TF 1's LSTMCell step by step over one unpadded row x [T, D]: outputs [T, P], final (m, c), and the
+    largest |c| and |m| before clipping."""
+    m, c = np.zeros(projection.shape[1]), np.zeros(projection.shape[0])
+    outputs, c_peak, m_peak = [], 0.0, 0.0
+    for x_t in x:
+        i, j, f, o = np.split(np.concatenate([x_t, m]) @ kernel + bias, 4)
+        c = _sigmoid(f + forget_bias) * c + _sigmoid(i) * np.tanh(j)
+        c_peak = max(c_peak, np.abs(c).max())
+        if cell_clip is not None:
+            c = np.clip(c, -cell_clip, cell_clip)
+        m = (_sigmoid(o) * np.tanh(c)) @ projection
+        m_peak = max(m_peak, np.abs(m).max())
+        if projection_clip is not None:
+            m = np.clip(m, -projection_clip, projection_clip)
+        outputs.append(m)
+    return np.array(outputs), (m, c), (c_peak, m_peak)
+
+
+def _torch_lstm(kernel, bias, projection, forget_bias=1.0):
+    """torch.nn.LSTM(proj_size) with TF's weights: gate blocks i, j, f, o -> i, f, g, o, forget bias folded in."""
+    blocks = np.split(np.arange(4 * UNITS), 4)
+    order = np.concatenate([blocks[0], blocks[2], blocks[1], blocks[3]])
+    lstm = torch.nn.LSTM(INPUT_DIM, UNITS, proj_size=PROJECTION, batch_first=True)
+    folded = bias.copy()
+    folded[blocks[2]] += forget_bias
+    with torch.no_grad():
+        lstm.weight_ih_l0.copy_(torch.from_numpy(kernel[:INPUT_DIM, order].T.copy()))
+        lstm.weight_hh_l0.copy_(torch.from_numpy(kernel[INPUT_DIM:, order].T.copy()))
+        lstm.bias_ih_l0.copy_(torch.from_numpy(folded[order]))
+        lstm.bias_hh_l0.zero_()
+        lstm.weight_hr_l0.copy_(torch.from_numpy(projection.T.copy()))
+    return lstm
+
+
+def _padded_batch(seed, lengths, length=6):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((len(lengths), length, INPUT_DIM)).astype("float32")
+    mask = np.arange(length)[None, :] < np.array(lengths)[:, None]
+    return x, mask
+
+
+@pytest.mark.filterwarnings("ignore:LSTM with projections is not supported with oneDNN")
+def test_projected_lstm_matches_torch_both_directions():
+    forward, backward, (kernel, bias, projection) = _lstm_pair(seed=4)
+    lengths = [6, 4, 1]
+    x, mask = _padded_batch(seed=5, lengths=lengths)
+    assert np.abs(x @ kernel[:INPUT_DIM] + bias).max() > 5  # gates driven into saturation
+    torch_lstm = _torch_lstm(kernel, bias, projection)
+    worst = 0.0
+    for layer in (forward, backward):
+        outputs, m, c = (ops.convert_to_numpy(part) for part in layer(x, mask=mask))
+        for row, length in enumerate(lengths):
+            tokens = x[row, :length] if layer is forward else x[row, :length][::-1]
+            with torch.no_grad():
+                expected, (m_expected, c_expected) = torch_lstm(torch.from_numpy(tokens.copy())[None])
+            expected = expected[0].numpy() if layer is forward else expected[0].numpy()[::-1]
+            worst = max(worst, np.abs(outputs[row, :length] - expected).max(),
+                        np.abs(m[row] - m_expected[0, 0].numpy()).max(), np.abs(c[row] - c_expected[0, 0].numpy()).max())
+            assert np.all(outputs[row, length:] == 0.0)
+    assert worst <= TOLERANCE
+
+
+def test_projected_lstm_clips_like_the_numpy_reference():
+    cell_clip, projection_clip = 0.8, 0.5
+    forward, backward, (kernel, bias, projection) = _lstm_pair(
+        seed=6, cell_clip=cell_clip, projection_clip=projection_clip)
+    lengths = [6, 3]
+    x, mask = _padded_batch(seed=7, lengths=lengths)
+    peaks = np.zeros(2)
+    for layer in (forward, backward):
+        outputs, m, c = (ops.convert_to_numpy(part) for part in layer(x, mask=mask))
+        for row, length in enumerate(lengths):
+            tokens = x[row, :length] if layer is forward else x[row, :length][::-1]
+            expected, (m_expected, c_expected), row_peaks = _lstm_reference(
+                tokens, kernel, bias, projection, cell_clip=cell_clip, projection_clip=projection_clip)
+            expected = expected if layer is forward else expected[::-1]
+            peaks = np.maximum(peaks, row_peaks)
+            assert np.abs(outputs[row, :length] - expected).max() <= TOLERANCE
+            assert np.abs(m[row] - m_expected).max() <= TOLERANCE and np.abs(c[row] - c_expected).max() <= TOLERANCE
+    assert peaks[0] > 1.2 * cell_clip and peaks[1] > 1.2 * projection_clip  # both clips cut in this data
+
+
+def test_projected_lstm_ignores_what_the_padding_holds():
+    forward, backward, _ = _lstm_pair(seed=8, cell_clip=3.0, projection_clip=3.0)
+    x, mask = _padded_batch(seed=9, lengths=[6, 2])
+    junk = x.copy()
+    junk[1, 2:] = 100.0 * np.random.default_rng(10).standard_normal(junk[1, 2:].shape)
+    for layer in (forward, backward):
+        padded = [ops.convert_to_numpy(part) for part in layer(junk, mask=mask)]
+        alone = [ops.convert_to_numpy(part) for part in layer(x[1:, :2])]
+        assert np.abs(padded[0][1, :2] - alone[0][0]).max() <= TOLERANCE
+        assert np.all(padded[0][1, 2:] == 0.0)
+        for state, state_alone in zip(padded[1:], alone[1:]):  # the final state is the last real token's
+            assert np.abs(state[1] - state_alone[0]).max() <= TOLERANCE
+
+
+def test_projected_lstm_carries_its_state_across_batches():
+    forward, backward, _ = _lstm_pair(seed=11)
+    x, _ = _padded_batch(seed=12, lengths=[6])
+    whole = ops.convert_to_numpy(forward(x)[0])
+    _, m, c = forward(x[:, :4])
+    rest = ops.convert_to_numpy(forward(x[:, 4:], initial_state=(m, c))[0])
+    assert np.abs(rest - whole[:, 4:]).max() <= TOLERANCE
+    # Backward: the last tokens first, then the earlier batch starts from their state.
+    whole = ops.convert_to_numpy(backward(x)[0])
+    _, m, c = backward(x[:, 4:])
+    first = ops.convert_to_numpy(backward(x[:, :4], initial_state=(m, c))[0])
+    assert np.abs(first - whole[:, :4]).max() <= TOLERANCE
+
+
+def test_projected_lstm_traces_with_an_unknown_length():
+    forward, backward, _ = _lstm_pair(seed=13, cell_clip=3.0)
+    layer = ProjectedLSTM(UNITS, PROJECTION, cell_clip=3.0, go_backwards=True)
+    layer.build((None, None, INPUT_DIM))
+    layer.set_weights(backward.get_weights())
+    if keras.config.backend() == "tensorflow":
+        import tensorflow as tf
+
+        run = tf.function(lambda x, mask: layer(x, mask=mask), input_signature=[
+            tf.TensorSpec((None, None, INPUT_DIM), "float32"), tf.TensorSpec((None, None), "bool")])
+    else:
+        import jax
+
+        run = jax.jit(lambda x, mask: layer(x, mask=mask))
+    for lengths, length in (([5, 2], 5), ([3], 3)):
+        x, mask = _padded_batch(seed=14, lengths=lengths, length=length)
+        traced = ops.convert_to_numpy(run(ops.convert_to_tensor(x), ops.convert_to_tensor(mask)))
+        assert np.abs(traced - ops.convert_to_numpy(layer(x, mask=mask))).max() <= TOLERANCE
+
+
+# --- ScalarMix ----------------------------------------------------------------------------------------------
+
+def test_scalar_mix_starts_as_the_mean():
+    layers = [np.random.default_rng(seed).standard_normal((2, 3, 4)).astype("float32") for seed in range(3)]
+    mixed = ops.convert_to_numpy(ScalarMix(num_layers=3)(layers))
+    assert np.abs(mixed - np.mean(layers, axis=0)).max() <= TOLERANCE
+
+
+def test_scalar_mix_matches_its_formula():
+    rng = np.random.default_rng(15)
+    layers = [rng.standard_normal((2, 3, 4)).astype("float32") for _ in range(3)]
+    mix = ScalarMix(num_layers=3)
+    mix.build([layer.shape for layer in layers])
+    w, gamma = rng.standard_normal(3).astype("float32"), np.float32(1.7)
+    mix.scalar_weights.assign(w)
+    mix.gamma.assign(gamma)
+    weights = np.exp(w) / np.exp(w).sum()
+    expected = gamma * sum(weight * layer for weight, layer in zip(weights, layers))
+    assert np.abs(ops.convert_to_numpy(mix(layers)) - expected).max() <= TOLERANCE
+    assert len(mix.trainable_weights) == 2
+
+
+# --- Serialization ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("layer", [
+    CharacterCNN(**SMALL_CNN, activation="tanh", name="cnn"),
+    ProjectedLSTM(8, 3, cell_clip=3.0, projection_clip=2.0, forget_bias=0.5, go_backwards=True, return_state=True),
+    ScalarMix(num_layers=4),
+], ids=lambda layer: type(layer).__name__)
+def test_configs_round_trip(layer):
+    config = layer.get_config()
+    assert type(layer).from_config(config).get_config() == config
+
+
+def test_a_tiny_elmo_round_trips_through_a_keras_file(tmp_path):
+    """Char ids -> CNN -> forward and backward LSTMs (the CNN's mask reaches them) -> scalar mix, saved and
+    reloaded: the same outputs."""
+    char_ids = keras.Input((None, 6), dtype="int32")
+    tokens = CharacterCNN(**SMALL_CNN, name="cnn")(char_ids)
+    width = SMALL_CNN["output_dim"]
+    forward = ProjectedLSTM(UNITS, width, cell_clip=3.0, projection_clip=3.0, name="forward")(tokens)
+    backward = ProjectedLSTM(UNITS, width, cell_clip=3.0, projection_clip=3.0, go_backwards=True,
+                             name="backward")(tokens)
+    both = keras.layers.Concatenate()([forward, backward])  # ELMo's layers: 0 = [x; x], 1 = [fwd; bwd]
+    model = keras.Model(char_ids, ScalarMix(num_layers=2, name="mix")([keras.layers.Concatenate()([tokens, tokens]),
+                                                                       both]))
+    ids = _char_ids(seed=16)
+    expected = ops.convert_to_numpy(model(ids))
+    model.save(tmp_path / "elmo.keras")
+    reloaded = keras.saving.load_model(tmp_path / "elmo.keras")
+    assert np.array_equal(ops.convert_to_numpy(reloaded(ids)), expected)
+    # The padding token's (last) outputs of the LSTMs are zeros: the CNN's mask reached them.
+    lstm_outputs = keras.Model(char_ids, both)(ids)
+    assert np.all(ops.convert_to_numpy(lstm_outputs)[:, -1] == 0.0)
