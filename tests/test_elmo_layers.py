@@ -12,6 +12,7 @@ import torch
 from keras import ops
 
 from keras_bertology.layers import CharacterCNN, ProjectedLSTM, ScalarMix
+from elmo_reference import torch_char_cnn, torch_lstm
 
 TOLERANCE = 1e-5
 
@@ -109,23 +110,7 @@ def test_character_cnn_matches_a_numpy_loop():
 def test_character_cnn_matches_torch():
     cnn, _ = _small_cnn(seed=2)
     ids = _char_ids(seed=3)
-    table, convs, highways, (w_p, b_p) = _cnn_weights(cnn)
-    t = torch.from_numpy
-    with torch.no_grad():
-        embedding = torch.nn.Embedding.from_pretrained(t(table))
-        chars = embedding(t(ids.astype("int64"))).reshape(-1, ids.shape[-1], table.shape[1]).transpose(1, 2)
-        features = []
-        for kernel, bias in convs:
-            conv = torch.nn.Conv1d(kernel.shape[1], kernel.shape[2], kernel.shape[0])
-            conv.weight.copy_(t(kernel.transpose(2, 1, 0).copy()))  # [w, in, out] -> [out, in, w]
-            conv.bias.copy_(t(bias))
-            features.append(torch.relu(conv(chars).max(dim=-1).values))
-        x = torch.cat(features, dim=-1)
-        for (w_t, b_t), (w_g, b_g) in highways:
-            gate = torch.sigmoid(torch.nn.functional.linear(x, t(w_g.T.copy()), t(b_g)))
-            x = gate * torch.relu(torch.nn.functional.linear(x, t(w_t.T.copy()), t(b_t))) + (1 - gate) * x
-        expected = torch.nn.functional.linear(x, t(w_p.T.copy()), t(b_p)).reshape(*ids.shape[:2], -1).numpy()
-    assert np.abs(ops.convert_to_numpy(cnn(ids)) - expected).max() <= TOLERANCE
+    assert np.abs(ops.convert_to_numpy(cnn(ids)) - torch_char_cnn(cnn, ids)).max() <= TOLERANCE
 
 
 # --- ProjectedLSTM ------------------------------------------------------------------------------------------
@@ -163,22 +148,6 @@ def _lstm_reference(x, kernel, bias, projection, forget_bias=1.0, cell_clip=None
     return np.array(outputs), (m, c), (c_peak, m_peak)
 
 
-def _torch_lstm(kernel, bias, projection, forget_bias=1.0):
-    """torch.nn.LSTM(proj_size) with TF's weights: gate blocks i, j, f, o -> i, f, g, o, forget bias folded in."""
-    blocks = np.split(np.arange(4 * UNITS), 4)
-    order = np.concatenate([blocks[0], blocks[2], blocks[1], blocks[3]])
-    lstm = torch.nn.LSTM(INPUT_DIM, UNITS, proj_size=PROJECTION, batch_first=True)
-    folded = bias.copy()
-    folded[blocks[2]] += forget_bias
-    with torch.no_grad():
-        lstm.weight_ih_l0.copy_(torch.from_numpy(kernel[:INPUT_DIM, order].T.copy()))
-        lstm.weight_hh_l0.copy_(torch.from_numpy(kernel[INPUT_DIM:, order].T.copy()))
-        lstm.bias_ih_l0.copy_(torch.from_numpy(folded[order]))
-        lstm.bias_hh_l0.zero_()
-        lstm.weight_hr_l0.copy_(torch.from_numpy(projection.T.copy()))
-    return lstm
-
-
 def _padded_batch(seed, lengths, length=6):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((len(lengths), length, INPUT_DIM)).astype("float32")
@@ -192,14 +161,14 @@ def test_projected_lstm_matches_torch_both_directions():
     lengths = [6, 4, 1]
     x, mask = _padded_batch(seed=5, lengths=lengths)
     assert np.abs(x @ kernel[:INPUT_DIM] + bias).max() > 5  # gates driven into saturation
-    torch_lstm = _torch_lstm(kernel, bias, projection)
+    reference = torch_lstm(kernel, bias, projection)
     worst = 0.0
     for layer in (forward, backward):
         outputs, m, c = (ops.convert_to_numpy(part) for part in layer(x, mask=mask))
         for row, length in enumerate(lengths):
             tokens = x[row, :length] if layer is forward else x[row, :length][::-1]
             with torch.no_grad():
-                expected, (m_expected, c_expected) = torch_lstm(torch.from_numpy(tokens.copy())[None])
+                expected, (m_expected, c_expected) = reference(torch.from_numpy(tokens.copy())[None])
             expected = expected[0].numpy() if layer is forward else expected[0].numpy()[::-1]
             worst = max(worst, np.abs(outputs[row, :length] - expected).max(),
                         np.abs(m[row] - m_expected[0, 0].numpy()).max(), np.abs(c[row] - c_expected[0, 0].numpy()).max())
