@@ -108,3 +108,30 @@ def test_config_and_keras_file_round_trip(tmp_path):
     for name, value in backbone(inputs).items():
         np.testing.assert_array_equal(ops.convert_to_numpy(value), ops.convert_to_numpy(restored(inputs)[name]))
     assert backbone.hidden_size == 2 * SMALL["projection_dim"]
+
+
+def _bilm_spelling(word):
+    """bilm-tf's UnicodeCharsVocabulary.word_to_char_ids, then the batcher's +1, written from its rule."""
+    marks = {"<S>": 256, "</S>": 257}
+    code = [260] * 50
+    if word in marks:
+        code[:3] = [258, marks[word], 259]
+    else:
+        encoded = word.encode("utf-8")[:48]
+        code[0] = 258
+        code[1:1 + len(encoded)] = list(encoded)
+        code[len(encoded) + 1] = 259
+    return [value + 1 for value in code]
+
+
+def test_words_are_spelled_as_bilm_spells_them():
+    import tensorflow as tf
+
+    from keras_bertology.models.elmo.characters import word_characters
+
+    words = ["a", "naïve", "東京", "x" * 47, "y" * 48, "z" * 49 + "é", "<S>", "</S>", "<s>", "broke."]
+    got = word_characters(tf.constant(words)).numpy()
+    assert got.tolist() == [_bilm_spelling(word) for word in words]
+    ragged = word_characters(tf.ragged.constant([["The", "vase"], ["broke"]]))
+    assert ragged.shape.as_list() == [2, None, 50]
+    assert ragged[1].numpy().tolist() == [_bilm_spelling("broke")]

@@ -1,0 +1,43 @@
+"""ELMo's character ids of words, in-graph: bilm-tf's spelling of a token, which its checkpoints were trained on.
+
+A word becomes `MAX_CHARACTERS` ids: begin-of-word, its UTF-8 bytes (the
+first `MAX_CHARACTERS - 2`), end-of-word, then the padding character. The
+sentence marks <S> and </S> are spelled as one mark character between
+begin- and end-of-word. Every id is bilm-tf's plus one, as its batcher feeds
+the model, so that 0 stays free for padding tokens (all-zero rows).
+"""
+
+import numpy as np
+import tensorflow as tf
+
+MAX_CHARACTERS = 50
+NUM_CHARACTERS = 262  # ids 0..261: padding token, 256 bytes, 5 marks
+# bilm-tf's marks (bytes are 0-255), before the batcher's +1.
+BEGIN_SENTENCE, END_SENTENCE, BEGIN_WORD, END_WORD, PAD_CHARACTER = 256, 257, 258, 259, 260
+SENTENCE_MARKS = {"<S>": BEGIN_SENTENCE, "</S>": END_SENTENCE}
+
+
+def mark_spelling(mark):
+    """The [MAX_CHARACTERS] ids of a sentence mark (BEGIN_SENTENCE or END_SENTENCE), as fed to the model."""
+    code = np.full(MAX_CHARACTERS, PAD_CHARACTER, np.int32)
+    code[:3] = (BEGIN_WORD, mark, END_WORD)
+    return code + 1
+
+
+def word_characters(words):
+    """Character ids [..., MAX_CHARACTERS] int32 of a string tensor of words (any shape, ragged included)."""
+    if isinstance(words, tf.RaggedTensor):
+        return words.with_flat_values(word_characters(words.flat_values))
+    words = tf.convert_to_tensor(words, tf.string)
+    kept = MAX_CHARACTERS - 2
+    flat = tf.reshape(words, [-1])
+    lengths = tf.minimum(tf.strings.length(flat), kept)  # bytes
+    raw = tf.cast(tf.io.decode_raw(flat, tf.uint8, fixed_length=kept), tf.int32)  # zero-filled past the end
+    positions = tf.range(kept)[tf.newaxis, :]
+    spelled = tf.where(positions < lengths[:, tf.newaxis], raw, PAD_CHARACTER)
+    spelled = tf.where(positions == lengths[:, tf.newaxis], END_WORD, spelled)
+    last = tf.where(lengths == kept, END_WORD, PAD_CHARACTER)[:, tf.newaxis]  # a word cut at 48 bytes ends here
+    rows = tf.concat([tf.fill([tf.shape(flat)[0], 1], BEGIN_WORD), spelled, last], axis=1) + 1
+    for mark, code in SENTENCE_MARKS.items():
+        rows = tf.where((flat == mark)[:, tf.newaxis], tf.constant(mark_spelling(code))[tf.newaxis, :], rows)
+    return tf.reshape(rows, tf.concat([tf.shape(words), [MAX_CHARACTERS]], axis=0))
