@@ -339,6 +339,7 @@ class SentencePieceTokenizer(Tokenizer):
 def load_tokenizer(directory: PathLike) -> Tokenizer:
     """Rebuild a tokenizer written by `Tokenizer.save`."""
     from keras_bertology.data.byte_bpe import ByteLevelBPETokenizer
+    from keras_bertology.data.word_tokenizer import WORDS_FILE, WordTokenizer
 
     directory = Path(directory)
     config_path = directory / CONFIG_FILE
@@ -357,8 +358,10 @@ def load_tokenizer(directory: PathLike) -> Tokenizer:
     if kind == ByteLevelBPETokenizer.type_name:
         return ByteLevelBPETokenizer.from_files(directory, mask_lstrip=config.get("mask_lstrip", True),
                                                 special_tokens=config.get("special_tokens"))
+    if kind == WordTokenizer.type_name:
+        return WordTokenizer(directory / WORDS_FILE, predicted=config.get("predicted"))
     raise ConfigError(
-        f"{config_path} has type {kind!r}; expected 'wordpiece', 'sentencepiece' or 'byte_bpe' "
+        f"{config_path} has type {kind!r}; expected 'wordpiece', 'sentencepiece', 'byte_bpe' or 'word' "
         "(was it written by keras-bertology?)."
     )
 
