@@ -114,3 +114,42 @@ def test_each_attention_kind_is_counted_as_its_pattern_written_out():
         low_rank = LowRankSelfAttention(num_heads=heads, projected_length=k, max_length=256)
         assert _attention_forward_flops(low_rank, batch, length, hidden) == batch * (
             length * projections + 2 * 2 * k * length * hidden + 2 * 2 * length * k * hidden)
+
+
+def _layer_step_flops(layer, inputs):
+    """FLOPs of the step that trains `layer` alone on `inputs` (data: no gradient for them)."""
+    layer(inputs)
+
+    @tf.function(autograph=False)
+    def step(inputs):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(layer(inputs))
+        return tape.gradient(loss, layer.trainable_variables)
+
+    return graph_flops(step.get_concrete_function(inputs).graph)
+
+
+def test_a_recurrent_layer_counts_its_loop_body_once_per_step():
+    """A projected LSTM over T steps: x @ W_x once for all steps, then per step m @ W_m and h @ W_p; the step
+    adds W_x's gradient (the inputs are data) and, in the backward loop, two products per forward product."""
+    from keras_bertology.layers import ProjectedLSTM
+
+    batch, steps, inputs, units, projection = 2, 7, 5, 8, 4
+    forward_loop = 2 * batch * (projection * 4 * units + units * projection)
+    input_products = 2 * batch * steps * inputs * 4 * units
+    counted = _layer_step_flops(ProjectedLSTM(units, projection), tf.zeros((batch, steps, inputs)))
+    assert counted == 2 * input_products + 3 * steps * forward_loop
+
+
+def test_a_convolution_and_its_two_gradients_count_each_window():
+    """A character CNN without highways: each width's convolution forward, then its filter gradient and its
+    input gradient (the character table trains), then the projection and its two gradients."""
+    from keras_bertology.layers import CharacterCNN
+
+    batch, tokens, chars, width_in, project = 2, 7, 10, 4, 6
+    filters = ((1, 3), (2, 5))
+    cnn = CharacterCNN(num_characters=20, char_embedding_dim=width_in, filters=filters, num_highway=0,
+                       output_dim=project)
+    convolutions = sum(2 * batch * tokens * (chars - width + 1) * count * width * width_in for width, count in filters)
+    projection = 2 * batch * tokens * sum(count for _, count in filters) * project
+    assert _layer_step_flops(cnn, tf.ones((batch, tokens, chars), tf.int32)) == 3 * convolutions + 3 * projection

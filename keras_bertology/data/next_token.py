@@ -23,6 +23,17 @@ def token_stream(documents: Documents, end_id: int) -> np.ndarray:
                            for piece in (*document, end)]).astype(np.int32)
 
 
+def stream_blocks(stream: np.ndarray, seq_len: int, pad_id: int, copies: int = 1) -> dict:
+    """A token stream cut into rows of `seq_len` tokens, the last row padded, repeated `copies` times:
+    token_ids and padding_mask [N, seq_len] int32."""
+    rows = -(-len(stream) // seq_len)
+    token_ids = np.full(rows * seq_len, pad_id, np.int32)
+    token_ids[:len(stream)] = stream
+    padding_mask = (np.arange(rows * seq_len) < len(stream)).astype(np.int32)
+    blocks = {"token_ids": token_ids.reshape(rows, seq_len), "padding_mask": padding_mask.reshape(rows, seq_len)}
+    return {key: np.concatenate([value] * copies) for key, value in blocks.items()}
+
+
 class NextTokenTargets:
     """batch (`token_ids`, optional `padding_mask` [B, L], optional `next_token_ids`) -> the batch with
     `next_token_ids` and `next_token_weights` [B, L]; a batch without `padding_mask` is all real tokens."""

@@ -6,10 +6,12 @@ adds a generator, XLNet a second stream over a few targets, SpanBERT a
 boundary head, a two-stage run trains one half and only runs the other.
 Counting the multiply-adds of the traced step (forward, loss and the
 gradients actually taken) gets all of that right for any pretrainer, with
-no formula per family. Only matrix products are counted (MatMul,
-BatchMatMul, Einsum: 2 FLOPs per multiply-add), as model-FLOPs accounting
-usually does; element-wise work, embedding look-ups and the optimizer's
-update are left out.
+no formula per family. Only matrix products and convolutions are counted
+(MatMul, BatchMatMul, Einsum, Conv2D and its two gradients: 2 FLOPs per
+multiply-add), as model-FLOPs accounting usually does; element-wise work,
+embedding look-ups and the optimizer's update are left out. A loop (a
+recurrent layer's scan, and its gradient) counts its body once per
+iteration: as many as the elements of the lists it reads or writes.
 """
 
 import math
@@ -20,6 +22,12 @@ import tensorflow as tf
 from keras_bertology.errors import ConfigError
 
 _MATMULS = ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
+_LOOPS = ("While", "StatelessWhile")
+# Each convolution op's (filter, convolution output) tensors: the forward op and both gradients multiply the
+# same pairs.
+_CONVOLUTIONS = {"Conv2D": (lambda op: op.inputs[1], lambda op: op.outputs[0]),
+                 "Conv2DBackpropInput": (lambda op: op.inputs[1], lambda op: op.inputs[2]),
+                 "Conv2DBackpropFilter": (lambda op: op.outputs[0], lambda op: op.inputs[2])}
 
 
 def step_flops(pretrainer, batch):
@@ -54,14 +62,37 @@ def pretraining_flops(pretrainer, batch, total_steps):
 
 
 def graph_flops(graph):
-    """Matmul FLOPs of every matrix product in `graph` (shapes must be known)."""
+    """FLOPs of every matrix product and convolution in `graph` and in the bodies of its loops (shapes
+    must be known)."""
     total = 0
     for op in graph.get_operations():
         if op.type in _MATMULS:
             total += _matmul_flops(op)
         elif op.type == "Einsum":
             total += _einsum_flops(op)
+        elif op.type in _CONVOLUTIONS:
+            total += _convolution_flops(op)
+        elif op.type in _LOOPS:
+            total += _loop_iterations(op) * graph_flops(graph._get_function(op.get_attr("body").name).graph)
     return total
+
+
+def _convolution_flops(op):
+    """2 x each output value x the filter's window and input channels ([h, w, in, out] filters)."""
+    window, output = (tensor(op) for tensor in _CONVOLUTIONS[op.type])
+    height, width, channels, _ = _dims(window, op)
+    return 2 * math.prod(_dims(output, op)) * height * width * channels
+
+
+def _loop_iterations(op):
+    """How often a loop runs: the length of the sequences it reads, which it takes as tensor lists made
+    from tensors (a scan's inputs; its gradient's, the gradients of the scan's outputs)."""
+    lengths = {tensor.op.inputs[0].shape[0] for tensor in op.inputs if tensor.op.type == "TensorListFromTensor"}
+    if len(lengths) != 1 or None in lengths:
+        raise ConfigError(f"cannot count the FLOPs of loop {op.name}: its number of iterations is not known "
+                          f"(it reads sequences of lengths {sorted(lengths, key=str)}); count them on a batch of "
+                          "fixed shape")
+    return lengths.pop()
 
 
 def _dims(tensor, op):

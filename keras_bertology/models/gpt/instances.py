@@ -1,9 +1,7 @@
 """GPT's pretraining instances: the corpus as one token stream, cut into full blocks."""
 
-import numpy as np
-
 from keras_bertology.data.instances import Documents
-from keras_bertology.data.next_token import token_stream
+from keras_bertology.data.next_token import stream_blocks, token_stream
 
 
 def block_instances(documents: Documents, seq_len: int, specials: dict, rng=None, copies: int = 1,
@@ -14,10 +12,4 @@ def block_instances(documents: Documents, seq_len: int, specials: dict, rng=None
 
     Returns token_ids and padding_mask [N, seq_len] int32.
     """
-    stream = token_stream(documents, specials["sep_id"])
-    rows = -(-len(stream) // seq_len)
-    token_ids = np.full(rows * seq_len, specials["pad_id"], np.int32)
-    token_ids[:len(stream)] = stream
-    padding_mask = (np.arange(rows * seq_len) < len(stream)).astype(np.int32)
-    blocks = {"token_ids": token_ids.reshape(rows, seq_len), "padding_mask": padding_mask.reshape(rows, seq_len)}
-    return {key: np.concatenate([value] * copies) for key, value in blocks.items()}
+    return stream_blocks(token_stream(documents, specials["sep_id"]), seq_len, specials["pad_id"], copies)
