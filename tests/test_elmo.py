@@ -135,3 +135,91 @@ def test_words_are_spelled_as_bilm_spells_them():
     ragged = word_characters(tf.ragged.constant([["The", "vase"], ["broke"]]))
     assert ragged.shape.as_list() == [2, None, 50]
     assert ragged[1].numpy().tolist() == [_bilm_spelling("broke")]
+
+
+# --- pretraining data and objectives -------------------------------------------------------------------------
+
+def test_sentences_run_on_between_their_marks_cut_into_rows():
+    from keras_bertology.models.elmo.instances import sentence_instances
+
+    documents = [[np.array([7, 8, 9]), np.array([10])], [np.array([11, 12])]]
+    specials = {"cls_id": 1, "sep_id": 2, "pad_id": 0}
+    rows = sentence_instances(documents, 4, specials, copies=2)
+    stream = [1, 7, 8, 9, 2, 1, 10, 2, 1, 11, 12, 2]
+    assert rows["token_ids"].tolist() == [stream[:4], stream[4:8], stream[8:12]] * 2
+    assert rows["padding_mask"].min() == 1
+    odd = sentence_instances(documents, 5, specials)
+    assert odd["token_ids"][-1].tolist() == [12, 2, 0, 0, 0] and odd["padding_mask"][-1].tolist() == [1, 1, 0, 0, 0]
+
+
+def test_the_data_stage_spells_every_word_and_targets_both_neighbours():
+    import tensorflow as tf
+
+    from keras_bertology.data.word_tokenizer import WordTokenizer
+    from keras_bertology.models.elmo.characters import word_characters
+    from keras_bertology.models.elmo.instances import bidirectional_stage
+
+    words = ["<pad>", "<S>", "</S>", "<UNK>", "the", "vase", "broke", "zeugma"]
+    tokenizer = WordTokenizer(words, predicted=7)  # "zeugma" is spelled, never predicted
+    stage = bidirectional_stage(tokenizer)
+    token_ids = np.array([[1, 4, 7, 6, 2], [1, 5, 2, 0, 0]])
+    padding = (token_ids > 0).astype("int32")
+    batch = {name: np.asarray(value) for name, value in stage({"token_ids": token_ids, "padding_mask": padding}).items()}
+    spelled = word_characters(tf.constant(words)).numpy()
+    assert np.array_equal(batch["char_ids"][padding == 1], spelled[token_ids[padding == 1]])
+    assert np.all(batch["char_ids"][padding == 0] == 0)
+    targets = np.where(token_ids < 7, token_ids, tokenizer.unk_id)
+    for row in range(2):
+        length = padding[row].sum()
+        for t in range(5):
+            real_next, real_previous = t + 1 < length, 0 < t < length
+            assert batch["next_token_weights"][row, t] == real_next
+            assert batch["previous_token_weights"][row, t] == real_previous
+            if real_next:
+                assert batch["next_token_ids"][row, t] == targets[row, t + 1]
+            if real_previous:
+                assert batch["previous_token_ids"][row, t] == targets[row, t - 1]
+    assert batch["previous_token_ids"][0, 3] == tokenizer.unk_id  # "zeugma" as a target
+
+
+def test_each_language_model_scores_a_word_it_has_not_read():
+    """The forward logits at t must not move when word t + 1 (its target) changes, nor the backward logits at t
+    when word t - 1 changes; each does move when a word it reads changes."""
+    from keras_bertology.models.elmo.pretrainer import ElmoPretrainer
+
+    pretrainer = ElmoPretrainer(_randomized_backbone(seed=7))
+    char_ids, padding = _char_ids(seed=8, lengths=[5])
+    changed = char_ids.copy()
+    changed[0, 2] = char_ids[0, 4]
+
+    def logits(ids):
+        return {name: ops.convert_to_numpy(value)[0]
+                for name, value in pretrainer({"char_ids": ids, "padding_mask": padding}).items()}
+
+    first, second = logits(char_ids), logits(changed)
+    np.testing.assert_array_equal(first["forward_lm"][:2], second["forward_lm"][:2])  # word 2 is position 1's target
+    np.testing.assert_array_equal(first["backward_lm"][3:], second["backward_lm"][3:])  # and position 3's
+    assert not np.allclose(first["forward_lm"][2:], second["forward_lm"][2:])
+    assert not np.allclose(first["backward_lm"][:3], second["backward_lm"][:3])
+    assert not pretrainer.backbone.get_layer("scalar_mix").trainable  # no pretraining loss reaches the mix
+
+
+@pytest.fixture
+def elmo_registered():
+    from keras_bertology.models import FAMILIES, register_family
+    from keras_bertology.models.elmo import ELMO
+
+    register_family(ELMO)
+    yield ELMO
+    FAMILIES.pop("elmo")
+
+
+def test_pretraining_on_the_default_corpus_beats_the_unigram_level_both_ways(elmo_registered, tmp_path):
+    from keras_bertology.training.options import PretrainOptions
+    from keras_bertology.training.pretrain import pretrain
+
+    metrics = pretrain(PretrainOptions(model="elmo", preset="elmo-tiny", steps=40, batch_size=16, seq_len=32,
+                                       out=str(tmp_path / "run"), no_export=True, log_every=10, verbose=0))
+    for objective in ("forward_lm", "backward_lm"):
+        summary = metrics["objectives"][objective]
+        assert summary["last"]["perplexity"] < summary["chance"]["perplexity"] < summary["first"]["perplexity"]

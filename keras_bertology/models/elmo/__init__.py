@@ -1,6 +1,33 @@
 """ELMo: deep contextual word vectors from a bidirectional LSTM language model over characters.
 
-The encoder (`ElmoBackbone`) and its presets; the family record that makes
-it `--model elmo` (tokenizer, data stage, pretrainer, serving) joins them
-when those parts land.
+Pretraining reads the corpus as one stream of words, each sentence between
+<S> and </S> (bilm-tf's), spells every word in characters for the encoder,
+and trains a forward and a backward language model that predict every word
+from the words on one side of it. The word vocabulary (`--vocab-size`) is
+what the softmax predicts; the encoder reads any word from its characters.
 """
+
+from keras_bertology.lazy_imports import lazy_attributes
+from keras_bertology.models.elmo.presets import ELMO_PRESETS
+from keras_bertology.models.family import ModelFamily
+
+# Registered (`FAMILY`) once serving and fine-tuning take it; until then tests register it themselves.
+ELMO = ModelFamily(
+    name="elmo",
+    presets=ELMO_PRESETS,
+    backbone_path="keras_bertology.models.elmo.backbone:ElmoBackbone",
+    pretrainer_path="keras_bertology.models.elmo.pretrainer:ElmoPretrainer",
+    tokenizer_path="keras_bertology.data.word_tokenizer:train_word_tokenizer",
+    instances_path="keras_bertology.models.elmo.instances:sentence_instances",
+    masking="dynamic",
+    masker_path="keras_bertology.models.elmo.instances:bidirectional_stage",
+    masks_tokens=False,
+    masks_units=False,
+)
+
+__getattr__ = lazy_attributes(__name__, {
+    "ElmoBackbone": "keras_bertology.models.elmo.backbone",
+    "ElmoPretrainer": "keras_bertology.models.elmo.pretrainer",
+})
+
+__all__ = ["ELMO", "ELMO_PRESETS", "ElmoBackbone", "ElmoPretrainer"]
