@@ -223,3 +223,42 @@ def test_pretraining_on_the_default_corpus_beats_the_unigram_level_both_ways(elm
     for objective in ("forward_lm", "backward_lm"):
         summary = metrics["objectives"][objective]
         assert summary["last"]["perplexity"] < summary["chance"]["perplexity"] < summary["first"]["perplexity"]
+
+
+def test_the_savedmodel_serves_tf_hubs_outputs_for_raw_strings(elmo_registered, tmp_path):
+    import tensorflow as tf
+
+    from keras_bertology.models.elmo.characters import word_characters
+    from keras_bertology.runs import load_run_model
+    from keras_bertology.training.options import PretrainOptions
+    from keras_bertology.training.pretrain import pretrain
+
+    pretrain(PretrainOptions(model="elmo", preset="elmo-tiny", steps=4, batch_size=8, seq_len=16,
+                             out=str(tmp_path / "run"), export=str(tmp_path / "export"), log_every=2, verbose=0))
+    served = tf.saved_model.load(str(tmp_path / "export"))
+    texts = ["The vase broke.", "Dawn broke over the zzxqy hills"]  # "vase" and "zzxqy": not in the vocabulary
+    outputs = {name: value.numpy() for name, value in served.serve(tf.constant(texts)).items()}
+    words = [["The", "vase", "broke", "."], ["Dawn", "broke", "over", "the", "zzxqy", "hills"]]
+    assert outputs["sequence_len"].tolist() == [4, 6]
+    # The same words, spelled and run through the run's encoder by hand.
+    backbone = load_run_model(tmp_path / "run").backbone
+    marked = tf.ragged.constant([["<S>", *row, "</S>"] for row in words])
+    char_ids = word_characters(marked).to_tensor(shape=[2, 8, 50]).numpy()
+    padding = (char_ids.max(axis=-1) > 0).astype("int32")
+    expected = {name: ops.convert_to_numpy(value) for name, value in
+                backbone({"char_ids": char_ids, "padding_mask": padding}).items()}
+    pairs = {"elmo": "sequence_output", "word_emb": "token_output", "lstm_outputs1": "lstm_outputs_1",
+             "lstm_outputs2": "lstm_outputs_2"}
+    for row, length in enumerate([4, 6]):
+        for served_name, name in pairs.items():
+            np.testing.assert_allclose(outputs[served_name][row, :length], expected[name][row, 1:length + 1],
+                                       atol=1e-5, err_msg=served_name)
+            assert np.all(outputs[served_name][row, length:] == 0)
+        np.testing.assert_allclose(outputs["default"][row], expected["sequence_output"][row, 1:length + 1].mean(0),
+                                   atol=1e-5)
+    # An unknown word is read from its characters: "vase" and "zzxqy" get vectors of their own.
+    assert not np.allclose(outputs["word_emb"][0, 1], outputs["word_emb"][1, 4])
+    ids = served.signatures["serve_ids"](char_ids=tf.constant(char_ids), padding_mask=tf.constant(padding))
+    np.testing.assert_allclose(ids["sequence_output"].numpy(), expected["sequence_output"], atol=1e-5)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="char_ids"):
+        served.signatures["serve_ids"](char_ids=tf.constant(char_ids + 300), padding_mask=tf.constant(padding))

@@ -107,14 +107,14 @@ def export_saved_model(run, export_dir, length_buckets=(), xla=False):
         packed = pack(first, second)
         outputs = encoder({name: packed[name] for name in input_names})
         outputs = {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
-        return dict(outputs, **packed)
+        return backbone.served_outputs(outputs, packed)
 
     pretrainer = run.pretrainer
     masked_lm = pretrainer.masked_lm_model(tokenizer.mask_id) if pretrainer and tokenizer.has_role("mask") else None
     causal_lm = pretrainer.causal_lm_model() if pretrainer is not None else None
     seq2seq = pretrainer is not None and pretrainer.has_decoder
     endpoints = {"serve": (lambda text: encode(text), [_STRINGS]),
-                 "serve_ids": ids_endpoint(text_encoder, seq_len, encoder, _id_limits(backbone))}
+                 "serve_ids": ids_endpoint(text_encoder, seq_len, encoder, backbone.input_limits())}
     if "segment_ids" in input_names:
         endpoints["serve_pairs"] = (encode, [_STRINGS, _STRINGS])
     if masked_lm is not None:
@@ -163,14 +163,15 @@ def compiled(model, xla):
 
 
 def ids_endpoint(model, seq_len, run_model, limits=None):
-    """(function, input signature) serving `model` on pre-tokenized inputs: one [B, L] int32 tensor per
-    model input (L <= seq_len), named like it (token_ids, padding_mask, ...), for clients that tokenize
-    themselves. `run_model` is `compiled(model, xla)`, the one the string endpoints call: one trace of
-    the model serves them all. `limits` (by default `model`'s) bound the ids each input may hold."""
+    """(function, input signature) serving `model` on pre-tokenized inputs: one [B, L, ...] int32 tensor per
+    model input (L <= seq_len, trailing sizes as the model's: ELMo's 50 characters a word), named like it
+    (token_ids, padding_mask, ...), for clients that tokenize themselves. `run_model` is
+    `compiled(model, xla)`, the one the string endpoints call: one trace of the model serves them all.
+    `limits` (by default the backbone's `input_limits`) bound the ids each input may hold."""
     names = list(model.input)
-    specs = [tf.TensorSpec([None, None], tf.int32, name=name) for name in names]
+    specs = [tf.TensorSpec([None, None, *model.input[name].shape[2:]], tf.int32, name=name) for name in names]
 
-    limits = limits or _id_limits(model)
+    limits = limits or getattr(model, "backbone", model).input_limits()
 
     def serve_ids(*inputs):
         length = tf.shape(inputs[0])[1]
@@ -184,15 +185,6 @@ def ids_endpoint(model, seq_len, run_model, limits=None):
         return tf.nest.map_structure(lambda value: tf.cast(value, tf.float32), outputs)
 
     return serve_ids, specs
-
-
-def _id_limits(model):
-    """{input name: exclusive upper bound} of the id inputs that index a table (XLNet only compares segments)."""
-    config = getattr(model, "backbone", model).get_config()
-    limits = {"token_ids": config["vocab_size"], "padding_mask": 2}
-    if config.get("num_segments"):
-        limits["segment_ids"] = config["num_segments"]
-    return limits
 
 
 def _check_range(value, name, limit):

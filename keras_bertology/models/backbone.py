@@ -74,6 +74,19 @@ class Backbone(keras.Model):
         an encoder-decoder's encoder as a backbone of its own with the same weights (see `T5Backbone`)."""
         return self
 
+    def input_limits(self):
+        """{input name: exclusive upper bound} of the id inputs that index a table, which a served model
+        checks before looking them up (XLNet only compares its segments)."""
+        limits = {"token_ids": self.vocab_size, "padding_mask": 2}
+        if getattr(self, "num_segments", None):
+            limits["segment_ids"] = self.num_segments
+        return limits
+
+    def served_outputs(self, outputs, inputs):
+        """What a SavedModel's text endpoints return for these encoder `outputs` of packed `inputs`: both,
+        by name. A family whose users know other outputs (ELMo's TF-Hub module) names its own."""
+        return dict(outputs, **inputs)
+
     def variable_depths(self):
         """{trainable variable path: depth} for layer-wise learning rates: 0 for the embeddings (and
         their projection), i + 1 for block `encoder_block_i`, num_layers + 1 for the rest."""

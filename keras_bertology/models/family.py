@@ -165,6 +165,11 @@ class ModelFamily:
         masks_units: the masking stage reads a batch's own unit starts
             (`data.masking.UNIT_STARTS`), so --masking-units may name phrases,
             entities or a schedule (False for XLNet's permutations).
+        text_packer_path: `pack(tokenizer, seq_len, first, second=None) -> dict`
+            of the model inputs of raw strings, in place of tokenizing them and
+            laying the ids out with `segment_packer_path`: for a family whose
+            inputs are not only token ids (ELMo's words spelled in characters,
+            from the text itself). None: the default.
     """
 
     name: str
@@ -192,6 +197,7 @@ class ModelFamily:
     masker_takes_token_counts: bool = False
     masking_units: str | None = None
     masks_units: bool = True
+    text_packer_path: str | None = None
 
     @property
     def backbone_cls(self):
@@ -277,9 +283,12 @@ class ModelFamily:
         return {name: value for name, value in values.items() if used_by is None or used_by in known[name].used_by}
 
     def pack_text(self, tokenizer, seq_len, first, second=None):
-        """Raw strings -> the model inputs this family serves with (see `segment_packer_path`)."""
+        """Raw strings -> the model inputs this family serves with (see `segment_packer_path` and
+        `text_packer_path`)."""
         from keras_bertology.data.packing import pack_text
 
+        if self.text_packer_path:
+            return import_object(self.text_packer_path)(tokenizer, seq_len, first, second)
         return pack_text(tokenizer, seq_len, first, second, packer=import_object(self.segment_packer_path))
 
     def pack_segments(self, segments, seq_len, cls_id, sep_id, pad_id):

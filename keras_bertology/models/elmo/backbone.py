@@ -98,6 +98,25 @@ class ElmoBackbone(Backbone):
     def token_embedding(self):
         raise AttributeError("ELMo reads characters: it has no token table to tie a decoder to")
 
+    def input_limits(self):
+        return {"char_ids": self.num_characters, "padding_mask": 2}
+
+    def served_outputs(self, outputs, inputs):
+        """The outputs of ELMo's TF-Hub module, one position per word of the text (the <S> and </S> that
+        packing added are dropped, padding is 0): `elmo` (the scalar mix), `word_emb` (the character CNN's
+        vectors), `lstm_outputs<i>` (layer i, both directions), `default` (the mean of `elmo` over the
+        words) and `sequence_len` (words per text); also `token_ids` (the words' ids)."""
+        words = ops.cast(inputs["padding_mask"][:, 2:], "float32")[:, :, None]  # position p + 1 holds a word
+        served = {"elmo": outputs["sequence_output"], "word_emb": outputs["token_output"],
+                  **{f"lstm_outputs{index}": outputs[f"lstm_outputs_{index}"]
+                     for index in range(1, self.num_layers + 1)}}
+        served = {name: value[:, 1:-1] * words for name, value in served.items()}
+        count = ops.sum(words, axis=1)
+        served["default"] = ops.sum(served["elmo"], axis=1) / ops.maximum(count, 1.0)
+        served["sequence_len"] = ops.cast(count[:, 0], "int32")
+        served["token_ids"] = inputs["token_ids"][:, 1:-1] * ops.cast(words[:, :, 0], "int32")
+        return served
+
     def variable_depths(self):
         """Layer-wise learning rates: 0 for the character CNN, i + 1 for both directions' LSTMs at layer i,
         num_layers + 1 for the scalar mix."""

@@ -41,3 +41,22 @@ def word_characters(words):
     for mark, code in SENTENCE_MARKS.items():
         rows = tf.where((flat == mark)[:, tf.newaxis], tf.constant(mark_spelling(code))[tf.newaxis, :], rows)
     return tf.reshape(rows, tf.concat([tf.shape(words), [MAX_CHARACTERS]], axis=0))
+
+
+def pack_spelled_words(tokenizer, seq_len, first, second=None):
+    """Strings [B] -> ELMo's inputs [B, seq_len]: each text's words between <S> and </S> (bilm-tf adds
+    them), at most `seq_len` - 2 words, as `token_ids` (the word ids, for the language models' scores),
+    `padding_mask` and `char_ids` [B, seq_len, MAX_CHARACTERS], spelled from the text itself, so a word
+    outside the vocabulary keeps its characters."""
+    from keras_bertology.data.packing import pack_segments
+    from keras_bertology.errors import ConfigError
+
+    if second is not None:
+        raise ConfigError("ELMo reads one text at a time: it has no text pairs")
+    words = tokenizer.words(first)[:, :seq_len - 2]
+    packed = pack_segments([tokenizer.tokenize(first)], seq_len, tokenizer.cls_id, tokenizer.sep_id,
+                           tokenizer.pad_id)
+    begin, end = (tf.RaggedTensor.from_tensor(tf.fill([words.nrows(), 1], mark)) for mark in SENTENCE_MARKS)
+    marked = tf.concat([begin, words, end], axis=1)
+    char_ids = word_characters(marked).to_tensor(shape=[None, seq_len, MAX_CHARACTERS])
+    return {"token_ids": packed["token_ids"], "padding_mask": packed["padding_mask"], "char_ids": char_ids}
