@@ -262,3 +262,24 @@ def test_the_savedmodel_serves_tf_hubs_outputs_for_raw_strings(elmo_registered, 
     np.testing.assert_allclose(ids["sequence_output"].numpy(), expected["sequence_output"], atol=1e-5)
     with pytest.raises(tf.errors.InvalidArgumentError, match="char_ids"):
         served.signatures["serve_ids"](char_ids=tf.constant(char_ids + 300), padding_mask=tf.constant(padding))
+
+
+def test_a_pair_is_two_sentences_of_the_stream_each_word_spelled_where_its_id_lands():
+    import tensorflow as tf
+
+    from keras_bertology.data.word_tokenizer import WordTokenizer
+    from keras_bertology.models.elmo.characters import pack_spelled_words, word_characters
+
+    tokenizer = WordTokenizer(["<pad>", "<S>", "</S>", "<UNK>", "the", "vase", "broke", "."])
+    packed = {name: value.numpy() for name, value in pack_spelled_words(
+        tokenizer, 8, tf.constant(["the vase broke .", "the zzz"]), tf.constant(["broke", "vase the the the"])).items()}
+    # Trimmed as BERT trims a pair: the longer sentence loses words first.
+    rows = [["<S>", "the", "vase", "broke", "</S>", "<S>", "broke", "</S>"],
+            ["<S>", "the", "zzz", "</S>", "<S>", "vase", "the", "</S>"]]
+    vocabulary = tokenizer.vocabulary
+    assert packed["token_ids"].tolist() == [[vocabulary.index(w) if w in vocabulary else 3 for w in row] for row in rows]
+    assert packed["segment_ids"].tolist() == [[0] * 5 + [1] * 3, [0] * 4 + [1] * 4]
+    assert np.array_equal(packed["char_ids"], word_characters(tf.constant(rows)).numpy())
+    single = pack_spelled_words(tokenizer, 6, tf.constant(["the vase"]))
+    assert single["padding_mask"].numpy().tolist() == [[1, 1, 1, 1, 0, 0]]
+    assert np.all(single["char_ids"].numpy()[0, 4:] == 0)

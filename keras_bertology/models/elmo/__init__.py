@@ -23,6 +23,7 @@ ELMO = ModelFamily(
     masker_path="keras_bertology.models.elmo.instances:bidirectional_stage",
     masks_tokens=False,
     masks_units=False,
+    segment_packer_path="keras_bertology.models.elmo.characters:pack_sentences",
     text_packer_path="keras_bertology.models.elmo.characters:pack_spelled_words",
 )
 

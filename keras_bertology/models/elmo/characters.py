@@ -43,20 +43,33 @@ def word_characters(words):
     return tf.reshape(rows, tf.concat([tf.shape(words), [MAX_CHARACTERS]], axis=0))
 
 
-def pack_spelled_words(tokenizer, seq_len, first, second=None):
-    """Strings [B] -> ELMo's inputs [B, seq_len]: each text's words between <S> and </S> (bilm-tf adds
-    them), at most `seq_len` - 2 words, as `token_ids` (the word ids, for the language models' scores),
-    `padding_mask` and `char_ids` [B, seq_len, MAX_CHARACTERS], spelled from the text itself, so a word
-    outside the vocabulary keeps its characters."""
-    from keras_bertology.data.packing import pack_segments
-    from keras_bertology.errors import ConfigError
+def pack_sentences(segments, seq_len, cls_id, sep_id, pad_id):
+    """One or two ragged [B, *] id segments -> ELMo's layout, [B, seq_len] int32: each segment a sentence of
+    the stream bilm-tf trains on, <S> A </S> (<S> B </S>), trimmed as BERT trims a pair. Returns
+    `token_ids`, `segment_ids` (0, then 1 for the second sentence) and `padding_mask`; per-piece values
+    (labels with -1 specials) land where their words do."""
+    from keras_bertology.data.packing import lay_out, trimmed_segments
 
-    if second is not None:
-        raise ConfigError("ELMo reads one text at a time: it has no text pairs")
-    words = tokenizer.words(first)[:, :seq_len - 2]
-    packed = pack_segments([tokenizer.tokenize(first)], seq_len, tokenizer.cls_id, tokenizer.sep_id,
-                           tokenizer.pad_id)
-    begin, end = (tf.RaggedTensor.from_tensor(tf.fill([words.nrows(), 1], mark)) for mark in SENTENCE_MARKS)
-    marked = tf.concat([begin, words, end], axis=1)
-    char_ids = word_characters(marked).to_tensor(shape=[None, seq_len, MAX_CHARACTERS])
-    return {"token_ids": packed["token_ids"], "padding_mask": packed["padding_mask"], "char_ids": char_ids}
+    dense, lengths = trimmed_segments(segments, seq_len - 2 * len(segments))
+    pieces = [piece for segment, (values, length) in enumerate(zip(dense, lengths))
+              for piece in ((cls_id, 1, segment), (values, length, segment), (sep_id, 1, segment))]
+    return lay_out(pieces, seq_len, pad_id, pad_segment=0)
+
+
+def pack_spelled_words(tokenizer, seq_len, first, second=None):
+    """Strings [B] (and a second sentence each) -> ELMo's inputs [B, seq_len] as `pack_sentences` lays
+    them out: `token_ids` (the word ids, for the language models' scores), `segment_ids`, `padding_mask`,
+    and `char_ids` [B, seq_len, MAX_CHARACTERS], spelled from the text itself, so a word outside the
+    vocabulary keeps its characters."""
+    texts = [first] if second is None else [first, second]
+    packed = pack_sentences([tokenizer.tokenize(text) for text in texts], seq_len, tokenizer.cls_id,
+                            tokenizer.sep_id, tokenizer.pad_id)
+    # The words laid out the same way, as indices into one flat list: the two marks, then the batch's words.
+    words = [tokenizer.words(text) for text in texts]
+    flat = tf.concat([tf.constant(list(SENTENCE_MARKS))] + [segment.flat_values for segment in words], axis=0)
+    sizes = [tf.size(segment.flat_values) for segment in words]
+    starts = [len(SENTENCE_MARKS), len(SENTENCE_MARKS) + sizes[0]]
+    indices = [segment.with_flat_values(tf.range(size) + start) for segment, size, start in zip(words, sizes, starts)]
+    positions = pack_sentences(indices, seq_len, 0, 1, 0)["token_ids"]  # <S> is 0, </S> 1 (padding: masked)
+    char_ids = word_characters(tf.gather(flat, positions)) * packed["padding_mask"][:, :, tf.newaxis]
+    return dict(packed, char_ids=char_ids)
