@@ -283,3 +283,20 @@ def test_a_pair_is_two_sentences_of_the_stream_each_word_spelled_where_its_id_la
     single = pack_spelled_words(tokenizer, 6, tf.constant(["the vase"]))
     assert single["padding_mask"].numpy().tolist() == [[1, 1, 1, 1, 0, 0]]
     assert np.all(single["char_ids"].numpy()[0, 4:] == 0)
+
+
+def test_layouts_built_from_ids_spell_each_ids_word(elmo_registered):
+    import tensorflow as tf
+
+    from keras_bertology.data.word_tokenizer import WordTokenizer
+    from keras_bertology.finetune import encoding
+    from keras_bertology.models.elmo.characters import word_characters
+
+    tokenizer = WordTokenizer(["<pad>", "<S>", "</S>", "<UNK>", "the", "vase", "broke", "."])
+    inputs, word_map = encoding.encode_words(elmo_registered, tokenizer, 8,
+                                             tf.ragged.constant([["the", "vase", "broke."], ["zzz"]]))
+    rows = [["<S>", "the", "vase", "broke", ".", "</S>"], ["<S>", "<UNK>", "</S>"]]
+    for row, words in enumerate(rows):
+        assert np.array_equal(inputs["char_ids"][row, :len(words)].numpy(), word_characters(tf.constant(words)).numpy())
+        assert np.all(inputs["char_ids"][row, len(words):].numpy() == 0)
+    assert word_map.numpy()[0].tolist() == [-1, 0, 1, 2, -1, -1, -1, -1]  # "broke." is two words, one label

@@ -170,6 +170,10 @@ class ModelFamily:
             laying the ids out with `segment_packer_path`: for a family whose
             inputs are not only token ids (ELMo's words spelled in characters,
             from the text itself). None: the default.
+        id_inputs_path: `complete(tokenizer, packed) -> packed` adding the
+            model inputs a family derives from laid-out token ids, for layouts
+            built from ids (fine-tuning's tagging and span extraction; ELMo
+            spells each id's word). None: the ids are all.
     """
 
     name: str
@@ -198,6 +202,7 @@ class ModelFamily:
     masking_units: str | None = None
     masks_units: bool = True
     text_packer_path: str | None = None
+    id_inputs_path: str | None = None
 
     @property
     def backbone_cls(self):
@@ -290,6 +295,11 @@ class ModelFamily:
         if self.text_packer_path:
             return import_object(self.text_packer_path)(tokenizer, seq_len, first, second)
         return pack_text(tokenizer, seq_len, first, second, packer=import_object(self.segment_packer_path))
+
+    def complete_inputs(self, tokenizer, packed):
+        """Laid-out ids (`pack_segments`' dict) with the inputs the family derives from them (see
+        `id_inputs_path`)."""
+        return import_object(self.id_inputs_path)(tokenizer, packed) if self.id_inputs_path else packed
 
     def pack_segments(self, segments, seq_len, cls_id, sep_id, pad_id):
         """Ragged id segments (or per-piece values, with -1 specials) -> this family's layout."""

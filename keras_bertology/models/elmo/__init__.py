@@ -23,8 +23,12 @@ ELMO = ModelFamily(
     masker_path="keras_bertology.models.elmo.instances:bidirectional_stage",
     masks_tokens=False,
     masks_units=False,
+    # A text's vector is the mean of ELMo's word vectors (what TF-Hub's `default` serves): its first position,
+    # <S>, holds what the backward LM read of the text and nothing of the forward's.
+    summary_position="mean",
     segment_packer_path="keras_bertology.models.elmo.characters:pack_sentences",
     text_packer_path="keras_bertology.models.elmo.characters:pack_spelled_words",
+    id_inputs_path="keras_bertology.models.elmo.characters:spell_ids",
 )
 
 __getattr__ = lazy_attributes(__name__, {

@@ -73,3 +73,10 @@ def pack_spelled_words(tokenizer, seq_len, first, second=None):
     positions = pack_sentences(indices, seq_len, 0, 1, 0)["token_ids"]  # <S> is 0, </S> 1 (padding: masked)
     char_ids = word_characters(tf.gather(flat, positions)) * packed["padding_mask"][:, :, tf.newaxis]
     return dict(packed, char_ids=char_ids)
+
+
+def spell_ids(tokenizer, packed):
+    """Laid-out word ids -> the same with `char_ids`, each id's word spelled (0 for padding): for inputs
+    built from ids alone, where a word outside the vocabulary is <UNK> and spelled so."""
+    words = tf.gather(tf.constant(tokenizer.vocabulary), packed["token_ids"])
+    return dict(packed, char_ids=word_characters(words) * packed["padding_mask"][:, :, tf.newaxis])
