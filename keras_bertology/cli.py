@@ -145,8 +145,8 @@ def _add_finetune(commands):
     _number(finetune, "--epochs", ranges.EPOCHS, default=defaults.epochs)
     _number(finetune, "--batch-size", ranges.BATCH_SIZE, default=defaults.batch_size)
     _number(finetune, "--learning-rate", ranges.LEARNING_RATE,
-            "peak rate of AdamW, reached after --warmup of the steps, then decayed linearly to 0",
-            default=defaults.learning_rate)
+            "peak rate of AdamW, reached after --warmup of the steps, then decayed linearly to 0 (default: the "
+            "family's, 5e-5; 1e-3 for ELMo)", default=defaults.learning_rate)
     _number(finetune, "--warmup", ranges.WARMUP, "share of steps warming up", default=defaults.warmup)
     _number(finetune, "--layer-decay", ranges.LAYER_DECAY,
             "layer-wise learning-rate decay of the encoder (1: off; ELECTRA uses 0.8); the task head learns at "

@@ -25,14 +25,15 @@ class FinetuneOptions:
 
     The defaults are BERT's fine-tuning recipe (AdamW, 10% warm-up then
     linear decay, weight decay 0.01, 3 epochs, peak rate 5e-5, batch 32);
-    `seq_len` None takes the run's own sequence length.
+    `seq_len` None takes the run's own sequence length, `learning_rate`
+    None the family's (`ModelFamily.finetune_learning_rate`).
     """
 
     task: str = ""
     from_dir: str = ""
     epochs: int = 3
     batch_size: int = 32
-    learning_rate: float = 5e-5
+    learning_rate: float | None = None
     layer_decay: float = 1.0
     warmup: float = 0.1
     seq_len: int | None = None
@@ -61,7 +62,8 @@ class FinetuneOptions:
             raise ConfigError(f"--export and {flag} contradict each other; keep one")
         if not self.from_dir:
             raise ConfigError("--from is required: a run folder from `bertology pretrain` or `bertology convert`")
-        ranges.check_options(self, _RANGES, optional=("seq_len", "max_examples", "train_examples"))
+        ranges.check_options(self, _RANGES, optional=("seq_len", "max_examples", "train_examples",
+                                                             "learning_rate"))
         ranges.check_length_buckets(self.length_buckets, self.seq_len or ranges.SEQ_LEN.high)
         if self.summary is not None and self.summary not in SUMMARY_POSITIONS:
             raise ConfigError(f"--summary must be one of {', '.join(SUMMARY_POSITIONS)} (got {self.summary!r})")

@@ -6,6 +6,7 @@ tokenizer from the run folder, and the input layout from the run's family,
 so the same loop serves every family and every kind of task.
 """
 
+import dataclasses
 import copy
 import math
 import time
@@ -59,6 +60,8 @@ def _finetune(options, out, export_dir, shared):
     steps_per_epoch = _steps_per_epoch(len(task.splits["train"]), options.batch_size, whole_batches)
     with strategy.scope():
         run, family, seq_len = _load_encoder(options)
+        if options.learning_rate is None:
+            options = dataclasses.replace(options, learning_rate=family.finetune_learning_rate)
         kind = text_to_text_kind(task, run.pretrainer, run.tokenizer, options.head) or TASK_KINDS[task.kind]
         # A text-to-text kind trains the pretrainer (decoder and head); the others a head on the encoder alone.
         backbone = run.pretrainer if kind.generates else run.backbone.encoder_backbone()

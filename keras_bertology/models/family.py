@@ -119,6 +119,9 @@ class ModelFamily:
         options: the family's own settings (`FamilyOption`s), passed by keyword
             to the builders that declare them: masker, instances, pretrainer.
         learning_rate: peak learning rate when --learning-rate is not given.
+        finetune_learning_rate: `bertology finetune`'s peak learning rate when
+            --learning-rate is not given (BERT's 5e-5; higher where the task
+            head has more to learn, ELMo's).
         prediction_share: masked-LM prediction slots per token when
             --max-predictions is not given (BERT: 20 for 128 tokens, 80 for 512).
         segment_packer_path: `pack(segments, seq_len, cls_id, sep_id, pad_id) ->
@@ -193,6 +196,7 @@ class ModelFamily:
     summary_position: str = "first"
     prediction_share: float = 0.15625
     learning_rate: float = 1e-3
+    finetune_learning_rate: float = 5e-5
     stream_batches: bool = False
     masks_tokens: bool = True
     masker_takes_seq_len: bool = False

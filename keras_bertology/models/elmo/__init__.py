@@ -26,6 +26,8 @@ ELMO = ModelFamily(
     # A text's vector is the mean of ELMo's word vectors (what TF-Hub's `default` serves): its first position,
     # <S>, holds what the backward LM read of the text and nothing of the forward's.
     summary_position="mean",
+    # The task head and the scalar mix start from nothing: ELMo's tasks trained at 1e-3 (its paper's Adam).
+    finetune_learning_rate=1e-3,
     segment_packer_path="keras_bertology.models.elmo.characters:pack_sentences",
     text_packer_path="keras_bertology.models.elmo.characters:pack_spelled_words",
     id_inputs_path="keras_bertology.models.elmo.characters:spell_ids",
