@@ -130,6 +130,20 @@ def _write(path, name, text):
     (path / name).write_text(textwrap.dedent(text).lstrip())
 
 
+def test_a_vocabulary_without_a_leading_token_lays_out_words_and_questions(sentences):
+    """T5's has no [CLS]: tagging and span layouts open with the first piece, as its text layout does."""
+    family = FAMILIES["t5"]
+    tokenizer = family.train_tokenizer(sentences[:600], 300)
+    rows = [["the", "king", "of", "Denmark"], ["Romeo"]]
+    inputs, word_map = encoding.encode_words(family, tokenizer, 16, tf.ragged.constant(rows))
+    for row, words in enumerate(rows):
+        assert [index for index in word_map.numpy()[row] if index >= 0] == list(range(len(words)))
+        assert inputs["token_ids"].numpy()[row, 0] == tokenizer.tokenize(tf.constant([words[0]]))[0, 0]
+    _, _, context_map = encoding.encode_question_context(family, tokenizer, 16, tf.constant(["who"]),
+                                                         tf.constant(["the king"]))
+    assert sorted(set(context_map.numpy()[0]) - {-1}) == [0, 1]
+
+
 def _user_folders(root):
     """A TSV pair task, a CoNLL tagging task and a JSONL span task, each with a rule the model can learn."""
     rng = np.random.default_rng(0)

@@ -51,8 +51,8 @@ def encode_texts(family, tokenizer, seq_len, texts, texts_b=None):
 def encode_words(family, tokenizer, seq_len, words):
     """Ragged [B, W] words -> (backbone inputs, first-piece word index [B, seq_len], -1 elsewhere)."""
     pieces, word_of_piece, first = word_pieces(tokenizer, words)
-    inputs = family.complete_inputs(tokenizer, family.pack_segments([pieces], seq_len, tokenizer.cls_id,
-                                                                     tokenizer.sep_id, tokenizer.pad_id))
+    inputs = family.pack_segments([pieces], seq_len, tokenizer.optional_id("cls"), tokenizer.sep_id, tokenizer.pad_id)
+    inputs = family.complete_inputs(tokenizer, inputs)
     first_word = tf.where(first == 1, word_of_piece, IGNORED)
     return inputs, pack_follower(family, [first_word], seq_len)
 
@@ -63,8 +63,9 @@ def encode_question_context(family, tokenizer, seq_len, questions, contexts):
     question_pieces = tf.cast(tokenizer.tokenize(questions), tf.int32)
     words = split_words(contexts)
     pieces, word_of_piece, _ = word_pieces(tokenizer, words)
-    inputs = family.complete_inputs(tokenizer, family.pack_segments(
-        [question_pieces, pieces], seq_len, tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id))
+    inputs = family.pack_segments([question_pieces, pieces], seq_len, tokenizer.optional_id("cls"), tokenizer.sep_id,
+                                  tokenizer.pad_id)
+    inputs = family.complete_inputs(tokenizer, inputs)
     word_map = pack_follower(family, [question_pieces * 0 + IGNORED, word_of_piece], seq_len)
     return inputs, words, word_map
 
