@@ -32,7 +32,19 @@ def sentences():
 
 @pytest.fixture(scope="module")
 def tokenizers(sentences):
-    return {name: FAMILIES[name].train_tokenizer(sentences, 600) for name in ("bert", "xlnet")}
+    return {name: FAMILIES[name].train_tokenizer(sentences, 600) for name in ("bert", "xlnet", "roberta")}
+
+
+@pytest.mark.parametrize("family_name", ["bert", "xlnet", "roberta"])
+def test_a_word_tokenized_alone_has_the_pieces_it_has_in_text(family_name, tokenizers):
+    """A tagger tokenizes each word alone; byte-level BPE spells a word after a space apart ("Ġking"), so
+    RoBERTa's words are tokenized after one, as in running text (Hugging Face's add_prefix_space)."""
+    tokenizer = tokenizers[family_name]
+    words = ["the", "king", "of", "Denmark", "hath", "Romeo's", "Montagues"]
+    pieces, word_of_piece, _ = encoding.word_pieces(tokenizer, tf.ragged.constant([words]))
+    in_text = tokenizer.tokenize(tf.constant([tokenizer.word_prefix + " ".join(words)]))[0].numpy().tolist()
+    assert pieces[0].numpy().tolist() == in_text
+    assert word_of_piece[0].numpy().tolist()[-1] == len(words) - 1
 
 
 def make_run(path, family_name, sentences, seq_len=32):

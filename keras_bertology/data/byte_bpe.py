@@ -110,6 +110,8 @@ class ByteLevelBPETokenizer(Tokenizer):
         return cls(directory / VOCAB_FILE, directory / MERGES_FILE, mask_lstrip=mask_lstrip,
                    special_tokens=special_tokens)
 
+    word_prefix = " "
+
     @property
     def strips_space_before_mask(self):
         return self.mask_lstrip

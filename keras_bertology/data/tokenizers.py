@@ -170,6 +170,11 @@ class Tokenizer(tf.Module, metaclass=abc.ABCMeta):
         """End of text: what a causal LM predicts after a document's last token, and stops generating at."""
         return self._role("eot")
 
+    # What a word tokenized alone is written after, to get the pieces it has inside text: byte-level BPE
+    # spells a word after a space differently (RoBERTa's "Ġking", not "king"), so a tagger's words need one
+    # (Hugging Face's `add_prefix_space`); WordPiece and SentencePiece pieces do not depend on it.
+    word_prefix = ""
+
     @property
     def special_ids(self) -> list[int]:
         """Sorted ids of pad, cls, sep, mask, unk and other control tokens: never text."""

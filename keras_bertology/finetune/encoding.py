@@ -21,8 +21,9 @@ def split_words(texts):
 
 def word_pieces(tokenizer, words):
     """Ragged [B, W] words -> (piece ids, word index of each piece, 1 on each word's first piece),
-    ragged [B, P] int32 each. Each word is tokenized alone, as a word-aligned tagger must."""
-    pieces = tokenizer.tokenize(words.flat_values)
+    ragged [B, P] int32 each. Each word is tokenized alone, as a word-aligned tagger must, after the
+    tokenizer's `word_prefix` (a space for byte-level BPE), so that it has the pieces it has in text."""
+    pieces = tokenizer.tokenize(tf.strings.join([tokenizer.word_prefix, words.flat_values]))
     if isinstance(pieces, tf.Tensor):
         pieces = tf.RaggedTensor.from_tensor(pieces)
     pieces = tf.cast(pieces, tf.int32)
