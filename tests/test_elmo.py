@@ -29,6 +29,12 @@ def test_presets_have_their_stated_parameter_counts(preset):
         assert count - MIX_WEIGHTS == 93_600_864  # AllenNLP's count of the original biLM
 
 
+def test_the_original_filters_are_the_layers_default():
+    from keras_bertology.layers.character_cnn import ELMO_FILTERS
+
+    assert ELMO_PRESETS["elmo-original"]["config"]["filters"] == ELMO_FILTERS
+
+
 def _randomized_backbone(seed):
     """SMALL with every weight drawn at scale 0.6, so that ReLUs cut, highway and LSTM gates saturate."""
     backbone = ElmoBackbone(**SMALL)

@@ -8,8 +8,9 @@ the vocabulary's: the original's biLM, counted as AllenNLP counts it, is
 93,600,864, and 4 more with the mix.
 """
 
-from keras_bertology.layers.character_cnn import ELMO_FILTERS
-
+# bilm-tf's filters, (width, count), 2048 in all: `layers.CharacterCNN`'s default, written here again so that
+# listing families does not import Keras.
+ELMO_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
 # What every size shares: bilm-tf's character ids (262 rows, 50 a token), 16-wide character vectors and
 # clipping at 3.
 _ELMO = dict(num_characters=262, max_characters=50, char_embedding_dim=16, cell_clip=3.0, projection_clip=3.0,
