@@ -239,8 +239,13 @@ def test_the_savedmodel_serves_tf_hubs_outputs_for_raw_strings(elmo_registered, 
     from keras_bertology.training.options import PretrainOptions
     from keras_bertology.training.pretrain import pretrain
 
-    pretrain(PretrainOptions(model="elmo", preset="elmo-tiny", steps=4, batch_size=8, seq_len=16,
-                             out=str(tmp_path / "run"), export=str(tmp_path / "export"), log_every=2, verbose=0))
+    metrics = pretrain(PretrainOptions(model="elmo", preset="elmo-tiny", steps=4, batch_size=8, seq_len=16,
+                                       out=str(tmp_path / "run"), export=str(tmp_path / "export"), log_every=2,
+                                       verbose=0))
+    # The end-of-run summary: "broke" in three senses, its vectors compared.
+    cosine = np.array(metrics["word_in_context"]["cosine"])
+    assert cosine.shape == (3, 3) and np.allclose(np.diag(cosine), 1.0, atol=1e-4) and np.all(cosine < 1.0 + 1e-4)
+    assert not np.allclose(cosine, 1.0, atol=1e-3)  # the contexts move the vectors
     served = tf.saved_model.load(str(tmp_path / "export"))
     texts = ["The vase broke.", "Dawn broke over the zzxqy hills"]  # "vase" and "zzxqy": not in the vocabulary
     outputs = {name: value.numpy() for name, value in served.serve(tf.constant(texts)).items()}

@@ -138,6 +138,7 @@ def export_saved_model(run, export_dir, length_buckets=(), xla=False):
                         "vocab_size": tokenizer.vocab_size,
                         **({"mask_id": tokenizer.mask_id} if tokenizer.has_role("mask") else {}), **specials,
                         "max_text_chars": CHARS_PER_TOKEN * seq_len,
+                        **({"context_output": backbone.context_output} if backbone.context_output else {}),
                         "signatures": signatures,
                         "serve_outputs": sorted([*text_encoder.output, "token_ids", "segment_ids", "padding_mask"])},
                        indent=2)

@@ -52,6 +52,9 @@ class Backbone(keras.Model):
 
     # The layers of the embeddings, depth 0 of the layer-wise learning rates (`variable_depths`).
     embedding_layer_names = ("embeddings", "embedding_projection")
+    # A served output of one contextual vector per word (ELMo's "elmo"), aligned with the served token_ids: the
+    # end-of-run summary shows how a word's vectors differ with its senses. None: no such output.
+    context_output = None
 
     def __init__(self, inputs, outputs, config, dtype=None, **kwargs):
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)

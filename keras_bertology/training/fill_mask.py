@@ -7,7 +7,9 @@ signature, so this also proves the export serves) ranks the vocabulary there.
 A causal LM's export instead continues the first half of each line
 (`generate`) and scores the lines (`score`); an encoder-decoder's (an export
 with `encode`) fills in spans of words replaced by sentinels, as it was
-pretrained to (`span_fill_examples`).
+pretrained to (`span_fill_examples`). An export that names a per-word
+contextual output (ELMo's `elmo`) shows how one word's vectors differ with
+its senses (`context_examples`).
 """
 
 import json
@@ -139,6 +141,27 @@ def _corrupt_spans(words, sentinels, rng):
         truth += [sentinel, *words[at + gap:at + gap + length]]
         at += gap + length
     return " ".join(text + words[at:]), " ".join(truth)
+
+
+# The documents' contrast: "broke" in three senses. Vectors that depend on context set them apart.
+CONTEXT_WORD = "broke"
+CONTEXT_SENTENCES = ("The vase broke .", "Dawn broke .", "The news broke .")
+
+
+def context_examples(export_dir, tokenizer, word=CONTEXT_WORD, sentences=CONTEXT_SENTENCES):
+    """{"word", "sentences", "cosine" [3][3]}: the cosine similarities of `word`'s served vectors in
+    `sentences`, for an export whose assets name a per-word contextual output ("context_output"); None for
+    the others, or when the word is not one token of the vocabulary (nor an unknown one: its id must find it)."""
+    assets = json.loads((Path(export_dir) / "assets" / "bertology.json").read_text())
+    word_ids = tokenizer.tokenize(tf.constant([tokenizer.word_prefix + word]))[0].numpy().tolist()
+    if "context_output" not in assets or len(word_ids) != 1 or word_ids[0] == tokenizer.optional_id("unk"):
+        return None
+    model = tf.saved_model.load(str(export_dir))  # kept: its functions read its variables
+    served = model.serve(tf.constant(list(sentences)))
+    vectors, token_ids = served[assets["context_output"]].numpy(), served["token_ids"].numpy()
+    chosen = np.stack([vectors[row, list(token_ids[row]).index(word_ids[0])] for row in range(len(sentences))])
+    unit = chosen / np.linalg.norm(chosen, axis=1, keepdims=True)
+    return {"word": word, "sentences": list(sentences), "cosine": np.round(unit @ unit.T, 4).tolist()}
 
 
 def _signatures(export_dir):

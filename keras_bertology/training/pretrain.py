@@ -40,6 +40,7 @@ from keras_bertology.training.callbacks import (
 from keras_bertology.training.checkpoints import RunCheckpoints, weights_digest
 from keras_bertology.training.fill_mask import (
     continuation_examples,
+    context_examples,
     fill_mask_examples,
     hold_out_sentences,
     memory_perplexities,
@@ -225,6 +226,9 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         span_fills = span_fill_examples(export_dir, tokenizer, held_out, options.seed)
         if span_fills:
             metrics["span_fills"] = span_fills
+        in_context = context_examples(export_dir, tokenizer)
+        if in_context:
+            metrics["word_in_context"] = in_context
     stream = memory_perplexities(pretrainer, tokenizer, held_out, options.seq_len)
     if stream:
         metrics["held_out_stream"] = stream

@@ -110,6 +110,12 @@ def summary_text(metrics, run_dir):
             lines.append(f"  {example['text']}")
             lines.append(f"      model: {example['fill_in'].strip()}")
             lines.append(f"      truth: {example['truth']}")
+    if metrics.get("word_in_context"):
+        example = metrics["word_in_context"]
+        sentences, cosine = example["sentences"], example["cosine"]
+        lines.append(f"what the model learned: '{example['word']}' in context, cosine similarity of its vectors")
+        lines += [f"  {sentences[i]!r} ~ {sentences[j]!r}: {cosine[i][j]:.4f}"
+                  for i in range(len(sentences)) for j in range(i + 1, len(sentences))]
     if metrics.get("held_out_stream"):
         carried, alone = metrics["held_out_stream"]["with_memory"], metrics["held_out_stream"]["without_memory"]
         lines.append(f"the held-out lines as one stream of {carried['tokens']:,} tokens in segments of "

@@ -98,6 +98,11 @@ class ElmoBackbone(Backbone):
     def token_embedding(self):
         raise AttributeError("ELMo reads characters: it has no token table to tie a decoder to")
 
+    @property
+    def context_output(self):
+        """The top LSTM layer: where a word's sense shows (ELMo's word-sense probes found the top layer best)."""
+        return f"lstm_outputs{self.num_layers}"
+
     def input_limits(self):
         return {"char_ids": self.num_characters, "padding_mask": 2}
 
