@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from benchmarks.peer_models import MODELS, SHAPES, synthetic_features
+from keras_bertology.errors import ConfigError
 from keras_bertology.models.registry import FAMILIES
 from keras_bertology.training.xla import resolve_jit_compile
 
@@ -32,6 +33,14 @@ def test_auto_compiles_on_one_device_and_leaves_strategies_alone():
     with tf.distribute.MirroredStrategy(["/cpu:0"]).scope():
         assert resolve_jit_compile("auto") is False
         assert resolve_jit_compile("on") is True
+
+
+def test_a_step_xla_cannot_compile_trains_uncompiled_and_on_is_refused():
+    """ELMo's recurrent loops: Keras' scan leaves TensorFlow's loop unbounded, and XLA compiles no such gradient."""
+    assert resolve_jit_compile("auto", "float32", xla_compiles=False) is False
+    assert resolve_jit_compile("off", "float32", xla_compiles=False) is False
+    with pytest.raises(ConfigError, match="--xla on"):
+        resolve_jit_compile("on", "float32", xla_compiles=False)
 
 
 def _train(name, jit_compile):

@@ -156,6 +156,10 @@ class ModelFamily:
         xla_on_cpu: False where XLA's CPU backend makes the family's step
             slower than TensorFlow's own kernels: `--xla auto` then leaves
             it uncompiled on a machine without an accelerator.
+        xla_compiles: False where XLA cannot compile the family's training step
+            on TensorFlow (ELMo's LSTMs: Keras' scan leaves TensorFlow's loop
+            unbounded, and XLA compiles no unbounded loop's gradient): `--xla
+            auto` leaves it off there and `--xla on` is refused.
         context_path: `load(**context options) -> RunContext`, what a run takes
             from outside its corpus (DistilBERT's teacher); None: nothing.
         masker_takes_token_counts: the masking stage also receives the corpus'
@@ -201,6 +205,7 @@ class ModelFamily:
     masks_tokens: bool = True
     masker_takes_seq_len: bool = False
     xla_on_cpu: bool = True
+    xla_compiles: bool = True
     context_path: str | None = None
     masker_takes_token_counts: bool = False
     masking_units: str | None = None

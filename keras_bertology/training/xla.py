@@ -13,15 +13,24 @@ A family may also declare that XLA's CPU backend slows its step
 with XLA on TensorFlow when the run trains on one device (Keras does not
 compile under a tf.distribute strategy), except in bfloat16 or for such a
 family on a machine without an accelerator; on JAX every step is compiled,
-as Keras does there.
+as Keras does there. A family whose TensorFlow step XLA cannot compile
+(`ModelFamily.xla_compiles`: ELMo's recurrent loops) trains uncompiled on
+TensorFlow, and `--xla on` is refused for it there.
 """
 
 import keras
 
+from keras_bertology.errors import ConfigError
 
-def resolve_jit_compile(xla, precision="float32", xla_on_cpu=True):
+
+def resolve_jit_compile(xla, precision="float32", xla_on_cpu=True, xla_compiles=True):
     """The `jit_compile` of a run for `--xla`, the run's resolved precision and its family's
-    `xla_on_cpu`: call it inside the run's strategy scope."""
+    `xla_on_cpu` and `xla_compiles`: call it inside the run's strategy scope."""
+    if not xla_compiles and keras.config.backend() == "tensorflow":
+        if xla == "on":
+            raise ConfigError("--xla on: XLA cannot compile this family's training step on TensorFlow (its "
+                              "recurrent loop is unbounded there); use --xla auto or off, or --backend jax")
+        return False
     if xla != "auto":
         return xla == "on"
     if keras.config.backend() != "tensorflow":

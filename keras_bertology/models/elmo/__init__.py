@@ -28,6 +28,7 @@ ELMO = ModelFamily(
     summary_position="mean",
     # The task head and the scalar mix start from nothing: ELMo's tasks trained at 1e-3 (its paper's Adam).
     finetune_learning_rate=1e-3,
+    xla_compiles=False,
     segment_packer_path="keras_bertology.models.elmo.characters:pack_sentences",
     text_packer_path="keras_bertology.models.elmo.characters:pack_spelled_words",
     id_inputs_path="keras_bertology.models.elmo.characters:spell_ids",
