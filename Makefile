@@ -52,6 +52,8 @@ JAX_TESTS := tests/test_hf_parity.py tests/test_minilm_parity.py tests/test_pret
 	tests/test_albert.py::test_albert_model_matches_transformers \
 	tests/test_albert.py::test_albert_pretraining_heads_match_transformers \
 	tests/test_spanbert.py::test_span_boundary_head_matches_a_numpy_reference \
+	tests/test_elmo_layers.py tests/test_elmo.py::test_every_output_matches_torch_composition_of_bilm_parts \
+	tests/test_elmo.py::test_each_language_model_scores_a_word_it_has_not_read \
 	tests/test_t5.py::test_encoder_and_decoder_states_match_transformers \
 	tests/test_t5.py::test_teacher_forced_logits_match_t5_for_conditional_generation \
 	tests/test_t5.py::test_decoding_one_position_a_step_gives_the_teacher_forced_logits \
