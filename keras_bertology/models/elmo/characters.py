@@ -11,7 +11,6 @@ import numpy as np
 import tensorflow as tf
 
 MAX_CHARACTERS = 50
-NUM_CHARACTERS = 262  # ids 0..261: padding token, 256 bytes, 5 marks
 # bilm-tf's marks (bytes are 0-255), before the batcher's +1.
 BEGIN_SENTENCE, END_SENTENCE, BEGIN_WORD, END_WORD, PAD_CHARACTER = 256, 257, 258, 259, 260
 SENTENCE_MARKS = {"<S>": BEGIN_SENTENCE, "</S>": END_SENTENCE}
