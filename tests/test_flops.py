@@ -153,3 +153,19 @@ def test_a_convolution_and_its_two_gradients_count_each_window():
     convolutions = sum(2 * batch * tokens * (chars - width + 1) * count * width * width_in for width, count in filters)
     projection = 2 * batch * tokens * sum(count for _, count in filters) * project
     assert _layer_step_flops(cnn, tf.ones((batch, tokens, chars), tf.int32)) == 3 * convolutions + 3 * projection
+
+
+def test_a_two_dimensional_window_counts_its_height_and_width():
+    """Conv2D's filter is [h, w, in, out]: each output value costs h x w x in multiply-adds, forward and both
+    gradients (the input's and the filter's)."""
+    images, kernel = tf.zeros((2, 9, 8, 3)), tf.Variable(tf.zeros((3, 2, 3, 5)))
+
+    @tf.function(autograph=False)
+    def step(images):
+        with tf.GradientTape() as tape:
+            tape.watch(images)
+            loss = tf.reduce_sum(tf.nn.conv2d(images, kernel, strides=1, padding="VALID"))
+        return tape.gradient(loss, [images, kernel])
+
+    outputs = 2 * (9 - 3 + 1) * (8 - 2 + 1) * 5
+    assert graph_flops(step.get_concrete_function(images).graph) == 3 * 2 * outputs * 3 * 2 * 3
