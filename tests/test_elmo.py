@@ -1,5 +1,7 @@
 """ELMo's encoder: preset sizes, every output against a torch composition of bilm-tf's parts, and its depths."""
 
+import json
+
 import keras
 import numpy as np
 import pytest
@@ -22,7 +24,7 @@ MIX_WEIGHTS = 4  # of the original: a weight per layer (the token layer and 2 LS
 @pytest.mark.parametrize("preset", sorted(ELMO_PRESETS))
 def test_presets_have_their_stated_parameter_counts(preset):
     with shapes_only():
-        backbone = ElmoBackbone(vocab_size=100, **ELMO_PRESETS[preset]["config"])
+        backbone = ElmoBackbone(**dict(ELMO_PRESETS[preset]["config"], vocab_size=100))
         count = backbone.count_params()
     assert count == ELMO_PRESETS[preset]["params"]
     if preset == "elmo-original":
@@ -210,17 +212,7 @@ def test_each_language_model_scores_a_word_it_has_not_read():
     assert not pretrainer.backbone.get_layer("scalar_mix").trainable  # no pretraining loss reaches the mix
 
 
-@pytest.fixture
-def elmo_registered():
-    from keras_bertology.models import FAMILIES, register_family
-    from keras_bertology.models.elmo import ELMO
-
-    register_family(ELMO)
-    yield ELMO
-    FAMILIES.pop("elmo")
-
-
-def test_pretraining_on_the_default_corpus_beats_the_unigram_level_both_ways(elmo_registered, tmp_path):
+def test_pretraining_on_the_default_corpus_beats_the_unigram_level_both_ways(tmp_path):
     from keras_bertology.training.options import PretrainOptions
     from keras_bertology.training.pretrain import pretrain
 
@@ -231,7 +223,7 @@ def test_pretraining_on_the_default_corpus_beats_the_unigram_level_both_ways(elm
         assert summary["last"]["perplexity"] < summary["chance"]["perplexity"] < summary["first"]["perplexity"]
 
 
-def test_the_savedmodel_serves_tf_hubs_outputs_for_raw_strings(elmo_registered, tmp_path):
+def test_the_savedmodel_serves_tf_hubs_outputs_for_raw_strings(tmp_path):
     import tensorflow as tf
 
     from keras_bertology.models.elmo.characters import word_characters
@@ -246,9 +238,22 @@ def test_the_savedmodel_serves_tf_hubs_outputs_for_raw_strings(elmo_registered, 
     cosine = np.array(metrics["word_in_context"]["cosine"])
     assert cosine.shape == (3, 3) and np.allclose(np.diag(cosine), 1.0, atol=1e-4) and np.all(cosine < 1.0 + 1e-4)
     assert not np.allclose(cosine, 1.0, atol=1e-3)  # the contexts move the vectors
+
     served = tf.saved_model.load(str(tmp_path / "export"))
+    # For scale, the mean cosine between the vectors of two different words of those sentences, "broke" left out.
+    sentences = metrics["word_in_context"]["sentences"]
+    context = served.serve(tf.constant(sentences))
+    vectors = [row[:length] for row, length in zip(context["lstm_outputs2"].numpy(), context["sequence_len"].numpy())]
+    others = np.concatenate([row[[i for i, word in enumerate(sentence.replace(".", " .").split()) if word != "broke"]]
+                             for row, sentence in zip(vectors, sentences)])
+    others /= np.linalg.norm(others, axis=1, keepdims=True)
+    pairs = (others @ others.T)[np.triu_indices(len(others), 1)]
+    assert metrics["word_in_context"]["other_words"] == pytest.approx(pairs.mean(), abs=1e-4)
     texts = ["The vase broke.", "Dawn broke over the zzxqy hills"]  # "vase" and "zzxqy": not in the vocabulary
     outputs = {name: value.numpy() for name, value in served.serve(tf.constant(texts)).items()}
+    assets = json.loads((tmp_path / "export" / "assets" / "bertology.json").read_text())
+    assert assets["serve_outputs"] == sorted(outputs) == sorted(
+        ["elmo", "word_emb", "lstm_outputs1", "lstm_outputs2", "default", "sequence_len", "token_ids"])
     words = [["The", "vase", "broke", "."], ["Dawn", "broke", "over", "the", "zzxqy", "hills"]]
     assert outputs["sequence_len"].tolist() == [4, 6]
     # The same words, spelled and run through the run's encoder by hand.
@@ -296,15 +301,16 @@ def test_a_pair_is_two_sentences_of_the_stream_each_word_spelled_where_its_id_la
     assert np.all(single["char_ids"].numpy()[0, 4:] == 0)
 
 
-def test_layouts_built_from_ids_spell_each_ids_word(elmo_registered):
+def test_layouts_built_from_ids_spell_each_ids_word():
     import tensorflow as tf
 
     from keras_bertology.data.word_tokenizer import WordTokenizer
     from keras_bertology.finetune import encoding
+    from keras_bertology.models import FAMILIES
     from keras_bertology.models.elmo.characters import word_characters
 
     tokenizer = WordTokenizer(["<pad>", "<S>", "</S>", "<UNK>", "the", "vase", "broke", "."])
-    inputs, word_map = encoding.encode_words(elmo_registered, tokenizer, 8,
+    inputs, word_map = encoding.encode_words(FAMILIES["elmo"], tokenizer, 8,
                                              tf.ragged.constant([["the", "vase", "broke."], ["zzz"]]))
     rows = [["<S>", "the", "vase", "broke", ".", "</S>"], ["<S>", "<UNK>", "</S>"]]
     for row, words in enumerate(rows):

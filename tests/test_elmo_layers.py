@@ -96,6 +96,23 @@ def test_character_cnn_default_has_elmos_parameter_count():
     assert all(np.all(ops.convert_to_numpy(gate.bias) == -2.0) for gate in cnn.highway_gates)
 
 
+def test_character_cnn_starts_as_bilm_tf_does():
+    """Characters uniform in +-1 (std 1/sqrt(3)), every kernel normal with variance 1 / fan-in, biases 0 but
+    the gates' -2. Sample sizes: 4,192 characters (a std's relative standard error 0.7%: 0.02 is 5 of it),
+    >= 20,480 weights a kernel (0.5%: 2% is 4)."""
+    cnn = CharacterCNN()
+    cnn.build((None, None, 50))
+    table = ops.convert_to_numpy(cnn.char_embedding.embeddings)
+    assert table.min() >= -1.0 and table.max() <= 1.0 and abs(table.std() - 3 ** -0.5) < 0.02
+    kernels = [(conv.kernel, conv.kernel.shape[0] * conv.kernel.shape[1]) for conv in cnn.convolutions[4:]]
+    kernels += [(dense.kernel, dense.kernel.shape[0])
+                for dense in (*cnn.highway_transforms, *cnn.highway_gates, cnn.projection)]
+    for kernel, fan_in in kernels:
+        assert ops.convert_to_numpy(kernel).std() == pytest.approx(fan_in ** -0.5, rel=0.02), kernel.path
+    biases = [conv.bias for conv in cnn.convolutions] + [dense.bias for dense in (*cnn.highway_transforms, cnn.projection)]
+    assert all(not np.any(ops.convert_to_numpy(bias)) for bias in biases)
+
+
 def test_character_cnn_matches_a_numpy_loop():
     cnn, _ = _small_cnn(seed=0)
     ids = _char_ids(seed=1)

@@ -36,7 +36,8 @@ CHECKED_ELSEWHERE = {"xlnet-tiny", "xlnet-base", "xlnet-large",  # test_xlnet.py
                      "bigbird-tiny", "bigbird-roberta-base", "bigbird-roberta-large",  # test_bigbird.py
                      "linformer-tiny", "linformer-base",  # test_linformer.py
                      "distilbert-tiny", "distilbert-base",  # test_distilbert.py
-                     "ernie-tiny", "ernie-base"}  # test_ernie.py
+                     "ernie-tiny", "ernie-base",  # test_ernie.py
+                     "elmo-tiny", "elmo-small", "elmo-medium", "elmo-original"}  # test_elmo.py
 PRESETS = [(family, name) for family in FAMILIES.values() for name in family.presets]
 
 

@@ -13,7 +13,7 @@ SMALL = dict(num_layers=2, num_heads=2, hidden_size=16, intermediate_size=32)
 
 
 def small_backbone(family):
-    config = dict(family.presets[next(iter(family.presets))]["config"], vocab_size=60, **SMALL)
+    config = dict(family.presets[next(iter(family.presets))]["config"], vocab_size=60, **family.sized_config(SMALL))
     if "embedding_size" in config:
         config["embedding_size"] = 8
     # What fine-tuning puts a head on: the encoder alone (an encoder-decoder's encoder, see finetune.run).
@@ -27,14 +27,18 @@ def _inputs(backbone, batch=4, length=10, seed=0):
     inputs["padding_mask"][0, 7:] = 0
     if "segment_ids" in backbone.input:
         inputs["segment_ids"] = np.zeros((batch, length), "int32")
-    return inputs
+    if "char_ids" in backbone.input:  # words spelled in characters (ELMo's), 0 where padding is
+        characters = backbone.input["char_ids"].shape[-1]
+        spelled = rng.integers(1, backbone.num_characters, (batch, length, characters)).astype("int32")
+        inputs["char_ids"] = spelled * inputs["padding_mask"][:, :, None]
+    return {name: value for name, value in inputs.items() if name in backbone.input}
 
 
 def _heads(backbone, family):
     return {
         "classifier": (SequenceClassifier(backbone, 3, summary=family.summary_position),
                        lambda inputs: np.array([0, 1, 2, 1])),
-        "tagger": (TokenClassifier(backbone, 5), lambda inputs: np.full(inputs["token_ids"].shape, 2)),
+        "tagger": (TokenClassifier(backbone, 5), lambda inputs: np.full(inputs["padding_mask"].shape, 2)),
         "spans": (SpanExtractor(backbone), lambda inputs: {"start": np.array([1, 2, 3, 4]),
                                                            "end": np.array([2, 3, 4, 5])}),
     }

@@ -17,6 +17,8 @@ def write_saved_model(path, tracked, endpoints):
     twice; here the root holds the variables and the tokenizers itself, so each
     endpoint is traced once and each variable saved once (an export takes about
     half the time and two thirds of the disk).
+
+    Returns {endpoint name: the sorted names of its outputs, or None for one unnamed output}.
     """
     root = tf.Module()
     # The TensorFlow variables under the Keras ones, each saved once and referenced directly: a
@@ -37,3 +39,6 @@ def write_saved_model(path, tracked, endpoints):
             raise
         raise OSError(errno.ENOSPC, "no space left on the device while writing the SavedModel",
                       str(path)) from None
+    # Each function was traced once, for its one input signature: this reads that trace.
+    outputs = {name: signatures[name].get_concrete_function().structured_outputs for name in endpoints}
+    return {name: sorted(value) if isinstance(value, dict) else None for name, value in outputs.items()}

@@ -129,8 +129,8 @@ def export_saved_model(run, export_dir, length_buckets=(), xla=False):
     specials = {f"{role}_token": tokenizer.vocabulary[getattr(tokenizer, f"{role}_id")]
                 for role in ("mask", "eot") if tokenizer.has_role(role)}
     with atomic_directory(export_dir) as staging:
-        write_saved_model(staging, [masked_lm or causal_lm or (pretrainer if seq2seq else backbone), tokenizer],
-                          endpoints)
+        outputs = write_saved_model(staging, [masked_lm or causal_lm or (pretrainer if seq2seq else backbone),
+                                              tokenizer], endpoints)
         (staging / "assets").mkdir(exist_ok=True)
         (staging / "assets" / "bertology.json").write_text(
             json.dumps({"family": run.family, "preset": run.preset, "seq_len": seq_len,
@@ -140,7 +140,7 @@ def export_saved_model(run, export_dir, length_buckets=(), xla=False):
                         "max_text_chars": CHARS_PER_TOKEN * seq_len,
                         **({"context_output": backbone.context_output} if backbone.context_output else {}),
                         "signatures": signatures,
-                        "serve_outputs": sorted([*text_encoder.output, "token_ids", "segment_ids", "padding_mask"])},
+                        "serve_outputs": outputs["serve"]},
                        indent=2)
         )
         write_warmup_requests(staging, endpoints, _warmup_text(tokenizer), WARMUP_SCALARS)

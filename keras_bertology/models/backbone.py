@@ -57,6 +57,10 @@ class Backbone(keras.Model):
     context_output = None
 
     def __init__(self, inputs, outputs, config, dtype=None, **kwargs):
+        unknown = sorted(set(kwargs) - {"name", "trainable"})
+        if unknown:  # Keras' model would drop them unread: a misspelt size would build another model
+            raise ConfigError(f"{type(self).__name__} takes no argument {', '.join(unknown)}; its configuration is "
+                              f"{', '.join(config)}")
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
         self._config = dict(config)
         for name, value in self._config.items():

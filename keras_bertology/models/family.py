@@ -181,6 +181,12 @@ class ModelFamily:
             model inputs a family derives from laid-out token ids, for layouts
             built from ids (fine-tuning's tagging and span extraction; ELMo
             spells each id's word). None: the ids are all.
+        size_keys: where the study's Transformer sizes (`num_layers`,
+            `hidden_size`, `num_heads`, `intermediate_size`) go in this
+            family's backbone config, for a family whose sizes have other
+            names: {size: config key, or None where it has no counterpart}
+            (ELMo: hidden_size -> projection_dim, intermediate_size ->
+            lstm_units, no heads). Sizes not named keep their own names.
     """
 
     name: str
@@ -212,6 +218,7 @@ class ModelFamily:
     masks_units: bool = True
     text_packer_path: str | None = None
     id_inputs_path: str | None = None
+    size_keys: dict = field(default_factory=dict)
 
     @property
     def backbone_cls(self):
@@ -309,6 +316,11 @@ class ModelFamily:
         """Laid-out ids (`pack_segments`' dict) with the inputs the family derives from them (see
         `id_inputs_path`)."""
         return import_object(self.id_inputs_path)(tokenizer, packed) if self.id_inputs_path else packed
+
+    def sized_config(self, sizes):
+        """Config overrides that give the backbone the Transformer `sizes` (see `size_keys`)."""
+        renamed = {self.size_keys.get(name, name): value for name, value in sizes.items()}
+        return {key: value for key, value in renamed.items() if key is not None}
 
     def pack_segments(self, segments, seq_len, cls_id, sep_id, pad_id):
         """Ragged id segments (or per-piece values, with -1 specials) -> this family's layout."""

@@ -100,6 +100,8 @@ ARMS = (
     Arm("ernie", "ernie", "ernie-tiny", "MLM + NSP, knowledge masking: words, then phrases, then entities"),
     Arm("ernie-words", "ernie", "ernie-tiny", "MLM + NSP, whole-word masking throughout (ERNIE's baseline)",
         masking_units="words"),
+    # The scale's hidden size is the LSTMs' projection, its FFN size their cells (the family's `size_keys`).
+    Arm("elmo", "elmo", "elmo-tiny", "forward + backward LSTM language models over characters (biLM), scalar mix"),
 )
 ARM_NAMES = tuple(arm.name for arm in ARMS)
 
@@ -126,6 +128,7 @@ CLAIMS = (
     ("block-sparse attention does as well as full attention", "bigbird", "roberta", "at least", None),
     ("low-rank attention does as well as full attention", "linformer", "roberta", "at least", None),
     ("phrase and entity masking beats whole-word masking", "ernie", "ernie-words", "better", None),
+    ("a bidirectional Transformer MLM beats ELMo's two LSTM language models", "bert", "elmo", "better", None),
 )
 
 

@@ -145,13 +145,17 @@ def _corrupt_spans(words, sentinels, rng):
 
 # The documents' contrast: "broke" in three senses. Vectors that depend on context set them apart.
 CONTEXT_WORD = "broke"
-CONTEXT_SENTENCES = ("The vase broke .", "Dawn broke .", "The news broke .")
+# Each sense with words of its own on both sides: a backward LM reads the right context, so "broke ." in all
+# three would leave its half of the vectors alike whatever the model learned.
+CONTEXT_SENTENCES = ("The vase broke into pieces.", "Dawn broke over the hills.", "The news broke on the radio.")
 
 
 def context_examples(export_dir, tokenizer, word=CONTEXT_WORD, sentences=CONTEXT_SENTENCES):
-    """{"word", "sentences", "cosine" [3][3]}: the cosine similarities of `word`'s served vectors in
-    `sentences`, for an export whose assets name a per-word contextual output ("context_output"); None for
-    the others, or when the word is not one token of the vocabulary (nor an unknown one: its id must find it)."""
+    """{"word", "sentences", "cosine" [3][3], "other_words"}: the cosine similarities of `word`'s served
+    vectors in `sentences`, and for scale the mean cosine between two different words of them (contextual
+    vectors share much of their direction); for an export whose assets name a per-word contextual output
+    ("context_output"); None for the others, or when the word is not one token of the vocabulary (nor an
+    unknown one: its id must find it)."""
     assets = json.loads((Path(export_dir) / "assets" / "bertology.json").read_text())
     word_ids = tokenizer.tokenize(tf.constant([tokenizer.word_prefix + word]))[0].numpy().tolist()
     if "context_output" not in assets or len(word_ids) != 1 or word_ids[0] == tokenizer.optional_id("unk"):
@@ -159,9 +163,16 @@ def context_examples(export_dir, tokenizer, word=CONTEXT_WORD, sentences=CONTEXT
     model = tf.saved_model.load(str(export_dir))  # kept: its functions read its variables
     served = model.serve(tf.constant(list(sentences)))
     vectors, token_ids = served[assets["context_output"]].numpy(), served["token_ids"].numpy()
-    chosen = np.stack([vectors[row, list(token_ids[row]).index(word_ids[0])] for row in range(len(sentences))])
-    unit = chosen / np.linalg.norm(chosen, axis=1, keepdims=True)
-    return {"word": word, "sentences": list(sentences), "cosine": np.round(unit @ unit.T, 4).tolist()}
+    positions = [list(token_ids[row]).index(word_ids[0]) for row in range(len(sentences))]
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    unit = vectors / np.maximum(norms, 1e-12)
+    chosen = unit[np.arange(len(sentences)), positions]
+    words = norms[..., 0] > 0  # padding is served as zeros
+    words[np.arange(len(sentences)), positions] = False
+    others = unit[words]
+    between = (others @ others.T)[np.triu_indices(len(others), 1)]
+    return {"word": word, "sentences": list(sentences), "cosine": np.round(chosen @ chosen.T, 4).tolist(),
+            "other_words": round(float(between.mean()), 4)}
 
 
 def _signatures(export_dir):

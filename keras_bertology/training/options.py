@@ -166,7 +166,7 @@ class PretrainOptions:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"encoder {name} must be a whole number of at least 1 (got {value!r})")
         config = self.backbone_config(family)
-        if config["hidden_size"] % config["num_heads"]:
+        if "num_heads" in config and config["hidden_size"] % config["num_heads"]:
             raise ConfigError(f"encoder hidden_size {config['hidden_size']} is not a multiple of its "
                               f"{config['num_heads']} heads")
 
@@ -174,7 +174,7 @@ class PretrainOptions:
         """The preset's backbone config with the `encoder` sizes. A factored embedding (ELECTRA's,
         ALBERT's) is made as wide as the new hidden size: encoders given one size have the same
         embeddings too, so none has fewer parameters than another for its family's preset."""
-        config = family.backbone_config(self.preset, self.family_options, **(self.encoder or {}))
+        config = family.backbone_config(self.preset, self.family_options, **family.sized_config(self.encoder or {}))
         if self.encoder and config.get("embedding_size"):
             config["embedding_size"] = config["hidden_size"]
         return dict(config, **overrides)

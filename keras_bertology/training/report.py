@@ -116,6 +116,7 @@ def summary_text(metrics, run_dir):
         lines.append(f"what the model learned: '{example['word']}' in context, cosine similarity of its vectors")
         lines += [f"  {sentences[i]!r} ~ {sentences[j]!r}: {cosine[i][j]:.4f}"
                   for i in range(len(sentences)) for j in range(i + 1, len(sentences))]
+        lines.append(f"  for scale, two different words of these sentences: {example['other_words']:.4f} on average")
     if metrics.get("held_out_stream"):
         carried, alone = metrics["held_out_stream"]["with_memory"], metrics["held_out_stream"]["without_memory"]
         lines.append(f"the held-out lines as one stream of {carried['tokens']:,} tokens in segments of "

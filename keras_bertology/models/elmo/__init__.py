@@ -11,8 +11,7 @@ from keras_bertology.lazy_imports import lazy_attributes
 from keras_bertology.models.elmo.presets import ELMO_PRESETS
 from keras_bertology.models.family import ModelFamily
 
-# Registered (`FAMILY`) once serving and fine-tuning take it; until then tests register it themselves.
-ELMO = ModelFamily(
+FAMILY = ModelFamily(
     name="elmo",
     presets=ELMO_PRESETS,
     backbone_path="keras_bertology.models.elmo.backbone:ElmoBackbone",
@@ -32,6 +31,9 @@ ELMO = ModelFamily(
     segment_packer_path="keras_bertology.models.elmo.characters:pack_sentences",
     text_packer_path="keras_bertology.models.elmo.characters:pack_spelled_words",
     id_inputs_path="keras_bertology.models.elmo.characters:spell_ids",
+    # The study's sizes: the width of every layer's output is the projection's, the FFN's counterpart is the
+    # LSTM's cells; an LSTM has no heads.
+    size_keys={"hidden_size": "projection_dim", "intermediate_size": "lstm_units", "num_heads": None},
 )
 
 __getattr__ = lazy_attributes(__name__, {
@@ -39,4 +41,4 @@ __getattr__ = lazy_attributes(__name__, {
     "ElmoPretrainer": "keras_bertology.models.elmo.pretrainer",
 })
 
-__all__ = ["ELMO", "ELMO_PRESETS", "ElmoBackbone", "ElmoPretrainer"]
+__all__ = ["FAMILY", "ELMO_PRESETS", "ElmoBackbone", "ElmoPretrainer"]
