@@ -1,5 +1,6 @@
 """ELMo's encoder: preset sizes, every output against a torch composition of bilm-tf's parts, and its depths."""
 
+import dataclasses
 import json
 
 import keras
@@ -212,15 +213,56 @@ def test_each_language_model_scores_a_word_it_has_not_read():
     assert not pretrainer.backbone.get_layer("scalar_mix").trainable  # no pretraining loss reaches the mix
 
 
-def test_pretraining_on_the_default_corpus_beats_the_unigram_level_both_ways(tmp_path):
+def test_pretraining_on_the_default_corpus_beats_the_unigram_level_both_ways_and_resumes_exactly(tmp_path):
+    import shutil
+
+    from keras_bertology.training.checkpoints import RunCheckpoints
     from keras_bertology.training.options import PretrainOptions
     from keras_bertology.training.pretrain import pretrain
 
-    metrics = pretrain(PretrainOptions(model="elmo", preset="elmo-tiny", steps=40, batch_size=16, seq_len=32,
-                                       out=str(tmp_path / "run"), no_export=True, log_every=10, verbose=0))
+    options = PretrainOptions(model="elmo", preset="elmo-tiny", steps=40, batch_size=16, seq_len=32,
+                              out=str(tmp_path / "run"), no_export=True, log_every=10, verbose=0)
+    metrics = pretrain(options)
     for objective in ("forward_lm", "backward_lm"):
         summary = metrics["objectives"][objective]
         assert summary["last"]["perplexity"] < summary["chance"]["perplexity"] < summary["first"]["perplexity"]
+    # The last window again from the checkpoint before it: its dropout and batches are drawn as the first time.
+    checkpoints = RunCheckpoints(tmp_path / "run")
+    uninterrupted = [np.asarray(v) for v in checkpoints.load_model()[0].weights]
+    shutil.rmtree(checkpoints.latest()[0])
+    keras.backend.clear_session()
+    pretrain(dataclasses.replace(options, resume=True))
+    resumed, step = checkpoints.load_model()
+    assert step == 40
+    for variable, expected in zip(resumed.weights, uninterrupted, strict=True):
+        np.testing.assert_array_equal(np.asarray(variable), expected, err_msg=variable.path)
+
+
+MIRRORED_RUN = """
+import json, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from keras_bertology.training.options import PretrainOptions
+from keras_bertology.training.pretrain import pretrain
+metrics = pretrain(PretrainOptions(model="elmo", preset="elmo-tiny", steps=6, batch_size=16, seq_len=16,
+                                   strategy="mirrored", out=sys.argv[1], no_export=True, log_every=3, verbose=0))
+print(json.dumps([record["loss"] for record in metrics["history"]]))
+"""
+
+
+@pytest.mark.slow
+def test_pretraining_runs_under_mirrored_strategy_on_two_cpus(tmp_path):
+    """Each replica runs its LSTMs' loops on half of every batch of 16 (test_distribute.py checks on BERT that
+    the replicas' all-reduced gradients are the one-device step's)."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", MIRRORED_RUN, str(tmp_path / "run")], capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    losses = json.loads(result.stdout.strip().splitlines()[-1])
+    assert len(losses) == 6 and all(np.isfinite(losses)) and losses[-1] < losses[0]
 
 
 def test_the_savedmodel_serves_tf_hubs_outputs_for_raw_strings(tmp_path):
@@ -317,3 +359,17 @@ def test_layouts_built_from_ids_spell_each_ids_word():
         assert np.array_equal(inputs["char_ids"][row, :len(words)].numpy(), word_characters(tf.constant(words)).numpy())
         assert np.all(inputs["char_ids"][row, len(words):].numpy() == 0)
     assert word_map.numpy()[0].tolist() == [-1, 0, 1, 2, -1, -1, -1, -1]  # "broke." is two words, one label
+
+
+def test_the_studys_transformer_sizes_map_to_the_projection_and_the_cells():
+    from keras_bertology.models import FAMILIES
+    from keras_bertology.study.arms import SCALES
+    from keras_bertology.training.options import PretrainOptions
+
+    scale = SCALES["small"]
+    options = PretrainOptions(model="elmo", preset="elmo-tiny", encoder=scale.encoder)
+    config = options.backbone_config(FAMILIES["elmo"])
+    assert (config["num_layers"], config["projection_dim"], config["lstm_units"]) == (
+        scale.num_layers, scale.hidden_size, scale.intermediate_size)
+    assert "num_heads" not in config and "hidden_size" not in config
+    ElmoBackbone(**config)  # builds: no size left over

@@ -26,6 +26,7 @@ PLAYS = [str(path) for path in default_corpus_paths()[:2]]  # a document per sha
     # 4 x (5 + 2)), projected to 8 rows.
     ("bigbird", "bigbird-tiny", {}, {"block_size": 4, "random_blocks": 1}),
     ("linformer", "linformer-tiny", {}, {"projected_length": 8}),
+    ("elmo", "elmo-tiny", {}, None),  # word vocabulary, sentence stream; characters spelled per batch
 ])
 def test_every_family_prepares_and_pretrains_from_its_shards(tmp_path, model, preset, flags, trained):
     from keras_bertology.training.pretrain import pretrain
