@@ -132,6 +132,14 @@ MODELS = {
                      targets="next", note="GPT: every system scores every position against the whole "
                                           "vocabulary (a causal LM's logits), with the head tied to the "
                                           "token table."),
+    # ELMo at the shape: hidden -> the LSTMs' projection, FFN -> their cells (the family's size_keys), elmo-tiny's
+    # 8,000 words and 512 filters; both directions score every word against the whole vocabulary.
+    "elmo": PeerModel("elmo", "elmo-tiny", "forward + backward LSTM LMs over characters (full softmax)", None, None,
+                      "torch.nn.LSTM(proj_size) stacks + the same character CNN", targets="bidirectional",
+                      note="ELMo: the character CNN (50 characters a word), forward and backward stacks of "
+                           "projected LSTMs with a residual around every layer but the first, one softmax shared "
+                           "by both directions over every position; torch's LSTM cannot clip, ours clips its "
+                           "cells and projections (two element-wise ops a step more)."),
     "t5": PeerModel("t5", "t5-small", "span corruption (the decoder writes the spans)", None, "T5Seq2SeqLM",
                     "T5ForConditionalGeneration", targets="seq2seq",
                     note="T5: both stacks at the shape's size (v1.0: ReLU, tied head scaled by d_model^-0.5), the "
@@ -152,9 +160,10 @@ def our_config(model, shape):
     hidden size stays; a wider one, ELECTRA-base's at a smaller shape, takes ELECTRA-small's half)."""
     from keras_bertology.models.registry import FAMILIES
 
-    config = FAMILIES[model.family].backbone_config(model.preset, dict(model.options))
-    config.update(num_layers=shape.num_layers, hidden_size=shape.hidden_size, num_heads=shape.num_heads,
-                  intermediate_size=shape.intermediate_size)
+    family = FAMILIES[model.family]
+    config = family.backbone_config(model.preset, dict(model.options))
+    config.update(family.sized_config(dict(num_layers=shape.num_layers, hidden_size=shape.hidden_size,
+                                           num_heads=shape.num_heads, intermediate_size=shape.intermediate_size)))
     if "head_dim" in config:  # T5's d_kv, as wide as the shape's heads
         config["head_dim"] = shape.hidden_size // shape.num_heads
     if config.get("embedding_size", 0) > shape.hidden_size:
@@ -181,7 +190,7 @@ def synthetic_features(model, shape, vocab_size, seed=1234):
         "padding_mask": np.ones((rows, length), np.int32),
     }
     targets = {"tokens": _token_targets, "spans": _span_targets, "permutation": _permutation_targets,
-               "next": _next_targets, "seq2seq": _seq2seq_targets}
+               "next": _next_targets, "seq2seq": _seq2seq_targets, "bidirectional": _bidirectional_targets}
     features.update(targets[model.targets](rng, features["token_ids"], shape.predictions, vocab_size))
     if model.pair_label:
         features[model.pair_label] = rng.integers(0, 2, size=(rows,), dtype=np.int32)
@@ -236,6 +245,22 @@ def _next_targets(rng, token_ids, slots, vocab_size):
     return {"next_token_ids": np.roll(token_ids, -1, axis=1), "next_token_weights": weights}
 
 
+CHARACTERS = 50  # ELMo's characters a word
+CHARACTER_IDS = 262  # its character table
+
+
+def _bidirectional_targets(rng, token_ids, slots, vocab_size):
+    """ELMo: each word spelled in random characters (ids 1..261: no padding), the next and the previous word
+    (`token_ids`) as targets, none past either end."""
+    rows, length = token_ids.shape
+    weights = np.ones((rows, length), np.float32)
+    last, first = weights.copy(), weights.copy()
+    last[:, -1], first[:, 0] = 0.0, 0.0
+    return {"char_ids": rng.integers(1, CHARACTER_IDS, size=(rows, length, CHARACTERS), dtype=np.int32),
+            "next_token_ids": np.roll(token_ids, -1, axis=1), "next_token_weights": last,
+            "previous_token_ids": np.roll(token_ids, 1, axis=1), "previous_token_weights": first}
+
+
 def target_length(seq_len):
     """Span corruption's targets for `seq_len` inputs: 114 for 512, in proportion (at least 2)."""
     return max(2, seq_len * 114 // 512)
@@ -278,6 +303,8 @@ def train_flops(model, shape):
     predicted positions (every system here computes logits only there).
     """
     config = our_config(model, shape)
+    if model.targets == "bidirectional":
+        return 3 * _elmo_flops(config, shape)
     vocab_size, generator = config["vocab_size"], (generator_width(model, shape) or (None,))[0]
     tokens, slots = shape.batch_size * shape.seq_len, shape.batch_size * shape.predictions
     hidden = shape.hidden_size
@@ -308,3 +335,16 @@ def train_flops(model, shape):
     if model.targets == "spans":  # SpanBERT's boundary head: two transforms from [left; right; offset]
         forward += 2 * slots * ((2 * hidden + SBO_POSITION_WIDTH) * hidden + hidden * width + width * vocab_size)
     return 3 * forward
+
+
+def _elmo_flops(config, shape):
+    """ELMo's forward matmul FLOPs: every filter at every character window of every word, the highways'
+    two products and the projection; in each direction and layer the LSTM's input and recurrent products
+    and its projection; the shared softmax over every word, twice."""
+    words = shape.batch_size * shape.seq_len
+    embedding, features = config["char_embedding_dim"], sum(count for _, count in config["filters"])
+    width, cells = config["projection_dim"], config["lstm_units"]
+    convolutions = sum(2 * (CHARACTERS - size + 1) * size * embedding * count for size, count in config["filters"])
+    cnn = convolutions + config["num_highway"] * 2 * 2 * features * features + 2 * features * width
+    lstm = 2 * (2 * width * 4 * cells + cells * width)
+    return words * (cnn + 2 * config["num_layers"] * lstm + 2 * 2 * width * config["vocab_size"])

@@ -343,9 +343,67 @@ def _distilbert(config, shape):
     return torch.nn.ModuleDict({"student": student, "teacher": teacher}), loss
 
 
+class _Highway(torch.nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.transform, self.gate = torch.nn.Linear(features, features), torch.nn.Linear(features, features)
+
+    def forward(self, x):
+        share = torch.sigmoid(self.gate(x))
+        return share * F.relu(self.transform(x)) + (1.0 - share) * x
+
+
+class _Elmo(torch.nn.Module):
+    """ELMo's biLM as bilm-tf composes it: the character CNN (max over the word, ReLU, highways, projection),
+    per direction a stack of `nn.LSTM(proj_size=...)` with a residual around every layer but the first, and
+    one softmax for both directions. Every row is whole (no padding), so the backward stack reads the rows
+    flipped."""
+
+    def __init__(self, config):
+        super().__init__()
+        features, width = sum(count for _, count in config["filters"]), config["projection_dim"]
+        self.characters = torch.nn.Embedding(config["num_characters"], config["char_embedding_dim"])
+        self.convolutions = torch.nn.ModuleList(torch.nn.Conv1d(config["char_embedding_dim"], count, size)
+                                                for size, count in config["filters"])
+        self.highways = torch.nn.Sequential(*[_Highway(features) for _ in range(config["num_highway"])])
+        self.projection = torch.nn.Linear(features, width)
+        self.stacks = torch.nn.ModuleList(
+            torch.nn.ModuleList(torch.nn.LSTM(width, config["lstm_units"], proj_size=width, batch_first=True)
+                                for _ in range(config["num_layers"])) for _ in range(2))
+        self.softmax = torch.nn.Linear(width, config["vocab_size"])
+
+    def words(self, char_ids):
+        rows, length, characters = char_ids.shape
+        chars = self.characters(char_ids.reshape(-1, characters)).transpose(1, 2)  # [words, E, characters]
+        x = torch.cat([F.relu(conv(chars).max(dim=-1).values) for conv in self.convolutions], dim=-1)
+        return self.projection(self.highways(x)).reshape(rows, length, -1)
+
+    def forward(self, char_ids):
+        x = self.words(char_ids)
+        tops = []
+        for backward, stack in enumerate(self.stacks):
+            states = x.flip(1) if backward else x
+            for index, lstm in enumerate(stack):
+                output = lstm(F.dropout(states, 0.1, self.training))[0]
+                states = output if index == 0 else output + states
+            tops.append(states.flip(1) if backward else states)
+        return [self.softmax(top) for top in tops]
+
+
+def _elmo(config, shape):
+    model = _Elmo(config)
+
+    def loss(batch):
+        forward, backward = model(batch["char_ids"])
+        return (_mlm_loss(forward, batch, "next_token_ids", "next_token_weights")
+                + _mlm_loss(backward, batch, "previous_token_ids", "previous_token_weights"))
+
+    return model, loss
+
+
 BUILDERS = {"t5": _t5, "gpt": _gpt, "bert": _bert, "roberta": _roberta, "deberta": _deberta, "albert": _albert,
             "spanbert": _spanbert, "xlnet": _xlnet, "deberta-v3": _deberta_v3, "deberta-v3-mlm": _deberta_v3_mlm,
-            "ernie": _ernie, "bigbird": _bigbird, "distilbert": _distilbert}
+            "ernie": _ernie, "bigbird": _bigbird, "distilbert": _distilbert, "elmo": _elmo}
 
 
 def build_torch(model, shape, precision, compiled, device="cpu"):

@@ -13,7 +13,10 @@ from benchmarks.peer_models import MODELS, SHAPES, SPAN_LENGTH, our_config, synt
 TINY = SHAPES["tiny"]
 # transformers' RoBERTa has two more position rows (its positions start after the padding id) and a
 # one-row token-type table; ours has neither.
-EXTRA_IN_TRANSFORMERS = {"roberta": 3 * TINY.hidden_size}
+# torch's LSTMs have a second bias (4 x cells), one per direction and layer; our ELMo has the scalar mix's
+# layers + 1 weights and its scale.
+EXTRA_IN_TRANSFORMERS = {"roberta": 3 * TINY.hidden_size,
+                         "elmo": 2 * TINY.num_layers * 4 * TINY.intermediate_size - (TINY.num_layers + 2)}
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -58,3 +61,17 @@ def test_permutation_rows_follow_one_factorization_order():
         # The k-th target of the order is hidden from itself and from those after it: P, P-1, ..., 1.
         assert sorted(row[is_target]) == list(range(1, shape.predictions + 1))
 
+
+
+def test_elmos_flop_formula_is_what_its_traced_step_counts():
+    """The report's ELMo FLOPs (convolutions, highways, LSTM products, the softmax twice, x 3) against the
+    library's count of the traced training step's matmuls, convolutions and loop bodies."""
+    from benchmarks.peer_keras import build_ours
+    from benchmarks.peer_models import train_flops
+    from keras_bertology.training.flops import pretraining_flops
+
+    model = MODELS["elmo"]
+    pretrainer, _ = build_ours(model, TINY, "float32", xla="off")
+    features, _ = _rows("elmo", TINY)
+    batch = pretrainer.split_features({name: value[:TINY.batch_size] for name, value in features.items()})
+    assert pretraining_flops(pretrainer, batch, 1)[0] == train_flops(model, TINY)
