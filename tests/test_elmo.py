@@ -213,7 +213,7 @@ def test_each_language_model_scores_a_word_it_has_not_read():
     assert not pretrainer.backbone.get_layer("scalar_mix").trainable  # no pretraining loss reaches the mix
 
 
-def test_pretraining_on_the_default_corpus_beats_the_unigram_level_both_ways_and_resumes_exactly(tmp_path):
+def test_pretraining_on_the_default_corpus_beats_the_unigram_level_resumes_exactly_and_fine_tunes(tmp_path):
     import shutil
 
     from keras_bertology.training.checkpoints import RunCheckpoints
@@ -236,6 +236,17 @@ def test_pretraining_on_the_default_corpus_beats_the_unigram_level_both_ways_and
     assert step == 40
     for variable, expected in zip(resumed.weights, uninterrupted, strict=True):
         np.testing.assert_array_equal(np.asarray(variable), expected, err_msg=variable.path)
+    # `bertology finetune` on the run, at ELMo's default rate: the scalar mix and a head learn a pair task whose
+    # label is one word of the first sentence (test_finetune's rule; chance is 0.5).
+    from test_finetune import _user_folders
+
+    from keras_bertology.cli import main
+
+    folder = _user_folders(tmp_path / "data")["pairs"]
+    assert main(["finetune", "--task", str(folder), "--from", str(tmp_path / "run"), "--epochs", "10",
+                 "--batch-size", "16", "--seq-len", "32", "--out", str(tmp_path / "ft"), "--no-export"]) == 0
+    results = json.loads((tmp_path / "ft" / "results.json").read_text())
+    assert results["recipe"]["learning_rate"] == 1e-3 and results["test"]["accuracy"] >= 0.8, results["history"]
 
 
 MIRRORED_RUN = """
@@ -373,3 +384,14 @@ def test_the_studys_transformer_sizes_map_to_the_projection_and_the_cells():
         scale.num_layers, scale.hidden_size, scale.intermediate_size)
     assert "num_heads" not in config and "hidden_size" not in config
     ElmoBackbone(**config)  # builds: no size left over
+
+
+def test_the_residual_adds_the_input_as_the_lstm_read_it_after_dropout():
+    """bilm-tf wraps ResidualWrapper(cell) in the input dropout: layer i > 0 outputs LSTM(drop(x)) + drop(x)."""
+    backbone = ElmoBackbone(**SMALL)
+    added = [layer for layer in backbone.layers if isinstance(layer, keras.layers.Add)]
+    assert len(added) == 2 * (SMALL["num_layers"] - 1)
+    for layer in added:
+        sources = sorted(tensor._keras_history.operation.name for tensor in layer._inbound_nodes[0].input_tensors)
+        direction, index = sources[1].rsplit("_", 2)[0], sources[1].rsplit("_", 1)[1]
+        assert sources == [f"{direction}_dropout_{index}", f"{direction}_lstm_{index}"], sources

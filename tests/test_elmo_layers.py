@@ -96,17 +96,25 @@ def test_character_cnn_default_has_elmos_parameter_count():
     assert all(np.all(ops.convert_to_numpy(gate.bias) == -2.0) for gate in cnn.highway_gates)
 
 
-def test_character_cnn_starts_as_bilm_tf_does():
-    """Characters uniform in +-1 (std 1/sqrt(3)), every kernel normal with variance 1 / fan-in, biases 0 but
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+def test_character_cnn_starts_as_bilm_tf_does(activation):
+    """Characters uniform in +-1 (std 1/sqrt(3)); the filters uniform in +-0.05 under ReLU, normal with
+    variance 1 / fan-in under tanh; the highways and projection normal with variance 1 / fan-in; biases 0 but
     the gates' -2. Sample sizes: 4,192 characters (a std's relative standard error 0.7%: 0.02 is 5 of it),
     >= 20,480 weights a kernel (0.5%: 2% is 4)."""
-    cnn = CharacterCNN()
+    cnn = CharacterCNN(activation=activation)
     cnn.build((None, None, 50))
     table = ops.convert_to_numpy(cnn.char_embedding.embeddings)
     assert table.min() >= -1.0 and table.max() <= 1.0 and abs(table.std() - 3 ** -0.5) < 0.02
-    kernels = [(conv.kernel, conv.kernel.shape[0] * conv.kernel.shape[1]) for conv in cnn.convolutions[4:]]
-    kernels += [(dense.kernel, dense.kernel.shape[0])
-                for dense in (*cnn.highway_transforms, *cnn.highway_gates, cnn.projection)]
+    filters = [ops.convert_to_numpy(conv.kernel) for conv in cnn.convolutions[4:]]
+    if activation == "relu":
+        assert all(np.abs(kernel).max() <= 0.05 and kernel.std() == pytest.approx(0.05 / 3 ** 0.5, rel=0.02)
+                   for kernel in filters)
+    else:
+        assert all(kernel.std() == pytest.approx((kernel.shape[0] * kernel.shape[1]) ** -0.5, rel=0.02)
+                   for kernel in filters)
+    kernels = [(dense.kernel, dense.kernel.shape[0])
+               for dense in (*cnn.highway_transforms, *cnn.highway_gates, cnn.projection)]
     for kernel, fan_in in kernels:
         assert ops.convert_to_numpy(kernel).std() == pytest.approx(fan_in ** -0.5, rel=0.02), kernel.path
     biases = [conv.bias for conv in cnn.convolutions] + [dense.bias for dense in (*cnn.highway_transforms, cnn.projection)]

@@ -77,17 +77,19 @@ class CharacterCNN(keras.layers.Layer):
         widest = max(width for width, _ in self.filters)
         if max_chars is not None and max_chars < widest:
             raise ValueError(f"max_chars={max_chars} is narrower than the widest filter ({widest})")
-        # bilm-tf's initialisation throughout: characters uniform in +-1, and every kernel normal with a
-        # variance of 1 / fan-in, so that the max-pooled features differ from word to word from the start
-        # (Keras' defaults, +-0.05 characters under Glorot kernels, give every word nearly the same vector,
-        # cosine 0.9 at ELMo-tiny's size, and training never pulls them apart).
+        # bilm-tf's initialisation throughout: characters uniform in +-1; the filters uniform in +-0.05 under
+        # ReLU (Kim et al.'s, bilm-tf's choice for ELMo) or normal with a variance of 1 / fan-in under another
+        # activation; the highways and the projection normal with a variance of 1 / fan-in. (Keras' defaults,
+        # characters in +-0.05, give every word nearly the same vector.)
         self.char_embedding = keras.layers.Embedding(self.num_characters, self.char_embedding_dim,
                                                      embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0),
                                                      dtype=self.dtype_policy, name="char_embedding")
         self.char_embedding.build(None)
         self.convolutions = []
+        filters_initializer = (keras.initializers.RandomUniform(-0.05, 0.05) if self.activation == "relu"
+                               else _fan_in_normal())
         for width, count in self.filters:
-            conv = keras.layers.Conv1D(count, width, padding="valid", kernel_initializer=_fan_in_normal(),
+            conv = keras.layers.Conv1D(count, width, padding="valid", kernel_initializer=filters_initializer,
                                        dtype=self.dtype_policy, name=f"conv_width_{width}")
             conv.build((None, max_chars, self.char_embedding_dim))
             self.convolutions.append(conv)

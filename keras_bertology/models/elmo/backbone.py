@@ -26,7 +26,8 @@ class ElmoBackbone(Backbone):
     forward stack reads x left to right, the backward stack each row's tokens
     right to left, each `num_layers` `ProjectedLSTM`s of `lstm_units` cells
     projected to P, with dropout on every LSTM's input and a residual
-    connection around every layer but the first (bilm-tf's). The two
+    connection around every layer but the first, from that dropped input
+    (bilm-tf's). The two
     directions share only the token vectors (and, in pretraining, the
     softmax); neither sees the other's states, so each is a language model.
 
@@ -74,7 +75,9 @@ class ElmoBackbone(Backbone):
                                      go_backwards=direction == "backward", dtype=dtype, name=lstm_name(direction, index))
                 dropped = keras.layers.Dropout(dropout, dtype=dtype, name=f"{direction}_dropout_{index}")(states)
                 output = lstm(dropped, mask=mask)
-                states = output if index == 0 else keras.layers.Add(dtype=dtype)([output, states])
+                # The residual adds the LSTM's input as the LSTM read it, after dropout (bilm-tf wraps its
+                # ResidualWrapper in the input dropout).
+                states = output if index == 0 else keras.layers.Add(dtype=dtype)([output, dropped])
                 layers[direction].append(states)
         lstm_outputs = [keras.layers.Concatenate(dtype=dtype, name=f"lstm_outputs_{index + 1}")([forward, backward])
                         for index, (forward, backward) in enumerate(zip(layers["forward"], layers["backward"]))]

@@ -20,7 +20,8 @@ class ElmoPretrainer(Pretrainer):
     Inputs: the backbone's (`char_ids`, `padding_mask`). Outputs `forward_lm` and
     `backward_lm` [B, L, V] float32 logits: position t scores the word at t + 1
     and the word at t - 1. The two language models share the token vectors and
-    the softmax and nothing else (bilm-tf's). The backbone's scalar mix is
+    the softmax and nothing else, and each reads its top states through
+    dropout (bilm-tf's). The backbone's scalar mix is
     frozen here: it is the fine-tuning task's to learn, and no pretraining
     loss reaches it.
 
@@ -39,10 +40,16 @@ class ElmoPretrainer(Pretrainer):
         backbone.get_layer("scalar_mix").trainable = False
         inputs = dict(backbone.input)
         states = backbone(inputs)
-        softmax = keras.layers.Dense(backbone.vocab_size, dtype=backbone.dtype_policy, name="softmax")
-        outputs = {objective: keras.layers.Activation("linear", dtype="float32", name=f"{objective}_logits")(
-                       softmax(states[f"{direction}_output"]))
-                   for objective, direction in (("forward_lm", "forward"), ("backward_lm", "backward"))}
+        # bilm-tf's softmax: weights normal with a variance of 1 / width, read through dropout.
+        softmax = keras.layers.Dense(backbone.vocab_size, dtype=backbone.dtype_policy, name="softmax",
+                                     kernel_initializer=keras.initializers.RandomNormal(
+                                         stddev=backbone.projection_dim ** -0.5))
+        outputs = {}
+        for objective, direction in (("forward_lm", "forward"), ("backward_lm", "backward")):
+            top = keras.layers.Dropout(backbone.dropout, dtype=backbone.dtype_policy,
+                                       name=f"{direction}_output_dropout")(states[f"{direction}_output"])
+            outputs[objective] = keras.layers.Activation("linear", dtype="float32", name=f"{objective}_logits")(
+                softmax(top))
         super().__init__(backbone, inputs, outputs, [FORWARD_LM, BACKWARD_LM], **kwargs)
 
     def get_config(self):
