@@ -207,7 +207,7 @@ def _add_study(commands):
                        help="fine-tuning tasks, as `finetune --task` takes them")
     _number(study, "--seeds", ranges.STUDY_SEEDS,
             "fine-tuning seeds per arm, task and label count, each drawing the same labeled examples for every "
-            "arm (default: the scale's, 3 for tiny)")
+            f"arm (default: the scale's, {SCALES['tiny'].seeds} for tiny)")
     _number(study, "--seed", ranges.SEED, "the pretraining runs' seed", default=defaults.seed)
     _number(study, "--vocab-size", ranges.VOCAB_SIZE, default=defaults.vocab_size)
     _number(study, "--workers", ranges.WORKERS,
