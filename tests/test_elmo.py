@@ -395,3 +395,39 @@ def test_the_residual_adds_the_input_as_the_lstm_read_it_after_dropout():
         sources = sorted(tensor._keras_history.operation.name for tensor in layer._inbound_nodes[0].input_tensors)
         direction, index = sources[1].rsplit("_", 2)[0], sources[1].rsplit("_", 1)[1]
         assert sources == [f"{direction}_dropout_{index}", f"{direction}_lstm_{index}"], sources
+
+
+def test_pretraining_with_a_sampled_softmax(tmp_path):
+    """`--softmax-samples 64` over the default corpus's 2,000 words: each step scores the targets and 64 drawn
+    words, the loss falls, a resumed run draws the same words, and the saved pretrainer rebuilds with the
+    setting."""
+    from keras_bertology.runs import load_run_model
+    from keras_bertology.training.options import PretrainOptions
+    from keras_bertology.training.pretrain import pretrain
+
+    import shutil
+
+    from keras_bertology.training.checkpoints import RunCheckpoints
+
+    options = PretrainOptions(model="elmo", preset="elmo-tiny", steps=12, batch_size=8, seq_len=16, vocab_size=2000,
+                              family_options={"softmax_samples": 64}, out=str(tmp_path / "run"), no_export=True,
+                              log_every=4, verbose=0)
+    metrics = pretrain(options)
+    assert metrics["family_options"]["softmax_samples"] == 64
+    losses = [record["loss"] for record in metrics["history"]]
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0]
+    # The draws of the last window again from the checkpoint before it: the sampler's state is checkpointed.
+    checkpoints = RunCheckpoints(tmp_path / "run")
+    uninterrupted = [np.asarray(v) for v in checkpoints.load_model()[0].weights]
+    shutil.rmtree(checkpoints.latest()[0])
+    keras.backend.clear_session()
+    pretrain(dataclasses.replace(options, resume=True))
+    for variable, expected in zip(checkpoints.load_model()[0].weights, uninterrupted, strict=True):
+        np.testing.assert_array_equal(np.asarray(variable), expected, err_msg=variable.path)
+    pretrainer = load_run_model(tmp_path / "run").pretrainer
+    assert pretrainer.softmax_samples == 64 and pretrainer.get_layer("softmax").num_samples == 64
+    inputs = {"char_ids": np.ones((2, 5, 50), "int32"), "padding_mask": np.ones((2, 5), "int32"),
+              "next_token_ids": np.full((2, 5), 7, "int32"), "previous_token_ids": np.full((2, 5), 9, "int32")}
+    trained, served = pretrainer(inputs, training=True), pretrainer(inputs)
+    assert trained["forward_lm"].shape == (2, 5, 65) and not np.any(trained["backward_lm_targets"])
+    assert served["forward_lm"].shape == (2, 5, 2000) and np.all(served["backward_lm_targets"] == 9)

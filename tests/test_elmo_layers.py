@@ -323,3 +323,51 @@ def test_a_tiny_elmo_round_trips_through_a_keras_file(tmp_path):
     # The padding token's (last) outputs of the LSTMs are zeros: the CNN's mask reached them.
     lstm_outputs = keras.Model(char_ids, both)(ids)
     assert np.all(ops.convert_to_numpy(lstm_outputs)[:, -1] == 0.0)
+
+
+def test_sampled_softmax_scores_the_target_and_the_drawn_words_less_their_log_expected_counts():
+    from keras_bertology.layers.sampled_softmax import SampledSoftmax
+
+    layer = SampledSoftmax(vocab_size=20, num_samples=5, seed=0)
+    rng = np.random.default_rng(0)
+    states = rng.normal(size=(2, 3, 4)).astype("float32")
+    targets = np.array([[1, 7, 19], [0, 3, 3]], "int32")
+    layer.build(states.shape)
+    layer.kernel.assign(rng.normal(size=(4, 20)))
+    layer.bias.assign(rng.normal(size=20))
+    logits = states @ ops.convert_to_numpy(layer.kernel) + ops.convert_to_numpy(layer.bias)
+    np.testing.assert_allclose(ops.convert_to_numpy(layer(states)), logits, atol=1e-5)
+    q = np.log((np.arange(20) + 2) / (np.arange(20) + 1)) / np.log(21)  # log-uniform, sums to 1
+    assert q.sum() == pytest.approx(1.0)
+    drawn = np.array([3, 0, 12, 3, 7], "int32")
+    scores = ops.convert_to_numpy(layer.sampled_scores(states, targets, drawn))
+    expected_true = np.take_along_axis(logits, targets[..., None], -1)[..., 0] - np.log(5 * q[targets])
+    np.testing.assert_allclose(scores[..., 0], expected_true, atol=1e-5)
+    expected_drawn = logits[..., drawn] - np.log(5 * q[drawn])
+    hits = targets[..., None] == drawn
+    np.testing.assert_allclose(scores[..., 1:][~hits], expected_drawn[~hits], atol=1e-5)
+    assert np.all(scores[..., 1:][hits] == -1e9) and hits.sum() == 6  # 7 once, 0 once, each 3 twice
+    # Training draws 5 and reads the scores against column 0; outside training, the full logits and the ids.
+    sampled, labels = layer(states, targets, training=True)
+    assert sampled.shape == (2, 3, 6) and not np.any(ops.convert_to_numpy(labels))
+    full, ids = layer(states, targets)
+    np.testing.assert_allclose(ops.convert_to_numpy(full), logits, atol=1e-5)
+    np.testing.assert_array_equal(ops.convert_to_numpy(ids), targets)
+
+
+def test_sampled_softmax_draws_ids_log_uniformly():
+    """400,000 draws over 10 ids: each id's count within 5 standard errors (sqrt(n p (1 - p)) <= 316) of n p."""
+    from keras_bertology.layers.sampled_softmax import SampledSoftmax, log_uniform_log_probabilities
+
+    layer = SampledSoftmax(vocab_size=10, num_samples=400_000, seed=3)
+    states, targets = np.zeros((1, 1, 2), "float32"), np.full((1, 1), 9, "int32")
+    layer.build(states.shape)
+    layer.kernel.assign(np.zeros((2, 10)))
+    scores = ops.convert_to_numpy(layer(states, targets, training=True)[0])[0, 0, 1:]
+    # Zero weights: a drawn id's score is -log(n q(id)), so the draws are read back from their scores.
+    p = np.exp(ops.convert_to_numpy(log_uniform_log_probabilities(10)))
+    drawn = [int(np.argmin(np.abs(-np.log(400_000 * p) - score))) for score in scores[scores > -1e8]]
+    counts = np.bincount(drawn, minlength=10)
+    counts[9] += int(np.sum(scores <= -1e8))  # the target's own draws were scored out
+    n = 400_000
+    assert np.all(np.abs(counts - n * p) <= 5 * np.sqrt(n * p * (1 - p))), (counts, n * p)

@@ -21,6 +21,7 @@ from keras_bertology.layers.relative_attention import (
     sinusoidal_relative_positions,
 )
 from keras_bertology.layers.replaced_tokens import GumbelSampler, ReplacedTokenHead, ReplaceTokens
+from keras_bertology.layers.sampled_softmax import SampledSoftmax
 from keras_bertology.layers.scalar_mix import ScalarMix
 from keras_bertology.layers.shared_stack import SharedEncoderStack
 from keras_bertology.layers.span_boundary import SpanBoundaryHead
@@ -44,6 +45,7 @@ __all__ = [
     "RelativePositionTable",
     "ReplaceTokens",
     "ReplacedTokenHead",
+    "SampledSoftmax",
     "ScalarMix",
     "SequenceProjection",
     "SharedEncoderStack",

@@ -9,7 +9,7 @@ what the softmax predicts; the encoder reads any word from its characters.
 
 from keras_bertology.lazy_imports import lazy_attributes
 from keras_bertology.models.elmo.presets import ELMO_PRESETS
-from keras_bertology.models.family import ModelFamily
+from keras_bertology.models.family import FamilyOption, ModelFamily
 
 FAMILY = ModelFamily(
     name="elmo",
@@ -34,6 +34,11 @@ FAMILY = ModelFamily(
     # The study's sizes: the width of every layer's output is the projection's, the FFN's counterpart is the
     # LSTM's cells; an LSTM has no heads.
     size_keys={"hidden_size": "projection_dim", "intermediate_size": "lstm_units", "num_heads": None},
+    options=(
+        FamilyOption("softmax_samples", int, 0, "words drawn per batch for a sampled softmax in training (the "
+                     "original's 8192, for vocabularies of hundreds of thousands; 0: the full softmax)",
+                     minimum=0, maximum=1_000_000, used_by=("pretrainer",)),
+    ),
 )
 
 __getattr__ = lazy_attributes(__name__, {

@@ -1,7 +1,10 @@
 """ELMo pretraining: a forward and a backward language model over one encoder, sharing their softmax."""
 
+import dataclasses
+
 import keras
 
+from keras_bertology.layers.sampled_softmax import SampledSoftmax
 from keras_bertology.models.causal_lm import next_token_metrics
 from keras_bertology.models.pretrainer import Objective, Pretrainer
 
@@ -11,6 +14,7 @@ FORWARD_LM = Objective("forward_lm", label_key="next_token_ids", weight_key="nex
                        make_metrics=next_token_metrics, predicts_tokens=True)
 BACKWARD_LM = Objective("backward_lm", label_key="previous_token_ids", weight_key="previous_token_weights",
                         make_metrics=next_token_metrics, predicts_tokens=True)
+DIRECTIONS = {FORWARD_LM: "forward", BACKWARD_LM: "backward"}
 
 
 @keras.saving.register_keras_serializable(package="keras_bertology")
@@ -21,9 +25,15 @@ class ElmoPretrainer(Pretrainer):
     `backward_lm` [B, L, V] float32 logits: position t scores the word at t + 1
     and the word at t - 1. The two language models share the token vectors and
     the softmax and nothing else, and each reads its top states through
-    dropout (bilm-tf's). The backbone's scalar mix is
-    frozen here: it is the fine-tuning task's to learn, and no pretraining
-    loss reaches it.
+    dropout (bilm-tf's). The backbone's scalar mix is frozen here: it is the
+    fine-tuning task's to learn, and no pretraining loss reaches it.
+
+    With `softmax_samples` > 0 a training step scores each position's target
+    and that many words drawn for the batch (`layers.SampledSoftmax`, the
+    original's 8,192 over 793,471 words) in place of the whole vocabulary: the
+    targets (`next_token_ids`, `previous_token_ids`) are then inputs too, the
+    outputs `<objective>_targets` hold the labels the scores are read against,
+    and the logged loss, accuracy and perplexity are the sampled softmax's.
 
     Example:
         >>> from keras_bertology.models.elmo.backbone import ElmoBackbone
@@ -36,24 +46,29 @@ class ElmoPretrainer(Pretrainer):
         ['forward_lm', 'backward_lm']
     """
 
-    def __init__(self, backbone, **kwargs):
+    def __init__(self, backbone, softmax_samples=0, **kwargs):
         backbone.get_layer("scalar_mix").trainable = False
         inputs = dict(backbone.input)
         states = backbone(inputs)
-        # bilm-tf's softmax: weights normal with a variance of 1 / width, read through dropout.
-        softmax = keras.layers.Dense(backbone.vocab_size, dtype=backbone.dtype_policy, name="softmax",
-                                     kernel_initializer=keras.initializers.RandomNormal(
-                                         stddev=backbone.projection_dim ** -0.5))
-        outputs = {}
-        for objective, direction in (("forward_lm", "forward"), ("backward_lm", "backward")):
+        softmax = SampledSoftmax(backbone.vocab_size, softmax_samples, dtype=backbone.dtype_policy, name="softmax")
+        outputs, objectives = {}, []
+        for objective, direction in DIRECTIONS.items():
             top = keras.layers.Dropout(backbone.dropout, dtype=backbone.dtype_policy,
                                        name=f"{direction}_output_dropout")(states[f"{direction}_output"])
-            outputs[objective] = keras.layers.Activation("linear", dtype="float32", name=f"{objective}_logits")(
-                softmax(top))
-        super().__init__(backbone, inputs, outputs, [FORWARD_LM, BACKWARD_LM], **kwargs)
+            if softmax_samples:
+                inputs[objective.label_key] = keras.Input((None,), dtype="int32", name=objective.label_key)
+                scores, outputs[f"{objective.name}_targets"] = softmax(top, inputs[objective.label_key])
+                objective = dataclasses.replace(objective, label_key=f"{objective.name}_targets")
+            else:
+                scores = softmax(top)
+            outputs[objective.name] = keras.layers.Activation("linear", dtype="float32",
+                                                              name=f"{objective.name}_logits")(scores)
+            objectives.append(objective)
+        super().__init__(backbone, inputs, outputs, objectives, **kwargs)
+        self.softmax_samples = softmax_samples
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
+        return {"name": self.name, "trainable": self.trainable, "softmax_samples": self.softmax_samples,
                 "backbone": keras.saving.serialize_keras_object(self.backbone)}
 
     @classmethod
