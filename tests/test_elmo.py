@@ -247,6 +247,10 @@ def test_pretraining_on_the_default_corpus_beats_the_unigram_level_resumes_exact
                  "--batch-size", "16", "--seq-len", "32", "--out", str(tmp_path / "ft"), "--no-export"]) == 0
     results = json.loads((tmp_path / "ft" / "results.json").read_text())
     assert results["recipe"]["learning_rate"] == 1e-3 and results["test"]["accuracy"] >= 0.8, results["history"]
+    # The scalar mix, frozen while the language models trained, is the task's to learn: it left the mean.
+    tuned = keras.saving.load_model(tmp_path / "ft" / "model.keras", compile=False)
+    mix = tuned.backbone.get_layer("scalar_mix")
+    assert mix.trainable and np.ptp(ops.convert_to_numpy(mix.weights[0])) > 1e-4
 
 
 MIRRORED_RUN = """
