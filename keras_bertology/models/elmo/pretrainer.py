@@ -25,8 +25,8 @@ class ElmoPretrainer(Pretrainer):
     `backward_lm` [B, L, V] float32 logits: position t scores the word at t + 1
     and the word at t - 1. The two language models share the token vectors and
     the softmax and nothing else, and each reads its top states through
-    dropout (bilm-tf's). The backbone's scalar mix is frozen here: it is the
-    fine-tuning task's to learn, and no pretraining loss reaches it.
+    dropout (bilm-tf's). The backbone's scalar mix is held still here: it is
+    the fine-tuning task's to learn, and no pretraining loss reaches it.
 
     With `softmax_samples` > 0 a training step scores each position's target
     and that many words drawn for the batch (`layers.SampledSoftmax`, the
@@ -47,7 +47,10 @@ class ElmoPretrainer(Pretrainer):
     """
 
     def __init__(self, backbone, softmax_samples=0, **kwargs):
-        backbone.get_layer("scalar_mix").trainable = False
+        # No loss here reaches the scalar mix: its weights are held still, as variables (the layer stays
+        # trainable, so a backbone saved by the run and loaded for a task learns them).
+        for variable in backbone.get_layer("scalar_mix").weights:
+            variable.trainable = False
         inputs = dict(backbone.input)
         states = backbone(inputs)
         softmax = SampledSoftmax(backbone.vocab_size, softmax_samples, dtype=backbone.dtype_policy, name="softmax")
@@ -66,6 +69,13 @@ class ElmoPretrainer(Pretrainer):
             objectives.append(objective)
         super().__init__(backbone, inputs, outputs, objectives, **kwargs)
         self.softmax_samples = softmax_samples
+
+    def served_backbone(self):
+        """A copy of the backbone whose scalar mix trains again (held still here, where no loss reaches it):
+        what the run saves, exports and fine-tunes."""
+        served = type(self.backbone).from_config(self.backbone.get_config())
+        served.set_weights(self.backbone.get_weights())
+        return served
 
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable, "softmax_samples": self.softmax_samples,
