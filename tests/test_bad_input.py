@@ -203,6 +203,8 @@ CASES = [
     ("elmo --xla on", _pretrain("--model", "elmo", "--xla", "on"), "--xla on: XLA cannot compile"),
     ("elmo --max-predictions", _pretrain("--model", "elmo", "--max-predictions", "5"),
      "--max-predictions does not apply to --model elmo"),
+    ("elmo --softmax-samples negative", _pretrain("--model", "elmo", "--softmax-samples", "-1"), "--softmax-samples"),
+    ("elmo's option for bert", _pretrain("--softmax-samples", "64"), "--softmax-samples does not apply to --model bert"),
     ("transformer-xl --reuse-len", _pretrain("--model", "transformer-xl", "--preset", "transformer-xl-tiny",
                                              "--reuse-len", "8"), "--reuse-len does not apply to --model transformer-xl"),
     ("transformer-xl --mem-len out of range", _pretrain("--model", "transformer-xl", "--preset",

@@ -343,6 +343,13 @@ def test_the_savedmodel_serves_tf_hubs_outputs_for_raw_strings(tmp_path):
     np.testing.assert_allclose(ids["sequence_output"].numpy(), expected["sequence_output"], atol=1e-5)
     with pytest.raises(tf.errors.InvalidArgumentError, match="char_ids"):
         served.signatures["serve_ids"](char_ids=tf.constant(char_ids + 300), padding_mask=tf.constant(padding))
+    # As a server runs it, with tensorflow and tensorflow-text alone: the words are spelled in the graph.
+    from bare_serving import saved_model_cli
+
+    saved_model_cli("run", "--dir", str(tmp_path / "export"), "--tag_set", "serve", "--signature_def", "serve",
+                    "--input_exprs", f"text={texts!r}", "--outdir", str(tmp_path / "cli"))
+    np.testing.assert_allclose(np.load(tmp_path / "cli" / "default.npy"), outputs["default"], atol=1e-5)
+    assert np.load(tmp_path / "cli" / "sequence_len.npy").tolist() == [4, 6]
 
 
 def test_a_pair_is_two_sentences_of_the_stream_each_word_spelled_where_its_id_lands():
