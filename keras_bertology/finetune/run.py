@@ -72,7 +72,6 @@ def _finetune(options, out, export_dir, shared):
         encoded = _encode_splits(kind, task, family, run, seq_len, options, shared, list(backbone.input))
         if options.random_init:
             backbone = backbone.__class__.from_config(backbone.get_config())
-        _train_every_weight(backbone)
         model = kind.build_model(backbone, task, family, options.summary)
         key = recipe_key(backbone, task, seq_len, options, steps_per_epoch) if shared is not None else None
         kept = shared.take_model(key, model) if key else None
@@ -142,14 +141,6 @@ def _encode_splits(kind, task, family, run, seq_len, options, shared, input_name
     return {split: encode(split) if shared is None or split == "train" else
             shared.encoded(split_key(options, split, seq_len, input_names), lambda split=split: encode(split))
             for split in task.splits}
-
-
-def _train_every_weight(model):
-    """Make every weight of `model` trainable, also those pretraining held still (ELMo's scalar mix, which
-    the task learns): Keras' `trainable = True` does not reach the layers of a functional model."""
-    model.trainable = True
-    for layer in getattr(model, "layers", ()):
-        _train_every_weight(layer)
 
 
 def _steps_per_epoch(examples, batch_size, whole_batches):

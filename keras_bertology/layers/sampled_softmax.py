@@ -34,7 +34,7 @@ class SampledSoftmax(keras.layers.Layer):
     loss or its sampled estimate. The draw costs D x (1 + num_samples) a
     position in place of D x V.
 
-    Weights: `kernel` [D, V] (normal, `kernel_stddev`, default 1/sqrt(D)), `bias` [V].
+    Weights: `kernel` [D, V] (normal with a standard deviation of 1/sqrt(D)), `bias` [V].
 
     Example:
         >>> from keras import ops
@@ -48,11 +48,10 @@ class SampledSoftmax(keras.layers.Layer):
         (2, 3, 50)
     """
 
-    def __init__(self, vocab_size, num_samples=0, kernel_stddev=None, seed=None, **kwargs):
+    def __init__(self, vocab_size, num_samples=0, seed=None, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.num_samples = num_samples
-        self.kernel_stddev = kernel_stddev
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.supports_masking = True  # every position is scored; the loss's weights leave padding out
@@ -61,9 +60,8 @@ class SampledSoftmax(keras.layers.Layer):
         return None if targets is None else (None, None)
 
     def build(self, states_shape, targets_shape=None):
-        stddev = self.kernel_stddev or states_shape[-1] ** -0.5
         self.kernel = self.add_weight(name="kernel", shape=(states_shape[-1], self.vocab_size),
-                                      initializer=keras.initializers.RandomNormal(stddev=stddev))
+                                      initializer=keras.initializers.RandomNormal(stddev=states_shape[-1] ** -0.5))
         self.bias = self.add_weight(name="bias", shape=(self.vocab_size,), initializer="zeros")
         self.built = True
 
@@ -104,5 +102,4 @@ class SampledSoftmax(keras.layers.Layer):
         return scores if targets is None else (scores, keras.KerasTensor(targets.shape, dtype="int32"))
 
     def get_config(self):
-        return dict(super().get_config(), vocab_size=self.vocab_size, num_samples=self.num_samples,
-                    kernel_stddev=self.kernel_stddev, seed=self.seed)
+        return dict(super().get_config(), vocab_size=self.vocab_size, num_samples=self.num_samples, seed=self.seed)
