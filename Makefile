@@ -37,7 +37,7 @@ run: $(RUNTIME)
 # module fixtures are built once, the longest files first (tests/conftest.py). Then the model code on
 # the JAX backend: every family's parity with transformers at 1e-5, the real MiniLM weights and the
 # pretrainers (test_layers.py passes there too).
-JAX_TESTS := tests/test_hf_parity.py tests/test_minilm_parity.py tests/test_pretrainer.py \
+JAX_TESTS := tests/test_hf_parity.py tests/test_minilm_parity.py tests/test_pretrainer.py tests/test_dropout.py \
 	tests/test_attention_streams.py tests/test_ranked_precision.py \
 	tests/test_gpt.py::test_converted_gpt2_matches_transformers_on_both_padding_sides \
 	tests/test_gpt.py::test_each_position_sees_only_itself_and_the_positions_before_it \

@@ -9,6 +9,7 @@ from keras_bertology.layers.disentangled_attention import (
     RelativeEmbeddings,
     RelativePositionTable,
 )
+from keras_bertology.layers.dropout import HashedDropout, hashed_uniform_bits
 from keras_bertology.layers.embeddings import TokenPositionSegmentEmbedding
 from keras_bertology.layers.heads import MaskedLMHead, PooledClassificationHead, gather_positions
 from keras_bertology.layers.low_rank_attention import LowRankSelfAttention, SequenceProjection
@@ -34,6 +35,7 @@ __all__ = [
     "CharacterCNN",
     "DisentangledSelfAttention",
     "GumbelSampler",
+    "HashedDropout",
     "LowRankSelfAttention",
     "MaskedLMHead",
     "MultiHeadSelfAttention",
@@ -58,6 +60,7 @@ __all__ = [
     "causal_mask",
     "different_segments",
     "gather_positions",
+    "hashed_uniform_bits",
     "merge_attention_masks",
     "position_buckets",
     "rel_shift",

@@ -6,6 +6,8 @@ import warnings
 import keras
 from keras import ops
 
+from keras_bertology.layers.dropout import HashedDropout
+
 # A decoder's first position attends to one key: a softmax over one score, which Keras warns of.
 warnings.filterwarnings("ignore", message=r"You are using a softmax over axis -1 of a tensor of shape .*This axis "
                         r"has size 1", category=UserWarning)
@@ -105,7 +107,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self.head_dim = head_dim
         self.dropout = dropout
         self.initializer_range = initializer_range
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dropout_layer = HashedDropout(dropout, dtype=self.dtype_policy)
 
     @staticmethod
     def options_for_layer(options, index):

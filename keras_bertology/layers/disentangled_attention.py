@@ -21,6 +21,7 @@ import numpy as np
 from keras import ops
 
 from keras_bertology.layers.attention import MultiHeadSelfAttention
+from keras_bertology.layers.dropout import HashedDropout
 
 POSITION_TERMS = ("c2p", "p2c")
 
@@ -109,7 +110,7 @@ class DisentangledSelfAttention(MultiHeadSelfAttention):
         self.position_key_bias = position_key_bias
         self.content_key_bias = content_key_bias
         self.position_dropout = position_dropout
-        self.position_dropout_layer = keras.layers.Dropout(position_dropout, dtype=self.dtype_policy)
+        self.position_dropout_layer = HashedDropout(position_dropout, dtype=self.dtype_policy)
 
     def build(self, input_shape):
         super().build(input_shape)

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_bertology.layers.dropout import HashedDropout
+
 
 @keras.saving.register_keras_serializable(package="keras_bertology")
 class TokenPositionSegmentEmbedding(keras.layers.Layer):
@@ -74,7 +76,7 @@ class TokenPositionSegmentEmbedding(keras.layers.Layer):
             self.layer_norm = keras.layers.LayerNormalization(
                 epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm"
             )
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dropout_layer = HashedDropout(dropout, dtype=self.dtype_policy)
         self._base = None
 
     def build(self, token_ids_shape, segment_ids_shape=None, position_ids_shape=None):

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_bertology.layers.activations import get_activation
+from keras_bertology.layers.dropout import HashedDropout
 
 
 def gather_positions(sequence, positions):
@@ -143,7 +144,7 @@ class PooledClassificationHead(keras.layers.Layer):
         self.num_classes = num_classes
         self.dropout = dropout
         self.initializer_range = initializer_range
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dropout_layer = HashedDropout(dropout, dtype=self.dtype_policy)
         self.classifier = keras.layers.Dense(
             num_classes,
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),

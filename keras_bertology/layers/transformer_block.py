@@ -6,6 +6,7 @@ from keras import ops
 
 from keras_bertology.layers.activations import get_activation
 from keras_bertology.layers.attention import MultiHeadSelfAttention
+from keras_bertology.layers.dropout import HashedDropout
 
 NORMS = {"layer_norm": keras.layers.LayerNormalization, "rms_norm": keras.layers.RMSNormalization}
 
@@ -117,8 +118,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
             hidden, use_bias=self.feed_forward_bias, kernel_initializer=init, dtype=policy, name="output"
         )
         self.output_norm = self._norm("output_norm")
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=policy)
-        self.activation_dropout_layer = (keras.layers.Dropout(self.activation_dropout, dtype=policy)
+        self.dropout_layer = HashedDropout(self.dropout, dtype=policy)
+        self.activation_dropout_layer = (HashedDropout(self.activation_dropout, dtype=policy)
                                          if self.activation_dropout else None)
         self.attention.build(input_shape)
         self.attention_norm.build(input_shape)

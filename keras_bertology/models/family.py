@@ -153,9 +153,6 @@ class ModelFamily:
             --max-predictions are refused for it.
         masker_takes_seq_len: the masking stage also receives `seq_len`, for
             outputs of lengths of their own (T5's inputs and targets).
-        xla_on_cpu: False where XLA's CPU backend makes the family's step
-            slower than TensorFlow's own kernels: `--xla auto` then leaves
-            it uncompiled on a machine without an accelerator.
         xla_compiles: False where XLA cannot compile the family's training step
             on TensorFlow (ELMo's LSTMs: Keras' scan leaves TensorFlow's loop
             unbounded, and XLA compiles no unbounded loop's gradient): `--xla
@@ -210,7 +207,6 @@ class ModelFamily:
     stream_batches: bool = False
     masks_tokens: bool = True
     masker_takes_seq_len: bool = False
-    xla_on_cpu: bool = True
     xla_compiles: bool = True
     context_path: str | None = None
     masker_takes_token_counts: bool = False

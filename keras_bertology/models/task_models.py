@@ -11,6 +11,7 @@ or its last, XLNet's <cls>) is the `summary` argument.
 import keras
 
 from keras_bertology.errors import ConfigError
+from keras_bertology.layers.dropout import HashedDropout
 
 SUMMARY_POSITIONS = ("first", "last", "last_text", "mean")  # finetune.options keeps a copy free of Keras
 
@@ -128,7 +129,7 @@ class SequenceClassifier(TaskModel):
                 state = sequence[:, 0, :] if summary == "first" else last_real_state(
                     sequence, inputs["padding_mask"], back=int(summary == "last_text"))
             pooled = _dense(sequence.shape[-1], _initializer_range(backbone), "summary", "tanh", dtype)(state)
-        pooled = keras.layers.Dropout(dropout, name="summary_dropout")(pooled)
+        pooled = HashedDropout(dropout, name="summary_dropout")(pooled)
         logits = _dense(num_classes, _initializer_range(backbone), "logits", dtype="float32")(pooled)
         super().__init__(backbone, inputs, logits, dict(num_classes=num_classes, summary=summary, dropout=dropout),
                          **kwargs)
@@ -150,7 +151,7 @@ class TokenClassifier(TaskModel):
 
     def __init__(self, backbone, num_tags, dropout=0.1, **kwargs):
         inputs, encoded = _encode(backbone)
-        x = keras.layers.Dropout(dropout, name="tag_dropout")(encoded["sequence_output"])
+        x = HashedDropout(dropout, name="tag_dropout")(encoded["sequence_output"])
         logits = _dense(num_tags, _initializer_range(backbone), "logits", dtype="float32")(x)
         super().__init__(backbone, inputs, logits, dict(num_tags=num_tags, dropout=dropout), **kwargs)
 

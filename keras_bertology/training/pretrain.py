@@ -160,8 +160,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
     with strategy.scope():
         pretrainer, done_steps = _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options,
                                                      options.precision, replica_batch, context)
-        pretrainer.jit_compile = resolve_jit_compile(options.xla, pretrainer.dtype_policy.name, family.xla_on_cpu,
-                                                      family.xla_compiles)
+        pretrainer.jit_compile = resolve_jit_compile(options.xla, pretrainer.dtype_policy.name, family.xla_compiles)
     worker_dataset = None
     if source.manifest:
         masker = (build_masker(family, tokenizer, options, replicas, corpus_token_counts(family, instances, tokenizer))

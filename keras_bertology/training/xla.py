@@ -8,11 +8,9 @@ norms, dropout, the softmax and the AdamW update) that TensorFlow otherwise
 runs op by op. In mixed_bfloat16 on a CPU it made them slower (BERT 0.88x,
 ALBERT 0.81x on an AMD EPYC with AVX512-BF16): XLA's CPU backend computes the
 bf16 matmuls less well than oneDNN's kernels, which TensorFlow's own ops call.
-A family may also declare that XLA's CPU backend slows its step
-(`ModelFamily.xla_on_cpu`: XLNet's, 6x at its tiny size). So auto compiles
-with XLA on TensorFlow when the run trains on one device (Keras does not
-compile under a tf.distribute strategy), except in bfloat16 or for such a
-family on a machine without an accelerator; on JAX every step is compiled,
+So auto compiles with XLA on TensorFlow when the run trains on one device
+(Keras does not compile under a tf.distribute strategy), except in bfloat16
+on a machine without an accelerator; on JAX every step is compiled,
 as Keras does there. A family whose TensorFlow step XLA cannot compile
 (`ModelFamily.xla_compiles`: ELMo's recurrent loops) trains uncompiled on
 TensorFlow, and `--xla on` is refused for it there.
@@ -23,9 +21,9 @@ import keras
 from keras_bertology.errors import ConfigError
 
 
-def resolve_jit_compile(xla, precision="float32", xla_on_cpu=True, xla_compiles=True):
+def resolve_jit_compile(xla, precision="float32", xla_compiles=True):
     """The `jit_compile` of a run for `--xla`, the run's resolved precision and its family's
-    `xla_on_cpu` and `xla_compiles`: call it inside the run's strategy scope."""
+    `xla_compiles`: call it inside the run's strategy scope."""
     if not xla_compiles and keras.config.backend() == "tensorflow":
         if xla == "on":
             raise ConfigError("--xla on: XLA cannot compile this family's training step on TensorFlow (its "
@@ -40,4 +38,4 @@ def resolve_jit_compile(xla, precision="float32", xla_on_cpu=True, xla_compiles=
     if tf.distribute.has_strategy():
         return False
     accelerated = bool(tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
-    return accelerated or (precision == "float32" and xla_on_cpu)
+    return accelerated or precision == "float32"

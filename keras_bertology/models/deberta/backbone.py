@@ -11,6 +11,7 @@ from keras_bertology.layers import (
     merge_attention_masks,
 )
 from keras_bertology.layers.disentangled_attention import POSITION_TERMS
+from keras_bertology.layers.dropout import HashedDropout
 from keras_bertology.models.backbone import Backbone, check_heads, encoder_inputs
 
 
@@ -88,7 +89,7 @@ class DebertaBackbone(Backbone):
                                    name="embedding_projection")(x)
         x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=dtype, name="embedding_norm")(x)
         real = keras.ops.cast(keras.ops.expand_dims(inputs["padding_mask"], -1), x.dtype)
-        x = keras.layers.Dropout(dropout, dtype=dtype, name="embedding_dropout")(x * real)
+        x = HashedDropout(dropout, dtype=dtype, name="embedding_dropout")(x * real)
         table, index = RelativePositionTable(
             position_buckets or reach, hidden_size, position_buckets=position_buckets, max_position=reach,
             layer_norm_epsilon=layer_norm_epsilon if norm_relative_embeddings else None,
@@ -136,7 +137,7 @@ def _convolution(embedded, block_output, real, hidden_size, kernel_size, groups,
 
     mixed = keras.layers.Conv1D(hidden_size, kernel_size, padding="same", groups=groups, kernel_initializer=init,
                                 dtype=dtype, name="conv")(embedded)
-    mixed = keras.layers.Dropout(dropout, dtype=dtype, name="conv_dropout")(mixed * real)
+    mixed = HashedDropout(dropout, dtype=dtype, name="conv_dropout")(mixed * real)
     mixed = keras.layers.Activation(get_activation(activation), dtype=dtype, name="conv_activation")(mixed)
     normed = keras.layers.LayerNormalization(epsilon=epsilon, dtype=dtype, name="conv_norm")(block_output + mixed)
     return normed * real

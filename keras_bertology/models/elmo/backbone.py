@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_bertology.layers.character_cnn import ELMO_FILTERS, CharacterCNN
+from keras_bertology.layers.dropout import HashedDropout
 from keras_bertology.layers.projected_lstm import ProjectedLSTM
 from keras_bertology.layers.scalar_mix import ScalarMix
 from keras_bertology.models.backbone import Backbone
@@ -73,7 +74,7 @@ class ElmoBackbone(Backbone):
             for index in range(num_layers):
                 lstm = ProjectedLSTM(lstm_units, projection_dim, cell_clip, projection_clip,
                                      go_backwards=direction == "backward", dtype=dtype, name=lstm_name(direction, index))
-                dropped = keras.layers.Dropout(dropout, dtype=dtype, name=f"{direction}_dropout_{index}")(states)
+                dropped = HashedDropout(dropout, dtype=dtype, name=f"{direction}_dropout_{index}")(states)
                 output = lstm(dropped, mask=mask)
                 # The residual adds the LSTM's input as the LSTM read it, after dropout (bilm-tf wraps its
                 # ResidualWrapper in the input dropout).

@@ -4,6 +4,7 @@ import dataclasses
 
 import keras
 
+from keras_bertology.layers.dropout import HashedDropout
 from keras_bertology.layers.sampled_softmax import SampledSoftmax
 from keras_bertology.models.causal_lm import next_token_metrics
 from keras_bertology.models.pretrainer import Objective, Pretrainer
@@ -56,7 +57,7 @@ class ElmoPretrainer(Pretrainer):
         softmax = SampledSoftmax(backbone.vocab_size, softmax_samples, dtype=backbone.dtype_policy, name="softmax")
         outputs, objectives = {}, []
         for objective, direction in DIRECTIONS.items():
-            top = keras.layers.Dropout(backbone.dropout, dtype=backbone.dtype_policy,
+            top = HashedDropout(backbone.dropout, dtype=backbone.dtype_policy,
                                        name=f"{direction}_output_dropout")(states[f"{direction}_output"])
             if softmax_samples:
                 inputs[objective.label_key] = keras.Input((None,), dtype="int32", name=objective.label_key)

@@ -8,6 +8,7 @@ from keras_bertology.layers import (
     TransformerEncoderBlock,
     merge_attention_masks,
 )
+from keras_bertology.layers.dropout import HashedDropout
 from keras_bertology.models.backbone import Backbone, encoder_inputs
 
 DECODER_INPUTS = ("decoder_token_ids", "decoder_padding_mask")
@@ -151,10 +152,10 @@ class _Stack:
 
     def __init__(self, prefix, blocks, bidirectional, bias_options, dropout, epsilon, dtype):
         self.blocks = blocks
-        self.input_dropout = keras.layers.Dropout(dropout, dtype=dtype, name=f"{prefix}_embedding_dropout")
+        self.input_dropout = HashedDropout(dropout, dtype=dtype, name=f"{prefix}_embedding_dropout")
         self.bias = RelativePositionBias(bidirectional=bidirectional, name=f"{prefix}_position_bias", **bias_options)
         self.final_norm = keras.layers.RMSNormalization(epsilon=epsilon, dtype=dtype, name=f"{prefix}_final_norm")
-        self.output_dropout = keras.layers.Dropout(dropout, dtype=dtype, name=f"{prefix}_output_dropout")
+        self.output_dropout = HashedDropout(dropout, dtype=dtype, name=f"{prefix}_output_dropout")
 
     def __call__(self, x, **inputs):
         x = self.input_dropout(x)

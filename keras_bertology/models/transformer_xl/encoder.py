@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_bertology.layers import TwoStreamBlock, merge_attention_masks, sinusoidal_relative_positions
 from keras_bertology.layers.adaptive_softmax import AdaptiveEmbedding
+from keras_bertology.layers.dropout import HashedDropout
 
 
 def key_mask(padding_mask, memory_length, length, attention_window=None, memory_mask=None):
@@ -91,7 +92,7 @@ class TransformerXLEncoder(keras.layers.Layer):
                            dtype=self.dtype_policy, name=f"layer_{index}")
             for index in range(num_layers)
         ]
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dropout_layer = HashedDropout(dropout, dtype=self.dtype_policy)
 
     def build(self, token_ids_shape=None, *args, **kwargs):
         self.embedding.build((None, None))

@@ -28,9 +28,6 @@ XLNET = FAMILY = ModelFamily(
     summary_position="last",
     prediction_share=1 / 6,
     stream_batches=True,
-    # 2 CPU cores, `bertology pretrain --model xlnet --preset xlnet-tiny --batch-size 32`: 27.0 samples/s
-    # compiled, 165.5 not; at the peer suite's 4 x 256, batch 16: 26.4 both ways.
-    xla_on_cpu=False,
     options=(
         FamilyOption("mem_len", int, 64, "Transformer-XL memory: states of the previous batch kept per layer "
                      "(0: none)", minimum=0, maximum=4096, used_by=("pretrainer",)),

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_bertology.layers import TwoStreamBlock, different_segments, sinusoidal_relative_positions
+from keras_bertology.layers.dropout import HashedDropout
 
 
 def stream_masks(perm_mask, padding_mask, memory_length):
@@ -90,7 +91,7 @@ class XLNetEncoder(keras.layers.Layer):
                            dtype=self.dtype_policy, name=f"layer_{index}")
             for index in range(num_layers)
         ]
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dropout_layer = HashedDropout(dropout, dtype=self.dtype_policy)
 
     def build(self, token_ids_shape=None, *args, **kwargs):
         init = keras.initializers.TruncatedNormal(stddev=self.initializer_range)

@@ -1,0 +1,88 @@
+"""Dropout whose mask is an integer hash of (seed, element index): cheap wherever a compiler fuses it."""
+
+import keras
+from keras import ops
+
+_GOLDEN = 0x9E3779B9
+
+
+def _mix(bits):
+    """A bijection of uint32 words in which each input bit flips about half of the output bits.
+
+    Two xor-shift-multiply rounds and a final xor-shift, with the odd
+    multipliers of a low-bias 32-bit integer finaliser.
+    """
+    bits = ops.bitwise_xor(bits, ops.right_shift(bits, 16))
+    bits = bits * ops.cast(0x7FEB352D, "uint32")
+    bits = ops.bitwise_xor(bits, ops.right_shift(bits, 15))
+    bits = bits * ops.cast(0x846CA68B, "uint32")
+    return ops.bitwise_xor(bits, ops.right_shift(bits, 16))
+
+
+def hashed_uniform_bits(shape, seed):
+    """uint32 words of `shape` from a seed of two integers, independent-looking across elements and seeds.
+
+    Each element's word is three keyed rounds of `_mix` over its flat index;
+    the keys come from both seed words, so seeds that differ by one (what a
+    `keras.random.SeedGenerator` hands out step after step) give unrelated
+    masks, not the same mask shifted or permuted.
+    """
+    seed = ops.cast(seed, "uint32")
+    key0 = _mix(seed[0] + ops.cast(_GOLDEN, "uint32"))
+    key1 = _mix(ops.bitwise_xor(seed[1], key0))
+    key2 = _mix(key1 + ops.cast(_GOLDEN, "uint32"))
+    size = 1
+    for dim in shape:
+        size = size * dim
+    bits = ops.cast(ops.arange(size, dtype="int32"), "uint32")
+    bits = _mix(ops.bitwise_xor(bits, key0))
+    bits = _mix(bits + key1)
+    bits = _mix(ops.bitwise_xor(bits, key2))
+    return ops.reshape(bits, shape)
+
+
+@keras.saving.register_keras_serializable(package="keras_bertology")
+class HashedDropout(keras.layers.Layer):
+    """Inverted dropout, as `keras.layers.Dropout`, with its mask hashed from a seed and each element's index.
+
+    Why not Keras's: on TensorFlow its mask comes from a stateless generator
+    that XLA's CPU backend inlines into the consuming fusion whenever a mask
+    shape is drawn once per step, where it costs about 170 ns a number (it
+    made XLNet's compiled step 5x slower than the uncompiled one). A few
+    integer multiplies and shifts cost about 1 ns a number wherever they are
+    fused, and the same seed gives the same mask on every backend.
+
+    Args:
+        rate: float in [0, 1), the fraction of elements zeroed in training.
+        seed: optional int, the first seed of the layer's `SeedGenerator`.
+
+    Example:
+        >>> import numpy as np
+        >>> from keras_bertology.layers import HashedDropout
+        >>> dropped = HashedDropout(0.25, seed=0)(np.ones((1000, 100), "float32"), training=True)
+        >>> round(float(np.mean(np.asarray(dropped) == 0)), 2), float(np.max(dropped))
+        (0.25, 1.3333333730697632)
+    """
+
+    def __init__(self, rate, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        if not 0 <= rate < 1:
+            raise ValueError(f"HashedDropout rate must be in [0, 1), got {rate}")
+        self.rate = rate
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed) if rate > 0 else None
+        self.supports_masking = True
+        self.built = True
+
+    def call(self, inputs, training=False):
+        if not training or self.rate == 0:
+            return inputs
+        bits = hashed_uniform_bits(ops.shape(inputs), self.seed_generator.next())
+        keep = bits >= ops.cast(int(self.rate * 2**32), "uint32")
+        return ops.where(keep, inputs / ops.cast(1 - self.rate, inputs.dtype), ops.zeros_like(inputs))
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return dict(super().get_config(), rate=self.rate, seed=self.seed)
