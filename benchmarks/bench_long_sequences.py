@@ -44,9 +44,10 @@ import numpy as np
 
 from benchmarks.bench_mlm import REPO_ROOT, atomic_write, machine_info
 
-SYSTEMS = ("ours_full", "ours_bigbird", "ours_linformer", "torch_bigbird_eager", "torch_bigbird_compile")
+SYSTEMS = ("ours_full", "ours_full_remat", "ours_bigbird", "ours_linformer", "torch_bigbird_eager",
+           "torch_bigbird_compile")
 LABELS = {"ours_full": "keras-bertology, full attention", "ours_bigbird": "keras-bertology, BigBird",
-          "ours_linformer": "keras-bertology, Linformer",
+          "ours_full_remat": "keras-bertology, full attention, --remat", "ours_linformer": "keras-bertology, Linformer",
           "torch_bigbird_eager": "HF BigBird, torch eager", "torch_bigbird_compile": "HF BigBird, torch.compile"}
 LENGTHS = {"cpu": (512, 1024, 2048, 4096, 8192), "gpu": (1024, 2048, 4096, 8192, 16384, 32768, 65536)}
 # The encoder of every system: BERT-Mini's width at two layers, BigBird's block 64 and 3 random blocks
@@ -94,9 +95,10 @@ def _device_memory(system):
     return lambda: torch.cuda.memory_allocated() / 2**20, lambda: torch.cuda.max_memory_allocated() / 2**20
 
 
-def _ours(system, length, device):
+def _ours(system, length, device, num_layers):
     import keras
 
+    from keras_bertology.layers.remat import set_remat
     from keras_bertology.models.bert.backbone import BertBackbone
     from keras_bertology.models.bert.pretrainer import BertPretrainer
 
@@ -106,10 +108,11 @@ def _ours(system, length, device):
                              attention_options=dict(block_size=BLOCK_SIZE, random_blocks=RANDOM_BLOCKS)),
         "ours_linformer": dict(attention_type="low_rank", attention_options=dict(
             projected_length=PROJECTED_LENGTH, max_length=length, sharing="layerwise")),
-    }[system]
-    backbone = BertBackbone(**ENCODER, max_positions=length, num_segments=0, use_pooler=False, dropout=0.0,
+    }[system.removesuffix("_remat")]
+    backbone = BertBackbone(**dict(ENCODER, num_layers=num_layers), max_positions=length, num_segments=0, use_pooler=False, dropout=0.0,
                             attention_dropout=0.0, **attention)
     model = BertPretrainer(backbone, next_sentence_prediction=False)
+    set_remat(model, system.endswith("_remat"))
     model.compile(optimizer=keras.optimizers.AdamW(1e-4), jit_compile=device == "gpu")
     ids, positions, targets = _batch(length)
     x = {"token_ids": ids, "padding_mask": np.ones_like(ids), "mask_positions": positions}
@@ -118,7 +121,7 @@ def _ours(system, length, device):
     return lambda: float(model.train_on_batch(x, y, sample_weight=weights, return_dict=True)["loss"])
 
 
-def _torch(system, length, device):
+def _torch(system, length, device, num_layers):
     import torch
     import transformers
 
@@ -127,7 +130,7 @@ def _torch(system, length, device):
     torch.backends.cuda.matmul.allow_tf32 = True
     config = transformers.BigBirdConfig(
         vocab_size=ENCODER["vocab_size"], hidden_size=ENCODER["hidden_size"],
-        num_hidden_layers=ENCODER["num_layers"], num_attention_heads=ENCODER["num_heads"],
+        num_hidden_layers=num_layers, num_attention_heads=ENCODER["num_heads"],
         intermediate_size=ENCODER["intermediate_size"], max_position_embeddings=length, hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0, attention_type="block_sparse", block_size=BLOCK_SIZE,
         num_random_blocks=RANDOM_BLOCKS)
@@ -149,8 +152,9 @@ def _torch(system, length, device):
     return torch.compile(step) if system == "torch_bigbird_compile" else step
 
 
-def measure(system, length, device):
-    step = _ours(system, length, device) if system.startswith("ours") else _torch(system, length, device)
+def measure(system, length, device, num_layers):
+    build = _ours if system.startswith("ours") else _torch
+    step = build(system, length, device, num_layers)
     in_use, peak = _host_memory() if device == "cpu" else _device_memory(system)
     before = in_use()
     for _ in range(WARMUP):
@@ -186,13 +190,13 @@ def _worker_env(system, device, share):
     return env
 
 
-def _run(system, length, out_dir, limit_gib, device="cpu", share=None):
+def _run(system, length, out_dir, limit_gib, device="cpu", share=None, num_layers=ENCODER["num_layers"]):
     """One measurement in a fresh interpreter: on a CPU its address space capped at `limit_gib`, on a GPU its
     allocations at `share` of the device."""
     with tempfile.TemporaryDirectory(prefix=".worker_", dir=out_dir) as tmp:
         result = Path(tmp) / "result.json"
         command = [sys.executable, "-m", "benchmarks.bench_long_sequences", "--worker", system, str(length),
-                   str(result), "--device", device]
+                   str(result), "--device", device, "--num-layers", str(num_layers)]
         command += ["--memory-limit-gib", str(limit_gib)] if device == "cpu" else []
         command += ["--device-share", str(share)] if share is not None else []
         proc = subprocess.run(command, cwd=REPO_ROOT, env=_worker_env(system, device, share), capture_output=True,
@@ -231,6 +235,23 @@ def summarize(results, lengths):
     return summary
 
 
+def remat_reach(results, lengths):
+    """For each length full attention ran at: the longest length `--remat` ran at within that memory, and the
+    ratio of the two (how much longer a sequence recomputation fits in the same memory)."""
+    plain, remat = results.get("ours_full"), results.get("ours_full_remat")
+    if not plain or not remat:
+        return []
+    reach = []
+    for n in lengths:
+        if "error" in plain[str(n)]:
+            continue
+        budget = plain[str(n)]["step_memory_mib"]
+        fits = [m for m in lengths if "error" not in remat[str(m)] and remat[str(m)]["step_memory_mib"] <= budget]
+        if fits:
+            reach.append({"length": n, "memory_mib": budget, "remat_length": max(fits), "ratio": max(fits) / n})
+    return reach
+
+
 def render_markdown(report):
     lengths, results = report["lengths"], report["results"]
     processor = report["machine"].get("gpu") or report["machine"]["cpu_model"]
@@ -253,6 +274,13 @@ def render_markdown(report):
     lines += ["", "Exponents: k of a + b x length^k, fitted as the log-log slope of the increments between "
               "consecutive lengths (so the runtime's constant share does not flatten it), over the lengths where "
               f"BigBird is block-sparse (> {(5 + 2 * RANDOM_BLOCKS) * BLOCK_SIZE} tokens) that ran."]
+    reach = remat_reach(results, lengths)
+    if reach:
+        lines += ["", "In the memory full attention's step takes at a length, `--remat` trains (among the lengths "
+                  "measured):", ""]
+        lines += [f"- {row['length']} tokens, {row['memory_mib']:.0f} MiB: "
+                  f"{'at least ' if row['remat_length'] == max(lengths) else ''}{row['remat_length']} tokens with "
+                  f"--remat ({row['ratio']:.2f}x as long)" for row in reach]
     return "\n".join(lines) + "\n"
 
 
@@ -290,7 +318,7 @@ def driver_main(args):
     for system in args.systems:
         results[system] = {}
         for length in args.lengths:
-            row = _run(system, length, out_dir, args.memory_limit_gib, args.device, share)
+            row = _run(system, length, out_dir, args.memory_limit_gib, args.device, share, args.num_layers)
             results[system][str(length)] = row
             shown = row.get("error") or f"{row['step_memory_mib']:.0f} MiB, {row['ms_per_step']:.0f} ms/step"
             print(f"{LABELS[system]:36s} {length:6d} tokens: {shown}", flush=True)
@@ -298,7 +326,8 @@ def driver_main(args):
     if args.device == "gpu":
         machine["gpu"] = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
                                         capture_output=True, text=True).stdout.strip() or "GPU"
-    report = {"machine": machine, "device": args.device, "encoder": ENCODER, "lengths": list(args.lengths),
+    report = {"machine": machine, "device": args.device, "encoder": dict(ENCODER, num_layers=args.num_layers),
+              "lengths": list(args.lengths),
               "memory_limit_gib": args.memory_limit_gib, "results": results,
               "summary": summarize(results, args.lengths)}
     for suffix, text in ((".json", json.dumps(report, indent=2)), (".md", render_markdown(report))):
@@ -318,6 +347,8 @@ def main(argv=None):
                         help="each measurement's memory, as a device's: its address space on a CPU (default 16), its "
                              "share of the GPU's memory there (default: all of it)")
     parser.add_argument("--device-share", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--num-layers", type=int, default=ENCODER["num_layers"],
+                        help="the encoder's depth (default 2); --remat saves the activations of all but one layer")
     parser.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results"))
     parser.add_argument("--name", default="long_sequences")
     args = parser.parse_args(argv)
@@ -326,6 +357,8 @@ def main(argv=None):
     if args.memory_limit_gib is not None and not 0.5 <= args.memory_limit_gib <= 4096:
         parser.error("--memory-limit-gib must be from 0.5 to 4096")
     args.lengths = args.lengths or list(LENGTHS[args.device])
+    if not 1 <= args.num_layers <= 48:
+        parser.error("--num-layers must be from 1 to 48")
     if any(not 128 <= n <= 65536 for n in args.lengths):
         parser.error("--lengths must be from 128 to 65536 tokens")
     if args.worker:
@@ -338,7 +371,7 @@ def main(argv=None):
 
             torch.cuda.set_per_process_memory_fraction(args.device_share)
         with atomic_write(Path(result)) as handle:
-            json.dump(measure(system, int(length), args.device), handle)
+            json.dump(measure(system, int(length), args.device, args.num_layers), handle)
         return 0
     driver_main(args)
     return 0

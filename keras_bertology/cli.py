@@ -97,6 +97,9 @@ def build_parser():
     pretrain.add_argument("--xla", choices=XLA_CHOICES, default=defaults.xla,
                           help="XLA-compiled train steps (auto: on when training on one device with TensorFlow; "
                                "JAX compiles every step)")
+    pretrain.add_argument("--remat", action="store_true",
+                          help="recompute each block's activations in the backward pass instead of keeping them: "
+                               "less memory (longer sequences, larger batches) for about a third more compute")
     pretrain.add_argument("--backend", choices=BACKENDS, default=os.environ.get("KERAS_BACKEND", "tensorflow"),
                           help="Keras backend the model trains on (default: KERAS_BACKEND, else tensorflow); the "
                                "input pipelines run TensorFlow either way, and a JAX run is exported by TensorFlow")

@@ -1,20 +1,15 @@
 """`--xla`: train steps compiled with XLA on one device compute the same step as TensorFlow's own ops."""
 
-import inspect
-
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from benchmarks.peer_models import MODELS, SHAPES, synthetic_features
 from keras_bertology.errors import ConfigError
 from keras_bertology.models.registry import FAMILIES
 from keras_bertology.training.xla import resolve_jit_compile
+from tiny_steps import tiny_pretrainer
 
-SHAPE = SHAPES["tiny"]
-# Smaller than the tiny presets: XLA's compilation time grows with the graph, and this is about equality.
-SIZES = dict(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64, vocab_size=1500)
 STEPS = 3
 # ELECTRA and DeBERTa-v3 sample their replacements: the discriminator sees other tokens under XLA's random numbers.
 SAMPLES = {"electra", "deberta-v3"}
@@ -41,39 +36,9 @@ def test_a_step_xla_cannot_compile_trains_uncompiled_and_on_is_refused():
 
 def _train(name, jit_compile):
     """Per-step logs of `STEPS` steps of the family's tiny pretrainer (no dropout, the same weights)."""
-    keras.utils.set_random_seed(0)
-    family = FAMILIES[name]
-    preset = next(iter(family.presets))
-    # Every class's own arguments: a backbone may take its parent's (GPT's dropout) through **kwargs.
-    accepted = {name for cls in family.backbone_cls.__mro__ if "__init__" in vars(cls)
-                for name in inspect.signature(cls.__init__).parameters}
-    small = dict(SIZES, **({"embedding_size": 16} if "embedding_size" in family.presets[preset]["config"] else {}))
-    backbone = family.backbone_cls(**family.backbone_config(
-        preset, **small, **{key: 0.0 for key in ("dropout", "attention_dropout") if key in accepted}))
-    # A family with a memory: its update, a variable assigned in the step, runs inside the compiled step too.
-    options = None
-    if family.stream_batches:
-        options = {name: value for name, value in (("mem_len", 8), ("bi_data", 0)) if name in family.option_values()}
-    pretrainer = family.build_pretrainer(backbone, options, preset, batch_size=SHAPE.batch_size)
+    pretrainer, batch = tiny_pretrainer(FAMILIES[name])
     pretrainer.compile(optimizer=keras.optimizers.AdamW(1e-3), jit_compile=jit_compile)
-    features = _features(family, backbone.vocab_size)
-    if family.stream_batches:
-        features["stream_start"] = np.zeros(len(features["token_ids"]), np.int32)
-    x, y, weights = pretrainer.split_features(features)
-    rows = slice(0, SHAPE.batch_size)
-    batch = keras.tree.map_structure(lambda a: keras.ops.convert_to_numpy(a)[rows], (x, y, weights))
     return [pretrainer.train_on_batch(*batch, return_dict=True) for _ in range(STEPS)]
-
-
-def _features(family, vocab_size):
-    """The peer suite's synthetic batches; a family outside it (a causal LM, whose data stage needs no
-    vocabulary) gets its own data stage's features of random tokens."""
-    if family.name in MODELS:
-        return synthetic_features(MODELS[family.name], SHAPE, vocab_size)
-    rows = 4 * SHAPE.batch_size
-    token_ids = np.random.default_rng(1234).integers(1000, vocab_size, (rows, SHAPE.seq_len), dtype=np.int32)
-    stage = family.build_masker(None, SHAPE.predictions)
-    return keras.tree.map_structure(np.asarray, stage({"token_ids": token_ids, "padding_mask": np.ones_like(token_ids)}))
 
 
 # Not DistilBERT, whose step is a distillation only beside a teacher: test_distilbert.py compiles that one.

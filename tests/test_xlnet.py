@@ -340,9 +340,10 @@ def test_pretrain_xlnet_from_the_command_line(tmp_path, capsys):
 
     metrics, served = pretrain_two_plays(tmp_path, capsys, "xlnet", "xlnet-tiny", "--seq-len", "48",
                                          "--vocab-size", "800", "--mem-len", "16", "--precision", "float32",
-                                         "--xla", "auto")
+                                         "--xla", "auto", "--remat")
     assert set(metrics["objectives"]) == {"plm"} and metrics["max_predictions"] == 8  # 48 / 6
     assert metrics["xla"] is True  # --xla auto on a CPU compiles XLNet's float32 step as every family's
+    assert metrics["remat"] is True  # recomputed two-stream blocks, under XLA
     plm = metrics["objectives"]["plm"]
     assert {"loss", "accuracy"} <= set(plm["last"]) and "most_frequent_token" in plm["chance"]
     assert metrics["family_options"] == {"mem_len": 16, "reuse_len": None, "perm_size": None, "partial_k": 6.0,

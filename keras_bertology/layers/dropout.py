@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_bertology.layers.remat import scoped_dropout_seed
+
 _GOLDEN = 0x9E3779B9
 
 
@@ -77,7 +79,8 @@ class HashedDropout(keras.layers.Layer):
     def call(self, inputs, training=False):
         if not training or self.rate == 0:
             return inputs
-        bits = hashed_uniform_bits(ops.shape(inputs), self.seed_generator.next())
+        seed = scoped_dropout_seed()  # inside a block: the block's seed for this call (layers.remat)
+        bits = hashed_uniform_bits(ops.shape(inputs), self.seed_generator.next() if seed is None else seed)
         keep = bits >= ops.cast(int(self.rate * 2**32), "uint32")
         return ops.where(keep, inputs / ops.cast(1 - self.rate, inputs.dtype), ops.zeros_like(inputs))
 

@@ -9,6 +9,8 @@ bilm-tf's checkpoints load as they are.
 import keras
 from keras import ops
 
+from keras_bertology.layers.remat import RecomputableBlock
+
 
 def reverse_within_lengths(x, lengths):
     """Each row's first `lengths[b]` steps of x [B, L, D] in reverse order, its padding left where it is
@@ -20,7 +22,7 @@ def reverse_within_lengths(x, lengths):
 
 
 @keras.saving.register_keras_serializable(package="keras_bertology")
-class ProjectedLSTM(keras.layers.Layer):
+class ProjectedLSTM(RecomputableBlock, keras.layers.Layer):
     """Sequences [B, L, D] -> projected hidden states [B, L, projection_dim], one direction.
 
     A step, with m the projected output and c the cell:
@@ -83,6 +85,7 @@ class ProjectedLSTM(keras.layers.Layer):
         self.go_backwards = go_backwards
         self.return_state = return_state
         self.supports_masking = True
+        self.init_recomputable()
 
     def build(self, input_shape):
         self.input_dim = input_shape[-1]
@@ -111,7 +114,10 @@ class ProjectedLSTM(keras.layers.Layer):
 
         return step
 
-    def call(self, inputs, mask=None, initial_state=None):
+    def call(self, inputs, mask=None, initial_state=None, training=None):
+        return self.run_block(self._forward, inputs, mask, initial_state, training=training)
+
+    def _forward(self, inputs, mask, initial_state, training):
         dtype = self.compute_dtype
         inputs = ops.cast(inputs, dtype)
         batch = ops.shape(inputs)[0]

@@ -7,12 +7,13 @@ from keras import ops
 from keras_bertology.layers.activations import get_activation
 from keras_bertology.layers.attention import MultiHeadSelfAttention
 from keras_bertology.layers.dropout import HashedDropout
+from keras_bertology.layers.remat import RecomputableBlock
 
 NORMS = {"layer_norm": keras.layers.LayerNormalization, "rms_norm": keras.layers.RMSNormalization}
 
 
 @keras.saving.register_keras_serializable(package="keras_bertology")
-class TransformerEncoderBlock(keras.layers.Layer):
+class TransformerEncoderBlock(RecomputableBlock, keras.layers.Layer):
     """One encoder layer.
 
     Post-LN (`norm_first=False`, BERT/RoBERTa): x = LN(x + Attn(x)); x = LN(x + FFN(x)).
@@ -97,6 +98,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.norm = norm
         self.feed_forward_bias = feed_forward_bias
         self.gated_feed_forward = gated_feed_forward
+        self.init_recomputable()
         self.attention_scale = attention_scale
         self.head_dim = head_dim
 
@@ -156,6 +158,10 @@ class TransformerEncoderBlock(keras.layers.Layer):
         """`memory`, `queries`, `score_terms` and `key_value` go to the attention (see
         `MultiHeadSelfAttention`); with `queries` the block updates that stream (XLNet's query
         stream), attending to `x`."""
+        return self.run_block(self._forward, x, attention_mask, training=training, memory=memory, queries=queries,
+                              score_terms=score_terms, key_value=key_value)
+
+    def _forward(self, x, attention_mask, training, memory, queries, score_terms, key_value):
         stream = x if queries is None else queries
         if self.norm_first:
             normed = dict(memory=None if memory is None else self.attention_norm(memory),
@@ -230,6 +236,10 @@ class TransformerDecoderBlock(TransformerEncoderBlock):
         """`attention_mask`: [B, L, L] or [B, 1, L] over the decoder's own positions (padding; the causal
         order is the block's); `encoder_mask`: [B, 1, Le] over the encoder's; `score_terms` go to the
         self-attention (T5's causal position bias)."""
+        return self.run_block(self._decode, x, encoder_states, attention_mask, encoder_mask, training=training,
+                              score_terms=score_terms)
+
+    def _decode(self, x, encoder_states, attention_mask, encoder_mask, training, score_terms):
         def attended(stream):
             return self._attention_branch(stream, attention_mask, training, score_terms=score_terms)
 

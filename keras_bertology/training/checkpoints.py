@@ -36,7 +36,8 @@ from keras_bertology.errors import CheckpointError, ConfigError
 from keras_bertology.training.precision import dtype_policy_scope
 
 # Options that may change between the start of a run and its resumption.
-_FREE_ON_RESUME = {"resume", "verbose", "out", "export", "no_export", "length_buckets", "serving_xla", "strategy"}
+_FREE_ON_RESUME = {"resume", "verbose", "out", "export", "no_export", "length_buckets", "serving_xla", "strategy",
+                   "remat"}
 _STEP_FOLDER = re.compile(r"step-(\d+)$")
 MODEL_FILE = "model.keras"
 RANDOM_STATE_FILE = "random_state.npz"

@@ -70,6 +70,7 @@ class PretrainOptions:
     precision: str = dataclasses.field(default_factory=lambda: os.environ.get("BERTOLOGY_PRECISION", "auto"))
     # auto: XLA-compiled steps on one device (see training/xla.py); BERTOLOGY_XLA sets the default
     xla: str = dataclasses.field(default_factory=lambda: os.environ.get("BERTOLOGY_XLA", "auto"))
+    remat: bool = False  # recompute each block's activations in the backward pass (see layers.remat)
     strategy: str = "default"
     seed: int = 0
     resume: bool = False

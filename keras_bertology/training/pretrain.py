@@ -33,6 +33,7 @@ from keras_bertology.errors import ConfigError, CorpusError
 from keras_bertology.models.family import RunContext
 from keras_bertology.export import export_saved_model
 from keras_bertology.export.from_other_backend import export_in_tensorflow
+from keras_bertology.layers.remat import set_remat
 from keras_bertology.output_paths import PRETRAINING_RUN, claim_outputs
 from keras_bertology.runs import RunModel, save_run_model
 from keras_bertology.training.callbacks import (
@@ -161,6 +162,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         pretrainer, done_steps = _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options,
                                                      options.precision, replica_batch, context)
         pretrainer.jit_compile = resolve_jit_compile(options.xla, pretrainer.dtype_policy.name, family.xla_compiles)
+        set_remat(pretrainer, options.remat)
     worker_dataset = None
     if source.manifest:
         masker = (build_masker(family, tokenizer, options, replicas, corpus_token_counts(family, instances, tokenizer))
@@ -410,6 +412,7 @@ def _metrics(family, options, pretrainer, records, total_steps, train_seconds, e
         "precision": pretrainer.dtype_policy.name,
         "backend": keras.config.backend(),
         "xla": bool(pretrainer.jit_compile),
+        "remat": options.remat,
         "objectives": objective_summary(records, pretrainer.objectives),
         "samples_per_second": float(np.median(steady)),
         "weights_sha256": weights_digest(pretrainer),
