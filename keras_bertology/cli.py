@@ -180,6 +180,9 @@ def _add_finetune(commands):
     finetune.add_argument("--export", metavar="DIR", help="SavedModel folder (default: savedmodels/<out name>)")
     finetune.add_argument("--no-export", action="store_true",
                           help="write the results folder only, no SavedModel")
+    finetune.add_argument("--remat", action="store_true",
+                          help="recompute each block's activations in the backward pass instead of keeping them: "
+                               "less memory for long sequences, about a third more compute")
     finetune.add_argument("--results-only", action="store_true",
                           help="write the scores, the report and the curve only: no model.keras, no SavedModel")
     _length_buckets(finetune)

@@ -279,10 +279,10 @@ def test_a_built_in_task_runs_from_the_cli_and_serves_raw_strings(tmp_path, sent
     Keras model does: the user-folders test."""
     run = make_run(tmp_path / "run", "bert", sentences)
     out = tmp_path / "ft"
-    assert _finetune("bbc-news", run, out, "--max-examples", "48", "--epochs", "1", "--layer-decay", "0.8") == 0, \
-        capsys.readouterr().err
+    assert _finetune("bbc-news", run, out, "--max-examples", "48", "--epochs", "1", "--layer-decay", "0.8",
+                     "--remat") == 0, capsys.readouterr().err
     results = json.loads((out / "results.json").read_text())
-    assert results["recipe"]["layer_decay"] == 0.8
+    assert results["recipe"]["layer_decay"] == 0.8 and results["recipe"]["remat"] is True
     assert results["examples"] == {"train": 48, "dev": 48, "test": 48}
     assert all(0 <= results["scores"][name] <= 1 for name in ("test.accuracy", "test.macro_f1"))
     task_data, predictions, model, encoded = _keras_predictions(out, "bbc-news", 48)

@@ -191,6 +191,20 @@ def test_unreadable_checkpoints_raise_checkpoint_errors(tmp_path):
         checkpoints.load_model()
 
 
+def test_a_random_state_of_another_version_of_the_layers_is_drawn_anew(tmp_path, capsys):
+    """A run started before its layers' seeds changed (the blocks' dropout seeds) resumes, its dropout drawn
+    anew, instead of stopping: the weights of model.keras say it is the same model."""
+    checkpoints = RunCheckpoints(tmp_path / "run")
+    model = _trained_tiny_model()
+    checkpoints.save(model, 2, _records(1, 2))
+    folder, _ = checkpoints.latest()
+    np.savez(folder / RANDOM_STATE_FILE, np.zeros(2, "int64"))
+    loaded, step = checkpoints.load_model()
+    assert step == 2
+    _assert_same_variables(loaded, model)
+    assert "holds the random state of another version" in capsys.readouterr().err
+
+
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("resume")

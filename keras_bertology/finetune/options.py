@@ -44,6 +44,7 @@ class FinetuneOptions:
     results_only: bool = False  # the scores alone, no model.keras or SavedModel (a study's hundreds of runs)
     length_buckets: tuple = ()  # the export's serving lengths (see export.saved_model); () pads to the longest
     serving_xla: bool = False  # the export's endpoints run the model compiled by XLA
+    remat: bool = False  # recompute each block's activations in the backward pass (see layers.remat)
     max_examples: int | None = None
     train_examples: int | None = None  # N labeled examples drawn from train by `seed` (a learning curve's point)
     last_epoch: bool = False  # keep the last epoch, dev scored once (few labels: no dev set larger than train)

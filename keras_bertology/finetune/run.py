@@ -26,6 +26,7 @@ from keras_bertology.finetune.options import FinetuneOptions  # noqa: F401  re-e
 from keras_bertology.finetune.report import plot_finetuning, results_markdown
 from keras_bertology.finetune.tasks import TASK_KINDS
 from keras_bertology.finetune.text_to_text import text_to_text_kind
+from keras_bertology.layers.remat import set_remat
 from keras_bertology.models.registry import get_family
 from keras_bertology.output_paths import FINETUNING, claim_outputs
 from keras_bertology.runs import load_run_model
@@ -85,6 +86,7 @@ def _finetune(options, out, export_dir, shared):
                           loss=kind.loss())
             if key:
                 shared.keep_model(key, model)
+        set_remat(model, options.remat)
     _say(options, f"encoder: {run.family} from {options.from_dir}"
                   + (" (weights re-initialised)" if options.random_init else "")
                   + f", {backbone.count_params():,} parameters; {options.epochs} epochs of {steps_per_epoch} "
@@ -231,7 +233,7 @@ def _results(options, task, kind, run, seq_len, history, best, test, train_secon
         "recipe": {"epochs": options.epochs, "batch_size": options.batch_size,
                    "learning_rate": options.learning_rate, "warmup": options.warmup,
                    "layer_decay": options.layer_decay, "seq_len": seq_len, "seed": options.seed,
-                   "strategy": options.strategy, "summary": options.summary,
+                   "strategy": options.strategy, "summary": options.summary, "remat": options.remat,
                    "head": "text-to-text" if kind.generates else "encoder"},
         "primary_metric": kind.primary_metric,
         "best_epoch": best["epoch"],

@@ -226,7 +226,10 @@ def _restore_random_state(model, path):
     except (OSError, ValueError) as error:
         raise CheckpointError(f"cannot resume from {path}: {error}") from None
     if [value.shape for value in values] != [tuple(variable.shape) for variable in variables]:
-        raise CheckpointError(f"cannot resume from {path}: it holds the random state of another model")
+        # The weights (model.keras) said it is this model: its layers' seeds changed with the library's version.
+        print(f"bertology: {path} holds the random state of another version of the model's layers; dropout and "
+              "sampling draw anew from here", file=sys.stderr)
+        return
     for variable, value in zip(variables, values):
         variable.assign(value)
 
