@@ -12,6 +12,7 @@ breakdowns, and take throughput from `bench_mlm.py`.
     .venv/bin/python -m benchmarks.profile_mlm --system ours --config small_float32
     .venv/bin/python -m benchmarks.profile_mlm --system keras_hub --config small_float32
     .venv/bin/python -m benchmarks.profile_mlm --peer roberta --shape small   # a peer-suite model of ours
+    .venv/bin/python -m benchmarks.profile_mlm --peer bert --precision mixed_bfloat16
 """
 
 import argparse
@@ -78,6 +79,8 @@ def main():
     parser.add_argument("--jit-compile", action="store_true")
     parser.add_argument("--peer", help="profile ours on this peer-suite model (benchmarks/peer_models.py) instead")
     parser.add_argument("--shape", default="small", help="the peer-suite shape of --peer")
+    parser.add_argument("--precision", choices=("float32", "mixed_bfloat16"), default="float32",
+                        help="the dtype policy of --peer")
     parser.add_argument("--top", type=int, default=20)
     parser.add_argument("--logdir", help="keep the trace here (default: a temporary folder)")
     args = parser.parse_args()
@@ -90,9 +93,9 @@ def main():
         from benchmarks.peer_keras import build_ours
         from benchmarks.peer_models import MODELS, SHAPES
 
-        model, dataset = build_ours(MODELS[args.peer], SHAPES[args.shape], "float32",
+        model, dataset = build_ours(MODELS[args.peer], SHAPES[args.shape], args.precision,
                                     xla="on" if args.jit_compile else "off")
-        args.system, args.config = "ours", f"{args.peer} {args.shape}"
+        args.system, args.config = "ours", f"{args.peer} {args.shape} {args.precision}"
     else:
         config = bench_mlm.CONFIGS[args.config]
         model = bench_mlm.build_model(config, args.system, jit_compile=args.jit_compile)

@@ -30,14 +30,12 @@ def _mix(words):
 
 @np.errstate(over="ignore")
 def _reference_bits(shape, seed):
-    """The documented construction: three keyed rounds over each element's flat index."""
-    golden = np.uint32(0x9E3779B9)
+    """The documented construction: two keyed rounds over each element's flat index."""
     seed = np.asarray(seed).astype(np.uint32)
-    key0 = _mix(seed[0] + golden)
+    key0 = _mix(seed[0] + np.uint32(0x9E3779B9))
     key1 = _mix(seed[1] ^ key0)
-    key2 = _mix(key1 + golden)
     words = np.arange(np.prod(shape), dtype=np.uint32)
-    return _mix(_mix(_mix(words ^ key0) + key1) ^ key2).reshape(shape)
+    return _mix(_mix(words ^ key0) + key1).reshape(shape)
 
 
 def _keep(seed, shape=SHAPE):

@@ -24,22 +24,20 @@ def _mix(bits):
 def hashed_uniform_bits(shape, seed):
     """uint32 words of `shape` from a seed of two integers, independent-looking across elements and seeds.
 
-    Each element's word is three keyed rounds of `_mix` over its flat index;
-    the keys come from both seed words, so seeds that differ by one (what a
-    `keras.random.SeedGenerator` hands out step after step) give unrelated
-    masks, not the same mask shifted or permuted.
+    Each element's word is two keyed rounds of `_mix` over its flat index
+    (keys from both seed words): `mix(mix(index ^ key0) + key1)`. Seeds that
+    differ by one (what a `keras.random.SeedGenerator` hands out step after
+    step) give unrelated masks, not the same mask shifted or permuted, as a
+    single round of `index ^ key` or `index + key` would.
     """
     seed = ops.cast(seed, "uint32")
     key0 = _mix(seed[0] + ops.cast(_GOLDEN, "uint32"))
     key1 = _mix(ops.bitwise_xor(seed[1], key0))
-    key2 = _mix(key1 + ops.cast(_GOLDEN, "uint32"))
     size = 1
     for dim in shape:
         size = size * dim
     bits = ops.cast(ops.arange(size, dtype="int32"), "uint32")
-    bits = _mix(ops.bitwise_xor(bits, key0))
-    bits = _mix(bits + key1)
-    bits = _mix(ops.bitwise_xor(bits, key2))
+    bits = _mix(_mix(ops.bitwise_xor(bits, key0)) + key1)
     return ops.reshape(bits, shape)
 
 
