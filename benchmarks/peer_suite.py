@@ -33,8 +33,11 @@ from benchmarks.peer_models import MODELS, SHAPES, train_flops
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results"
 SYSTEMS = ("ours", "keras_hub", "torch_eager", "torch_compile")
 # Configurations of ours measured beside the default one when asked (--systems), never a peer.
-VARIANTS = ("ours_no_xla",)
-LABELS = {"ours": "keras-bertology", "ours_no_xla": "keras-bertology without XLA", "keras_hub": "keras-hub",
+VARIANTS = ("ours_no_xla", "ours_xla")
+# The variants' --xla: ours itself trains with --xla auto.
+VARIANT_XLA = {"ours": "auto", "ours_no_xla": "off", "ours_xla": "on"}
+LABELS = {"ours": "keras-bertology", "ours_no_xla": "keras-bertology without XLA",
+          "ours_xla": "keras-bertology with XLA", "keras_hub": "keras-hub",
           "torch_eager": "HF torch eager", "torch_compile": "HF torch.compile"}
 GOALS = {"keras_hub": 1.2, "torch_eager": 1.0, "torch_compile": 1.0}
 PRECISIONS = ("float32", "mixed_bfloat16")
@@ -48,13 +51,13 @@ def measure(model_name, shape_name, precision, system, steps, device):
 
     model, shape = MODELS[model_name], SHAPES[shape_name]
     steps = steps or shape.steps
-    if system in ("ours", "ours_no_xla", "keras_hub"):
+    if system in ("keras_hub", *VARIANT_XLA):
         from benchmarks.peer_keras import build_keras_hub, build_ours, train_keras
 
         if system == "keras_hub":
             keras_model, dataset = build_keras_hub(model, shape, precision)
         else:
-            keras_model, dataset = build_ours(model, shape, precision, xla="off" if system == "ours_no_xla" else "auto")
+            keras_model, dataset = build_ours(model, shape, precision, xla=VARIANT_XLA[system])
         clock = StepClock(shape.warmup)
         details = train_keras(keras_model, dataset, clock, steps)
     else:
@@ -309,7 +312,8 @@ def parse_args(argv=None):
     parser.add_argument("--shapes", nargs="+", choices=sorted(SHAPES), default=["small", "base"])
     parser.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
     parser.add_argument("--systems", nargs="+", choices=SYSTEMS + VARIANTS, default=list(SYSTEMS),
-                        help="the systems to measure; ours is always measured (ours_no_xla: ours with XLA off)")
+                        help="the systems to measure; ours is always measured (ours_no_xla, ours_xla: ours with XLA off, "
+                             "on)")
     parser.add_argument("--backend", choices=("tensorflow", "jax"), default="tensorflow",
                         help="Keras backend of ours and keras-hub (the GPU machine has JAX, not TensorFlow)")
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
