@@ -3,9 +3,7 @@
 import keras
 from keras import ops
 
-from keras_bertology.layers.remat import scoped_dropout_seed
-
-_GOLDEN = 0x9E3779B9
+from keras_bertology.layers.remat import GOLDEN, scoped_dropout_seed
 
 
 def _mix(bits):
@@ -31,7 +29,7 @@ def hashed_uniform_bits(shape, seed):
     single round of `index ^ key` or `index + key` would.
     """
     seed = ops.cast(seed, "uint32")
-    key0 = _mix(seed[0] + ops.cast(_GOLDEN, "uint32"))
+    key0 = _mix(seed[0] + ops.cast(GOLDEN, "uint32"))
     key1 = _mix(ops.bitwise_xor(seed[1], key0))
     size = 1
     for dim in shape:
@@ -50,7 +48,9 @@ class HashedDropout(keras.layers.Layer):
     shape is drawn once per step, where it costs about 170 ns a number (it
     made XLNet's compiled step 5x slower than the uncompiled one). A few
     integer multiplies and shifts cost about 1 ns a number wherever they are
-    fused, and the same seed gives the same mask on every backend.
+    fused, and the same seed gives the same mask on every backend. And a
+    recomputed block (`layers.remat`) must draw its masks again from a seed
+    tensor, which Keras' random functions do not take.
 
     Args:
         rate: float in [0, 1), the fraction of elements zeroed in training.

@@ -21,7 +21,7 @@ import threading
 import keras
 from keras import ops
 
-_GOLDEN = 0x9E3779B9
+GOLDEN = 0x9E3779B9  # 2^32 over the golden ratio: its multiples spread evenly over 32-bit words
 _SCOPE = threading.local()  # tf.distribute traces each replica's step in a thread of its own
 
 
@@ -40,7 +40,7 @@ def scoped_dropout_seed():
     scope = getattr(_SCOPE, "active", None)
     if scope is None:
         return None
-    offset = scope["calls"] * _GOLDEN % 2**32
+    offset = scope["calls"] * GOLDEN % 2**32
     scope["calls"] += 1
     return ops.cast(scope["seed"], "uint32") + ops.convert_to_tensor([offset, 0], "uint32")
 
