@@ -109,8 +109,8 @@ def _ours(system, length, device, num_layers):
         "ours_linformer": dict(attention_type="low_rank", attention_options=dict(
             projected_length=PROJECTED_LENGTH, max_length=length, sharing="layerwise")),
     }[system.removesuffix("_remat")]
-    backbone = BertBackbone(**dict(ENCODER, num_layers=num_layers), max_positions=length, num_segments=0, use_pooler=False, dropout=0.0,
-                            attention_dropout=0.0, **attention)
+    backbone = BertBackbone(**dict(ENCODER, num_layers=num_layers), max_positions=length, num_segments=0,
+                            use_pooler=False, dropout=0.0, attention_dropout=0.0, **attention)
     model = BertPretrainer(backbone, next_sentence_prediction=False)
     set_remat(model, system.endswith("_remat"))
     model.compile(optimizer=keras.optimizers.AdamW(1e-4), jit_compile=device == "gpu")

@@ -312,8 +312,8 @@ def parse_args(argv=None):
     parser.add_argument("--shapes", nargs="+", choices=sorted(SHAPES), default=["small", "base"])
     parser.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
     parser.add_argument("--systems", nargs="+", choices=SYSTEMS + VARIANTS, default=list(SYSTEMS),
-                        help="the systems to measure; ours is always measured (ours_no_xla, ours_xla: ours with XLA off, "
-                             "on)")
+                        help="the systems to measure; ours is always measured (ours_no_xla, ours_xla: ours "
+                             "with XLA off, on)")
     parser.add_argument("--backend", choices=("tensorflow", "jax"), default="tensorflow",
                         help="Keras backend of ours and keras-hub (the GPU machine has JAX, not TensorFlow)")
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")

@@ -50,4 +50,5 @@ def _features(family, vocab_size):
     rows = 4 * SHAPE.batch_size
     token_ids = np.random.default_rng(1234).integers(1000, vocab_size, (rows, SHAPE.seq_len), dtype=np.int32)
     stage = family.build_masker(None, SHAPE.predictions)
-    return keras.tree.map_structure(np.asarray, stage({"token_ids": token_ids, "padding_mask": np.ones_like(token_ids)}))
+    features = stage({"token_ids": token_ids, "padding_mask": np.ones_like(token_ids)})
+    return keras.tree.map_structure(np.asarray, features)

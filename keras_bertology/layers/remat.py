@@ -56,11 +56,11 @@ class RecomputableBlock:
         self.block_seed_generator = keras.random.SeedGenerator()
 
     def run_block(self, forward, *args, training=None, **kwargs):
-        """`forward(*args, training=training, **kwargs)` with this call's dropout seed; recomputed in the backward pass when
-        `self.remat` is set and the call trains. Every tensor a gradient reaches must be in `args` or
-        `kwargs` (TensorFlow's recompute_grad gives none to a tensor `forward` closes over); the
-        floating-point ones are handed to the recomputed function, integer and boolean ones (masks,
-        positions), which no gradient reaches, are closed over."""
+        """`forward(*args, training=training, **kwargs)` with this call's dropout seed; recomputed in the
+        backward pass when `self.remat` is set and the call trains. Every tensor a gradient reaches must
+        be in `args` or `kwargs` (TensorFlow's recompute_grad gives none to a tensor `forward` closes
+        over); the floating-point ones are handed to the recomputed function, integer and boolean ones
+        (masks, positions), which no gradient reaches, are closed over."""
         if not training:
             return forward(*args, training=training, **kwargs)
         seed = self.block_seed_generator.next()
