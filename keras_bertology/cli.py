@@ -11,7 +11,7 @@
     bertology study [--scale tiny|small|base|smoke] [--corpus PATH ...] [--arms NAME ...]
                     [--tasks NAME|DATA_DIR ...] [--seeds N] [--workers N] [--out STUDY_DIR]
     bertology export RUN_DIR [--format saved_model|hf] [--out DIR]
-    bertology convert --from-hf HF_DIR --out RUN_DIR [--seq-len L]
+    bertology convert --from-hf HF_DIR|ORG/NAME[@REVISION] --out RUN_DIR [--seq-len L]
     bertology presets
 
 Errors caused by input (bad corpus, flags, checkpoints, output paths) print
@@ -122,8 +122,11 @@ def build_parser():
     _serving_xla(export)
 
     convert = commands.add_parser("convert", help="import a Hugging Face checkpoint into a run folder")
-    convert.add_argument("--from-hf", required=True, metavar="HF_DIR",
-                         help="folder with config.json and model.safetensors (vocab.txt optional)")
+    convert.add_argument("--from-hf", required=True, metavar="HF_DIR|ORG/NAME[@REV]",
+                         help="a folder with config.json and model.safetensors (tokenizer files optional), or a "
+                              "Hugging Face Hub repository (hf://ORG/NAME[@REVISION]; the hf:// may be left out "
+                              "when no such folder exists), fetched into huggingface_hub's cache and converted "
+                              "once")
     convert.add_argument("--out", required=True, metavar="RUN_DIR")
     _number(convert, "--seq-len", ranges.SEQ_LEN,
             "sequence length the exported model packs inputs to (default: 128, or the checkpoint's positions "
@@ -388,21 +391,43 @@ def _run_export_hf(args):
 
 
 def _run_convert(args):
-    from keras_bertology.convert import convert_hf_checkpoint
+    from keras_bertology.convert import hub
+    from keras_bertology.errors import CheckpointError
     from keras_bertology.output_paths import CONVERTED_RUN, claim_output_folder
-    from keras_bertology.runs import save_run_model
 
-    with claim_output_folder(args.out, "--out", CONVERTED_RUN):
-        run, report = convert_hf_checkpoint(args.from_hf, seq_len=args.seq_len)
-        save_run_model(args.out, run)
-    heads = ", ".join(report.heads) or "none"
-    tokenizer = type(run.tokenizer).__name__ if run.tokenizer is not None else "none that runs in-graph"
-    print(f"{report.architecture} ({run.family}) written to {args.out}: encoder + heads: {heads}; "
-          f"tokenizer: {tokenizer}; sequence length {run.seq_len}")
-    if report.skipped:
-        print(f"skipped {len(report.skipped)} tensors that keras-bertology does not use: "
-              + ", ".join(report.skipped))
-    for note in report.notes:
+    handle = hub.handle_for_source(args.from_hf)
+    if handle is None:
+        from keras_bertology.convert import convert_hf_checkpoint
+        from keras_bertology.runs import save_run_model
+
+        with claim_output_folder(args.out, "--out", CONVERTED_RUN):
+            run, report = convert_hf_checkpoint(args.from_hf, seq_len=args.seq_len)
+            save_run_model(args.out, run)
+        tokenizer = type(run.tokenizer).__name__ if run.tokenizer is not None else None
+        family, seq_len, report = run.family, run.seq_len, vars(report)
+    else:
+        from keras_bertology.runs import copy_run_model
+
+        cached = hub.converted_run(handle)  # before --out is claimed: a failed download leaves nothing there
+        report = hub.read_report(cached)
+        positions = report["max_positions"]
+        if args.seq_len is not None and positions and args.seq_len > positions:
+            raise CheckpointError(f"--seq-len {args.seq_len} is above the checkpoint's {positions} positions")
+        with claim_output_folder(args.out, "--out", CONVERTED_RUN):
+            description = copy_run_model(cached, args.out, seq_len=args.seq_len)
+        tokenizer, family = report["tokenizer"], description["family"]
+        seq_len = args.seq_len or description["seq_len"]
+    _print_conversion(args.out, family, seq_len, tokenizer, report)
+
+
+def _print_conversion(out, family, seq_len, tokenizer, report):
+    heads = ", ".join(report["heads"]) or "none"
+    print(f"{report['architecture']} ({family}) written to {out}: encoder + heads: {heads}; "
+          f"tokenizer: {tokenizer or 'none that runs in-graph'}; sequence length {seq_len}")
+    if report["skipped"]:
+        print(f"skipped {len(report['skipped'])} tensors that keras-bertology does not use: "
+              + ", ".join(report["skipped"]))
+    for note in report["notes"]:
         print(note)
 
 
@@ -412,7 +437,8 @@ def _run_presets(_args):
     print(f"{'family':<9} {'preset':<15} {'parameters':>13}  description")
     for family in FAMILIES.values():
         for name, preset in family.presets.items():
-            print(f"{family.name:<9} {name:<15} {preset['params']:>13,}  {preset['description']}")
+            weights = f" [weights: hf://{preset['hf_repo']}]" if "hf_repo" in preset else ""
+            print(f"{family.name:<9} {name:<15} {preset['params']:>13,}  {preset['description']}{weights}")
 
 
 COMMANDS = {"pretrain": _run_pretrain, "prepare": _run_prepare, "finetune": _run_finetune, "study": _run_study,

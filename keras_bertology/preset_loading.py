@@ -1,13 +1,17 @@
-"""What `from_preset` reads: a preset name, a run folder of this library, or a Hugging Face folder.
+"""What `from_preset` reads: a preset name, a run folder of this library, a Hugging Face folder or
+repository.
 
-One argument, three sources, resolved in this order:
+One argument, four sources, resolved in this order:
 
+- `hf://ORG/NAME[@REVISION]`: a Hugging Face Hub repository, fetched through
+  huggingface_hub's cache and converted once (`convert.hub`);
 - a folder holding `model/` (written by `bertology pretrain` or `convert`):
   the trained or converted model, its tokenizer and sequence length;
 - a folder holding `config.json` (a transformers checkpoint): converted in
   memory, as `bertology convert` would;
 - a preset name of any family (`bertology presets`): a freshly initialised
-  model of that size.
+  model of that size, or with `weights="pretrained"` the published weights of
+  the repository the preset names.
 
 The family is found from the source, so the base classes
 (`models.Backbone`, `models.Pretrainer`, `data.tokenizers.Tokenizer`) load any
@@ -21,6 +25,7 @@ from pathlib import Path
 from keras_bertology.errors import ConfigError
 
 RUN, HF, PRESET = "run folder", "Hugging Face folder", "preset"
+WEIGHTS = (None, "pretrained")
 
 
 @dataclass(frozen=True)
@@ -37,12 +42,28 @@ class Source:
         return Path(self.location)
 
 
-def locate(name_or_path):
-    """The `Source` that `name_or_path` names, or a ConfigError saying what it is not."""
+def locate(name_or_path, weights=None):
+    """The `Source` that `name_or_path` names, or a ConfigError saying what it is not. `weights`:
+    None (what the source holds) or "pretrained" (a preset's published weights)."""
+    from keras_bertology.convert import hub
     from keras_bertology.models.registry import FAMILIES
     from keras_bertology.runs import MODEL_DIR
 
+    if weights not in WEIGHTS:
+        raise ConfigError(f"weights={weights!r}: use None (what the source holds) or 'pretrained' (a preset's "
+                          "published weights)")
     text = os.fspath(name_or_path)
+    presets = {preset: family for family in FAMILIES.values() for preset in family.presets}
+    if weights == "pretrained":
+        repo = presets[text].presets[text].get("hf_repo") if text in presets else None
+        if repo is None:
+            published = [name for name, family in presets.items() if "hf_repo" in family.presets[name]]
+            raise ConfigError(f"weights='pretrained' needs a preset with published weights, not {text!r}; "
+                              f"those presets: {', '.join(published)}")
+        text = hub.HANDLE_PREFIX + repo
+    if text.startswith(hub.HANDLE_PREFIX):
+        run_dir = hub.converted_run(hub.parse_handle(text))
+        return Source(RUN, _run_family(run_dir), str(run_dir))
     path = Path(text)
     if (path / MODEL_DIR).is_dir() or (path / "checkpoints").is_dir():  # the latter: a run not finished
         return Source(RUN, _run_family(path), text)
@@ -53,9 +74,12 @@ def locate(name_or_path):
     if path.exists():
         raise ConfigError(f"{text} is neither a run folder (with {MODEL_DIR}/) nor a Hugging Face folder "
                           "(with config.json)")
-    presets = {preset: family for family in FAMILIES.values() for preset in family.presets}
     if text not in presets:
-        raise ConfigError(f"{text!r} is not a preset name nor an existing folder; presets: {', '.join(presets)}")
+        if hub.handle_for_source(text) is not None:  # ORG/NAME without its prefix
+            raise ConfigError(f"{text!r} is no folder here; for the Hugging Face Hub repository write "
+                              f"{hub.HANDLE_PREFIX}{text}")
+        raise ConfigError(f"{text!r} is not a preset name, an existing folder nor an {hub.HANDLE_PREFIX}ORG/NAME "
+                          f"handle; presets: {', '.join(presets)}")
     return Source(PRESET, presets[text], text)
 
 
@@ -86,11 +110,11 @@ def check_class(obj, cls, source):
     return obj
 
 
-def backbone(cls, name_or_path, **overrides):
+def backbone(cls, name_or_path, weights=None, **overrides):
     """A `cls` backbone: a new one of a preset's size (`overrides` change its config, e.g. vocab_size), or
     the weights of a folder (`overrides` rebuild it with another config of the same shapes, e.g. dropout
     or dtype)."""
-    return _backbone(cls, locate(name_or_path), overrides)
+    return _backbone(cls, locate(name_or_path, weights), overrides)
 
 
 def _backbone(cls, source, overrides):
@@ -116,11 +140,11 @@ def reconfigured(model, overrides, source):
     return rebuilt
 
 
-def pretrainer(cls, name_or_path, batch_size=None, **overrides):
+def pretrainer(cls, name_or_path, batch_size=None, weights=None, **overrides):
     """A `cls` pretrainer: the family's objectives on a new backbone of a preset's size (`overrides` go to
     the backbone config; `batch_size`, per replica, for families that keep a memory per row), or the
     pretraining heads a folder holds."""
-    source = locate(name_or_path)
+    source = locate(name_or_path, weights)
     if source.kind == PRESET:
         family = source.family
         new_backbone = family.backbone_cls(**family.backbone_config(source.location, **overrides))
@@ -145,9 +169,9 @@ def _with_vocabulary(source):
     return source
 
 
-def tokenizer(cls, name_or_path):
+def tokenizer(cls, name_or_path, weights=None):
     """The `cls` tokenizer of a run or Hugging Face folder. A preset fixes sizes, not a vocabulary."""
-    source = _with_vocabulary(locate(name_or_path))
+    source = _with_vocabulary(locate(name_or_path, weights))
     if source.kind == RUN:
         from keras_bertology.runs import load_run_tokenizer
 
@@ -159,19 +183,19 @@ def tokenizer(cls, name_or_path):
     return check_class(loaded, cls, source)
 
 
-def task_model(cls, name_or_path, **head_kwargs):
+def task_model(cls, name_or_path, weights=None, **head_kwargs):
     """A `cls` task model on the backbone of `name_or_path`, with the head arguments that follow its family
     (`cls.family_defaults`) unless given."""
     from keras_bertology.models.backbone import Backbone
 
-    source = locate(name_or_path)
+    source = locate(name_or_path, weights)
     return cls(_backbone(Backbone, source, {}), **{**cls.family_defaults(source.family), **head_kwargs})
 
 
-def preprocessor(cls, name_or_path, seq_len=None):
+def preprocessor(cls, name_or_path, seq_len=None, weights=None):
     """A `cls` (`data.preprocessor.TextPreprocessor`) with the tokenizer, layout, inputs and sequence
     length of a run or Hugging Face folder (`seq_len` overrides the last, up to the model's positions)."""
-    source = _with_vocabulary(locate(name_or_path))
+    source = _with_vocabulary(locate(name_or_path, weights))
     model = load_model(source)
     if model.tokenizer is None:
         raise ConfigError(f"{source.location} holds no tokenizer that runs in-graph")

@@ -56,6 +56,19 @@ def save_run_model(run_dir, run):
         (staging / RUN_FILE).write_text(json.dumps(description, indent=2))
 
 
+def copy_run_model(source_dir, run_dir, seq_len=None):
+    """Copy SOURCE_DIR/model/ to RUN_DIR/model/ atomically, with `seq_len` (when given) as its sequence
+    length: a cached conversion written out without loading it."""
+    import shutil
+
+    description = read_run_description(source_dir)
+    with atomic_directory(Path(run_dir) / MODEL_DIR) as staging:
+        shutil.copytree(Path(source_dir) / MODEL_DIR, staging, dirs_exist_ok=True)
+        if seq_len is not None:
+            (staging / RUN_FILE).write_text(json.dumps({**description, "seq_len": seq_len}, indent=2))
+    return description
+
+
 def read_run_description(run_dir):
     """RUN_DIR/model/run.json, checked: its family is known and its fields are there."""
     from keras_bertology.models import get_family

@@ -135,7 +135,10 @@ def test_what_from_preset_cannot_load_is_refused_in_one_line(runs, tmp_path):
     save_run_model(tmp_path / "headless", RunModel("bert", runs["bert"][1].backbone, None, 16))
     cases = [
         (lambda: BertBackbone.from_preset(xlnet_run), "holds a XLNetBackbone of --model xlnet, not a BertBackbone"),
-        (lambda: Backbone.from_preset("bert-huge"), "'bert-huge' is not a preset name nor an existing folder"),
+        (lambda: Backbone.from_preset("bert-huge"),
+         "'bert-huge' is not a preset name, an existing folder nor an hf://ORG/NAME handle"),
+        (lambda: Backbone.from_preset("google-bert/bert-base-uncased"),
+         "for the Hugging Face Hub repository write hf://google-bert/bert-base-uncased"),
         (lambda: Backbone.from_preset(tmp_path), "is neither a run folder (with model/) nor a Hugging Face folder"),
         (lambda: Backbone.from_preset(tmp_path / "unfinished"), "is not a finished run folder"),
         (lambda: Tokenizer.from_preset("bert-tiny"), "fixes a model's sizes, not a vocabulary"),

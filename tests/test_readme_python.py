@@ -4,9 +4,12 @@ import re
 from pathlib import Path
 
 import pytest
+import transformers
 
+from hf_reference import perturbed_hf_model, save_hf_model
 from keras_bertology.models import FAMILIES
 from keras_bertology.runs import RunModel, save_run_model
+from loopback_hub import LoopbackHub
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 SENTENCES = [f"{a} {b} the {c} of {d}." for a in ("now", "then", "so", "yet") for b in ("is", "was", "seems")
@@ -26,6 +29,21 @@ def test_the_python_api_section_has_blocks_that_name_the_run_make_run_writes():
 
 @pytest.mark.slow
 def test_every_python_block_of_the_python_api_section_runs(tmp_path, monkeypatch):
+    with LoopbackHub() as hub:  # the README's hf:// line, served a small BERT under the name it gives
+        checkpoint = tmp_path / "published"
+        save_hf_model(perturbed_hf_model(transformers.BertModel, transformers.BertConfig(
+            vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37)),
+            checkpoint)
+        hub.publish("google-bert/bert-base-uncased", checkpoint)
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+        monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+        monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+        _run_the_blocks(tmp_path, monkeypatch)
+        assert hub.count("/api/models/google-bert/bert-base-uncased") >= 1
+
+
+def _run_the_blocks(tmp_path, monkeypatch):
     bert = FAMILIES["bert"]
     tokenizer = bert.train_tokenizer(SENTENCES, 200)
     backbone = bert.backbone_cls(**bert.backbone_config("bert-tiny", vocab_size=tokenizer.vocab_size))

@@ -156,7 +156,8 @@ class ByteLevelBPETokenizer(Tokenizer):
 
 
 def _table(keys, values, default):
-    initializer = tf.lookup.KeyValueTensorInitializer(tf.constant(keys), tf.constant(values))
+    # The key type is explicit: a merges file may list no merges at all (a vocabulary of bytes only).
+    initializer = tf.lookup.KeyValueTensorInitializer(tf.constant(keys, dtype=tf.string), tf.constant(values))
     return tf.lookup.StaticHashTable(initializer, default_value=default)
 
 

@@ -41,12 +41,13 @@ class TextPreprocessor(keras.layers.Layer):
         self.input_names = list(input_names)
 
     @classmethod
-    def from_preset(cls, name_or_path, seq_len=None):
-        """The preprocessing of a run folder of this library or of a Hugging Face folder: its tokenizer,
-        its family's layout, its inputs, and its sequence length unless `seq_len` is given."""
+    def from_preset(cls, name_or_path, seq_len=None, weights=None):
+        """The preprocessing of a run folder of this library, a Hugging Face folder or
+        `hf://ORG/NAME[@REVISION]` repository (or with `weights="pretrained"` a preset's published one): its
+        tokenizer, its family's layout, its inputs, and its sequence length unless `seq_len` is given."""
         from keras_bertology import preset_loading
 
-        return preset_loading.preprocessor(cls, name_or_path, seq_len)
+        return preset_loading.preprocessor(cls, name_or_path, seq_len, weights)
 
     def call(self, first, second=None):
         scalar = first.shape.rank == 0

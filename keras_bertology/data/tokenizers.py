@@ -98,12 +98,13 @@ class Tokenizer(tf.Module, metaclass=abc.ABCMeta):
         self._special_ids = sorted(set(self._special.values()) | set(control_ids))
 
     @classmethod
-    def from_preset(cls, name_or_path: PathLike) -> "Tokenizer":
-        """The tokenizer of a run folder of this library or of a Hugging Face folder (its in-graph
-        equivalent). A preset name fixes only sizes: the vocabulary is learned from a corpus."""
+    def from_preset(cls, name_or_path: PathLike, weights=None) -> "Tokenizer":
+        """The tokenizer of a run folder of this library, a Hugging Face folder or `hf://ORG/NAME[@REVISION]`
+        repository (its in-graph equivalent). A preset name fixes only sizes (the vocabulary is learned
+        from a corpus), unless `weights="pretrained"` asks for its published repository's."""
         from keras_bertology import preset_loading
 
-        return preset_loading.tokenizer(cls, name_or_path)
+        return preset_loading.tokenizer(cls, name_or_path, weights)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:

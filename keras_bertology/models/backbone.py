@@ -116,10 +116,12 @@ class Backbone(keras.Model):
         }
 
     @classmethod
-    def from_preset(cls, name_or_path, **overrides):
+    def from_preset(cls, name_or_path, weights=None, **overrides):
         """A backbone from a preset name (new weights at that size; `overrides` change its config, such
-        as vocab_size), a run folder of this library or a Hugging Face folder (their weights). Called on
-        this base class it builds whichever family the source holds.
+        as vocab_size), a run folder of this library, a Hugging Face folder, or a Hugging Face Hub
+        repository `hf://ORG/NAME[@REVISION]` (their weights, downloaded and converted once). With
+        `weights="pretrained"` a preset name loads its published weights (`bertology presets` lists
+        where). Called on this base class it builds whichever family the source holds.
 
         Example:
             >>> from keras_bertology.models import Backbone
@@ -129,7 +131,7 @@ class Backbone(keras.Model):
         """
         from keras_bertology import preset_loading
 
-        return preset_loading.backbone(cls, name_or_path, **overrides)
+        return preset_loading.backbone(cls, name_or_path, weights, **overrides)
 
     @classmethod
     def from_config(cls, config):

@@ -104,7 +104,8 @@ class ModelFamily:
     Attributes:
         name: CLI name (`--model`).
         presets: preset name -> {"config", "params", "description"} and
-            optionally "pretrainer" (settings of the pretrainer builder).
+            optionally "pretrainer" (settings of the pretrainer builder) and
+            "hf_repo" (the Hugging Face Hub repository of its published weights).
         backbone_path: the backbone class built from a preset's config.
         pretrainer_path: `build(backbone, **settings) -> Pretrainer` (a
             `models.pretrainer.Pretrainer` class or a function making one)
@@ -360,3 +361,10 @@ def sized_preset(base_config, num_layers, hidden_size, params, description):
         "params": params,
         "description": description,
     }
+
+
+def publish_weights(presets, repos):
+    """Record in `presets` the Hugging Face Hub repository of each named preset's published weights, which
+    `from_preset(name, weights="pretrained")` loads and `bertology presets` lists."""
+    for name, repo in repos.items():
+        presets[name]["hf_repo"] = repo

@@ -84,10 +84,12 @@ class Pretrainer(keras.Model):
         self._label_outputs = {o.name: o.label_key for o in self.declared_objectives if o.label_key in outputs}
 
     @classmethod
-    def from_preset(cls, name_or_path, batch_size=None, **overrides):
+    def from_preset(cls, name_or_path, batch_size=None, weights=None, **overrides):
         """The family's pretrainer on a new backbone of a preset's size (`overrides` go to the backbone's
         config; `batch_size` per replica for families with a memory per row), or the pretraining heads
-        of a run or Hugging Face folder, trained. Called on this base class it builds any family's.
+        of a run or Hugging Face folder or `hf://ORG/NAME[@REVISION]` repository, trained
+        (`weights="pretrained"`: a preset's published ones). Called on this base class it builds any
+        family's.
 
         Example:
             >>> from keras_bertology.models import Pretrainer
@@ -97,7 +99,7 @@ class Pretrainer(keras.Model):
         """
         from keras_bertology import preset_loading
 
-        return preset_loading.pretrainer(cls, name_or_path, batch_size=batch_size, **overrides)
+        return preset_loading.pretrainer(cls, name_or_path, batch_size=batch_size, weights=weights, **overrides)
 
     @property
     def objectives(self):

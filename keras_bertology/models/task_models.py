@@ -30,9 +30,10 @@ class TaskModel(keras.Model):
         self._head_config = dict(head_config)
 
     @classmethod
-    def from_preset(cls, name_or_path, **head_kwargs):
-        """This task head on the backbone of a preset name (new weights), a run folder or a Hugging Face
-        folder (their weights), with the head's arguments (`num_classes`, `num_tags`, ...); where the
+    def from_preset(cls, name_or_path, weights=None, **head_kwargs):
+        """This task head on the backbone of a preset name (new weights; `weights="pretrained"`: its
+        published ones), a run folder, a Hugging Face folder or `hf://ORG/NAME[@REVISION]` repository
+        (their weights), with the head's arguments (`num_classes`, `num_tags`, ...); where the
         family sums up a sequence follows the family unless given.
 
         Example:
@@ -43,7 +44,7 @@ class TaskModel(keras.Model):
         """
         from keras_bertology import preset_loading
 
-        return preset_loading.task_model(cls, name_or_path, **head_kwargs)
+        return preset_loading.task_model(cls, name_or_path, weights=weights, **head_kwargs)
 
     @classmethod
     def family_defaults(cls, family):

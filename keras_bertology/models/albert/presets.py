@@ -6,6 +6,8 @@ pooler, and exclude the MLM and SOP heads. Pretraining on a corpus with its
 own vocabulary replaces `vocab_size`.
 """
 
+from keras_bertology.models.family import publish_weights
+
 _ALBERT = dict(vocab_size=30000, embedding_size=128, max_positions=512, num_segments=2, num_groups=1,
                inner_group_num=1, activation="gelu_approximate", layer_norm_epsilon=1e-12)
 
@@ -26,3 +28,11 @@ ALBERT_PRESETS = {
     "albert-xlarge": _preset(24, 2048, 16, 58_724_864, "ALBERT-xLarge: 24 shared layers, hidden 2048, E 128"),
     "albert-xxlarge": _preset(12, 4096, 64, 222_595_584, "ALBERT-xxLarge: 12 shared layers, hidden 4096, E 128"),
 }
+
+# Where the presets' published weights are: from_preset(name, weights="pretrained").
+publish_weights(ALBERT_PRESETS, {
+    "albert-base": "albert/albert-base-v2",
+    "albert-large": "albert/albert-large-v2",
+    "albert-xlarge": "albert/albert-xlarge-v2",
+    "albert-xxlarge": "albert/albert-xxlarge-v2",
+})

@@ -5,7 +5,7 @@ MLM and NSP heads, with the 30,522-token uncased vocabulary. Pretraining on
 a corpus with its own trained vocabulary replaces `vocab_size`.
 """
 
-from keras_bertology.models.family import sized_preset
+from keras_bertology.models.family import publish_weights, sized_preset
 
 _BERT = dict(vocab_size=30522, max_positions=512, num_segments=2, use_pooler=True,
              layer_norm_epsilon=1e-12)
@@ -18,3 +18,13 @@ BERT_PRESETS = {
     "bert-base": sized_preset(_BERT, 12, 768, 109_482_240, "BERT-Base uncased: 12 layers, hidden 768, 12 heads"),
     "bert-large": sized_preset(_BERT, 24, 1024, 335_141_888, "BERT-Large uncased: 24 layers, hidden 1024, 16 heads"),
 }
+
+# Where the presets' published weights are: from_preset(name, weights="pretrained").
+publish_weights(BERT_PRESETS, {
+    "bert-tiny": "google/bert_uncased_L-2_H-128_A-2",
+    "bert-mini": "google/bert_uncased_L-4_H-256_A-4",
+    "bert-small": "google/bert_uncased_L-4_H-512_A-8",
+    "bert-medium": "google/bert_uncased_L-8_H-512_A-8",
+    "bert-base": "google-bert/bert-base-uncased",
+    "bert-large": "google-bert/bert-large-uncased",
+})

@@ -7,7 +7,7 @@ vocabulary; its attention is block-sparse (block 64, 3 random blocks) above
 BigBirdModel (embeddings, encoder and pooler; no pretraining head).
 """
 
-from keras_bertology.models.family import sized_preset
+from keras_bertology.models.family import publish_weights, sized_preset
 
 _BIGBIRD = dict(vocab_size=50358, max_positions=4096, num_segments=2, use_pooler=True, activation="gelu_approximate",
                 layer_norm_epsilon=1e-12, attention_type="block_sparse")
@@ -26,3 +26,9 @@ BIGBIRD_PRESETS = {
     "bigbird-roberta-large": _preset(24, 1024, 359_123_968, "BigBird-RoBERTa large: 24 layers, hidden 1024, 16 "
                                      "heads, block 64, 3 random blocks, 4,096 positions"),
 }
+
+# Where the presets' published weights are: from_preset(name, weights="pretrained").
+publish_weights(BIGBIRD_PRESETS, {
+    "bigbird-roberta-base": "google/bigbird-roberta-base",
+    "bigbird-roberta-large": "google/bigbird-roberta-large",
+})

@@ -6,6 +6,8 @@ token table, the relative table and its LayerNorm, the blocks; no pooler, no
 pretraining head).
 """
 
+from keras_bertology.models.family import publish_weights
+
 _V1 = dict(vocab_size=50265, activation="gelu", max_positions=512, position_terms=("c2p", "p2c"),
            position_buckets=0, share_attention_key=False, norm_relative_embeddings=False, position_key_bias=False,
            content_key_bias=False, layer_norm_epsilon=1e-7)
@@ -25,6 +27,11 @@ DEBERTA_PRESETS = {
     "deberta-base": _preset(_V1, 12, 768, 12, 138_601_728, "DeBERTa base (v1): 12 layers, hidden 768, 12 heads"),
 }
 
+# Where the presets' published weights are: from_preset(name, weights="pretrained").
+publish_weights(DEBERTA_PRESETS, {
+    "deberta-base": "microsoft/deberta-base",
+})
+
 DEBERTA_V3_PRESETS = {
     "deberta-v3-tiny": _preset(_V3, 2, 128, 2, 16_802_048, "DeBERTa-v3 at BERT-Tiny size (for quick runs)",
                                position_buckets=32, max_relative_positions=64),
@@ -33,3 +40,11 @@ DEBERTA_V3_PRESETS = {
     "deberta-v3-base": _preset(_V3, 12, 768, 12, 183_831_552, "DeBERTa-v3 base: 12 layers, hidden 768, 12 heads"),
     "deberta-v3-large": _preset(_V3, 24, 1024, 16, 434_012_160, "DeBERTa-v3 large: 24 layers, hidden 1024, 16 heads"),
 }
+
+# Where the presets' published weights are: from_preset(name, weights="pretrained").
+publish_weights(DEBERTA_V3_PRESETS, {
+    "deberta-v3-xsmall": "microsoft/deberta-v3-xsmall",
+    "deberta-v3-small": "microsoft/deberta-v3-small",
+    "deberta-v3-base": "microsoft/deberta-v3-base",
+    "deberta-v3-large": "microsoft/deberta-v3-large",
+})

@@ -8,7 +8,7 @@ and encoder; no masked-LM head). A student distilled from a teacher takes the
 teacher's width and vocabulary and the preset's depth.
 """
 
-from keras_bertology.models.family import sized_preset
+from keras_bertology.models.family import publish_weights, sized_preset
 
 _DISTILBERT = dict(vocab_size=30522, max_positions=512, num_segments=0, use_pooler=False, activation="gelu",
                    layer_norm_epsilon=1e-12)
@@ -20,3 +20,8 @@ DISTILBERT_PRESETS = {
     "distilbert-base": sized_preset(_DISTILBERT, 6, 768, 66_362_880,
                                     "DistilBERT base: 6 layers, hidden 768, 12 heads (half of BERT-base)"),
 }
+
+# Where the presets' published weights are: from_preset(name, weights="pretrained").
+publish_weights(DISTILBERT_PRESETS, {
+    "distilbert-base": "distilbert/distilbert-base-uncased",
+})

@@ -7,6 +7,8 @@ generator is sized from the discriminator by `generator_fraction` (the
 released small generator is as wide as its discriminator; base 1/3, large 1/4).
 """
 
+from keras_bertology.models.family import publish_weights
+
 _ELECTRA = dict(vocab_size=30522, max_positions=512, num_segments=2, use_pooler=False, layer_norm_epsilon=1e-12)
 
 
@@ -27,3 +29,10 @@ ELECTRA_PRESETS = {
     "electra-large": _preset(24, 1024, 1024, 1 / 4, 334_092_288,
                              "ELECTRA-Large discriminator: 24 layers, hidden 1024 (generator 256)"),
 }
+
+# Where the presets' published weights are: from_preset(name, weights="pretrained").
+publish_weights(ELECTRA_PRESETS, {
+    "electra-small": "google/electra-small-discriminator",
+    "electra-base": "google/electra-base-discriminator",
+    "electra-large": "google/electra-large-discriminator",
+})

@@ -5,6 +5,8 @@ positions), the pre-LN blocks and the final LayerNorm; the LM head is tied to
 the token table, so it adds nothing (GPT2LMHeadModel counts the same).
 """
 
+from keras_bertology.models.family import publish_weights
+
 _GPT2 = dict(vocab_size=50257, max_positions=1024, activation="gelu_approximate", layer_norm_epsilon=1e-5)
 
 
@@ -19,3 +21,9 @@ GPT_PRESETS = {
     "gpt2": _preset(12, 768, 124_439_808, "GPT-2 small: 12 layers, hidden 768, 12 heads"),
     "gpt2-medium": _preset(24, 1024, 354_823_168, "GPT-2 medium: 24 layers, hidden 1024, 16 heads"),
 }
+
+# Where the presets' published weights are: from_preset(name, weights="pretrained").
+publish_weights(GPT_PRESETS, {
+    "gpt2": "openai-community/gpt2",
+    "gpt2-medium": "openai-community/gpt2-medium",
+})

@@ -6,7 +6,7 @@ vocabulary, 512 usable positions: Hugging Face's two offset rows are dropped
 on import) and the encoder, and exclude the MLM head.
 """
 
-from keras_bertology.models.family import sized_preset
+from keras_bertology.models.family import publish_weights, sized_preset
 
 _ROBERTA = dict(vocab_size=50265, max_positions=512, num_segments=0, use_pooler=False,
                 layer_norm_epsilon=1e-5)
@@ -19,3 +19,9 @@ ROBERTA_PRESETS = {
     "roberta-base": sized_preset(_ROBERTA, 12, 768, 124_052_736, "RoBERTa-Base: 12 layers, hidden 768, 12 heads"),
     "roberta-large": sized_preset(_ROBERTA, 24, 1024, 354_307_072, "RoBERTa-Large: 24 layers, hidden 1024, 16 heads"),
 }
+
+# Where the presets' published weights are: from_preset(name, weights="pretrained").
+publish_weights(ROBERTA_PRESETS, {
+    "roberta-base": "FacebookAI/roberta-base",
+    "roberta-large": "FacebookAI/roberta-large",
+})

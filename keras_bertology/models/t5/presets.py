@@ -5,6 +5,8 @@ pieces with their 100 sentinels, padded): both stacks, the shared table, and
 v1.1's own LM head (v1.0 ties its head to the table, so it adds nothing).
 """
 
+from keras_bertology.models.family import publish_weights
+
 _V1_0 = dict(vocab_size=32128, head_dim=64, activation="relu", gated_feed_forward=False)
 _V1_1 = dict(vocab_size=32128, head_dim=64, activation="gelu_approximate", gated_feed_forward=True)
 _TIED = dict(tie_embeddings=True, scale_logits=True)
@@ -28,3 +30,11 @@ T5_PRESETS = {
     "t5-v1_1-base": _preset(_V1_1, _OWN_HEAD, 12, 768, 12, 2048, 247_577_856,
                             "T5 v1.1 base: gated GELU, own LM head, 12 + 12 layers, d_model 768, 12 heads"),
 }
+
+# Where the presets' published weights are: from_preset(name, weights="pretrained").
+publish_weights(T5_PRESETS, {
+    "t5-small": "google-t5/t5-small",
+    "t5-base": "google-t5/t5-base",
+    "t5-v1_1-small": "google/t5-v1_1-small",
+    "t5-v1_1-base": "google/t5-v1_1-base",
+})

@@ -16,6 +16,8 @@ backbone alone has the softmax's share fewer (tested).
   full softmax), for quick runs.
 """
 
+from keras_bertology.models.family import publish_weights
+
 _WT103 = dict(vocab_size=267735, cutoffs=[20000, 40000, 200000], activation="relu", layer_norm_epsilon=1e-5,
               untie_r=False, clamp_len=-1, max_positions=1024)
 
@@ -43,3 +45,8 @@ TRANSFORMER_XL_PRESETS = {
         285_170_506, "Transformer-XL large on WikiText-103: 18 layers, hidden 1024, 16 heads, div_val 4",
         mem_len=384, tie_projections=[False, True, True, True]),
 }
+
+# Where the presets' published weights are: from_preset(name, weights="pretrained").
+publish_weights(TRANSFORMER_XL_PRESETS, {
+    "transformer-xl-wt103-large": "transfo-xl/transfo-xl-wt103",
+})
