@@ -147,7 +147,8 @@ def _add_finetune(commands):
                                "as .tsv or .jsonl (text[, text_b], label; or question, context, answers) "
                                "or .conll / .txt (token<TAB>BIO tag)")
     finetune.add_argument("--from", dest="from_dir", required=True, metavar="RUN_DIR",
-                          help="run folder written by `bertology pretrain` or `bertology convert`")
+                          help="run folder written by `bertology pretrain` or `bertology convert`, or a Hugging "
+                               "Face Hub repository hf://ORG/NAME[@REVISION] (converted once into its cache)")
     _number(finetune, "--epochs", ranges.EPOCHS, default=defaults.epochs)
     _number(finetune, "--batch-size", ranges.BATCH_SIZE, default=defaults.batch_size)
     _number(finetune, "--learning-rate", ranges.LEARNING_RATE,

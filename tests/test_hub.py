@@ -301,3 +301,13 @@ def test_a_preset_with_weights_pretrained_loads_its_repository(loopback, hub_env
     assert main(["presets"]) == 0
     listing = capsys.readouterr().out
     assert f"[weights: hf://{repo}]" in listing and "[weights: hf://google-bert/bert-base-uncased]" in listing
+
+
+@pytest.mark.slow
+def test_finetuning_starts_from_a_repository_by_name(bert_repo, hub_env, tmp_path):
+    from keras_bertology.finetune.run import FinetuneOptions, finetune
+
+    repo, _, commit = bert_repo
+    results = finetune(FinetuneOptions(task="bbc-news", from_dir=f"hf://{repo}", epochs=1, max_examples=40,
+                                       seq_len=16, no_export=True, verbose=0, out=str(tmp_path / "tuned")))
+    assert results["encoder"]["family"] == "bert" and results["encoder"]["from"].endswith(commit)

@@ -18,6 +18,7 @@ import keras
 import tensorflow as tf
 
 from keras_bertology.atomic import atomic_file
+from keras_bertology.convert import hub
 from keras_bertology.errors import CheckpointError, ConfigError
 from keras_bertology.export.task_model import export_task_model
 from keras_bertology.finetune.shared_work import recipe_key, split_key
@@ -43,6 +44,8 @@ def finetune(options, shared=None):
     `shared` (a `SharedWork`): lend the run a model compiled and splits encoded by earlier runs, and
     keep this run's for the next (a study's many runs)."""
     options.validate()
+    if options.from_dir.startswith(hub.HANDLE_PREFIX):  # fetched and converted before any output is claimed
+        options = dataclasses.replace(options, from_dir=str(hub.converted_run(hub.parse_handle(options.from_dir))))
     out = Path(options.out or Path("runs") / f"finetune-{Path(options.task).name}-{datetime.now():%Y%m%d-%H%M%S}")
     export_dir = None if options.no_export or options.results_only else Path(options.export or Path("savedmodels") / out.name)
     with claim_outputs(out, FINETUNING, export_dir):
