@@ -58,6 +58,7 @@ JAX_TESTS := tests/test_hf_parity.py tests/test_minilm_parity.py tests/test_pret
 	tests/test_elmo.py::test_each_language_model_scores_a_word_it_has_not_read \
 	tests/test_t5.py::test_encoder_and_decoder_states_match_transformers \
 	tests/test_t5.py::test_teacher_forced_logits_match_t5_for_conditional_generation \
+	tests/test_modernbert.py::test_converted_masked_lm_matches_transformers tests/test_rotary_window.py \
 	tests/test_t5.py::test_decoding_one_position_a_step_gives_the_teacher_forced_logits \
 	tests/test_t5.py::test_span_corruption_trains_the_pretrainer \
 	tests/test_bigbird.py::test_block_sparse_equals_dense_attention_under_the_block_mask \

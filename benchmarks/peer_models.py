@@ -140,6 +140,10 @@ MODELS = {
                            "projected LSTMs with a residual around every layer but the first, one softmax shared "
                            "by both directions over every position; torch's LSTM cannot clip, ours clips its "
                            "cells and projections (two element-wise ops a step more)."),
+    "modernbert": PeerModel("modernbert", "modernbert-base", "MLM", None, None, "ModernBertForMaskedLM",
+                            note="ModernBERT: rotary positions, every third layer global and the others in a window "
+                                 "of 128 (64 on each side), GeGLU at the shape's width, no biases; transformers "
+                                 "on sdpa with its sliding-window mask."),
     "t5": PeerModel("t5", "t5-small", "span corruption (the decoder writes the spans)", None, "T5Seq2SeqLM",
                     "T5ForConditionalGeneration", targets="seq2seq",
                     note="T5: both stacks at the shape's size (v1.0: ReLU, tied head scaled by d_model^-0.5), the "

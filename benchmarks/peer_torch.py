@@ -90,6 +90,24 @@ def _roberta(config, shape):
     return model, loss
 
 
+def _modernbert(config, shape):
+    from transformers import ModernBertConfig, ModernBertForMaskedLM
+
+    model = ModernBertForMaskedLM(ModernBertConfig(
+        vocab_size=config["vocab_size"], hidden_size=shape.hidden_size, num_hidden_layers=shape.num_layers,
+        num_attention_heads=shape.num_heads, intermediate_size=shape.intermediate_size,
+        max_position_embeddings=config["max_positions"], local_attention=config["local_window"],
+        global_attn_every_n_layers=config["global_every"], global_rope_theta=config["global_rotary_base"],
+        local_rope_theta=config["rotary_base"], norm_eps=config["layer_norm_epsilon"], pad_token_id=0,
+        bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2, attn_implementation="sdpa"))
+
+    def loss(batch):
+        states = model.model(input_ids=batch["token_ids"], attention_mask=batch["padding_mask"]).last_hidden_state
+        return _mlm_loss(model.decoder(model.head(_gather(states, batch["mask_positions"]))), batch)
+
+    return model, loss
+
+
 def _deberta(config, shape):
     from transformers import DebertaConfig, DebertaForMaskedLM
 
@@ -403,7 +421,7 @@ def _elmo(config, shape):
 
 BUILDERS = {"t5": _t5, "gpt": _gpt, "bert": _bert, "roberta": _roberta, "deberta": _deberta, "albert": _albert,
             "spanbert": _spanbert, "xlnet": _xlnet, "deberta-v3": _deberta_v3, "deberta-v3-mlm": _deberta_v3_mlm,
-            "ernie": _ernie, "bigbird": _bigbird, "distilbert": _distilbert, "elmo": _elmo}
+            "ernie": _ernie, "bigbird": _bigbird, "distilbert": _distilbert, "elmo": _elmo, "modernbert": _modernbert}
 
 
 def build_torch(model, shape, precision, compiled, device="cpu"):

@@ -37,7 +37,8 @@ CHECKED_ELSEWHERE = {"xlnet-tiny", "xlnet-base", "xlnet-large",  # test_xlnet.py
                      "linformer-tiny", "linformer-base",  # test_linformer.py
                      "distilbert-tiny", "distilbert-base",  # test_distilbert.py
                      "ernie-tiny", "ernie-base",  # test_ernie.py
-                     "elmo-tiny", "elmo-small", "elmo-medium", "elmo-original"}  # test_elmo.py
+                     "elmo-tiny", "elmo-small", "elmo-medium", "elmo-original",  # test_elmo.py
+                     "modernbert-tiny", "modernbert-base", "modernbert-large"}  # test_modernbert.py
 PRESETS = [(family, name) for family in FAMILIES.values() for name in family.presets]
 
 

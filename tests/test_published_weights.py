@@ -37,6 +37,9 @@ _GPT2 = dict(model_type="gpt2", vocab_size=50257, n_positions=1024, n_inner=None
              layer_norm_epsilon=1e-5)
 _T5 = dict(model_type="t5", vocab_size=32128, d_kv=64, feed_forward_proj="relu", tie_word_embeddings=True)
 _T5_V1_1 = dict(_T5, feed_forward_proj="gated-gelu", tie_word_embeddings=False)
+_MODERNBERT = dict(model_type="modernbert", vocab_size=50368, max_position_embeddings=8192, hidden_activation="gelu",
+                   norm_eps=1e-5, local_attention=128, global_attn_every_n_layers=3, global_rope_theta=160000.0,
+                   local_rope_theta=10000.0)
 _XLNET = dict(model_type="xlnet", vocab_size=32000, ff_activation="gelu", untie_r=True, layer_norm_eps=1e-12)
 
 # The architecture fields of each mapped repository's config.json, as published.
@@ -83,6 +86,10 @@ CONFIGS = {
     "google/t5-v1_1-base": dict(_T5_V1_1, d_model=768, d_ff=2048, num_layers=12, num_heads=12),
     "xlnet/xlnet-base-cased": dict(_XLNET, d_model=768, n_layer=12, n_head=12, d_inner=3072),
     "xlnet/xlnet-large-cased": dict(_XLNET, d_model=1024, n_layer=24, n_head=16, d_inner=4096),
+    "answerdotai/ModernBERT-base": dict(_MODERNBERT, hidden_size=768, num_hidden_layers=22, num_attention_heads=12,
+                                        intermediate_size=1152),
+    "answerdotai/ModernBERT-large": dict(_MODERNBERT, hidden_size=1024, num_hidden_layers=28, num_attention_heads=16,
+                                         intermediate_size=2624),
     "transfo-xl/transfo-xl-wt103": dict(model_type="transfo-xl", vocab_size=267735, d_model=1024, d_embed=1024,
                                         n_head=16, d_head=64, d_inner=4096, n_layer=18, div_val=4,
                                         cutoffs=[20000, 40000, 200000]),
@@ -138,6 +145,12 @@ TRANSLATIONS = {
     "xlnet": lambda c: {"vocab_size": c["vocab_size"], "hidden_size": c["d_model"], "num_layers": c["n_layer"],
                         "num_heads": c["n_head"], "intermediate_size": c["d_inner"], "untie_r": c["untie_r"],
                         "activation": c["ff_activation"], "layer_norm_epsilon": c["layer_norm_eps"]},
+    "modernbert": lambda c: {"vocab_size": c["vocab_size"], "hidden_size": c["hidden_size"],
+                             "num_layers": c["num_hidden_layers"], "num_heads": c["num_attention_heads"],
+                             "intermediate_size": c["intermediate_size"], "max_positions": c["max_position_embeddings"],
+                             "activation": c["hidden_activation"], "layer_norm_epsilon": c["norm_eps"],
+                             "local_window": c["local_attention"], "global_every": c["global_attn_every_n_layers"],
+                             "global_rotary_base": c["global_rope_theta"], "rotary_base": c["local_rope_theta"]},
     "transfo-xl": lambda c: {"vocab_size": c["vocab_size"], "hidden_size": c["d_model"], "num_layers": c["n_layer"],
                              "num_heads": c["n_head"], "intermediate_size": c["d_inner"], "div_val": c["div_val"],
                              "cutoffs": c["cutoffs"]},

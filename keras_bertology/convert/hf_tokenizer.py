@@ -63,8 +63,9 @@ def _read_tokenizer(hf_dir):
         return _wordpiece(hf_dir, hf_dir / "vocab.txt", spec)
     if (hf_dir / "vocab.json").is_file() and (hf_dir / "merges.txt").is_file():
         vocab = read_json_object(hf_dir / "vocab.json", "byte-level BPE vocabulary")
-        return ByteLevelBPETokenizer.from_files(hf_dir, mask_lstrip=_mask_lstrip(hf_dir, spec),
-                                                special_tokens=_byte_bpe_specials(vocab))
+        specials = _byte_bpe_specials(vocab)
+        return ByteLevelBPETokenizer.from_files(hf_dir, mask_lstrip=_mask_lstrip(hf_dir, spec, specials),
+                                                special_tokens=specials)
     if spec is None:
         return None
     model = spec.get("model") or {}
@@ -79,8 +80,9 @@ def _read_tokenizer(hf_dir):
     if kind == "BPE":
         merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model.get("merges", [])]
         vocab = model.get("vocab") or {}
-        return ByteLevelBPETokenizer(vocab, merges, mask_lstrip=_mask_lstrip(hf_dir, spec),
-                                     special_tokens=_byte_bpe_specials(vocab))
+        specials = _byte_bpe_specials(vocab)
+        return ByteLevelBPETokenizer(vocab, merges, mask_lstrip=_mask_lstrip(hf_dir, spec, specials),
+                                     special_tokens=specials)
     raise ConfigError(f"tokenizer.json has a {kind!r} model; supported: WordPiece, BPE (byte-level)")
 
 
@@ -197,15 +199,15 @@ def _wordpiece_options(config, spec):
     return options
 
 
-def _mask_lstrip(hf_dir, spec):
-    """Whether `<mask>` takes the spaces before it: from tokenizer.json's added tokens, else
-    tokenizer_config.json's, else RoBERTa's convention (True)."""
+def _mask_lstrip(hf_dir, spec, specials):
+    """Whether the mask token of `specials` (`<mask>`, `[MASK]`) takes the spaces before it: from
+    tokenizer.json's added tokens, else tokenizer_config.json's, else RoBERTa's convention (True)."""
     entries = list((spec or {}).get("added_tokens") or [])
     config_path = hf_dir / "tokenizer_config.json"
     if config_path.is_file():
         decoder = read_json_object(config_path, "tokenizer_config.json").get("added_tokens_decoder") or {}
         entries += list(decoder.values()) if isinstance(decoder, dict) else []
     for entry in entries:
-        if isinstance(entry, dict) and entry.get("content") == "<mask>":
+        if isinstance(entry, dict) and entry.get("content") == specials.get("mask"):
             return bool(entry.get("lstrip", False))
     return True

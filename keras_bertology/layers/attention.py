@@ -6,6 +6,7 @@ import warnings
 import keras
 from keras import ops
 
+from keras_bertology.layers import rotary
 from keras_bertology.layers.dropout import HashedDropout
 
 # A decoder's first position attends to one key: a softmax over one score, which Keras warns of.
@@ -39,6 +40,13 @@ def causal_mask(query_length, key_length=None):
     queries = ops.expand_dims(ops.arange(query_length, dtype="int32"), 1)
     keys = ops.expand_dims(ops.arange(key_length, dtype="int32"), 0)
     return ops.less_equal(keys, queries + (key_length - query_length))
+
+
+def band_mask(length, window):
+    """[L, L] bool: query i may attend to key j iff |i - j| <= window // 2 (a symmetric sliding window of
+    `window` tokens besides the query's own, `window` / 2 on each side)."""
+    index = ops.arange(length, dtype="int32")
+    return ops.less_equal(ops.abs(ops.expand_dims(index, 1) - ops.expand_dims(index, 0)), window // 2)
 
 
 # Score given to hidden keys; the softmax runs in float32, where exp() of it is 0.
@@ -79,6 +87,14 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         score_scale: float, the factor of the scores q.k (with their terms)
             before the softmax; default 1 / sqrt(head width). T5's is 1: its
             initialisation folds the scale into the query projection.
+        rotary_base: float, turn queries and keys by their positions with this
+            rotary base (`layers.rotary`) before the scores; None for none.
+        window: int, a sliding window: each query sees the keys at most
+            `window` // 2 tokens away on either side (`band_mask`); None for all.
+        global_every, global_options: a pattern over an encoder's layers: every
+            `global_every`-th layer from the first takes `global_options` (e.g.
+            `{"window": None, "rotary_base": 160000}`) over these options
+            (`options_for_layer`); the stack, not the layer, reads them.
 
     Call args:
         x: [B, L, H] inputs.
@@ -88,6 +104,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         queries: optional [B, Lq, H]; the output then has Lq rows.
         key_value: optional precomputed (key, value) heads, see above.
         score_terms: sequence of callables, see above.
+        positions: optional [B, L] int32 positions of the rotary embedding
+            (default 0 .. L-1; packed documents restart theirs).
 
     Example:
         >>> from keras import ops
@@ -98,8 +116,12 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     """
 
     def __init__(self, num_heads, head_dim=None, dropout=0.0, initializer_range=0.02, use_bias=True, causal=False,
-                 score_scale=None, **kwargs):
+                 score_scale=None, rotary_base=None, window=None, **kwargs):
         super().__init__(**kwargs)
+        if window is not None and window < 0:
+            raise ValueError(f"window must be at least 0 tokens; got {window}")
+        self.rotary_base = rotary_base
+        self.window = window
         self.use_bias = use_bias
         self.causal = causal
         self.score_scale = score_scale
@@ -111,8 +133,13 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 
     @staticmethod
     def options_for_layer(options, index):
-        """The attention options of an encoder's layer `index` (the same for every layer here)."""
-        return dict(options)
+        """The attention options of an encoder's layer `index`: `options`, with `global_options` over them
+        on every `global_every`-th layer from the first when a pattern is given."""
+        options = dict(options)
+        every, overrides = options.pop("global_every", None), options.pop("global_options", {})
+        if every and index % every == 0:
+            options.update(overrides)
+        return options
 
     @classmethod
     def shared_score_terms(cls, options, states):
@@ -176,9 +203,21 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         return self._split_heads(self.key_dense(answers)), self._split_heads(self.value_dense(answers))
 
     def call(self, x, attention_mask=None, training=None, memory=None, queries=None, score_terms=(),
-             key_value=None):
+             key_value=None, positions=None):
         query = self._split_heads(self.query_dense(x if queries is None else queries))
         key, value = key_value if key_value is not None else self.key_value(x, memory)
+        if self.rotary_base is not None:
+            if queries is not None or memory is not None or key_value is not None:
+                raise ValueError("rotary embeddings turn one sequence's own queries and keys: no memory, queries "
+                                 "or key_value")
+            if positions is None:
+                positions = rotary.sequence_positions(ops.shape(x)[1])
+            query = rotary.rotate(query, positions, self.rotary_base)
+            key = rotary.rotate(key, positions, self.rotary_base)
+        if self.window is not None:
+            band = band_mask(ops.shape(query)[1], self.window)
+            attention_mask = band if attention_mask is None else ops.logical_and(
+                ops.cast(attention_mask, "bool"), band)
         if score_terms:
             scores = ops.cast(ops.einsum("bqnd,bknd->bnqk", query, key), "float32")
             for term in score_terms:
@@ -217,4 +256,6 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             causal=self.causal,
             score_scale=self.score_scale,
         )
+        if self.rotary_base is not None or self.window is not None:
+            config.update(rotary_base=self.rotary_base, window=self.window)
         return config

@@ -25,6 +25,7 @@ class TokenPositionSegmentEmbedding(keras.layers.Layer):
         num_segments: int, number of segment (token type) ids; 0 for none.
         dropout: float, dropout after the LayerNorm.
         layer_norm_epsilon: float, or `None` to skip the LayerNorm (pre-LN stacks).
+        layer_norm_bias: bool; False leaves the LayerNorm a scale and no bias (ModernBERT's).
         initializer_range: float, stddev of the truncated-normal initializer.
 
     Example:
@@ -46,9 +47,11 @@ class TokenPositionSegmentEmbedding(keras.layers.Layer):
         dropout=0.1,
         layer_norm_epsilon=1e-12,
         initializer_range=0.02,
+        layer_norm_bias=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.layer_norm_bias = layer_norm_bias
         self.vocab_size = vocab_size
         self.embedding_dim = embedding_dim
         self.max_positions = max_positions
@@ -74,7 +77,7 @@ class TokenPositionSegmentEmbedding(keras.layers.Layer):
         self.layer_norm = None
         if layer_norm_epsilon is not None:
             self.layer_norm = keras.layers.LayerNormalization(
-                epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm"
+                epsilon=layer_norm_epsilon, center=layer_norm_bias, dtype=self.dtype_policy, name="layer_norm"
             )
         self.dropout_layer = HashedDropout(dropout, dtype=self.dtype_policy)
         self._base = None
@@ -151,4 +154,6 @@ class TokenPositionSegmentEmbedding(keras.layers.Layer):
             layer_norm_epsilon=self.layer_norm_epsilon,
             initializer_range=self.initializer_range,
         )
+        if not self.layer_norm_bias:
+            config.update(layer_norm_bias=False)
         return config

@@ -34,6 +34,8 @@ class MaskedLMHead(keras.layers.Layer):
         activation: str, transform activation (a name from `layers.activations`).
         layer_norm_epsilon: float.
         initializer_range: float.
+        transform_bias: bool, a bias on the transform (ModernBERT's head has none).
+        layer_norm_bias: bool; False leaves the LayerNorm a scale and no bias.
 
     Example:
         >>> from keras import ops
@@ -52,9 +54,13 @@ class MaskedLMHead(keras.layers.Layer):
         layer_norm_epsilon=1e-12,
         initializer_range=0.02,
         tie_decoder=True,
+        transform_bias=True,
+        layer_norm_bias=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.transform_bias = transform_bias
+        self.layer_norm_bias = layer_norm_bias
         self.vocab_size = vocab_size
         self.token_embedding = token_embedding
         self.tie_decoder = tie_decoder
@@ -70,11 +76,11 @@ class MaskedLMHead(keras.layers.Layer):
         init = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
         width = self.token_embedding.output_dim if self.token_embedding else hidden_shape[-1]
         self.transform = keras.layers.Dense(
-            width, activation=get_activation(self.activation), kernel_initializer=init,
-            dtype=self.dtype_policy, name="transform",
+            width, activation=get_activation(self.activation), use_bias=self.transform_bias,
+            kernel_initializer=init, dtype=self.dtype_policy, name="transform",
         )
         self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm"
+            epsilon=self.layer_norm_epsilon, center=self.layer_norm_bias, dtype=self.dtype_policy, name="layer_norm"
         )
         self.transform.build(hidden_shape)
         self.layer_norm.build(tuple(hidden_shape[:-1]) + (width,))
@@ -120,6 +126,8 @@ class MaskedLMHead(keras.layers.Layer):
             initializer_range=self.initializer_range,
             tie_decoder=self.tie_decoder,
         )
+        if not (self.transform_bias and self.layer_norm_bias):
+            config.update(transform_bias=self.transform_bias, layer_norm_bias=self.layer_norm_bias)
         return config
 
 

@@ -1,6 +1,8 @@
 """Transformer blocks: the encoder's (self-attention + feed-forward) and the decoder's (causal
 self-attention + cross-attention to the encoder + feed-forward), post-LN or pre-LN."""
 
+import functools
+
 import keras
 from keras import ops
 
@@ -9,7 +11,8 @@ from keras_bertology.layers.attention import MultiHeadSelfAttention
 from keras_bertology.layers.dropout import HashedDropout
 from keras_bertology.layers.remat import RecomputableBlock
 
-NORMS = {"layer_norm": keras.layers.LayerNormalization, "rms_norm": keras.layers.RMSNormalization}
+NORMS = {"layer_norm": keras.layers.LayerNormalization, "rms_norm": keras.layers.RMSNormalization,
+         "unbiased_layer_norm": functools.partial(keras.layers.LayerNormalization, center=False)}
 
 
 @keras.saving.register_keras_serializable(package="keras_bertology")
@@ -33,7 +36,10 @@ class TransformerEncoderBlock(RecomputableBlock, keras.layers.Layer):
         attention_bias: bool, biases on the attention projections (XLNet has none).
         activation_dropout: float, dropout after the feed-forward activation (XLNet's).
         causal: bool, causal self-attention (see `MultiHeadSelfAttention`).
-        norm: str, "layer_norm" or "rms_norm" (T5's: scale only, no mean, no bias).
+        norm: str, "layer_norm", "unbiased_layer_norm" (a scale and no bias, ModernBERT's) or "rms_norm"
+            (T5's: scale only, no mean, no bias).
+        attention_input_norm: bool; False feeds a pre-LN block's attention its input as it is (a first
+            layer whose input the embedding norm has just normalised, ModernBERT's); no norm is built.
         feed_forward_bias: bool, biases on the feed-forward layers (T5 has none).
         gated_feed_forward: bool, the feed-forward's hidden layer is activation(x W0) * (x W1)
             (T5 v1.1's gated GELU) instead of activation(x W0).
@@ -73,9 +79,13 @@ class TransformerEncoderBlock(RecomputableBlock, keras.layers.Layer):
         head_dim=None,
         attention_class=MultiHeadSelfAttention,
         attention_options=None,
+        attention_input_norm=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if not (attention_input_norm or norm_first):
+            raise ValueError("attention_input_norm=False applies to pre-LN blocks (norm_first=True)")
+        self.attention_input_norm = attention_input_norm
         if isinstance(attention_class, str):
             attention_class = keras.saving.get_registered_object(attention_class)
         if not (isinstance(attention_class, type) and issubclass(attention_class, MultiHeadSelfAttention)):
@@ -107,7 +117,7 @@ class TransformerEncoderBlock(RecomputableBlock, keras.layers.Layer):
         policy = self.dtype_policy
         init = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
         self.attention = self._attention(causal=self.causal, name="attention")
-        self.attention_norm = self._norm("attention_norm")
+        self.attention_norm = self._norm("attention_norm") if self.attention_input_norm else None
         self.intermediate_dense = keras.layers.Dense(
             self.intermediate_size, activation=get_activation(self.activation), use_bias=self.feed_forward_bias,
             kernel_initializer=init, dtype=policy, name="intermediate",
@@ -124,7 +134,8 @@ class TransformerEncoderBlock(RecomputableBlock, keras.layers.Layer):
         self.activation_dropout_layer = (HashedDropout(self.activation_dropout, dtype=policy)
                                          if self.activation_dropout else None)
         self.attention.build(input_shape)
-        self.attention_norm.build(input_shape)
+        if self.attention_norm is not None:
+            self.attention_norm.build(input_shape)
         self.intermediate_dense.build(input_shape)
         if self.gate_dense is not None:
             self.gate_dense.build(input_shape)
@@ -154,23 +165,26 @@ class TransformerEncoderBlock(RecomputableBlock, keras.layers.Layer):
         return self.dropout_layer(self.output_dense(inner), training=training)
 
     def call(self, x, attention_mask=None, training=None, memory=None, queries=None, score_terms=(),
-             key_value=None):
-        """`memory`, `queries`, `score_terms` and `key_value` go to the attention (see
+             key_value=None, positions=None):
+        """`memory`, `queries`, `score_terms`, `key_value` and `positions` go to the attention (see
         `MultiHeadSelfAttention`); with `queries` the block updates that stream (XLNet's query
         stream), attending to `x`."""
         return self.run_block(self._forward, x, attention_mask, training=training, memory=memory, queries=queries,
-                              score_terms=score_terms, key_value=key_value)
+                              score_terms=score_terms, key_value=key_value, positions=positions)
 
-    def _forward(self, x, attention_mask, training, memory, queries, score_terms, key_value):
+    def _forward(self, x, attention_mask, training, memory, queries, score_terms, key_value, positions):
         stream = x if queries is None else queries
+        streams = dict(score_terms=score_terms, key_value=key_value)
+        if positions is not None:  # only attentions that place tokens by position take them
+            streams["positions"] = positions
         if self.norm_first:
-            normed = dict(memory=None if memory is None else self.attention_norm(memory),
-                          queries=None if queries is None else self.attention_norm(queries), score_terms=score_terms,
-                          key_value=key_value)
-            stream = stream + self._attention_branch(self.attention_norm(x), attention_mask, training, **normed)
+            def normed(states):
+                return states if states is None or self.attention_norm is None else self.attention_norm(states)
+
+            stream = stream + self._attention_branch(normed(x), attention_mask, training, memory=normed(memory),
+                                                     queries=normed(queries), **streams)
             return stream + self._feed_forward_branch(self.output_norm(stream), training)
-        attended = self._attention_branch(x, attention_mask, training, memory=memory, queries=queries,
-                                          score_terms=score_terms, key_value=key_value)
+        attended = self._attention_branch(x, attention_mask, training, memory=memory, queries=queries, **streams)
         stream = self.attention_norm(stream + attended)
         return self.output_norm(stream + self._feed_forward_branch(stream, training))
 
@@ -197,7 +211,9 @@ class TransformerEncoderBlock(RecomputableBlock, keras.layers.Layer):
             attention_scale=self.attention_scale,
             head_dim=self.head_dim,
         )
-        if self.attention_class is not MultiHeadSelfAttention:
+        if not self.attention_input_norm:
+            config.update(attention_input_norm=False)
+        if self.attention_class is not MultiHeadSelfAttention or self.attention_options:
             config.update(attention_class=keras.saving.get_registered_name(self.attention_class),
                           attention_options=self.attention_options)
         return config

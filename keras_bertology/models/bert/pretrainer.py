@@ -29,6 +29,8 @@ class BertPretrainer(Pretrainer):
             the backbone's, as BERT's head does.
         tie_decoder: bool; False gives the MLM head a decoder of its own
             instead of the token embeddings (an imported untied checkpoint).
+        mlm_head_options: dict, further `MaskedLMHead` arguments (ModernBERT's head has no biases
+            in its transform and norm).
 
     Example:
         >>> from keras_bertology.models import BertBackbone, BertPretrainer
@@ -38,7 +40,9 @@ class BertPretrainer(Pretrainer):
         >>> model.compile()
     """
 
-    def __init__(self, backbone, next_sentence_prediction=True, mlm_activation=None, tie_decoder=True, **kwargs):
+    def __init__(self, backbone, next_sentence_prediction=True, mlm_activation=None, tie_decoder=True,
+                 mlm_head_options=None, **kwargs):
+        mlm_head_options = dict(mlm_head_options or {})
         mlm_activation = mlm_activation or backbone.activation
         inputs = dict(backbone.input)
         inputs["mask_positions"] = keras.Input((None,), dtype="int32", name="mask_positions")
@@ -52,6 +56,7 @@ class BertPretrainer(Pretrainer):
             tie_decoder=tie_decoder,
             dtype=backbone.dtype_policy,
             name="mlm_head",
+            **mlm_head_options,
         )
         outputs = {"mlm": mlm_head(encoded["sequence_output"], inputs["mask_positions"])}
         if next_sentence_prediction:
@@ -66,9 +71,10 @@ class BertPretrainer(Pretrainer):
         self.next_sentence_prediction = next_sentence_prediction
         self.mlm_activation = mlm_activation
         self.tie_decoder = tie_decoder
+        self.mlm_head_options = mlm_head_options
 
     def get_config(self):
-        return {
+        config = {
             "name": self.name,
             "trainable": self.trainable,
             "backbone": keras.saving.serialize_keras_object(self.backbone),
@@ -76,6 +82,9 @@ class BertPretrainer(Pretrainer):
             "mlm_activation": self.mlm_activation,
             "tie_decoder": self.tie_decoder,
         }
+        if self.mlm_head_options:
+            config["mlm_head_options"] = self.mlm_head_options
+        return config
 
     @classmethod
     def from_config(cls, config):
