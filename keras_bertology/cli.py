@@ -63,7 +63,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser():
     from keras_bertology.models import FAMILIES
-    from keras_bertology.training.options import (MIN_WINDOWS, PRECISIONS, STRATEGIES, XLA_CHOICES,
+    from keras_bertology.training.options import (MIN_WINDOWS, PRECISIONS, SCHEDULES, STRATEGIES, XLA_CHOICES,
                                                   PretrainOptions)
 
     defaults = PretrainOptions()
@@ -90,6 +90,12 @@ def build_parser():
     _number(pretrain, "--layer-decay", ranges.LAYER_DECAY,
             "layer-wise learning-rate decay: block i of N learns at decay^(N+1-i) of the rate, the embeddings "
             "at decay^(N+2) (ELECTRA uses 0.8; default 1: off)", default=defaults.layer_decay)
+    pretrain.add_argument("--schedule", choices=SCHEDULES,
+                          help="learning-rate schedule after the 10%% warmup: linear (decays to 0 over the run; "
+                               "the default) or wsd (warmup-stable-decay: the peak, then 1 - sqrt decay over the "
+                               "last --decay-share of the steps; ModernBERT's default)")
+    _number(pretrain, "--decay-share", ranges.DECAY_SHARE, "the share of the steps a wsd schedule decays over",
+            default=defaults.decay_share)
     _number(pretrain, "--log-every", ranges.LOG_EVERY,
             f"at most this many steps per logged window (fewer when needed for {MIN_WINDOWS} windows); --steps "
             "is rounded up to whole windows", default=defaults.log_every)
@@ -254,7 +260,9 @@ def _add_data_flags(parser, defaults, families):
     parser.add_argument("--masking", choices=MASKINGS,
                         help="static (BERT default, written once) or dynamic (RoBERTa default)")
     parser.add_argument("--packing", choices=PACKINGS,
-                        help="MLM-only families: FULL-SENTENCES (default, may cross documents) or DOC-SENTENCES")
+                        help="MLM-only families: FULL-SENTENCES (default, may cross documents), DOC-SENTENCES, "
+                             "or unpadded (several documents to a row, each attending within itself; RoBERTa, "
+                             "ModernBERT)")
     parser.add_argument("--whole-word", action="store_true", help="whole-word masking (--masking-units words)")
     parser.add_argument("--masking-units", metavar="UNITS",
                         help="what is masked whole: tokens, words, phrases or entities, or a schedule over the "

@@ -118,6 +118,9 @@ SEED = Range(int, 0, 2**31 - 1)
 LEARNING_RATE = Range(float, 0, 10, open=("low",))
 # Layer-wise decay factor: 1 turns it off; above 1 the lowest layers would learn fastest.
 LAYER_DECAY = Range(float, 0, 1, open=("low",))
+# Share of the steps of a warmup-stable-decay schedule's final decay: none would end the run at the peak
+# rate, all of it is the linear schedule's shape with a square-root tail.
+DECAY_SHARE = Range(float, 0, 1, open=("low",))
 # Share of the steps spent warming up: all of them would leave no step at the peak rate.
 WARMUP = Range(float, 0, 1, open=("high",))
 # Fine-tuning epochs: recipes use 2 to 10; 10000 still allows overfitting studies of tiny data.

@@ -261,3 +261,20 @@ def test_t5_generation_benchmark_smoke_times_both_systems_on_the_same_tokens(tmp
         assert 1 <= row["tokens"] <= 4 * row["batch"] and row["ours_tokens_per_s"] > 0
         assert row["ratio"] == pytest.approx(row["ours_tokens_per_s"] / row["transformers_tokens_per_s"])
     assert "| 2 |" in (tmp_path / "generate_t5.md").read_text()
+
+
+@pytest.mark.extended
+@pytest.mark.slow
+def test_packing_benchmark_smoke_measures_both_packings_on_both_corpora(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_packing", "--smoke", "--out", str(tmp_path)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads((tmp_path / "packing_unpadded_smoke.json").read_text())
+    assert MACHINE_KEYS <= set(report["machine"])
+    rows = {(row["corpus"], row["packing"]): row for row in report["rows"]}
+    assert set(rows) == {(corpus, packing) for corpus in ("plays", "bbc-news") for packing in ("doc-sentences",
+                                                                                             "unpadded")}
+    for corpus in ("plays", "bbc-news"):
+        padded, unpadded = rows[(corpus, "doc-sentences")], rows[(corpus, "unpadded")]
+        assert unpadded["real_token_share"] >= padded["real_token_share"] and unpadded["samples_per_second"] > 0
+    assert rows[("bbc-news", "unpadded")]["instances"] < rows[("bbc-news", "doc-sentences")]["instances"]

@@ -1,6 +1,8 @@
 """ModernBERT: parity with transformers' ModernBertModel / ModernBertForMaskedLM on odd configurations, the
 published parameter counts, tokenizer.json-only checkpoints, the refusals, and a run from the command line."""
 
+import json
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -181,3 +183,13 @@ def test_pretraining_modernbert_runs_serves_and_exports_to_transformers_and_back
     back, _ = convert_hf_checkpoint(out)
     assert all(np.array_equal(a, b) for a, b in zip(back.pretrainer.get_weights(), run.pretrainer.get_weights()))
     assert back.tokenizer.tokenize(tf.constant(TEXTS)).to_list() == run.tokenizer.tokenize(tf.constant(TEXTS)).to_list()
+
+
+@pytest.mark.slow
+def test_pretraining_with_unpadded_packing_packs_documents_and_trains(tmp_path, capsys):
+    from cli_runs import pretrain_two_plays
+
+    metrics, _ = pretrain_two_plays(tmp_path, capsys, "modernbert", "modernbert-tiny", "--seq-len", "48",
+                                    "--vocab-size", "400", "--packing", "unpadded", export=False)
+    assert metrics["instances"] == "packed_instances (unpadded)" and np.isfinite(metrics["history"][-1]["loss"])
+    assert json.loads((tmp_path / "run" / "model" / "run.json").read_text())["backbone"]["packed_documents"] is True

@@ -161,6 +161,48 @@ def pack_sentences(
     return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids)}
 
 
+def pack_documents(
+    documents: Documents,
+    seq_len: int,
+    cls_id: int,
+    sep_id: int,
+    pad_id: int,
+) -> dict[str, np.ndarray]:
+    """Unpadded packing: each document's tokens run on, framed `<cls> ... <sep>`, and fill every row to
+    the brim, several documents to a row; a document longer than the room left continues in the next row
+    as a piece of its own. Padding stays at a row's tail (where less than one token and its frame would
+    fit). `document_ids` numbers the row's pieces 1, 2, ... (0 for the padding): the model attends within
+    a piece, and positions restart at each (`layers.documents`).
+
+    Returns token_ids, segment_ids (all 0) and document_ids [N, seq_len] int32.
+    """
+    if seq_len < 3:
+        raise ConfigError(f"seq_len={seq_len} is too small; it must be at least 3.")
+    rows, current, used = [], [], 0
+    for document in _clean_documents(documents):
+        tokens = np.concatenate(document)
+        while len(tokens):
+            room = seq_len - used - 2
+            if room < 1:
+                rows.append(current)
+                current, used, room = [], 0, seq_len - 2
+            piece, tokens = tokens[:room], tokens[room:]
+            current.append(piece)
+            used += len(piece) + 2
+    if current:
+        rows.append(current)
+    token_ids = np.full((len(rows), seq_len), pad_id, np.int32)
+    document_ids = np.zeros((len(rows), seq_len), np.int32)
+    for index, pieces in enumerate(rows):
+        start = 0
+        for number, piece in enumerate(pieces, start=1):
+            framed = np.concatenate([[cls_id], piece, [sep_id]])
+            token_ids[index, start:start + len(framed)] = framed
+            document_ids[index, start:start + len(framed)] = number
+            start += len(framed)
+    return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids), "document_ids": document_ids}
+
+
 def _clean_documents(documents: Documents) -> Documents:
     """int32 sentences with empty sentences and documents dropped, so no instance can be empty."""
     docs = []
@@ -289,11 +331,15 @@ def sentence_pair_instances(documents: Documents, seq_len: int, specials: dict, 
 
 def packed_instances(documents: Documents, seq_len: int, specials: dict, rng, copies: int = 1,
                      packing: str | None = "full-sentences") -> dict[str, np.ndarray]:
-    """RoBERTa's recipe: FULL-SENTENCES (may cross documents) or DOC-SENTENCES packing.
+    """RoBERTa's recipe: FULL-SENTENCES (may cross documents) or DOC-SENTENCES packing; or unpadded
+    packing (`pack_documents`: several documents to a row, each attending within itself).
 
     Packing is deterministic, so the `copies` are the same sequences (to be masked differently).
     """
-    packed = pack_sentences(documents, seq_len, cross_documents=packing != "doc-sentences", **specials)
+    if packing == "unpadded":
+        packed = pack_documents(documents, seq_len, **specials)
+    else:
+        packed = pack_sentences(documents, seq_len, cross_documents=packing != "doc-sentences", **specials)
     return {key: np.concatenate([value] * copies) for key, value in packed.items()}
 
 

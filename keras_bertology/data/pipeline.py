@@ -5,7 +5,12 @@ import tensorflow as tf
 from tensorflow.autograph.experimental import do_not_convert
 
 from keras_bertology.data.random_draws import ORDER, step_seed
-from keras_bertology.data.static_masking import Masker, read_static_tfrecords, step_argument
+from keras_bertology.data.static_masking import (
+    Masker,
+    documents_as_padding_mask,
+    read_static_tfrecords,
+    step_argument,
+)
 from keras_bertology.errors import ConfigError
 
 # The end of an endless range of steps.
@@ -55,8 +60,8 @@ def _dynamic_dataset(instances, batch_size, masker, shuffle, seed, repeat, start
 
     @do_not_convert
     def masked_batch(step, rows):
-        return masker({key: tf.gather(column, rows) for key, column in columns.items()},
-                      seed=step_seed(seed, step), **step_argument(masker, step))
+        return documents_as_padding_mask(masker({key: tf.gather(column, rows) for key, column in columns.items()},
+                                                seed=step_seed(seed, step), **step_argument(masker, step)))
 
     rows = batch_indices(num_instances, batch_size, seed, shuffle, start_step, None if repeat else 1)
     steps = tf.data.Dataset.range(start_step, _NEVER)

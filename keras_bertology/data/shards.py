@@ -20,7 +20,12 @@ import tensorflow as tf
 from tensorflow.autograph.experimental import do_not_convert
 
 from keras_bertology.data.random_draws import ORDER, step_seed
-from keras_bertology.data.static_masking import serialize_examples, step_argument, storage_dtype
+from keras_bertology.data.static_masking import (
+    documents_as_padding_mask,
+    serialize_examples,
+    step_argument,
+    storage_dtype,
+)
 from keras_bertology.errors import ConfigError, CorpusError
 
 MANIFEST_FILE = "manifest.json"
@@ -178,8 +183,9 @@ def shard_dataset(data_dir, manifest, batch_size, *, seed=0, start_step=0, maske
         batch = parse(records)
         if masker is None:
             return batch
-        return masker(batch, seed=tf.random.experimental.stateless_fold_in(step_seed(seed, step), index)
-                      if count > 1 else step_seed(seed, step), **step_argument(masker, step))
+        return documents_as_padding_mask(masker(
+            batch, seed=tf.random.experimental.stateless_fold_in(step_seed(seed, step), index) if count > 1
+            else step_seed(seed, step), **step_argument(masker, step)))
 
     records = tf.data.Dataset.range(first_pass, _NEVER).flat_map(pass_records)
     batches = records.batch(batch_size, drop_remainder=True)

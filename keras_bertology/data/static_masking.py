@@ -33,6 +33,20 @@ def step_argument(masker, step):
     return {"step": step} if getattr(masker, "takes_step", False) else {}
 
 
+# Unpadded packing's numbering of each row's documents (`instances.pack_documents`).
+DOCUMENT_IDS = "document_ids"
+
+
+def documents_as_padding_mask(features):
+    """A masked batch as the model reads it: with unpadded packing, the numbered documents of each row
+    stand in the padding mask (`layers.documents`); other batches as they are."""
+    if DOCUMENT_IDS not in features:
+        return features
+    features = dict(features)
+    features["padding_mask"] = features.pop(DOCUMENT_IDS)
+    return features
+
+
 def write_static_tfrecords(
     instances: dict[str, np.ndarray],
     masker: Masker,

@@ -9,6 +9,7 @@ from keras_bertology.layers.disentangled_attention import (
     RelativeEmbeddings,
     RelativePositionTable,
 )
+from keras_bertology.layers.documents import document_positions, same_document_mask
 from keras_bertology.layers.dropout import HashedDropout, hashed_uniform_bits
 from keras_bertology.layers.embeddings import TokenPositionSegmentEmbedding
 from keras_bertology.layers.heads import MaskedLMHead, PooledClassificationHead, gather_positions
@@ -59,10 +60,12 @@ __all__ = [
     "attention_kind",
     "causal_mask",
     "different_segments",
+    "document_positions",
     "gather_positions",
     "hashed_uniform_bits",
     "merge_attention_masks",
     "position_buckets",
     "rel_shift",
+    "same_document_mask",
     "sinusoidal_relative_positions",
 ]

@@ -120,6 +120,8 @@ class ModelFamily:
         options: the family's own settings (`FamilyOption`s), passed by keyword
             to the builders that declare them: masker, instances, pretrainer.
         learning_rate: peak learning rate when --learning-rate is not given.
+        schedule: the learning-rate schedule when --schedule is not given ("linear", BERT's; "wsd",
+            warmup-stable-decay, ModernBERT's).
         finetune_learning_rate: `bertology finetune`'s peak learning rate when
             --learning-rate is not given (BERT's 5e-5; higher where the task
             head has more to learn, ELMo's).
@@ -204,6 +206,7 @@ class ModelFamily:
     summary_position: str = "first"
     prediction_share: float = 0.15625
     learning_rate: float = 1e-3
+    schedule: str = "linear"
     finetune_learning_rate: float = 5e-5
     stream_batches: bool = False
     masks_tokens: bool = True

@@ -1,5 +1,5 @@
-"""BERT's optimizer: AdamW with linear warm-up then linear decay, no decay on norms/biases;
-optionally ELECTRA's layer-wise learning-rate decay."""
+"""BERT's optimizer: AdamW with linear warm-up then linear decay (or ModernBERT's warmup-stable-decay), no
+decay on norms/biases; optionally ELECTRA's layer-wise learning-rate decay."""
 
 
 import keras
@@ -28,6 +28,40 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
             "warmup_steps": self.warmup_steps,
             "total_steps": self.total_steps,
         }
+
+
+@keras.saving.register_keras_serializable(package="keras_bertology")
+class WarmupStableDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Warmup-stable-decay (trapezoidal): the rate rises linearly for `warmup_steps`, stays at its peak,
+    and over the last `decay_steps` falls as 1 - sqrt(progress) to 0 at `total_steps` (ModernBERT's).
+    A run at the peak can be cut and decayed at any point, and most steps train at the full rate."""
+
+    def __init__(self, peak_learning_rate, warmup_steps, total_steps, decay_steps):
+        self.peak_learning_rate = peak_learning_rate
+        self.warmup_steps = warmup_steps
+        self.total_steps = total_steps
+        self.decay_steps = decay_steps
+
+    def __call__(self, step):
+        step = keras.ops.cast(step, "float32")
+        warmup = keras.ops.cast(max(self.warmup_steps, 1), "float32")
+        decay = keras.ops.cast(max(self.decay_steps, 1), "float32")
+        progress = keras.ops.clip((step - (self.total_steps - self.decay_steps)) / decay, 0.0, 1.0)
+        stable_or_decaying = 1.0 - keras.ops.sqrt(progress)
+        return self.peak_learning_rate * keras.ops.where(step < warmup, step / warmup, stable_or_decaying)
+
+    def get_config(self):
+        return {"peak_learning_rate": self.peak_learning_rate, "warmup_steps": self.warmup_steps,
+                "total_steps": self.total_steps, "decay_steps": self.decay_steps}
+
+
+def learning_rate_schedule(kind, peak_learning_rate, total_steps, warmup_fraction=0.1, decay_share=0.1):
+    """The `kind` schedule ("linear": BERT's warmup then linear decay; "wsd": `WarmupStableDecay` decaying
+    over the last `decay_share` of the steps)."""
+    warmup = int(total_steps * warmup_fraction)
+    if kind == "wsd":
+        return WarmupStableDecay(peak_learning_rate, warmup, total_steps, max(int(total_steps * decay_share), 1))
+    return WarmupLinearDecay(peak_learning_rate, warmup, total_steps)
 
 
 @keras.saving.register_keras_serializable(package="keras_bertology")
@@ -177,15 +211,16 @@ def layerwise_decay(backbone, decay):
     return {path: decay ** (top - depth) for path, depth in backbone.variable_depths().items()}
 
 
-def bert_adamw(peak_learning_rate, total_steps, warmup_fraction=0.1, weight_decay=0.01, lr_multipliers=None):
-    """AdamW as in BERT pretraining: betas (0.9, 0.999), eps 1e-6, clip-norm 1.0; with
-    `lr_multipliers` (see `layerwise_decay`), per-variable learning rates."""
+def bert_adamw(peak_learning_rate, total_steps, warmup_fraction=0.1, weight_decay=0.01, lr_multipliers=None,
+               schedule="linear", decay_share=0.1):
+    """AdamW as in BERT pretraining: betas (0.9, 0.999), eps 1e-6, clip-norm 1.0, no weight decay on norms and
+    biases; with `lr_multipliers` (see `layerwise_decay`), per-variable learning rates; `schedule` and
+    `decay_share` as `learning_rate_schedule` takes them."""
     return LayerwiseAdamW(
         lr_multipliers=lr_multipliers,
         no_decay_names=("bias", "gamma", "beta"),
-        learning_rate=WarmupLinearDecay(
-            peak_learning_rate, int(total_steps * warmup_fraction), total_steps
-        ),
+        learning_rate=learning_rate_schedule(schedule, peak_learning_rate, total_steps, warmup_fraction,
+                                             decay_share),
         weight_decay=weight_decay,
         beta_1=0.9,
         beta_2=0.999,

@@ -15,7 +15,8 @@ from keras_bertology.models.registry import DEFAULT_MODEL, check_preset, default
 PRECISIONS = ("auto", "float32", "mixed_bfloat16")
 XLA_CHOICES = ("auto", "on", "off")
 MASKINGS = ("static", "dynamic")
-PACKINGS = ("full-sentences", "doc-sentences")
+PACKINGS = ("full-sentences", "doc-sentences", "unpadded")
+SCHEDULES = ("linear", "wsd")  # training.optimization.learning_rate_schedule
 STRATEGIES = ("auto", "default", "mirrored", "multiworker", "tpu")
 
 # A run logs at least this many windows when it has the steps for them, so
@@ -31,7 +32,7 @@ ENCODER_SIZES = ("num_layers", "hidden_size", "num_heads", "intermediate_size")
 _RANGES = {"steps": ranges.STEPS, "batch_size": ranges.BATCH_SIZE, "seq_len": ranges.SEQ_LEN,
            "vocab_size": ranges.VOCAB_SIZE, "dupe_factor": ranges.DUPE_FACTOR, "log_every": ranges.LOG_EVERY,
            "max_predictions": ranges.MAX_PREDICTIONS, "learning_rate": ranges.LEARNING_RATE,
-           "layer_decay": ranges.LAYER_DECAY, "seed": ranges.SEED}
+           "layer_decay": ranges.LAYER_DECAY, "seed": ranges.SEED, "decay_share": ranges.DECAY_SHARE}
 _SPECIAL_POSITIONS = 3  # [CLS] and up to two [SEP]s are never masked
 
 
@@ -65,6 +66,8 @@ class PretrainOptions:
     max_predictions: int | None = None  # None: the family's rule (BERT: 20 for 128 tokens)
     learning_rate: float | None = None  # None: the family's peak rate (1e-3 for BERT's quick runs)
     layer_decay: float = 1.0  # ELECTRA's layer-wise learning-rate decay (0.8); 1 turns it off
+    schedule: str | None = None  # None: the family's ("linear"; ModernBERT's "wsd"), see training.optimization
+    decay_share: float = 0.1  # the share of the steps a "wsd" schedule decays over
     log_every: int = 50
     # auto: mixed_bfloat16 where the processor has native bf16, else float32; BERTOLOGY_PRECISION sets the default
     precision: str = dataclasses.field(default_factory=lambda: os.environ.get("BERTOLOGY_PRECISION", "auto"))
@@ -103,6 +106,7 @@ class PretrainOptions:
             )
         _check_choice("masking", self.masking, MASKINGS, optional=True)
         _check_choice("packing", self.packing, PACKINGS, optional=True)
+        _check_choice("schedule", self.schedule, SCHEDULES, optional=True)
         _check_choice("precision", self.precision, PRECISIONS)
         _check_choice("xla", self.xla, XLA_CHOICES)
         _check_choice("strategy", self.strategy, STRATEGIES)
@@ -111,6 +115,9 @@ class PretrainOptions:
                 f"--packing {self.packing} does not apply to --model {family.name}, "
                 + (f"which takes {', '.join(family.packings)}" if family.packings else "which takes none")
             )
+        if self.packing == "unpadded" and self.masking == "static":
+            raise ConfigError("--packing unpadded masks dynamically: its document numbers are not written with "
+                              "static masks; drop --masking static")
         if not family.masks_tokens:
             self._check_no_masking(family)
         self._check_units(family)
@@ -178,6 +185,8 @@ class PretrainOptions:
         config = family.backbone_config(self.preset, self.family_options, **family.sized_config(self.encoder or {}))
         if self.encoder and config.get("embedding_size"):
             config["embedding_size"] = config["hidden_size"]
+        if self.packing == "unpadded":  # rows of several documents (the families that take it)
+            config["packed_documents"] = True
         return dict(config, **overrides)
 
     def with_prepared_data(self, manifest, given=()):
@@ -199,6 +208,10 @@ class PretrainOptions:
         return dataclasses.replace(self, **{name: recipe[name] for name in RECIPE_FIELDS},
                                    preset=self.preset or default_preset(recipe["model"]),
                                    family_options=family_options or None)
+
+    def learning_rate_schedule(self, family):
+        """The schedule's name: --schedule, else the family's."""
+        return self.schedule or family.schedule
 
     def peak_learning_rate(self, family):
         """--learning-rate, or the family's default."""

@@ -343,8 +343,9 @@ def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options, pr
     pretrainer = family.build_pretrainer(backbone, options.family_options, options.preset, replica_batch_size,
                                          context)
     multipliers = layerwise_decay(backbone, options.layer_decay) if options.layer_decay < 1 else None
-    pretrainer.compile(optimizer=bert_adamw(options.peak_learning_rate(family), total_steps,
-                                            lr_multipliers=multipliers))
+    pretrainer.compile(optimizer=bert_adamw(options.peak_learning_rate(family), total_steps, lr_multipliers=multipliers,
+                                            schedule=options.learning_rate_schedule(family),
+                                            decay_share=options.decay_share))
     return pretrainer, 0
 
 
@@ -409,6 +410,7 @@ def _metrics(family, options, pretrainer, records, total_steps, train_seconds, e
         "seq_len": options.seq_len,
         "max_predictions": options.prediction_slots(family),
         "learning_rate": options.peak_learning_rate(family),
+        "schedule": options.learning_rate_schedule(family),
         "precision": pretrainer.dtype_policy.name,
         "backend": keras.config.backend(),
         "xla": bool(pretrainer.jit_compile),

@@ -6,7 +6,9 @@ from keras_bertology.layers import (
     TokenPositionSegmentEmbedding,
     TransformerEncoderBlock,
     attention_kind,
+    document_positions,
     merge_attention_masks,
+    same_document_mask,
 )
 from keras_bertology.models.backbone import Backbone, check_heads, encoder_inputs, first_token_pooler
 
@@ -46,6 +48,8 @@ class BertBackbone(Backbone):
             (BERT's), "block_sparse" (BigBird's, `BlockSparseSelfAttention`), ...
         attention_options: dict, further arguments of that attention (e.g. block_size); the attention's
             `options_for_layer` adapts them per layer (each block-sparse layer draws its own plan).
+        packed_documents: bool, rows hold several documents (unpadded packing): `padding_mask` numbers
+            them (`layers.documents`), tokens attend within their own and positions restart in each.
         embeddings: an existing `TokenPositionSegmentEmbedding` to use instead
             of a new one, so two encoders share one set of embedding variables
             (ELECTRA's generator and discriminator). It is not serialized: the
@@ -84,11 +88,14 @@ class BertBackbone(Backbone):
         causal=False,
         attention_type="full",
         attention_options=None,
+        packed_documents=False,
         embeddings=None,
         dtype=None,
         **kwargs,
     ):
         check_heads(hidden_size, num_heads)
+        if packed_documents and causal:
+            raise ValueError("packed_documents is for encoders: a causal model's positions count real tokens")
         width = embedding_size or hidden_size
         if embeddings is None:
             embeddings = TokenPositionSegmentEmbedding(
@@ -105,13 +112,16 @@ class BertBackbone(Backbone):
         _check_shared_embeddings(embeddings, vocab_size, width, max_positions, num_segments)
         inputs = encoder_inputs(num_segments)
         position_ids = real_token_positions(inputs["padding_mask"]) if causal else None
+        if packed_documents:
+            position_ids = document_positions(inputs["padding_mask"])
         x = embeddings(inputs["token_ids"], inputs.get("segment_ids"), position_ids)
         if width != hidden_size:
             x = keras.layers.Dense(
                 hidden_size, kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
                 dtype=dtype, name="embedding_projection",
             )(x)
-        attention_mask = merge_attention_masks(inputs["padding_mask"])
+        attention_mask = (same_document_mask(inputs["padding_mask"]) if packed_documents
+                          else merge_attention_masks(inputs["padding_mask"]))
         attention_class = attention_kind(attention_type)
         attention_options = dict(attention_options or {})
         shared_terms = attention_class.shared_score_terms(attention_options, x)
@@ -148,6 +158,8 @@ class BertBackbone(Backbone):
         )
         if attention_type != "full":
             config.update(attention_type=attention_type, attention_options=attention_options)
+        if packed_documents:
+            config.update(packed_documents=True)
         super().__init__(inputs, outputs, config, dtype=dtype, **kwargs)
         self.embeddings = embeddings
 

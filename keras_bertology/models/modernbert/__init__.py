@@ -22,9 +22,10 @@ MODERNBERT = FAMILY = ModelFamily(
     hf_exporter_path="keras_bertology.models.modernbert.convert:export",
     masking="dynamic",
     masker_path="keras_bertology.models.modernbert.masking:modernbert_masker",
-    packings=("full-sentences", "doc-sentences"),
+    packings=("full-sentences", "doc-sentences", "unpadded"),
     # 30% of 128 tokens is 38.4: 40 prediction slots hold every draw.
     prediction_share=0.3125,
+    schedule="wsd",
     options=(
         FamilyOption("mask_rate", float, 0.3, "share of the tokens the masked LM predicts (the original's 0.3)",
                      minimum=0.01, maximum=0.5, used_by=("masker",)),

@@ -7,7 +7,9 @@ from keras_bertology.layers import (
     MultiHeadSelfAttention,
     TokenPositionSegmentEmbedding,
     TransformerEncoderBlock,
+    document_positions,
     merge_attention_masks,
+    same_document_mask,
 )
 from keras_bertology.models.backbone import Backbone, check_heads, encoder_inputs
 
@@ -34,6 +36,8 @@ class ModernBertBackbone(Backbone):
         attention_dropout: float, on the attention probabilities.
         layer_norm_epsilon: float.
         initializer_range: float.
+        packed_documents: bool, rows hold several documents (unpadded packing): `padding_mask` numbers
+            them (`layers.documents`), tokens attend within their own and rotary positions restart in each.
         dtype: optional dtype policy.
 
     Example:
@@ -63,6 +67,7 @@ class ModernBertBackbone(Backbone):
         attention_dropout=0.0,
         layer_norm_epsilon=1e-5,
         initializer_range=0.02,
+        packed_documents=False,
         dtype=None,
         **kwargs,
     ):
@@ -74,7 +79,9 @@ class ModernBertBackbone(Backbone):
             dtype=dtype, name="embeddings",
         )
         x = embeddings(inputs["token_ids"])
-        attention_mask = merge_attention_masks(inputs["padding_mask"])
+        padding = inputs["padding_mask"]
+        attention_mask = same_document_mask(padding) if packed_documents else merge_attention_masks(padding)
+        positions = document_positions(padding) if packed_documents else None
         attention_options = dict(rotary_base=rotary_base, window=local_window, global_every=global_every,
                                  global_options=dict(rotary_base=global_rotary_base, window=None))
         for index in range(num_layers):
@@ -85,7 +92,7 @@ class ModernBertBackbone(Backbone):
                 feed_forward_bias=False, gated_feed_forward=True, attention_input_norm=index > 0,
                 attention_options=MultiHeadSelfAttention.options_for_layer(attention_options, index),
                 dtype=dtype, name=f"encoder_block_{index}",
-            )(x, attention_mask=attention_mask)
+            )(x, attention_mask=attention_mask, positions=positions)
         x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, center=False, dtype=dtype,
                                             name="final_norm")(x)
         config = dict(
@@ -95,5 +102,7 @@ class ModernBertBackbone(Backbone):
             global_rotary_base=global_rotary_base, dropout=dropout, attention_dropout=attention_dropout,
             layer_norm_epsilon=layer_norm_epsilon, initializer_range=initializer_range,
         )
+        if packed_documents:
+            config.update(packed_documents=True)
         super().__init__(inputs, {"sequence_output": x}, config, dtype=dtype, **kwargs)
         self.embeddings = embeddings

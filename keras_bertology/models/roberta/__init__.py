@@ -17,7 +17,7 @@ ROBERTA = FAMILY = ModelFamily(
     converter_path="keras_bertology.models.bert.convert:convert",
     hf_exporter_path="keras_bertology.models.bert.convert:export_roberta",
     masking="dynamic",
-    packings=("full-sentences", "doc-sentences"),
+    packings=("full-sentences", "doc-sentences", "unpadded"),
 )
 
 __getattr__ = lazy_attributes(__name__, {
