@@ -90,6 +90,10 @@ def build_parser():
     _number(pretrain, "--layer-decay", ranges.LAYER_DECAY,
             "layer-wise learning-rate decay: block i of N learns at decay^(N+1-i) of the rate, the embeddings "
             "at decay^(N+2) (ELECTRA uses 0.8; default 1: off)", default=defaults.layer_decay)
+    pretrain.add_argument("--init-from", metavar="RUN_DIR",
+                          help="start from the weights and vocabulary of a finished run of the same family, with "
+                               "this run's sequence length, data, schedule and shape-keeping family options (a "
+                               "second phase, such as ModernBERT's context extension); the optimizer starts afresh")
     pretrain.add_argument("--schedule", choices=SCHEDULES,
                           help="learning-rate schedule after the 10%% warmup: linear (decays to 0 over the run; "
                                "the default) or wsd (warmup-stable-decay: the peak, then 1 - sqrt decay over the "

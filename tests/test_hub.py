@@ -16,7 +16,7 @@ from hf_reference import perturbed_hf_model, roberta_bpe_files, save_hf_model
 from keras_bertology.cli import main
 from keras_bertology.convert import hub
 from keras_bertology.convert.hf_checkpoint import convert_hf_checkpoint
-from keras_bertology.models import Backbone, Pretrainer
+from keras_bertology.models import Backbone, Pretrainer, SequenceClassifier
 from keras_bertology.runs import MODEL_DIR, load_run_model
 from loopback_hub import LoopbackHub
 
@@ -159,8 +159,10 @@ def test_a_second_load_converts_nothing_and_offline_requests_nothing(loopback, b
     before = len(loopback.requests)
     offline = Pretrainer.from_preset(f"hf://{repo}")
     pinned = Backbone.from_preset(f"hf://{repo}@{commit}")
+    classifier = SequenceClassifier.from_preset(f"hf://{repo}", num_classes=3)
     assert len(loopback.requests) == before
     assert type(offline).__name__ == "BertPretrainer" and len(pinned.get_weights()) == len(weights)
+    assert all(np.array_equal(a, b) for a, b in zip(classifier.backbone.get_weights(), weights))
     assert "converting" not in capsys.readouterr().err
 
 

@@ -84,12 +84,19 @@ class RunContext:
         backbone_overrides: backbone config entries over the preset's (a student is as wide as its teacher).
         pretrainer_kwargs: further arguments of the pretrainer builder (the teacher model).
         record: what metrics.json says about it.
+        initial_weights: a run folder whose weights the new pretrainer starts from (`--init-from`).
     """
 
     tokenizer: object = None
     backbone_overrides: dict = field(default_factory=dict)
     pretrainer_kwargs: dict = field(default_factory=dict)
     record: dict = field(default_factory=dict)
+    initial_weights: str | None = None
+
+    @property
+    def source(self):
+        """What the context's vocabulary and sizes come from, for messages: a teacher or a run folder."""
+        return self.record.get("teacher") or self.record.get("init_from") or "the run's context"
 
 
 @dataclass(frozen=True)

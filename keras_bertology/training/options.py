@@ -81,6 +81,7 @@ class PretrainOptions:
     family_options: dict | None = None  # the family's own settings, see `ModelFamily.options`
     encoder: dict | None = None  # the preset's sizes replaced (ENCODER_SIZES), e.g. by `bertology study`
     snapshots: tuple = ()  # steps (window ends) at which the encoder is also kept, RUN/snapshots/step-N/
+    init_from: str | None = None  # a finished run whose weights and vocabulary a new run starts from
 
     def __post_init__(self):
         if self.preset is None and not self.data:
@@ -115,6 +116,13 @@ class PretrainOptions:
                 f"--packing {self.packing} does not apply to --model {family.name}, "
                 + (f"which takes {', '.join(family.packings)}" if family.packings else "which takes none")
             )
+        if self.init_from is not None:
+            from keras_bertology.training.init_from import check_source
+
+            if family.context_path is not None:
+                raise ConfigError(f"--init-from and --model {family.name}'s own context (its teacher) both give the "
+                                  "run its vocabulary and sizes: keep one")
+            check_source(self.init_from, family)
         if self.packing == "unpadded" and self.masking == "static":
             raise ConfigError("--packing unpadded masks dynamically: its document numbers are not written with "
                               "static masks; drop --masking static")

@@ -48,6 +48,7 @@ from keras_bertology.training.fill_mask import (
     span_fill_examples,
 )
 from keras_bertology.training.model_batches import model_batches
+from keras_bertology.training.init_from import init_context, load_initial_weights
 from keras_bertology.training.optimization import bert_adamw, layerwise_decay
 from keras_bertology.training.options import PretrainOptions  # noqa: F401  re-exported
 from keras_bertology.training.report import (
@@ -259,6 +260,8 @@ def _run_context(family, options, checkpoints):
     checkpoint, which holds it (a teacher inside the pretrainer, its tokenizer in the run folder)."""
     if options.resume and checkpoints.latest() is not None:
         return RunContext()
+    if options.init_from:
+        return init_context(options.init_from, family, options)
     return family.run_context(options.family_options)
 
 
@@ -270,7 +273,7 @@ def _prepared_tokenizer(options, checkpoints, manifest, context):
         with tempfile.TemporaryDirectory() as saved:
             context.tokenizer.save(saved)
             if tokenizer_fingerprint(saved) != manifest["tokenizer_sha256"]:
-                source = context.record.get("teacher", "the run's context")
+                source = context.source
                 raise ConfigError(f"the shards in {options.data} were made with another tokenizer than {source}'s; "
                                   f"prepare them with --tokenizer {source}")
     if checkpoints.tokenizer_dir.is_dir() and options.resume:
@@ -289,7 +292,7 @@ def _tokenizer_for_run(family, documents, checkpoints, options, context):
     if options.resume and (checkpoints.tokenizer_dir / "tokenizer.json").is_file():
         return load_tokenizer(checkpoints.tokenizer_dir)
     if context.tokenizer is not None:
-        _say(options, f"vocabulary: the {context.tokenizer.vocab_size} tokens of {context.record.get('teacher')}")
+        _say(options, f"vocabulary: the {context.tokenizer.vocab_size} tokens of {context.source}")
         tokenizer = context.tokenizer
     else:
         tokenizer = _train_tokenizer(family, documents, options)
@@ -338,10 +341,13 @@ def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options, pr
                                                 "dtype": precision})
     if config.get("max_positions") and options.seq_len > config["max_positions"]:
         raise ConfigError(f"--seq-len {options.seq_len} is above the {config['max_positions']} positions of the "
-                          "encoder" + (f" of {context.record['teacher']}" if "teacher" in context.record else ""))
+                          "encoder" + (f" of {context.source}" if context.record else ""))
     backbone = family.backbone_cls(**config)
     pretrainer = family.build_pretrainer(backbone, options.family_options, options.preset, replica_batch_size,
                                          context)
+    if context.initial_weights:
+        load_initial_weights(pretrainer, context.initial_weights)
+        _say(options, f"weights: from {context.initial_weights}")
     multipliers = layerwise_decay(backbone, options.layer_decay) if options.layer_decay < 1 else None
     pretrainer.compile(optimizer=bert_adamw(options.peak_learning_rate(family), total_steps, lr_multipliers=multipliers,
                                             schedule=options.learning_rate_schedule(family),

@@ -29,6 +29,11 @@ MODERNBERT = FAMILY = ModelFamily(
     options=(
         FamilyOption("mask_rate", float, 0.3, "share of the tokens the masked LM predicts (the original's 0.3)",
                      minimum=0.01, maximum=0.5, used_by=("masker",)),
+        FamilyOption("global_rotary_base", float, None, "rotary base of the global layers (default: the preset's "
+                     "160,000; the original trained at 1,024 tokens with 10,000 and raised it to extend the context, "
+                     "see --init-from)", minimum=1.0, maximum=1e9, used_by=("backbone",)),
+        FamilyOption("local_window", int, None, "tokens a local layer sees besides its own, half on each side "
+                     "(default: the preset's, 128)", minimum=2, maximum=65536, used_by=("backbone",)),
     ),
 )
 

@@ -1,0 +1,69 @@
+"""`pretrain --init-from RUN_DIR`: a new run that starts from a finished run's weights and vocabulary.
+
+The second phase of a recipe that changes what a run cannot change on resume:
+ModernBERT's context extension trains at 8,192 tokens with the global rotary
+base raised, from a 1,024-token run. The new run keeps the source's
+architecture (its backbone config, vocabulary and weights) and takes from its
+own options what changes no weight's shape: the sequence length, the data,
+the schedule, the family's backbone options given (a rotary base, a window),
+`--packing unpadded`. Its optimizer starts afresh.
+"""
+
+import json
+from pathlib import Path
+
+from keras_bertology.errors import CheckpointError, ConfigError
+from keras_bertology.models.family import RunContext
+
+# Keys of a saved backbone config that say how it was built, not what it is.
+_BUILD_KEYS = ("name", "trainable", "dtype")
+
+
+def check_source(init_from, family):
+    """The run.json of `init_from`, or a ConfigError when it is not a finished run of `family`."""
+    from keras_bertology.runs import MODEL_DIR, RUN_FILE
+
+    run_file = Path(init_from) / MODEL_DIR / RUN_FILE
+    if not run_file.is_file():
+        raise ConfigError(f"--init-from {init_from} is not a finished run folder (no {MODEL_DIR}/{RUN_FILE}); pass "
+                          "a folder written by `bertology pretrain` or `bertology convert`")
+    description = json.loads(run_file.read_text(encoding="utf-8"))
+    if description.get("family") != family.name:
+        raise ConfigError(f"--init-from {init_from} holds a {description.get('family')} model, not --model "
+                          f"{family.name}")
+    return description
+
+
+def init_context(init_from, family, options):
+    """The `RunContext` of a run that starts from `init_from`: its tokenizer, its backbone config under what
+    this run's options set (the family's backbone options given, the packing), and its weights to load."""
+    from keras_bertology.runs import load_run_tokenizer
+
+    description = check_source(init_from, family)
+    tokenizer = load_run_tokenizer(init_from, description)
+    if tokenizer is None:
+        raise ConfigError(f"--init-from {init_from} has no tokenizer that runs in-graph: a run needs one to read "
+                          "its corpus")
+    set_here = {name for name, value in family.option_values(options.family_options, "backbone").items()
+                if value is not None}
+    set_here.add("packed_documents")
+    overrides = {key: value for key, value in description["backbone"].items()
+                 if key not in _BUILD_KEYS and key not in set_here}
+    return RunContext(tokenizer=tokenizer, backbone_overrides=overrides,
+                      record={"init_from": str(Path(init_from).resolve())}, initial_weights=str(init_from))
+
+
+def load_initial_weights(pretrainer, init_from):
+    """Copy the weights of the run in `init_from` into `pretrainer` (its pretraining heads too where the run
+    has them, else the backbone's alone); a CheckpointError where their shapes differ."""
+    from keras_bertology.runs import load_run_model
+
+    source = load_run_model(init_from, with_tokenizer=False)
+    pairs = [(pretrainer, source.pretrainer)] if source.pretrainer is not None else \
+        [(pretrainer.backbone, source.backbone)]
+    for target, saved in pairs:
+        try:
+            target.set_weights(saved.get_weights())
+        except ValueError as error:
+            raise CheckpointError(f"--init-from {init_from}: its weights do not fit this run's model ({error}); "
+                                  "change only settings that keep every weight's shape") from None
