@@ -3,8 +3,10 @@
 One masked-LM training step (batch 1, 15% of the tokens predicted, AdamW) of the same encoder at 512 ... 8,192 tokens
 with full attention (BERT's), BigBird's block-sparse attention (ours, and
 transformers' BigBirdForMaskedLM eager and compiled as the peer) and
-Linformer's low-rank attention (k 256, layerwise; transformers has none), each in a
-fresh process. Memory is what training adds to the process: its peak
+Linformer's low-rank attention (k 256, layerwise; transformers has none), and
+ModernBERT's encoder with its alternating attention (every third layer global,
+the others a window of 128 computed in blocks, `layers.sliding_window`) against
+the same encoder with every layer global, each in a fresh process. Memory is what training adds to the process: its peak
 resident set minus the resident set once the model and the batch exist
 (activations, gradients, the optimizer's slots and the step's temporaries).
 Ours runs TensorFlow's graph without XLA here, so that a compiler's working
@@ -45,10 +47,13 @@ import numpy as np
 from benchmarks.bench_mlm import REPO_ROOT, atomic_write, machine_info
 
 SYSTEMS = ("ours_full", "ours_full_remat", "ours_bigbird", "ours_linformer", "torch_bigbird_eager",
-           "torch_bigbird_compile")
+           "torch_bigbird_compile", "ours_modernbert", "ours_modernbert_global")
 LABELS = {"ours_full": "keras-bertology, full attention", "ours_bigbird": "keras-bertology, BigBird",
           "ours_full_remat": "keras-bertology, full attention, --remat", "ours_linformer": "keras-bertology, Linformer",
-          "torch_bigbird_eager": "HF BigBird, torch eager", "torch_bigbird_compile": "HF BigBird, torch.compile"}
+          "torch_bigbird_eager": "HF BigBird, torch eager", "torch_bigbird_compile": "HF BigBird, torch.compile",
+          "ours_modernbert": "keras-bertology, ModernBERT (global every 3rd layer, others a window of 128)",
+          "ours_modernbert_global": "keras-bertology, ModernBERT with every layer global"}
+MODERNBERT_WINDOW = 128
 LENGTHS = {"cpu": (512, 1024, 2048, 4096, 8192), "gpu": (1024, 2048, 4096, 8192, 16384, 32768, 65536)}
 # The encoder of every system: BERT-Mini's width at two layers, BigBird's block 64 and 3 random blocks
 # (block-sparse above (5 + 2 x 3) x 64 = 704 tokens).
@@ -95,6 +100,16 @@ def _device_memory(system):
     return lambda: torch.cuda.memory_allocated() / 2**20, lambda: torch.cuda.max_memory_allocated() / 2**20
 
 
+def _modernbert(system, num_layers, length):
+    """ModernBERT's pretrainer at the encoder's size: its window and pattern, or every layer global."""
+    from keras_bertology.models.modernbert.backbone import ModernBertBackbone
+    from keras_bertology.models.modernbert.pretrainer import ModernBertPretrainer
+
+    backbone = ModernBertBackbone(**dict(ENCODER, num_layers=num_layers), max_positions=length,
+                                  local_window=MODERNBERT_WINDOW, global_every=1 if system.endswith("_global") else 3)
+    return ModernBertPretrainer(backbone)
+
+
 def _ours(system, length, device, num_layers):
     import keras
 
@@ -102,6 +117,8 @@ def _ours(system, length, device, num_layers):
     from keras_bertology.models.bert.backbone import BertBackbone
     from keras_bertology.models.bert.pretrainer import BertPretrainer
 
+    if system.startswith("ours_modernbert"):
+        return _trained_step(_modernbert(system, num_layers, length), length, device)
     attention = {
         "ours_full": {},
         "ours_bigbird": dict(attention_type="block_sparse",
@@ -113,6 +130,13 @@ def _ours(system, length, device, num_layers):
                             use_pooler=False, dropout=0.0, attention_dropout=0.0, **attention)
     model = BertPretrainer(backbone, next_sentence_prediction=False)
     set_remat(model, system.endswith("_remat"))
+    return _trained_step(model, length, device)
+
+
+def _trained_step(model, length, device):
+    """A function running one masked-LM training step of `model` on the shared batch of `length` tokens."""
+    import keras
+
     model.compile(optimizer=keras.optimizers.AdamW(1e-4), jit_compile=device == "gpu")
     ids, positions, targets = _batch(length)
     x = {"token_ids": ids, "padding_mask": np.ones_like(ids), "mask_positions": positions}

@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_bertology.layers import MultiHeadSelfAttention, TransformerEncoderBlock, merge_attention_masks
+from keras_bertology.layers import (
+    MultiHeadSelfAttention,
+    TransformerEncoderBlock,
+    merge_attention_masks,
+    same_document_mask,
+)
 from keras_bertology.layers.attention import band_mask
 from keras_bertology.layers.rotary import inverse_frequencies, rotate
 
@@ -51,22 +56,39 @@ def test_the_band_holds_the_keys_within_half_the_window_on_each_side():
     assert np.asarray(band_mask(7, 5)).sum() == expected.sum()  # an odd window rounds down, as transformers'
 
 
+# (length, window): banded dense scores up to twice the window, blocks beyond (odd windows and lengths that
+# leave a partial last block included).
+SHAPES = [(7, 4), (11, 4), (37, 9), (40, 2)]
+
+
 @pytest.mark.parametrize("rotary_base", [None, 500.0])
-def test_a_windowed_layer_equals_dense_attention_under_the_band_mask(rotary_base):
-    rng = np.random.default_rng(2)
-    x = rng.normal(size=(2, 11, 12)).astype("float32")
-    padding = np.ones((2, 11), "int32")
-    padding[1, 8:] = 0
-    windowed = MultiHeadSelfAttention(3, window=4, rotary_base=rotary_base)
+@pytest.mark.parametrize("length,window", SHAPES)
+@pytest.mark.parametrize("documents", [False, True])
+def test_a_windowed_layer_equals_dense_attention_under_the_band_mask(rotary_base, length, window, documents,
+                                                                     monkeypatch):
+    import keras_bertology.layers.attention as attention
+
+    blocked = []
+    original = attention.windowed_attention
+    monkeypatch.setattr(attention, "windowed_attention", lambda *args, **kw: blocked.append(1) or original(*args, **kw))
+    rng = np.random.default_rng(length)
+    x = rng.normal(size=(2, length, 12)).astype("float32")
+    padding = np.ones((2, length), "int32")
+    padding[1, length - 3:] = 0
+    mask = merge_attention_masks(padding)
+    if documents:  # a [B, L, L] mask: two documents to a row
+        mask = same_document_mask(padding * np.where(np.arange(length) < length // 3, 1, 2))
+    windowed = MultiHeadSelfAttention(3, window=window, rotary_base=rotary_base)
     dense = MultiHeadSelfAttention(3, rotary_base=rotary_base)
     windowed.build(x.shape)
     dense.build(x.shape)
     dense.set_weights(windowed.get_weights())
-    mask = merge_attention_masks(padding)
     got = np.asarray(windowed(x, mask))
-    expected = np.asarray(dense(x, ops.logical_and(mask, band_mask(11, 4))))
-    np.testing.assert_allclose(got, expected, atol=1e-6)
-    assert np.abs(got - np.asarray(dense(x, mask))).max() > 1e-3  # the window changes what it sees
+    expected = np.asarray(dense(x, ops.logical_and(mask, band_mask(length, window))))
+    real = padding.astype(bool)
+    np.testing.assert_allclose(got[real], expected[real], atol=1e-6)
+    assert np.abs(got - np.asarray(dense(x, mask)))[real].max() > 1e-3  # the window changes what it sees
+    assert bool(blocked) == (length > 2 * window)
 
 
 def test_layers_take_the_global_options_every_nth_layer_from_the_first():

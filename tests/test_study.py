@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from keras_bertology.errors import ConfigError
@@ -53,8 +54,27 @@ def test_a_student_arm_reads_its_teachers_run_folder_at_half_the_depth(tmp_path)
     student = next(arm for arm in ARMS if arm.depends_on)
     assert student.depends_on == ("bert",) and student.options_for(10, tmp_path) == {
         "teacher": str(tmp_path / "pretrain" / "bert")}
-    assert student.encoder_for({"num_layers": 4, "hidden_size": 128}) == {"num_layers": 2, "hidden_size": 128}
-    assert student.encoder_for({"num_layers": 1, "hidden_size": 32}) == {"num_layers": 1, "hidden_size": 32}
+    assert student.encoder_for({"num_layers": 4, "hidden_size": 128, "intermediate_size": 512}) == {
+        "num_layers": 2, "hidden_size": 128, "intermediate_size": 512}
+    assert student.encoder_for({"num_layers": 1, "hidden_size": 32, "intermediate_size": 64}) == {
+        "num_layers": 1, "hidden_size": 32, "intermediate_size": 64}
+
+
+def test_the_gated_arm_has_as_many_feed_forward_weights_as_the_others():
+    from keras_bertology.models import get_family
+
+    scale = SCALES["tiny"]
+    modern = next(arm for arm in ARMS if arm.name == "modernbert")
+    sizes = modern.encoder_for(scale.encoder)
+    assert sizes["intermediate_size"] == round(scale.intermediate_size * 2 / 3)
+    family = get_family("modernbert")
+    config = family.backbone_config("modernbert-tiny", **family.sized_config(sizes))
+    backbone = family.backbone_cls(**config)
+    gated = backbone.get_layer("encoder_block_1")
+    weights = sum(int(np.prod(dense.kernel.shape)) for dense in (gated.intermediate_dense, gated.gate_dense,
+                                                                  gated.output_dense))
+    # As many as whole widths allow: 3 x 341 columns against 2 x 512 at the tiny scale, one column fewer.
+    assert abs(weights - 2 * scale.hidden_size * scale.intermediate_size) <= 3 * scale.hidden_size
 
 
 # Per-seed scores (paired by seed): the differences' mean against their standard error sd / sqrt(n).

@@ -8,6 +8,8 @@ from keras import ops
 
 from keras_bertology.layers import rotary
 from keras_bertology.layers.dropout import HashedDropout
+from keras_bertology.layers.sliding_window import MASKED_SCORE as _MASKED_SCORE
+from keras_bertology.layers.sliding_window import windowed_attention
 
 # A decoder's first position attends to one key: a softmax over one score, which Keras warns of.
 warnings.filterwarnings("ignore", message=r"You are using a softmax over axis -1 of a tensor of shape .*This axis "
@@ -49,8 +51,6 @@ def band_mask(length, window):
     return ops.less_equal(ops.abs(ops.expand_dims(index, 1) - ops.expand_dims(index, 0)), window // 2)
 
 
-# Score given to hidden keys; the softmax runs in float32, where exp() of it is 0.
-_MASKED_SCORE = -1e9
 
 
 @keras.saving.register_keras_serializable(package="keras_bertology")
@@ -214,6 +214,12 @@ class MultiHeadSelfAttention(keras.layers.Layer):
                 positions = rotary.sequence_positions(ops.shape(x)[1])
             query = rotary.rotate(query, positions, self.rotary_base)
             key = rotary.rotate(key, positions, self.rotary_base)
+        if self.window is not None and self._in_blocks(query, score_terms):
+            if self._scale != 1.0:
+                query = query * ops.cast(self._scale, query.dtype)
+            context = windowed_attention(query, key, value, attention_mask, self.window // 2,
+                                         dropout=lambda probs: self.dropout_layer(probs, training=training))
+            return self.output_dense(ops.reshape(context, (-1, query.shape[1], self.num_heads * self._head_dim)))
         if self.window is not None:
             band = band_mask(ops.shape(query)[1], self.window)
             attention_mask = band if attention_mask is None else ops.logical_and(
@@ -241,6 +247,12 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         batch, length = ops.shape(context)[0], ops.shape(context)[1]
         context = ops.reshape(context, (batch, length, self.num_heads * self._head_dim))
         return self.output_dense(context)
+
+    def _in_blocks(self, query, score_terms):
+        """Whether a windowed layer computes in blocks (`sliding_window`): over a length known when traced
+        and longer than twice its window, without score terms or a causal order; else densely, banded."""
+        length = query.shape[1]
+        return length is not None and length > 2 * self.window and not score_terms and not self.causal
 
     def compute_output_shape(self, x_shape, attention_mask_shape=None, memory_shape=None, queries_shape=None):
         return x_shape if queries_shape is None else queries_shape

@@ -27,6 +27,8 @@ class Arm:
         arm_folder_options: family options set to the run folder of another arm of the study, (name,
             arm) pairs (DistilBERT's teacher): that arm is pretrained first, and must be in the study.
         depth_share: the arm's layers as a share of the scale's (a student half as deep as its teacher).
+        ffn_share: the arm's feed-forward width as a share of the scale's (a gated feed-forward has three
+            projections where a plain one has two: 2/3 as wide, it has as many weights).
     """
 
     name: str
@@ -39,6 +41,7 @@ class Arm:
     step_share_options: tuple = ()
     arm_folder_options: tuple = ()
     depth_share: float = 1.0
+    ffn_share: float = 1.0
 
     def options_for(self, steps, study_dir=None):
         """The family options of a run of `steps` steps in the study folder `study_dir`."""
@@ -53,10 +56,9 @@ class Arm:
         return tuple(arm for _, arm in self.arm_folder_options)
 
     def encoder_for(self, encoder):
-        """The scale's encoder sizes, at this arm's depth."""
-        if self.depth_share == 1.0:
-            return encoder
-        return dict(encoder, num_layers=max(1, round(encoder["num_layers"] * self.depth_share)))
+        """The scale's encoder sizes, at this arm's depth and feed-forward width."""
+        return dict(encoder, num_layers=max(1, round(encoder["num_layers"] * self.depth_share)),
+                    intermediate_size=max(1, round(encoder["intermediate_size"] * self.ffn_share)))
 
 
 def arm_run_folder(study_dir, arm_name):
@@ -102,6 +104,10 @@ ARMS = (
         masking_units="words"),
     # The scale's hidden size is the LSTMs' projection, its FFN size their cells (the family's `size_keys`).
     Arm("elmo", "elmo", "elmo-tiny", "forward + backward LSTM language models over characters (biLM), scalar mix"),
+    # GeGLU two thirds as wide as the scale's FFN: as many feed-forward weights as the other arms'.
+    Arm("modernbert", "modernbert", "modernbert-tiny",
+        "MLM at 30%, rotary positions, global and sliding-window layers, GeGLU, warmup-stable-decay",
+        ffn_share=2 / 3),
 )
 ARM_NAMES = tuple(arm.name for arm in ARMS)
 
@@ -129,6 +135,8 @@ CLAIMS = (
     ("low-rank attention does as well as full attention", "linformer", "roberta", "at least", None),
     ("phrase and entity masking beats whole-word masking", "ernie", "ernie-words", "better", None),
     ("a bidirectional Transformer MLM beats ELMo's two LSTM language models", "bert", "elmo", "better", None),
+    ("the modern recipe (ModernBERT's) beats BERT's at equal compute", "modernbert", "bert", "better", None),
+    ("the modern recipe (ModernBERT's) beats RoBERTa's at equal compute", "modernbert", "roberta", "better", None),
 )
 
 
