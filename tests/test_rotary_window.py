@@ -1,5 +1,6 @@
 """Rotary positions, sliding windows and per-layer attention patterns: attention options any encoder takes."""
 
+import keras
 import numpy as np
 import pytest
 from keras import ops
@@ -114,3 +115,38 @@ def test_a_first_block_without_attention_norm_feeds_its_input_to_the_attention()
     assert block.attention_norm is None and len(block.output_norm.weights) == 1  # a scale, no bias
     with pytest.raises(ValueError, match="pre-LN"):
         TransformerEncoderBlock(2, 16, attention_input_norm=False)
+
+
+@pytest.mark.skipif(keras.config.backend() != "tensorflow", reason="a graph whose length is known only when it "
+                                                                     "runs: TensorFlow's served signatures")
+@pytest.mark.parametrize("documents", [False, True])
+def test_a_served_graph_of_unknown_length_computes_the_window_in_blocks(documents, monkeypatch):
+    import tensorflow as tf
+
+    import keras_bertology.layers.attention as attention
+
+    blocked = []
+    original = attention.windowed_attention
+    monkeypatch.setattr(attention, "windowed_attention", lambda *args, **kw: blocked.append(1) or original(*args, **kw))
+    windowed, dense = MultiHeadSelfAttention(3, window=8, rotary_base=100.0), MultiHeadSelfAttention(3, rotary_base=100.0)
+    windowed.build((None, None, 12))
+    dense.build((None, None, 12))
+    dense.set_weights(windowed.get_weights())
+    masks = same_document_mask if documents else merge_attention_masks
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, 12]), tf.TensorSpec([None, None], tf.int32)])
+    def served(x, padding):
+        return windowed(x, masks(padding))
+
+    for length in (5, 37, 100):  # shorter than the window, a partial last block, several blocks
+        rng = np.random.default_rng(length)
+        x = rng.normal(size=(2, length, 12)).astype("float32")
+        padding = np.ones((2, length), "int32")
+        padding[1, length - 3:] = 0
+        if documents:
+            padding = padding * np.where(np.arange(length) < length // 3, 1, 2)
+        got = served(x, padding).numpy()
+        expected = np.asarray(dense(x, ops.logical_and(masks(padding), band_mask(length, 8))))
+        real = padding > 0
+        np.testing.assert_allclose(got[real], expected[real], atol=1e-6)
+    assert blocked  # traced once, in blocks

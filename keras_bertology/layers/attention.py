@@ -219,7 +219,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
                 query = query * ops.cast(self._scale, query.dtype)
             context = windowed_attention(query, key, value, attention_mask, self.window // 2,
                                          dropout=lambda probs: self.dropout_layer(probs, training=training))
-            return self.output_dense(ops.reshape(context, (-1, query.shape[1], self.num_heads * self._head_dim)))
+            return self.output_dense(ops.reshape(context, (-1, ops.shape(query)[1], self.num_heads * self._head_dim)))
         if self.window is not None:
             band = band_mask(ops.shape(query)[1], self.window)
             attention_mask = band if attention_mask is None else ops.logical_and(
@@ -249,10 +249,11 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         return self.output_dense(context)
 
     def _in_blocks(self, query, score_terms):
-        """Whether a windowed layer computes in blocks (`sliding_window`): over a length known when traced
-        and longer than twice its window, without score terms or a causal order; else densely, banded."""
+        """Whether a windowed layer computes in blocks (`sliding_window`): over a length longer than twice
+        its window, or known only at run time (a served text of any length), without score terms or a
+        causal order; else densely, banded."""
         length = query.shape[1]
-        return length is not None and length > 2 * self.window and not score_terms and not self.causal
+        return (length is None or length > 2 * self.window) and not score_terms and not self.causal
 
     def compute_output_shape(self, x_shape, attention_mask_shape=None, memory_shape=None, queries_shape=None):
         return x_shape if queries_shape is None else queries_shape

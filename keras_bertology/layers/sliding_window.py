@@ -18,11 +18,11 @@ MASKED_SCORE = -1e9
 
 
 def _blocks(x, block, count):
-    """[B, L, ...] padded at the end to `count` x `block` rows, as [B, count, block, ...] (L static)."""
+    """[B, L, ...] padded at the end to `count` x `block` rows, as [B, count, block, ...]."""
     pad = [(0, 0)] * len(x.shape)
-    pad[1] = (0, count * block - x.shape[1])
+    pad[1] = (0, count * block - ops.shape(x)[1])
     padded = ops.pad(x, pad)
-    return ops.reshape(padded, (-1, count, block, *x.shape[2:]))
+    return ops.reshape(padded, (-1, count, block, *ops.shape(x)[2:]))
 
 
 def _neighbours(blocked):
@@ -59,7 +59,7 @@ def windowed_attention(query, key, value, mask, half, dropout=None):
     """Attention of `query` over the keys at most `half` positions away, in blocks of `half` tokens.
 
     Args:
-        query, key, value: [B, L, N, D] heads (the query already scaled), L known when traced.
+        query, key, value: [B, L, N, D] heads (the query already scaled); L may be known only at run time.
         mask: None, [B, 1, L] or [B, L, L] (1 / True: may attend).
         half: int, how far a query sees on each side.
         dropout: optional callable applied to the probabilities.
@@ -68,8 +68,8 @@ def windowed_attention(query, key, value, mask, half, dropout=None):
         [B, L, N, D] context.
     """
     block = max(int(half), 1)
-    length = query.shape[1]
-    count = -(-length // block)
+    length = ops.shape(query)[1]
+    count = (length + block - 1) // block
     queries = _blocks(query, block, count)  # [B, C, b, N, D]
     keys, values = _neighbours(_blocks(key, block, count)), _neighbours(_blocks(value, block, count))
     scores = ops.cast(ops.einsum("bcqnd,bcsnd->bncqs", queries, keys), "float32")  # [B, N, C, b, 3b]
@@ -79,5 +79,5 @@ def windowed_attention(query, key, value, mask, half, dropout=None):
     if dropout is not None:
         probs = dropout(probs)
     context = ops.einsum("bncqs,bcsnd->bcqnd", probs, values)
-    context = ops.reshape(context, (-1, count * block, *context.shape[3:]))
+    context = ops.reshape(context, (-1, count * block, *query.shape[2:]))
     return context[:, :length]
