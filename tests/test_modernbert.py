@@ -204,3 +204,29 @@ def test_pretraining_with_unpadded_packing_packs_documents_and_trains(tmp_path, 
                                     "--vocab-size", "400", "--packing", "unpadded", export=False)
     assert metrics["instances"] == "packed_instances (unpadded)" and np.isfinite(metrics["history"][-1]["loss"])
     assert json.loads((tmp_path / "run" / "model" / "run.json").read_text())["backbone"]["packed_documents"] is True
+
+
+def test_the_family_masks_thirty_percent_with_bert_replacements():
+    """Each row predicts exactly ceil(30% of its maskable tokens) (40 slots never cap 128 tokens), 80% of
+    them [MASK], 10% a random id, 10% unchanged, each share within 5 standard errors over ~77,000 picks."""
+    from types import SimpleNamespace
+
+    from keras_bertology.data.random_draws import step_seed
+
+    vocab, mask, pad = 1000, 4, 0
+    tokenizer = SimpleNamespace(vocab_size=vocab, mask_id=mask, pad_id=pad, special_ids=[1, 2, 3],
+                                word_start_table=np.ones(vocab, bool))
+    masker = MODERNBERT.build_masker(tokenizer, max_predictions=40)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, vocab, (2000, 128)).astype("int32")
+    ids[:, 0], ids[:, -1] = 1, 2
+    out = {key: np.asarray(value) for key, value in masker({"token_ids": ids}, seed=step_seed(0, 0)).items()}
+    maskable = (ids >= 5).sum(axis=1)
+    counts = out["mask_weights"].sum(axis=1).astype(int)
+    np.testing.assert_array_equal(counts, np.minimum(40, (maskable * 30 + 99) // 100))
+    used = out["mask_weights"] > 0
+    rows = np.nonzero(used)[0]
+    now, original = out["token_ids"][rows, out["mask_positions"][used]], out["mask_ids"][used]
+    picks = len(now)
+    for observed, expected in [(np.mean(now == mask), 0.8 + 0.1 / vocab), (np.mean(now == original), 0.1 + 0.1 / vocab)]:
+        assert abs(observed - expected) <= 5 * np.sqrt(expected * (1 - expected) / picks)
