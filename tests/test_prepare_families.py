@@ -27,6 +27,8 @@ PLAYS = [str(path) for path in default_corpus_paths()[:2]]  # a document per sha
     ("bigbird", "bigbird-tiny", {}, {"block_size": 4, "random_blocks": 1}),
     ("linformer", "linformer-tiny", {}, {"projected_length": 8}),
     ("elmo", "elmo-tiny", {}, None),  # word vocabulary, sentence stream; characters spelled per batch
+    # Unpadded packing: the shards keep each row's document numbers, which the model reads as its mask.
+    ("modernbert", "modernbert-tiny", {"packing": "unpadded"}, None),
 ])
 def test_every_family_prepares_and_pretrains_from_its_shards(tmp_path, model, preset, flags, trained):
     from keras_bertology.training.pretrain import pretrain
@@ -35,6 +37,8 @@ def test_every_family_prepares_and_pretrains_from_its_shards(tmp_path, model, pr
     manifest = prepare(PrepareOptions(out=str(data), model=model, preset=preset, corpus=PLAYS, seq_len=32,
                                       vocab_size=1000, shards=2, workers=1, verbose=0, **flags))
     assert manifest["recipe"]["model"] == model and manifest["instances"] > 0
+    if flags.get("packing") == "unpadded":  # the rows' document numbers are kept with the shards
+        assert "document_ids" in manifest["features"]
     metrics = pretrain(PretrainOptions(data=str(data), preset=preset, steps=1, batch_size=8, verbose=0,
                                        out=str(tmp_path / "run"), no_export=True, family_options=trained))
     assert metrics["model"] == model and metrics["seq_len"] == 32
