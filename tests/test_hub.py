@@ -140,6 +140,25 @@ def test_a_sharded_checkpoint_converts_by_name(loopback, hub_env, tmp_path):
     _assert_same_run(cached_dir, convert_hf_checkpoint(folder)[0])
 
 
+def test_shards_named_otherwise_are_fetched_by_the_names_their_index_gives(loopback, hub_env, tmp_path):
+    """An index whose shards are not called model-XXXXX-of-YYYYY.safetensors: the first fetch misses them,
+    a second fetches exactly the names the index lists."""
+    model = MODELS["bert"]()
+    folder = tmp_path / "renamed"
+    model.save_pretrained(folder, max_shard_size="20KB")
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
+    renamed = {old: f"part-{number}.safetensors" for number, old in enumerate(sorted(set(index["weight_map"].values())))}
+    for old, new in renamed.items():
+        (folder / old).rename(folder / new)
+    index["weight_map"] = {name: renamed[shard] for name, shard in index["weight_map"].items()}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    (folder / "stray.safetensors").write_bytes(b"not fetched")
+    loopback.publish("org/renamed-shards", folder)
+    cached_dir = hub.converted_run(hub.parse_handle("hf://org/renamed-shards"))
+    _assert_same_run(cached_dir, convert_hf_checkpoint(folder)[0])
+    assert not list(Path(hub_env).rglob("stray.safetensors"))
+
+
 def test_a_second_load_converts_nothing_and_offline_requests_nothing(loopback, bert_repo, hub_env, monkeypatch,
                                                                       capsys):
     repo, folder, commit = bert_repo
