@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from keras_bertology.data.corpus import default_corpus_paths
+from keras_bertology.data.shards import shard_dataset
 from keras_bertology.prepare.options import PrepareOptions
 from keras_bertology.prepare.pipeline import prepare
 from keras_bertology.training.options import PretrainOptions
@@ -29,6 +30,7 @@ PLAYS = [str(path) for path in default_corpus_paths()[:2]]  # a document per sha
     ("elmo", "elmo-tiny", {}, None),  # word vocabulary, sentence stream; characters spelled per batch
     # Unpadded packing: the shards keep each row's document numbers, which the model reads as its mask.
     ("modernbert", "modernbert-tiny", {"packing": "unpadded"}, None),
+    ("roberta", "roberta-tiny", {"packing": "unpadded", "masking": "static"}, None),  # masked when prepared
 ])
 def test_every_family_prepares_and_pretrains_from_its_shards(tmp_path, model, preset, flags, trained):
     from keras_bertology.training.pretrain import pretrain
@@ -37,8 +39,11 @@ def test_every_family_prepares_and_pretrains_from_its_shards(tmp_path, model, pr
     manifest = prepare(PrepareOptions(out=str(data), model=model, preset=preset, corpus=PLAYS, seq_len=32,
                                       vocab_size=1000, shards=2, workers=1, verbose=0, **flags))
     assert manifest["recipe"]["model"] == model and manifest["instances"] > 0
-    if flags.get("packing") == "unpadded":  # the rows' document numbers are kept with the shards
+    if flags.get("packing") == "unpadded":  # the rows' document numbers are kept with the shards, and fed as the mask
         assert "document_ids" in manifest["features"]
+        masker = None if flags.get("masking") == "static" else (lambda features, seed: features)
+        batch = next(iter(shard_dataset(str(data), manifest, 8, masker=masker)))
+        assert "document_ids" not in batch and "padding_mask" in batch
     metrics = pretrain(PretrainOptions(data=str(data), preset=preset, steps=1, batch_size=8, verbose=0,
                                        out=str(tmp_path / "run"), no_export=True, family_options=trained))
     assert metrics["model"] == model and metrics["seq_len"] == 32

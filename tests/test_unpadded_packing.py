@@ -3,6 +3,7 @@ were alone in its row (attention and positions never cross documents)."""
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from keras_bertology.data.instances import pack_documents
 from keras_bertology.data.static_masking import documents_as_padding_mask
@@ -122,14 +123,37 @@ def test_the_pipeline_feeds_the_numbered_documents_as_the_padding_mask(packed):
     assert documents_as_padding_mask(plain) is plain
 
 
+def test_static_masks_keep_each_rows_document_numbers_and_feed_them_as_the_mask(packed, tmp_path):
+    from keras_bertology.data.pipeline import make_dataset
+    from keras_bertology.data.static_masking import write_static_tfrecords
+
+    _, rows = packed
+    path = str(tmp_path / "static.tfrecord")
+    mask_id = 3
+
+    def masker(features, seed):  # hides the second token of every row
+        features = dict(features)
+        features["token_ids"] = tf.tensor_scatter_nd_update(
+            features["token_ids"], tf.stack([tf.range(tf.shape(features["token_ids"])[0]),
+                                             tf.ones_like(features["token_ids"][:, 0])], 1),
+            tf.fill([tf.shape(features["token_ids"])[0]], mask_id))
+        features["mask_positions"] = tf.ones_like(features["token_ids"][:, :1])
+        return features
+
+    write_static_tfrecords(rows, masker, 1, path, verbose=0)
+    batch = next(iter(make_dataset(None, len(rows["token_ids"]), static_path=path, shuffle=False, repeat=False)))
+    assert "document_ids" not in batch
+    np.testing.assert_array_equal(batch["padding_mask"], rows["document_ids"])
+    np.testing.assert_array_equal(batch["token_ids"][:, 1], mask_id)
+    np.testing.assert_array_equal(batch["token_ids"][:, 2:], rows["token_ids"][:, 2:])
+
+
 def test_unpadded_packing_is_refused_where_it_cannot_apply():
     from keras_bertology.errors import ConfigError
     from keras_bertology.training.options import PretrainOptions
 
     with pytest.raises(ConfigError, match="does not apply to --model bert"):
         PretrainOptions(model="bert", preset="bert-tiny", packing="unpadded").validate()
-    with pytest.raises(ConfigError, match="masks dynamically"):
-        PretrainOptions(model="roberta", preset="roberta-tiny", packing="unpadded", masking="static").validate()
     with pytest.raises(ValueError, match="causal"):
         BertBackbone(vocab_size=10, num_layers=1, num_heads=1, hidden_size=4, intermediate_size=4, causal=True,
                      packed_documents=True)

@@ -97,4 +97,5 @@ def _static_dataset(path, batch_size, shuffle, seed, repeat, shuffle_buffer, sta
         dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     if repeat:
         dataset = dataset.repeat()
-    return dataset.batch(batch_size, drop_remainder=True).skip(start_step).prefetch(tf.data.AUTOTUNE)
+    return dataset.batch(batch_size, drop_remainder=True).skip(start_step).map(documents_as_padding_mask) \
+        .prefetch(tf.data.AUTOTUNE)

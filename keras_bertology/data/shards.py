@@ -181,8 +181,8 @@ def shard_dataset(data_dir, manifest, batch_size, *, seed=0, start_step=0, maske
     @do_not_convert
     def parsed(step, records):
         batch = parse(records)
-        if masker is None:
-            return batch
+        if masker is None:  # masked when prepared
+            return documents_as_padding_mask(batch)
         return documents_as_padding_mask(masker(
             batch, seed=tf.random.experimental.stateless_fold_in(step_seed(seed, step), index) if count > 1
             else step_seed(seed, step), **step_argument(masker, step)))

@@ -123,9 +123,6 @@ class PretrainOptions:
                 raise ConfigError(f"--init-from and --model {family.name}'s own context (its teacher) both give the "
                                   "run its vocabulary and sizes: keep one")
             check_source(self.init_from, family)
-        if self.packing == "unpadded" and self.masking == "static":
-            raise ConfigError("--packing unpadded masks dynamically: its document numbers are not written with "
-                              "static masks; drop --masking static")
         if not family.masks_tokens:
             self._check_no_masking(family)
         self._check_units(family)
