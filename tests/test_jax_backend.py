@@ -49,6 +49,31 @@ def test_pretrain_on_jax_exports_the_weights_it_trained(tmp_path):
     np.testing.assert_allclose(got["sequence_output"].numpy(), expected["sequence_output"], atol=1e-5)
 
 
+@pytest.mark.slow
+def test_modernbert_pretrains_on_jax_in_windows_over_packed_documents_and_serves_what_it_trained(tmp_path):
+    """Windows of 8 over 48 tokens are computed in blocks, rows hold several documents: JAX trains it under
+    the warmup-stable-decay schedule, and TensorFlow's SavedModel serves the same states."""
+    run_dir, export_dir = tmp_path / "run", tmp_path / "export"
+    done = _bertology("pretrain", "--backend", "jax", "--model", "modernbert", "--preset", "modernbert-tiny",
+                      "--corpus", *PLAYS, "--steps", "4", "--log-every", "2", "--batch-size", "8", "--seq-len", "48",
+                      "--vocab-size", "400", "--local-window", "8", "--packing", "unpadded", "--out", run_dir,
+                      "--export", export_dir)
+    assert done.returncode == 0, done.stderr[-3000:]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["backend"] == "jax" and metrics["steps"] == 4 and metrics["schedule"] == "wsd"
+    assert all(np.isfinite(record["loss"]) for record in metrics["history"])
+    run = load_run_model(run_dir)
+    assert weights_digest(run.pretrainer) == metrics["weights_sha256"]
+    rng = np.random.default_rng(0)
+    inputs = {"token_ids": rng.integers(5, run.tokenizer.vocab_size, (3, 48)).astype("int32"),
+              "padding_mask": np.ones((3, 48), "int32")}
+    inputs["padding_mask"][1, 30:] = 0
+    expected = run.backbone.predict(inputs, verbose=0)
+    got = tf.saved_model.load(str(export_dir)).signatures["serve_ids"](
+        **{name: tf.constant(value) for name, value in inputs.items()})
+    np.testing.assert_allclose(got["sequence_output"].numpy(), expected["sequence_output"], atol=1e-5)
+
+
 def test_tf_distribute_strategies_are_refused_on_jax(tmp_path):
     done = _bertology("pretrain", "--backend", "jax", "--strategy", "mirrored", "--corpus", *PLAYS,
                       "--out", tmp_path / "run")

@@ -284,13 +284,14 @@ def test_resume_continues_after_the_newest_checkpoint(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model, family_options", [("bigbird", {"block_size": 8, "random_blocks": 1}),
-                                                   ("linformer", {"projected_length": 16})],
-                         ids=["bigbird", "linformer"])
-def test_the_long_sequence_attentions_resume_exactly(tmp_path, model, family_options):
-    """At 64 tokens, block-sparse (above BigBird's 56) and projected to 16 rows: a checkpoint holds the
-    plans' seeds and the projections, so the resumed run's weights are the uninterrupted run's."""
-    options = dict(model=model, preset=f"{model}-tiny", seq_len=64, family_options=family_options)
+@pytest.mark.parametrize("model, family_options, packing", [
+    ("bigbird", {"block_size": 8, "random_blocks": 1}, None), ("linformer", {"projected_length": 16}, None),
+    ("modernbert", {"local_window": 8}, "unpadded")], ids=["bigbird", "linformer", "modernbert"])
+def test_the_long_sequence_attentions_resume_exactly(tmp_path, model, family_options, packing):
+    """At 64 tokens, block-sparse (above BigBird's 56), projected to 16 rows, and in windows of 8 computed
+    in blocks over rows of packed documents: a checkpoint holds the plans' seeds, the projections and the
+    schedule, so the resumed run's weights are the uninterrupted run's."""
+    options = dict(model=model, preset=f"{model}-tiny", seq_len=64, family_options=family_options, packing=packing)
     pretrain(_options(tmp_path, **options))
     checkpoints = RunCheckpoints(tmp_path / "run")
     uninterrupted = [np.asarray(v) for v in checkpoints.load_model()[0].weights]
@@ -298,7 +299,8 @@ def test_the_long_sequence_attentions_resume_exactly(tmp_path, model, family_opt
     keras.backend.clear_session()
     pretrain(_options(tmp_path, resume=True, **options))
     resumed, step = checkpoints.load_model()
-    assert step == 6 and family_options.items() <= resumed.backbone.get_config()["attention_options"].items()
+    config = resumed.backbone.get_config()
+    assert step == 6 and family_options.items() <= {**config, **config.get("attention_options", {})}.items()
     for variable, expected in zip(resumed.weights, uninterrupted):
         np.testing.assert_array_equal(np.asarray(variable), expected, err_msg=variable.path)
 
