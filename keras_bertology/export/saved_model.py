@@ -57,6 +57,7 @@ import json
 
 import tensorflow as tf
 
+from keras_bertology import __version__
 from keras_bertology.atomic import atomic_directory
 from keras_bertology.data.packing import fit_to_batch
 from keras_bertology.export.causal_lm import causal_lm_endpoints
@@ -133,7 +134,7 @@ def export_saved_model(run, export_dir, length_buckets=(), xla=False):
                                               tokenizer], endpoints)
         (staging / "assets").mkdir(exist_ok=True)
         (staging / "assets" / "bertology.json").write_text(
-            json.dumps({"family": run.family, "preset": run.preset, "seq_len": seq_len,
+            json.dumps({"bertology_version": __version__, "family": run.family, "preset": run.preset, "seq_len": seq_len,
                         "length_buckets": list(buckets), "xla": xla,
                         "vocab_size": tokenizer.vocab_size,
                         **({"mask_id": tokenizer.mask_id} if tokenizer.has_role("mask") else {}), **specials,

@@ -20,6 +20,7 @@ requests are in `assets.extra/`.
 
 import json
 
+from keras_bertology import __version__
 from keras_bertology.atomic import atomic_directory
 from keras_bertology.export.archive import write_saved_model
 from keras_bertology.export.saved_model import CHARS_PER_TOKEN, compiled, cut_text_inputs, ids_endpoint
@@ -39,7 +40,7 @@ def export_task_model(model, kind, task, family, tokenizer, seq_len, export_dir,
         write_saved_model(staging, [model, tokenizer], endpoints)
         (staging / "assets").mkdir(exist_ok=True)
         (staging / "assets" / "bertology.json").write_text(json.dumps({
-            "task": task.name, "kind": task.kind, "family": family.name, "seq_len": seq_len,
+            "bertology_version": __version__, "task": task.name, "kind": task.kind, "family": family.name, "seq_len": seq_len,
             "length_buckets": list(buckets), "xla": xla, "max_text_chars": CHARS_PER_TOKEN * seq_len,
             "labels": list(task.labels), "signatures": list(endpoints)}, indent=2))
         write_warmup_requests(staging, endpoints, "warm up request")

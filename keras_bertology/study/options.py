@@ -6,6 +6,7 @@ from pathlib import Path
 
 from keras_bertology import flag_ranges as ranges
 from keras_bertology.errors import ConfigError
+from keras_bertology.extras import require_extra
 from keras_bertology.study.arms import ARM_NAMES, ARMS, SCALES
 
 DEFAULT_TASKS = ("bbc-news", "bbc-names")
@@ -66,6 +67,8 @@ class StudyOptions:
                 raise ConfigError(f"--arms {arm.name} learns from the {missing[0]} arm's run: add {missing[0]} to --arms")
         if self.backend not in BACKENDS:
             raise ConfigError(f"--backend must be one of {', '.join(BACKENDS)} (got {self.backend!r})")
+        if self.backend == "jax":
+            require_extra("jax", "bertology study --backend jax")
         if not self.tasks:
             raise ConfigError("--tasks needs at least one task")
         names = [Path(task).name for task in self.tasks]

@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from keras_bertology import __version__  # noqa: E402
 from keras_bertology.atomic import atomic_file  # noqa: E402
 
 
@@ -138,9 +139,9 @@ def _chance_words(chance, metric):
 
 
 def write_metrics(path, payload):
-    """Write metrics.json atomically."""
+    """Write metrics.json atomically, with the version of the library that wrote it."""
     with atomic_file(path) as staging:
-        staging.write_text(json.dumps(payload, indent=2))
+        staging.write_text(json.dumps({"bertology_version": __version__, **payload}, indent=2))
 
 
 def plot_training_curves(records, objectives, path, title):
