@@ -116,7 +116,14 @@ def build_parser():
     pretrain.add_argument("--backend", choices=BACKENDS, default=os.environ.get("KERAS_BACKEND", "tensorflow"),
                           help="Keras backend the model trains on (default: KERAS_BACKEND, else tensorflow); the "
                                "input pipelines run TensorFlow either way, and a JAX run is exported by TensorFlow")
-    pretrain.add_argument("--strategy", choices=STRATEGIES, default=defaults.strategy)
+    pretrain.add_argument("--strategy", choices=STRATEGIES, default=defaults.strategy,
+                          help="default: one device; mirrored: every local device; multiworker: every device of "
+                               "several processes (TF_CONFIG on TensorFlow, KERAS_DISTRIBUTION_* on JAX); tpu: a "
+                               "TPU's cores; auto: the widest of these. --batch-size is the global batch")
+    _number(pretrain, "--model-parallel", ranges.MODEL_PARALLEL,
+            "--backend jax: split each weight over N devices of a (batch, model) mesh, as the family lays its "
+            "attention, feed-forward and embedding kernels out; the devices left share the batch",
+            default=defaults.model_parallel, metavar="N")
     pretrain.add_argument("--resume", action="store_true",
                           help="continue the run in --out from its newest checkpoint")
 

@@ -133,6 +133,8 @@ SHARDS = Range(int, 1, 10**5)
 WORKERS = Range(int, 1, 4096)
 # Replicas sharing a batch: 2**16 is 7x the largest TPU pod (8960 v5p chips).
 REPLICAS = Range(int, 1, 2**16)
+# Devices each weight is split over (--model-parallel): no more than the replicas a batch can have.
+MODEL_PARALLEL = Range(int, 1, REPLICAS.high)
 # Tokenizer training text, held in memory as Python strings (several times its size): 64 GiB is
 # past any machine's memory for it, and a tokenizer learns little more after a few GB.
 TOKENIZER_SAMPLE_MB = Range(float, 0, 2**16, open=("low",))

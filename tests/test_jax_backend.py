@@ -74,11 +74,32 @@ def test_modernbert_pretrains_on_jax_in_windows_over_packed_documents_and_serves
     np.testing.assert_allclose(got["sequence_output"].numpy(), expected["sequence_output"], atol=1e-5)
 
 
-def test_tf_distribute_strategies_are_refused_on_jax(tmp_path):
-    done = _bertology("pretrain", "--backend", "jax", "--strategy", "mirrored", "--corpus", *PLAYS,
-                      "--out", tmp_path / "run")
+@pytest.mark.parametrize("flags, env, said", [
+    (["--strategy", "tpu"], {}, "--strategy tpu: JAX sees no TPU here (its devices are cpu)"),
+    (["--strategy", "multiworker"], {}, "KERAS_DISTRIBUTION_JOB_ADDRESSES, KERAS_DISTRIBUTION_NUM_PROCESSES, "
+                                        "KERAS_DISTRIBUTION_PROCESS_ID not set"),
+    (["--strategy", "multiworker"], {"KERAS_DISTRIBUTION_JOB_ADDRESSES": "127.0.0.1:1",
+                                     "KERAS_DISTRIBUTION_NUM_PROCESSES": "2", "KERAS_DISTRIBUTION_PROCESS_ID": "2"},
+     "KERAS_DISTRIBUTION_PROCESS_ID=2 is not one of the 2 processes"),
+    (["--strategy", "mirrored", "--model-parallel", "3"], {"XLA_FLAGS": "--xla_force_host_platform_device_count=4"},
+     "--model-parallel 3 does not divide the 4 devices of --strategy mirrored"),
+    (["--strategy", "mirrored", "--batch-size", "6"], {"XLA_FLAGS": "--xla_force_host_platform_device_count=4"},
+     "--batch-size 6 (the global batch) must be a multiple of the 4 data-parallel devices"),
+], ids=["no-tpu", "no-processes", "bad-process-id", "model-axis", "batch"])
+def test_distributions_that_cannot_work_on_jax_are_one_line(tmp_path, flags, env, said):
+    done = subprocess.run([sys.executable, "-m", "keras_bertology.cli", "pretrain", "--backend", "jax",
+                           "--corpus", *PLAYS, "--out", str(tmp_path / "run"), *flags], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, **env})
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert "--strategy mirrored distributes with tf.distribute" in done.stderr.strip().splitlines()[-1]
+    assert said in done.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "run").exists()
+
+
+def test_model_parallel_is_refused_on_tensorflow(tmp_path, capsys):
+    from keras_bertology.cli import main
+
+    assert main(["pretrain", "--model-parallel", "2", "--corpus", *PLAYS, "--out", str(tmp_path / "run")]) == 2
+    assert "--model-parallel 2 splits weights with keras.distribution, on --backend jax" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
 
 

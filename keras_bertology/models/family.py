@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from keras_bertology.errors import ConfigError
 from keras_bertology.flag_ranges import Range
 from keras_bertology.lazy_imports import import_object
+from keras_bertology.models.layouts import TRANSFORMER_BLOCK_LAYOUT
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,9 @@ class ModelFamily:
             model inputs a family derives from laid-out token ids, for layouts
             built from ids (fine-tuning's tagging and span extraction; ELMo
             spells each id's word). None: the ids are all.
+        model_parallel_layout: how `--model-parallel N` splits the weights over the mesh's `model`
+            axis: (regular expression over a variable's path, an axis name or None per dimension)
+            pairs, each path matched by one at most (`models.layouts`); the generic block's by default.
         size_keys: where the study's Transformer sizes (`num_layers`,
             `hidden_size`, `num_heads`, `intermediate_size`) go in this
             family's backbone config, for a family whose sizes have other
@@ -226,6 +230,7 @@ class ModelFamily:
     text_packer_path: str | None = None
     id_inputs_path: str | None = None
     size_keys: dict = field(default_factory=dict)
+    model_parallel_layout: tuple = TRANSFORMER_BLOCK_LAYOUT
 
     @property
     def backbone_cls(self):

@@ -33,6 +33,7 @@ import tensorflow as tf
 
 from keras_bertology.atomic import atomic_directory, atomic_file, clear_leftovers, remove_directory
 from keras_bertology.errors import CheckpointError, ConfigError
+from keras_bertology.training.keras_distribution import outside_distribution
 from keras_bertology.training.precision import dtype_policy_scope
 
 # Options that may change between the start of a run and its resumption.
@@ -154,7 +155,7 @@ class RunCheckpoints:
 
     def save(self, model, step, records, keep=2):
         """Write checkpoint `step` (model + history) as one unit; keep the newest `keep`."""
-        with atomic_directory(self.directory / f"step-{step:07d}") as staging:
+        with atomic_directory(self.directory / f"step-{step:07d}") as staging, outside_distribution():
             model.save(staging / MODEL_FILE)
             np.savez(staging / RANDOM_STATE_FILE, *[v.numpy() for v in _random_state(model)])
             replica_state = _replica_state(model)

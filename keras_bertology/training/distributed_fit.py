@@ -16,13 +16,17 @@ import traceback
 
 import keras
 import tensorflow as tf
-from tensorflow.autograph.experimental import do_not_convert
 
 from keras_bertology.errors import ConfigError, TrainingError
+from keras_bertology.training.keras_distribution import KerasDistribution, own_rows
 
 
 def replica_batch_size(global_batch, strategy):
-    """The batch of one replica: the global batch shared evenly by the strategy's replicas."""
+    """The batch of one replica: the global batch shared evenly by the strategy's replicas (on JAX the
+    whole global batch, which its devices and processes must share evenly)."""
+    if isinstance(strategy, KerasDistribution):
+        strategy.check_batch(global_batch)
+        return global_batch
     replicas = strategy.num_replicas_in_sync
     if global_batch % replicas:
         raise ConfigError(f"--batch-size {global_batch} (the global batch) must be a multiple of the "
@@ -57,6 +61,12 @@ def fit(model, dataset, strategy, *, global_batch, epochs, initial_step, steps_p
 
 def _fit_epochs(model, dataset, strategy, global_batch, epochs, initial_epoch, steps_per_epoch, callbacks,
                 verbose, worker_dataset):
+    if isinstance(strategy, KerasDistribution):  # keras.distribution spreads each process's rows
+        with strategy.peers_watched():
+            model.fit(strategy.process_batches(dataset, global_batch, worker_dataset), epochs=epochs,
+                      initial_epoch=initial_epoch, steps_per_epoch=steps_per_epoch, callbacks=callbacks,
+                      shuffle=False, verbose=verbose)
+        return
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         build_before_tracing(model, dataset)
         model.fit(dataset, epochs=epochs, initial_epoch=initial_epoch, steps_per_epoch=steps_per_epoch,
@@ -84,14 +94,7 @@ def shard_global_batches(dataset, global_batch, context):
     Pipeline p of n keeps rows p * global_batch / n ... of every batch, split
     into per-replica batches for its local replicas, in order.
     """
-    rows = global_batch // context.num_input_pipelines
-    first = context.input_pipeline_id * rows
-
-    @do_not_convert
-    def own_rows(*batch):
-        return tf.nest.map_structure(lambda tensor: tensor[first:first + rows], batch)
-
-    part = dataset.map(own_rows)
+    part = own_rows(dataset, global_batch, context.input_pipeline_id, context.num_input_pipelines)
     return part.rebatch(context.get_per_replica_batch_size(global_batch), drop_remainder=True)
 
 

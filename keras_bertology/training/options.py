@@ -32,7 +32,8 @@ ENCODER_SIZES = ("num_layers", "hidden_size", "num_heads", "intermediate_size")
 _RANGES = {"steps": ranges.STEPS, "batch_size": ranges.BATCH_SIZE, "seq_len": ranges.SEQ_LEN,
            "vocab_size": ranges.VOCAB_SIZE, "dupe_factor": ranges.DUPE_FACTOR, "log_every": ranges.LOG_EVERY,
            "max_predictions": ranges.MAX_PREDICTIONS, "learning_rate": ranges.LEARNING_RATE,
-           "layer_decay": ranges.LAYER_DECAY, "seed": ranges.SEED, "decay_share": ranges.DECAY_SHARE}
+           "layer_decay": ranges.LAYER_DECAY, "seed": ranges.SEED, "decay_share": ranges.DECAY_SHARE,
+           "model_parallel": ranges.MODEL_PARALLEL}
 _SPECIAL_POSITIONS = 3  # [CLS] and up to two [SEP]s are never masked
 
 
@@ -75,6 +76,7 @@ class PretrainOptions:
     xla: str = dataclasses.field(default_factory=lambda: os.environ.get("BERTOLOGY_XLA", "auto"))
     remat: bool = False  # recompute each block's activations in the backward pass (see layers.remat)
     strategy: str = "default"
+    model_parallel: int = 1  # devices each weight is split over (--backend jax), see training.keras_distribution
     seed: int = 0
     resume: bool = False
     verbose: int = 1

@@ -47,7 +47,7 @@ def resolve_precision(precision, strategy, flags=None, gpus=None):
     """`precision` itself unless it is "auto"; then the dtype policy this device computes fastest in."""
     if precision != "auto":
         return precision
-    if isinstance(strategy, tf.distribute.TPUStrategy):
+    if isinstance(strategy, tf.distribute.TPUStrategy) or getattr(strategy, "name", None) == "tpu":  # or JAX's
         return "mixed_bfloat16"
     gpus = gpu_compute_capabilities() if gpus is None else gpus
     if gpus:

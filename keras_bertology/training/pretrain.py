@@ -35,7 +35,7 @@ from keras_bertology.export import export_saved_model
 from keras_bertology.export.from_other_backend import export_in_tensorflow
 from keras_bertology.layers.remat import set_remat
 from keras_bertology.output_paths import PRETRAINING_RUN, claim_outputs
-from keras_bertology.runs import RunModel, save_run_model
+from keras_bertology.runs import RunModel, load_run_model, save_run_model
 from keras_bertology.training.callbacks import (
     CheckpointEveryWindow, MetricHistory, SnapshotAtSteps, StopAtCheckpointOnSignal, StopOnNonFiniteLoss)
 from keras_bertology.training.checkpoints import RunCheckpoints, weights_digest
@@ -60,7 +60,8 @@ from keras_bertology.training.report import (
 )
 from keras_bertology.training.distributed_fit import fit, replica_batch_size
 from keras_bertology.training.precision import dtype_policy_scope, resolve_precision
-from keras_bertology.training.strategy import is_chief, make_strategy
+from keras_bertology.training.keras_distribution import KerasDistribution, outside_distribution
+from keras_bertology.training.strategy import data_parallel_devices, is_chief, lay_out, make_strategy, strategy_name
 from keras_bertology.training.xla import resolve_jit_compile
 
 
@@ -80,6 +81,7 @@ def pretrain(options, given=()):
         manifest = read_manifest(options.data)
         options = options.with_prepared_data(manifest, given)
     family = options.validate()
+    lay_out(strategy, options.model_parallel, family.model_parallel_layout)
     # The policy that runs, not "auto": recorded in options.json, so a resumed run is compared with it.
     options = dataclasses.replace(options, precision=resolve_precision(options.precision, strategy))
     run_name = Path(options.out).name if options.out else _default_run_name(options)
@@ -200,19 +202,27 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
                    *pretrainer.training_callbacks()],
         verbose=options.verbose, worker_dataset=worker_dataset)
     train_seconds = time.perf_counter() - started
+    split = strategy.split_weights(pretrainer) if isinstance(strategy, KerasDistribution) else 0
     if not checkpoints.writer:  # another worker of the cluster: the chief saves and exports
         digest = weights_digest(pretrainer)
         _say(options, f"worker done after {total_steps} steps; weights sha256 {digest} (the chief writes the run)")
         return {"steps": total_steps, "weights_sha256": digest, "history": history.records}
 
-    run = RunModel(options.model, pretrainer.served_backbone(), tokenizer, options.seq_len, pretrainer,
-                   options.preset)
-    save_run_model(run_dir, run)
+    with outside_distribution():
+        run = RunModel(options.model, pretrainer.served_backbone(), tokenizer, options.seq_len, pretrainer,
+                       options.preset)
+        save_run_model(run_dir, run)
+    if getattr(strategy, "process_count", 1) > 1:
+        # Its weights span the other processes' devices: what follows computes with this process's own copy.
+        keras.distribution.set_distribution(None)
+        run = load_run_model(run_dir)
+        run.pretrainer.jit_compile, pretrainer = pretrainer.jit_compile, run.pretrainer
     if export_dir and keras.config.backend() == "tensorflow":
         export_saved_model(run, export_dir, options.length_buckets, options.serving_xla)
     elif export_dir:
         export_in_tensorflow(run_dir, export_dir, options.length_buckets, options.serving_xla)
-    metrics = _metrics(family, options, pretrainer, history.records, total_steps, train_seconds, export_dir)
+    metrics = _metrics(family, options, pretrainer, history.records, total_steps, train_seconds, export_dir,
+                       strategy, split)
     last = {name: summary["last"] for name, summary in metrics["objectives"].items()}
     chance = chance_levels(instances, tokenizer, pretrainer.declared_objectives, last)
     for name, levels in chance.items():
@@ -403,7 +413,7 @@ def _data_dir(run_dir, checkpoints):
     return Path(private)
 
 
-def _metrics(family, options, pretrainer, records, total_steps, train_seconds, export_dir):
+def _metrics(family, options, pretrainer, records, total_steps, train_seconds, export_dir, strategy, split):
     steady = [record["samples_per_second"] for record in records[1:]] or [records[0]["samples_per_second"]]
     return {
         "model": options.model,
@@ -419,6 +429,9 @@ def _metrics(family, options, pretrainer, records, total_steps, train_seconds, e
         "schedule": options.learning_rate_schedule(family),
         "precision": pretrainer.dtype_policy.name,
         "backend": keras.config.backend(),
+        "strategy": strategy_name(strategy),
+        "devices": data_parallel_devices(strategy),
+        "model_parallel": {"devices": options.model_parallel, "split_weights": split},
         "xla": bool(pretrainer.jit_compile),
         "remat": options.remat,
         "objectives": objective_summary(records, pretrainer.objectives),

@@ -8,15 +8,13 @@ import keras
 import tensorflow as tf
 
 from keras_bertology.errors import ConfigError
+from keras_bertology.training.keras_distribution import KerasDistribution, make_keras_distribution
 from keras_bertology.training.options import STRATEGIES
 
 
 def make_strategy(name="default"):
-    """Return the tf.distribute strategy called `name`.
-
-    On a Keras backend other than TensorFlow (JAX) only the default strategy
-    exists (tf.distribute replicates TensorFlow models only): auto picks it,
-    the others are refused.
+    """Return the tf.distribute strategy called `name`; on JAX, its keras.distribution counterpart
+    (`keras_distribution.make_keras_distribution`).
 
     auto: a TPU when one is reachable, else every local GPU when there are
     several, else the default; default: the current (single-device) strategy;
@@ -24,12 +22,10 @@ def make_strategy(name="default"):
     multiworker: MultiWorkerMirroredStrategy over the cluster of TF_CONFIG;
     tpu: the TPU of a Colab runtime, a TPU VM or TPU_NAME, initialised here.
     """
-    backend = keras.config.backend()
+    if keras.config.backend() == "jax":
+        return make_keras_distribution(name)
     if name == "auto":
-        name = auto_strategy_name() if backend == "tensorflow" else "default"
-    if backend != "tensorflow" and name != "default":
-        raise ConfigError(f"--strategy {name} distributes with tf.distribute, which replicates TensorFlow models "
-                          f"only; on --backend {backend} train with --strategy default (one device)")
+        name = auto_strategy_name()
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
@@ -84,6 +80,31 @@ def _check_tf_config(text):
         raise ConfigError(
             "--strategy multiworker: TF_CONFIG must be JSON like {\"cluster\": {\"worker\": [\"host:port\", "
             f"...]}}, \"task\": {{\"type\": \"worker\", \"index\": 0}}}} ({error})") from None
+
+
+def strategy_name(strategy):
+    """The name of `strategy` as --strategy takes it (what auto picked), for metrics.json."""
+    if isinstance(strategy, KerasDistribution):
+        return strategy.name
+    if isinstance(strategy, tf.distribute.TPUStrategy):
+        return "tpu"
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return "multiworker"
+    return "mirrored" if isinstance(strategy, tf.distribute.MirroredStrategy) else "default"
+
+
+def data_parallel_devices(strategy):
+    """The devices that share each global batch: a keras.distribution run's batch axis, or the replicas."""
+    return strategy.devices if isinstance(strategy, KerasDistribution) else strategy.num_replicas_in_sync
+
+
+def lay_out(strategy, model_parallel, layout):
+    """Lay a JAX run's devices out (`KerasDistribution.lay_out`); --model-parallel is JAX's alone."""
+    if isinstance(strategy, KerasDistribution):
+        strategy.lay_out(model_parallel, layout)
+    elif model_parallel > 1:
+        raise ConfigError(f"--model-parallel {model_parallel} splits weights with keras.distribution, on "
+                          "--backend jax; tf.distribute replicates them whole")
 
 
 def is_chief(strategy):

@@ -1,0 +1,145 @@
+"""`--strategy` and `--model-parallel` on the JAX backend (keras.distribution): every local device, several
+processes on the loopback interface, weights split over a mesh; each the same training as one device."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from keras_bertology.data.corpus import default_corpus_paths
+from keras_bertology.runs import load_run_model
+
+PLAYS = [str(path) for path in default_corpus_paths()[:2]]
+STEPS = 20
+RUN = ["pretrain", "--backend", "jax", "--model", "bert", "--preset", "bert-tiny", "--corpus", *PLAYS,
+       "--steps", str(STEPS), "--log-every", "10", "--batch-size", "16", "--seq-len", "32", "--vocab-size", "400",
+       "--no-export"]
+# Dropout stays on: HashedDropout draws each mask from the positions of the global batch, wherever they run.
+ENV = {**os.environ, "KERAS_BACKEND": "jax", "BERTOLOGY_PRECISION": "float32", "BERTOLOGY_XLA": "auto"}
+
+
+def _devices(count):
+    return {**ENV, "XLA_FLAGS": f"--xla_force_host_platform_device_count={count}"}
+
+
+def _bertology(argv, env, **kwargs):
+    return subprocess.Popen([sys.executable, "-m", "keras_bertology.cli", *map(str, argv)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+def _finish(*processes, timeout=600):
+    outputs = [process.communicate(timeout=timeout) for process in processes]
+    for process, (_, err) in zip(processes, outputs):
+        assert process.returncode == 0, err[-3000:]
+    return outputs
+
+
+def _weights(run_dir):
+    return [np.asarray(weight) for weight in load_run_model(run_dir).pretrainer.weights]
+
+
+def _gap(run_dir, reference):
+    return max(float(np.abs(got - expected).max()) for got, expected in zip(_weights(run_dir), reference))
+
+
+@pytest.fixture(scope="module")
+def one_device(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("one-device") / "run"
+    _finish(_bertology([*RUN, "--strategy", "default", "--out", run_dir], _devices(4)))
+    return json.loads((run_dir / "metrics.json").read_text()), _weights(run_dir)
+
+
+# The devices each sum the gradients of their rows, then all-reduce them: the same numbers added in
+# another order, so float32 rounding (~1e-7 relative per operation) is all that differs. Over 20 AdamW
+# steps at 1e-3 that stays below 1e-5 in weights of size ~1 (measured: 1.2e-7), while a wrong split (a
+# device or process training on rows not its own, a batch counted twice) moves them by ~1e-3.
+TOLERANCE = 1e-5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flags, devices, model_axis", [(["--strategy", "mirrored"], 4, 1),
+                                                        (["--strategy", "mirrored", "--model-parallel", "2"], 2, 2)],
+                         ids=["mirrored", "model-parallel"])
+def test_four_devices_train_as_one_device_with_the_same_global_batch(one_device, tmp_path, flags, devices,
+                                                                     model_axis):
+    reference_metrics, reference = one_device
+    run_dir = tmp_path / "run"
+    _finish(_bertology([*RUN, *flags, "--out", run_dir], _devices(4)))
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert (metrics["strategy"], metrics["devices"]) == ("mirrored", devices)
+    # Split over the model axis: in each of bert-tiny's 2 blocks the query, key, value, attention output
+    # and both feed-forward kernels, and the query, key, value and first feed-forward biases; the token
+    # table too where the axis divides its rows (else it is replicated).
+    vocab_size = load_run_model(run_dir).tokenizer.vocab_size
+    expected = 0 if model_axis == 1 else 2 * 10 + (vocab_size % model_axis == 0)
+    assert metrics["model_parallel"] == {"devices": model_axis, "split_weights": expected}
+    np.testing.assert_allclose([r["loss"] for r in metrics["history"]],
+                               [r["loss"] for r in reference_metrics["history"]], rtol=TOLERANCE)
+    assert _gap(run_dir, reference) < TOLERANCE
+    assert metrics["history"][-1]["loss"] < metrics["history"][0]["loss"]
+
+
+def _free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _processes(argv, count=2, devices=2):
+    address = f"127.0.0.1:{_free_port()}"
+    return [_bertology(argv, {**_devices(devices), "KERAS_DISTRIBUTION_JOB_ADDRESSES": address,
+                              "KERAS_DISTRIBUTION_NUM_PROCESSES": str(count),
+                              "KERAS_DISTRIBUTION_PROCESS_ID": str(index)})
+            for index in range(count)]
+
+
+@pytest.mark.slow
+def test_two_processes_on_loopback_train_as_one_process(one_device, tmp_path):
+    """Two processes of 2 CPU devices each (gloo collectives): each builds the global batches and feeds its
+    own rows; process 0 alone writes the run and the export, the other says its weights."""
+    reference_metrics, reference = one_device
+    run_dir, export_dir = tmp_path / "run", tmp_path / "export"
+    outputs = _finish(*_processes([*RUN[:-1], "--strategy", "multiworker", "--out", run_dir, "--export", export_dir]))
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert (metrics["strategy"], metrics["devices"], metrics["steps"]) == ("multiworker", 4, STEPS)
+    assert _gap(run_dir, reference) < TOLERANCE
+    assert f"weights sha256 {metrics['weights_sha256']}" in outputs[1][0]
+    assert (export_dir / "saved_model.pb").is_file() and metrics["fill_mask"]
+
+
+@pytest.mark.slow
+def test_a_process_killed_mid_run_stops_the_other_which_resumes_to_the_uninterrupted_weights(one_device, tmp_path):
+    """Process 1 killed after the checkpoint of step 6: process 0 sees it go silent and stops within the
+    bound with one line (exit 2), never waiting in a collective; both started again, the run resumes from
+    its newest checkpoint and ends with the weights of the uninterrupted one-device run."""
+    import time
+
+    from keras_bertology.training.checkpoints import RunCheckpoints
+    from keras_bertology.training.keras_distribution import SILENCE_BOUND_S
+
+    _, reference = one_device
+    run_dir = tmp_path / "run"
+    argv = [*RUN, "--strategy", "multiworker", "--log-every", "2", "--out", run_dir, "--resume"]
+    chief, other = _processes(argv)
+    deadline = time.monotonic() + 300
+    while not (run_dir / "checkpoints" / "step-0000006").is_dir() and chief.poll() is None \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert chief.poll() is None, chief.communicate()[1][-3000:]
+    other.kill()
+    killed = time.monotonic()
+    _, err = chief.communicate(timeout=600)
+    other.communicate()
+    assert time.monotonic() - killed < SILENCE_BOUND_S + 15
+    assert chief.returncode == 2 and "Traceback" not in err, err[-3000:]
+    assert err.strip().splitlines()[-1].startswith("bertology: error: process 1 of the job stopped")
+    assert 6 <= RunCheckpoints(run_dir).latest()[1] < STEPS
+
+    _finish(*_processes(argv))  # the job started again
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["steps"] == STEPS and [r["step"] for r in metrics["history"]] == list(range(2, STEPS + 1, 2))
+    assert _gap(run_dir, reference) < TOLERANCE
