@@ -249,11 +249,13 @@ def _newest_step(run_dir):
 
 
 def test_auto_picks_a_tpu_only_when_the_runtime_announces_one(monkeypatch):
+    import pathlib
+
     from keras_bertology.training import strategy
 
     for name in ("COLAB_TPU_ADDR", "TPU_NAME"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(strategy.Path, "glob", lambda self, pattern: iter(()))  # no /dev/accel*, /dev/vfio
+    monkeypatch.setattr(pathlib.Path, "glob", lambda self, pattern: iter(()))  # no /dev/accel*, /dev/vfio
     assert not strategy.tpu_reachable() and strategy.auto_strategy_name() == "default"  # no GPU here either
     monkeypatch.setenv("COLAB_TPU_ADDR", "10.0.0.2:8470")
     assert strategy.tpu_reachable() and strategy.auto_strategy_name() == "tpu"

@@ -1,5 +1,6 @@
 """Every Colab notebook in colab/ runs headless, top to bottom, with a tiny configuration (so none rots)."""
 
+import json
 from pathlib import Path
 
 import nbclient
@@ -42,3 +43,16 @@ def test_notebooks_pretrain_then_fine_tune_and_serve(tmp_path, monkeypatch):
     _execute("finetune_and_serve.ipynb", tmp_path)
     assert (tmp_path / "savedmodels" / "finetune-bbc-news" / "saved_model.pb").is_file()
     assert not (tmp_path / "runs" / "bert-mini").exists()  # the pretrained run was used
+
+
+@pytest.mark.slow
+def test_the_pretraining_notebooks_jax_path_trains_data_parallel_over_eight_devices(tmp_path, monkeypatch):
+    """The notebook's path for a TPU runtime (JAX, `--strategy auto`), here on 8 simulated CPU devices, where
+    auto picks every local device (on a TPU runtime: its cores, `--strategy tpu`)."""
+    for name, value in dict(TINY, BERTOLOGY_WORK=str(tmp_path), BERTOLOGY_CORPUS=str(default_corpus_paths()[0]),
+                            BERTOLOGY_BACKEND="jax", XLA_FLAGS="--xla_force_host_platform_device_count=8").items():
+        monkeypatch.setenv(name, value)
+    _execute("pretrain.ipynb", tmp_path)
+    metrics = json.loads((tmp_path / "runs" / "electra-electra-tiny" / "metrics.json").read_text())
+    assert (metrics["backend"], metrics["strategy"], metrics["devices"]) == ("jax", "mirrored", 8)
+    assert (tmp_path / "savedmodels" / "electra-electra-tiny" / "saved_model.pb").is_file()

@@ -2,12 +2,12 @@
 
 import json
 import os
-from pathlib import Path
 
 import keras
 import tensorflow as tf
 
 from keras_bertology.errors import ConfigError
+from keras_bertology.runtime import tpu_reachable
 from keras_bertology.training.keras_distribution import KerasDistribution, make_keras_distribution
 from keras_bertology.training.options import STRATEGIES
 
@@ -50,16 +50,6 @@ def auto_strategy_name():
     if tpu_reachable():
         return "tpu"
     return "mirrored" if len(tf.config.list_physical_devices("GPU")) > 1 else "default"
-
-
-def tpu_reachable():
-    """A TPU is announced by the runtime (Colab's COLAB_TPU_ADDR, TPU_NAME) or attached (a TPU VM).
-
-    Only these hints are read: asking the cluster resolver on a machine
-    without TPU would query a cloud metadata server and wait for it.
-    """
-    return bool(os.environ.get("COLAB_TPU_ADDR") or os.environ.get("TPU_NAME")
-                or any(Path("/dev").glob("accel*")) or any(Path("/dev").glob("vfio/[0-9]*")))
 
 
 def _tpu_address():
