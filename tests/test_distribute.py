@@ -218,6 +218,7 @@ def test_two_workers_on_localhost_pretrain_to_identical_weights(two_worker_run):
     tmp_path, outputs = two_worker_run
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["steps"] == 6 and (tmp_path / "export" / "saved_model.pb").is_file()
+    assert (metrics["strategy"], metrics["devices"]) == ("multiworker", 2)  # as on JAX
     assert f"weights sha256 {metrics['weights_sha256']}" in outputs[1][0]
 
 
