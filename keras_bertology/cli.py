@@ -503,6 +503,10 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     args.given = _given_flags(parser, args.command, argv)
+    from keras_bertology.supervise import needs_supervision, supervise
+
+    if needs_supervision(args.command, os.environ["KERAS_BACKEND"], getattr(args, "strategy", None)):
+        return supervise([sys.executable, "-m", "keras_bertology.cli", *argv])
     import signal
     import threading
 
