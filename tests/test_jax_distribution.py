@@ -143,3 +143,22 @@ def test_a_process_killed_mid_run_stops_the_other_which_resumes_to_the_uninterru
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["steps"] == STEPS and [r["step"] for r in metrics["history"]] == list(range(2, STEPS + 1, 2))
     assert _gap(run_dir, reference) < TOLERANCE
+
+
+@pytest.mark.slow
+def test_two_processes_each_read_their_own_share_of_prepared_shards(tmp_path):
+    """From `bertology prepare` shards each process reads every other shard and feeds those rows; the two
+    end with the same weights (process 1 prints their digest, process 0 records it)."""
+    from keras_bertology.prepare.options import PrepareOptions
+    from keras_bertology.prepare.pipeline import prepare
+
+    prepare(PrepareOptions(out=str(tmp_path / "data"), model="roberta", preset="roberta-tiny", seq_len=32,
+                           corpus=PLAYS, vocab_size=400, shards=2, workers=1, verbose=0))
+    run_dir = tmp_path / "run"
+    outputs = _finish(*_processes(["pretrain", "--backend", "jax", "--data", tmp_path / "data", "--preset",
+                                   "roberta-tiny", "--steps", "4", "--log-every", "2", "--batch-size", "8",
+                                   "--strategy", "multiworker", "--out", run_dir, "--no-export"]))
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert (metrics["strategy"], metrics["devices"], metrics["steps"]) == ("multiworker", 4, 4)
+    assert f"weights sha256 {metrics['weights_sha256']}" in outputs[1][0]
+    assert all(np.isfinite(record["loss"]) for record in metrics["history"])
