@@ -12,6 +12,7 @@ import pytest
 
 from keras_bertology.data.corpus import default_corpus_paths
 from keras_bertology.runs import load_run_model
+from simulated_devices import xla_flags
 
 PLAYS = [str(path) for path in default_corpus_paths()[:2]]
 STEPS = 20
@@ -23,7 +24,7 @@ ENV = {**os.environ, "KERAS_BACKEND": "jax", "BERTOLOGY_PRECISION": "float32", "
 
 
 def _devices(count):
-    return {**ENV, "XLA_FLAGS": f"--xla_force_host_platform_device_count={count}"}
+    return {**ENV, "XLA_FLAGS": xla_flags(count)}
 
 
 def _bertology(argv, env, **kwargs):

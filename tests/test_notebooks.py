@@ -8,6 +8,7 @@ import nbformat
 import pytest
 
 from keras_bertology.data.corpus import default_corpus_paths
+from simulated_devices import xla_flags
 
 COLAB = Path(__file__).parent.parent / "colab"
 # The notebooks read their settings from the environment: a few steps of the tiny presets on one play here.
@@ -50,7 +51,7 @@ def test_the_pretraining_notebooks_jax_path_trains_data_parallel_over_eight_devi
     """The notebook's path for a TPU runtime (JAX, `--strategy auto`), here on 8 simulated CPU devices, where
     auto picks every local device (on a TPU runtime: its cores, `--strategy tpu`)."""
     for name, value in dict(TINY, BERTOLOGY_WORK=str(tmp_path), BERTOLOGY_CORPUS=str(default_corpus_paths()[0]),
-                            BERTOLOGY_BACKEND="jax", XLA_FLAGS="--xla_force_host_platform_device_count=8").items():
+                            BERTOLOGY_BACKEND="jax", XLA_FLAGS=xla_flags(8)).items():
         monkeypatch.setenv(name, value)
     _execute("pretrain.ipynb", tmp_path)
     metrics = json.loads((tmp_path / "runs" / "electra-electra-tiny" / "metrics.json").read_text())
