@@ -47,13 +47,15 @@ def test_notebooks_pretrain_then_fine_tune_and_serve(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_the_pretraining_notebooks_jax_path_trains_data_parallel_over_eight_devices(tmp_path, monkeypatch):
-    """The notebook's path for a TPU runtime (JAX, `--strategy auto`), here on 8 simulated CPU devices, where
-    auto picks every local device (on a TPU runtime: its cores, `--strategy tpu`)."""
+def test_the_pretraining_notebooks_jax_path_trains_data_parallel_over_simulated_devices(tmp_path, monkeypatch):
+    """The notebook's path for a TPU runtime (JAX, `--strategy auto`), here on 4 simulated CPU devices, where
+    auto picks every local device (on a TPU runtime: its cores, `--strategy tpu`). Not 8: with 8, ELECTRA's
+    step in a notebook kernel hung in XLA's in-process all-reduce (7 of 8 devices arrived) whenever the 2
+    cores were busy (CI's second test worker, or two CPU hogs by hand); idle, 8 passed."""
     for name, value in dict(TINY, BERTOLOGY_WORK=str(tmp_path), BERTOLOGY_CORPUS=str(default_corpus_paths()[0]),
-                            BERTOLOGY_BACKEND="jax", XLA_FLAGS=xla_flags(8)).items():
+                            BERTOLOGY_BACKEND="jax", XLA_FLAGS=xla_flags(4)).items():
         monkeypatch.setenv(name, value)
     _execute("pretrain.ipynb", tmp_path)
     metrics = json.loads((tmp_path / "runs" / "electra-electra-tiny" / "metrics.json").read_text())
-    assert (metrics["backend"], metrics["strategy"], metrics["devices"]) == ("jax", "mirrored", 8)
+    assert (metrics["backend"], metrics["strategy"], metrics["devices"]) == ("jax", "mirrored", 4)
     assert (tmp_path / "savedmodels" / "electra-electra-tiny" / "saved_model.pb").is_file()
