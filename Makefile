@@ -39,7 +39,7 @@ run: $(RUNTIME)
 # module fixtures are built once, the longest files first (tests/conftest.py). Then the model code on
 # the JAX backend: every family's parity with transformers at 1e-5, the real MiniLM weights and the
 # pretrainers (test_layers.py passes there too).
-JAX_TESTS := tests/test_hf_parity.py tests/test_minilm_parity.py tests/test_pretrainer.py tests/test_dropout.py \
+JAX_TESTS := tests/test_hf_parity.py tests/test_large_batch.py tests/test_minilm_parity.py tests/test_pretrainer.py tests/test_dropout.py \
 	tests/test_attention_streams.py tests/test_ranked_precision.py \
 	tests/test_gpt.py::test_converted_gpt2_matches_transformers_on_both_padding_sides \
 	tests/test_remat.py::test_a_recomputed_step_has_the_plain_steps_gradients[bert] \

@@ -65,8 +65,8 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser():
     from keras_bertology.models import FAMILIES
-    from keras_bertology.training.options import (MIN_WINDOWS, PRECISIONS, SCHEDULES, STRATEGIES, XLA_CHOICES,
-                                                  PretrainOptions)
+    from keras_bertology.training.options import (MIN_WINDOWS, OPTIMIZERS, PRECISIONS, SCHEDULES, STRATEGIES,
+                                                   XLA_CHOICES, PretrainOptions)
 
     defaults = PretrainOptions()
     parser = _Parser(prog="bertology", description=__doc__.split("\n\n")[0])
@@ -97,12 +97,31 @@ def build_parser():
                           help="start from the weights and vocabulary of a finished run of the same family, with "
                                "this run's sequence length, data, schedule and shape-keeping family options (a "
                                "second phase, such as ModernBERT's context extension); the optimizer starts afresh")
+    pretrain.add_argument("--optimizer", choices=OPTIMIZERS,
+                          help="Keras's adamw (the default), lamb (ALBERT's default), lion or adafactor, each with "
+                               "the layer-wise decay, no weight decay on norms and biases, and global-norm clipping "
+                               "at 1; without --learning-rate another than the family's own takes the family's rate "
+                               "scaled for it (lamb, adafactor: x10; lion: /3)")
+    _number(pretrain, "--accumulate", ranges.ACCUMULATE,
+            "micro-batches per update: each step holds --batch-size / N sequences and the optimizer applies their "
+            "averaged gradient every N steps (--batch-size and --steps count updates)", default=defaults.accumulate,
+            metavar="N")
     pretrain.add_argument("--schedule", choices=SCHEDULES,
-                          help="learning-rate schedule after the 10%% warmup: linear (decays to 0 over the run; "
-                               "the default) or wsd (warmup-stable-decay: the peak, then 1 - sqrt decay over the "
-                               "last --decay-share of the steps; ModernBERT's default)")
+                          help="learning-rate schedule after the warmup: linear (decays to 0 over the run; "
+                               "the default), polynomial (decays to 0 as (1 - progress)^--decay-power), cosine "
+                               "(half a cosine to 0), or wsd (warmup-stable-decay: the peak, then 1 - sqrt decay "
+                               "over the last --decay-share of the steps; ModernBERT's default)")
+    _number(pretrain, "--warmup-steps", ranges.WARMUP_STEPS,
+            "updates the rate rises over, from 0 to its peak (default: 10%% of --steps)",
+            default=defaults.warmup_steps)
     _number(pretrain, "--decay-share", ranges.DECAY_SHARE, "the share of the steps a wsd schedule decays over",
             default=defaults.decay_share)
+    _number(pretrain, "--decay-power", ranges.DECAY_POWER, "the power of a polynomial schedule's decay",
+            default=defaults.decay_power)
+    _number(pretrain, "--eval-every", ranges.EVAL_EVERY,
+            "score every objective on held-out instances (built from documents kept out of training, masked "
+            "the same way each time) every K updates and at the end; metrics.json's `eval`, TensorBoard and "
+            "the loss plot show them", default=defaults.eval_every, metavar="K")
     _number(pretrain, "--log-every", ranges.LOG_EVERY,
             f"at most this many steps per logged window (fewer when needed for {MIN_WINDOWS} windows); --steps "
             "is rounded up to whole windows", default=defaults.log_every)

@@ -123,6 +123,15 @@ LAYER_DECAY = Range(float, 0, 1, open=("low",))
 DECAY_SHARE = Range(float, 0, 1, open=("low",))
 # Share of the steps spent warming up: all of them would leave no step at the peak rate.
 WARMUP = Range(float, 0, 1, open=("high",))
+# Warm-up updates of pretraining: none starts at the peak; at most the run's --steps (checked with it).
+WARMUP_STEPS = Range(int, 0, STEPS.high)
+# A polynomial schedule's power: 1 is linear; 0 would hold the peak, and past 10 the rate is all but gone
+# after a tenth of the decay.
+DECAY_POWER = Range(float, 0, 10, open=("low",))
+# Micro-batches per update: 8192 reaches RoBERTa's 8K batch from batches of one sequence.
+ACCUMULATE = Range(int, 1, 2**13)
+# Updates between held-out evaluations: at most a run's --steps (checked with it).
+EVAL_EVERY = Range(int, 1, STEPS.high)
 # Fine-tuning epochs: recipes use 2 to 10; 10000 still allows overfitting studies of tiny data.
 EPOCHS = Range(int, 1, 10**4)
 # Examples kept per split: more than any labeled data set holds.

@@ -31,7 +31,8 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 from keras_bertology.data.pipeline import make_dataset
 from keras_bertology.models.registry import get_family
 from keras_bertology.training.distributed_fit import fit
-from keras_bertology.training.optimization import bert_adamw
+from keras_bertology.training.model_batches import micro_batches
+from keras_bertology.training.optimization import make_optimizer
 from keras_bertology.training.checkpoints import RunCheckpoints
 from keras_bertology.training.strategy import make_strategy
 
@@ -53,9 +54,9 @@ def instances(replicas):
     return {"token_ids": ids, "segment_ids": np.zeros((64, 16), "int32"),
             "nsp_labels": rng.integers(0, 2, 64).astype("int32")}
 
-# (replicas, losses, trainable weights) after STEPS steps; with `stop_at`, the run is checkpointed there
-# and goes on from the checkpoint, reloaded as a resumed run does.
-def train(strategy_name, stop_at=None, checkpoints=None):
+# (replicas, losses, trainable weights) after STEPS steps (updates, of `accumulate` micro-batches each); with
+# `stop_at`, the run is checkpointed there and goes on from the checkpoint, reloaded as a resumed run does.
+def train(strategy_name, stop_at=None, checkpoints=None, accumulate=1):
     global rng
     rng = np.random.default_rng(0)
     strategy = make_strategy(strategy_name)
@@ -65,7 +66,7 @@ def train(strategy_name, stop_at=None, checkpoints=None):
         dropouts = {"dropout": 0.0} if family.stream_batches else {"dropout": 0.0, "attention_dropout": 0.0}
         backbone = family.backbone_cls(**family.backbone_config(preset, vocab_size=200, **dropouts))
         model = family.build_pretrainer(backbone, options, preset, GLOBAL_BATCH // replicas)
-        model.compile(optimizer=bert_adamw(1e-3, STEPS))
+        model.compile(optimizer=make_optimizer("adamw", 1e-3, STEPS, accumulate=accumulate))
     masker = family.build_masker(tokenizer, 3, options=options, replicas=replicas)
     rows = instances(replicas)
     losses = []
@@ -78,15 +79,19 @@ def train(strategy_name, stop_at=None, checkpoints=None):
                 model = checkpoints.load_model()[0]
         data = make_dataset(rows, GLOBAL_BATCH, masker=masker, seed=1, shuffle=not family.stream_batches,
                             start_step=start).map(model.split_features)
-        fit(model, data, strategy, global_batch=GLOBAL_BATCH, epochs=stop, initial_step=start, steps_per_epoch=1,
-            callbacks=[record], verbose=0)
+        fit(model, micro_batches(data, GLOBAL_BATCH, accumulate), strategy, global_batch=GLOBAL_BATCH // accumulate,
+            epochs=stop, initial_step=start * accumulate, steps_per_epoch=accumulate, callbacks=[record], verbose=0)
         start = stop
     return replicas, losses, [np.asarray(v) for v in model.trainable_weights]
 
 def gap(a, b):
     return max(float(np.abs(x - y).max()) for x, y in zip(a[2], b[2]))
 
-single, mirrored = train("default"), train("mirrored")
+single = train("default")
+if sys.argv[4] == "accumulate":  # updates of two micro-batches of 8, each shared by the two replicas, resumed
+    mirrored = train("mirrored", 3, RunCheckpoints(sys.argv[3]), accumulate=2)  # at step 3 from a checkpoint
+else:  # (one mirrored strategy per process: another's collectives would take the same instance keys)
+    mirrored = train("mirrored")
 assert (single[0], mirrored[0]) == (1, 2), (single[0], mirrored[0])
 report = {"single": single[1], "mirrored": mirrored[1], "weight_gap": gap(single, mirrored)}
 if sys.argv[4] == "resume":  # a memory: each replica's own rows must survive a checkpoint
@@ -100,24 +105,25 @@ print(json.dumps(report))
 @pytest.mark.slow
 # XLNet keeps its memory in Transformer-XL's SegmentMemory: its case is `make test-all`'s.
 @pytest.mark.parametrize("name,preset,resume", [
-    ("bert", "bert-tiny", False), pytest.param("xlnet", "xlnet-tiny", False, marks=pytest.mark.extended),
-    ("transformer-xl", "transformer-xl-tiny", True)])
+    ("bert", "bert-tiny", "once"), ("bert", "bert-tiny", "accumulate"),
+    pytest.param("xlnet", "xlnet-tiny", "once", marks=pytest.mark.extended),
+    ("transformer-xl", "transformer-xl-tiny", "resume")])
 def test_mirrored_strategy_on_two_cpus_matches_one_device_with_the_same_global_batch(name, preset, resume,
                                                                                      tmp_path):
-    result = subprocess.run([sys.executable, "-c", MIRRORED, name, preset, str(tmp_path),
-                             "resume" if resume else "once"],
+    result = subprocess.run([sys.executable, "-c", MIRRORED, name, preset, str(tmp_path), resume],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     # The two replicas each sum the gradients of half the batch and all-reduce them: the same numbers
     # added in another order, so float32 rounding (~1e-7 relative per operation) is all that differs.
-    # Over 6 AdamW steps of lr <= 1e-3 that stays below 1e-5 in every weight, while a wrong split (each
+    # Over 6 AdamW steps of lr <= 1e-3 that stays below 1e-5 in every weight (updates of two micro-batches
+    # too: summed over micro-batches and replicas, clipped once), while a wrong split (each
     # replica training on the whole batch, or on the other half's labels; XLNet memory from the other
     # replica's rows) moves weights by ~1e-3.
     np.testing.assert_allclose(report["mirrored"], report["single"], rtol=1e-5)
     assert report["weight_gap"] < 1e-5, report
     assert report["single"][-1] < report["single"][0]  # and it trains
-    if resume:  # checkpointed at step 3 with each replica's memory, reloaded: the same run
+    if resume == "resume":  # checkpointed at step 3 with each replica's memory, reloaded: the same run
         assert report["resumed_gap"] == 0.0, report
 
 

@@ -157,8 +157,8 @@ DIVERGING_CLI = """
 import sys
 from keras_bertology.cli import main
 from keras_bertology.training import pretrain
-adamw = pretrain.bert_adamw
-pretrain.bert_adamw = lambda rate, *args, **kwargs: adamw(rate * 1e29, *args, **kwargs)
+make = pretrain.make_optimizer
+pretrain.make_optimizer = lambda kind, rate, *args, **kwargs: make(kind, rate * 1e29, *args, **kwargs)
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -416,19 +416,23 @@ def test_a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one_in_its_prec
     assert {layer.dtype_policy.name for layer in checkpoints.load_model()[0]._flatten_layers()} == {precision}
 
 
+@pytest.mark.parametrize("accumulate", [1, 2])
 def test_a_stop_requested_inside_a_window_ends_it_at_the_next_step_and_resume_goes_on_exactly(
-        tmp_path, monkeypatch):
+        tmp_path, monkeypatch, accumulate):
     """SIGTERM's stop arrives during step 7 of windows of 4: the run ends after step 7 with its checkpoint,
     and --resume trains the rest of that window, then whole windows: the weights, the logged windows and
-    the loss (weighted over the two parts of the cut window) of an uninterrupted run."""
-    settings = dict(steps=40, log_every=4, batch_size=4)
+    the loss (weighted over the two parts of the cut window) of an uninterrupted run. With --accumulate 2
+    the stop arrives after the first micro-batch of step 7, and waits for its second, which applies the
+    update: a checkpoint between the two would lose the first's gradient."""
+    settings = dict(steps=40, log_every=4, batch_size=4, accumulate=accumulate)
     reference = pretrain(_options(tmp_path / "reference", **settings))
     keras.backend.clear_session()
     stop_during = 7
     batch_end = StopAtCheckpointOnSignal.on_train_batch_end
 
     def signal_during_step(callback, batch, logs=None):
-        if callback.history.step + batch + 1 == stop_during:  # what the CLI's SIGTERM handler does
+        # What the CLI's SIGTERM handler does, after micro-batch `batch` (Keras counts micro-batches).
+        if callback.history.step * accumulate + batch + 1 == (stop_during - 1) * accumulate + 1:
             assert StopAtCheckpointOnSignal.request(signal.SIGTERM)
         batch_end(callback, batch, logs)
 

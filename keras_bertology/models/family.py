@@ -127,9 +127,10 @@ class ModelFamily:
             `masker(batch, seed=[2] ints)` and drawing every random number from the seed.
         options: the family's own settings (`FamilyOption`s), passed by keyword
             to the builders that declare them: masker, instances, pretrainer.
-        learning_rate: peak learning rate when --learning-rate is not given.
+        learning_rate: peak learning rate of `optimizer` when --learning-rate is not given.
         schedule: the learning-rate schedule when --schedule is not given ("linear", BERT's; "wsd",
             warmup-stable-decay, ModernBERT's).
+        optimizer: the optimizer when --optimizer is not given, its original's ("adamw"; ALBERT's "lamb").
         finetune_learning_rate: `bertology finetune`'s peak learning rate when
             --learning-rate is not given (BERT's 5e-5; higher where the task
             head has more to learn, ELMo's).
@@ -218,6 +219,7 @@ class ModelFamily:
     prediction_share: float = 0.15625
     learning_rate: float = 1e-3
     schedule: str = "linear"
+    optimizer: str = "adamw"
     finetune_learning_rate: float = 5e-5
     stream_batches: bool = False
     masks_tokens: bool = True

@@ -202,16 +202,17 @@ class TwoStageSchedule(keras.callbacks.Callback):
     """ELECTRA's two-stage variant: before `switch_step` only the generator trains; at it the
     discriminator takes the generator's weights; after it only the discriminator trains.
 
-    The stage follows the optimizer's step count, read when training begins
-    (a resumed run continues in its stage) and then counted here: on JAX the
-    weights live in the trainer's state between steps, and reading them each
-    step would copy that state back every time.
+    The stage follows the optimizer's count of updates, read when training
+    begins (a resumed run continues in its stage) and then counted here (an
+    update every `gradient_accumulation_steps` batches): on JAX the weights
+    live in the trainer's state between steps, and reading them each step
+    would copy that state back every time.
 
     The optimizer is built for both stages' weights, so that a checkpoint
     holds one state for the whole run; each step updates only the weights
     that train. On JAX that takes an optimizer that can update a part of the
     weights it was built for (`updates_a_part`, as
-    `keras_bertology.training.optimization.LayerwiseAdamW`): Keras's JAX
+    the optimizers of `keras_bertology.training.optimization`): Keras's JAX
     trainer hands an optimizer only the weights that train.
     """
 
@@ -225,15 +226,18 @@ class TwoStageSchedule(keras.callbacks.Callback):
         if keras.config.backend() == "jax" and not getattr(model.optimizer, "updates_a_part", False):
             raise ValueError(
                 f"the two-stage variant trains on JAX with an optimizer that updates a part of the weights it was "
-                f"built for (keras_bertology.training.optimization.LayerwiseAdamW, as bertology pretrain uses); "
+                f"built for (those of keras_bertology.training.optimization, as bertology pretrain uses); "
                 f"{type(model.optimizer).__name__} updates all of them, and each stage trains a part")
         if not model.optimizer.built:  # slots for both stages' variables, whichever trains first
             model.set_stage(None)
             model.optimizer.build(model.trainable_variables)
         self.step = int(model.optimizer.iterations.numpy())
+        self._batches = model.optimizer.gradient_accumulation_steps or 1
         self._enter(2 if self.step >= self.switch_step else 1)
 
     def on_train_batch_end(self, batch, logs=None):
+        if (batch + 1) % self._batches:  # an update applies after the last micro-batch only
+            return
         self.step += 1
         if self.step == self.switch_step:
             model = self.model  # on JAX, reading it brings the trainer's state back into the weights

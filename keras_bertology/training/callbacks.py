@@ -6,6 +6,7 @@ import time
 import keras
 
 from keras_bertology.errors import TrainingError
+from keras_bertology.training.report import HELD_OUT_PREFIX
 
 # What a stopped pretraining run should try instead.
 RESTART_ADVICE = "Start a new run (another --out) with a lower --learning-rate, or in --precision float32"
@@ -20,12 +21,15 @@ class MetricHistory(keras.callbacks.Callback):
     A window cut short by a signal is recorded at the step it reached; the
     resumed run's rest of it is merged into that record (metrics weighted by
     steps), so a stopped and resumed run logs the windows of an uninterrupted one.
+    Steps count updates of `batch_size` rows, each made of `accumulate` of
+    Keras's steps (micro-batches).
     """
 
-    def __init__(self, steps_per_window, batch_size, records=None):
+    def __init__(self, steps_per_window, batch_size, records=None, accumulate=1):
         super().__init__()
         self.steps_per_window = steps_per_window
         self.batch_size = batch_size
+        self.accumulate = accumulate
         self.records = list(records or [])
         self.step = self.records[-1]["step"] if self.records else 0
         self.ended = None  # (epoch, step) of the last window recorded
@@ -35,7 +39,7 @@ class MetricHistory(keras.callbacks.Callback):
         self._started, self._steps = time.perf_counter(), 0
 
     def on_train_batch_end(self, batch, logs=None):
-        self._steps = batch + 1
+        self._steps = (batch + 1) // self.accumulate
 
     def on_epoch_end(self, epoch, logs=None):
         seconds = time.perf_counter() - self._started
@@ -54,7 +58,9 @@ def _merged(first, first_steps, rest, rest_steps, batch_size):
     """One window's record from its two parts (metrics weighted by steps; throughput over both)."""
     merged = {"step": rest["step"]}
     for name, value in rest.items():
-        if name not in ("step", "samples_per_second") and name in first:
+        if name.startswith(HELD_OUT_PREFIX):  # an evaluation at the window's end
+            merged[name] = value
+        elif name not in ("step", "samples_per_second") and name in first:
             merged[name] = (first[name] * first_steps + value * rest_steps) / (first_steps + rest_steps)
     seconds = sum(steps * batch_size / part["samples_per_second"]
                   for part, steps in ((first, first_steps), (rest, rest_steps)))
@@ -123,7 +129,8 @@ class StopAtCheckpointOnSignal(keras.callbacks.Callback):
         type(self).deferring = None
 
     def on_train_batch_end(self, batch, logs=None):
-        if type(self).requested is not None:
+        # After a whole update: a checkpoint between micro-batches would lose those already summed.
+        if type(self).requested is not None and (batch + 1) % self.history.accumulate == 0:
             self.model.stop_training = True  # the fit loop ends the window after this step
 
     def on_epoch_end(self, epoch, logs=None):

@@ -18,24 +18,26 @@ import keras
 import tensorflow as tf
 
 from keras_bertology.errors import ConfigError, TrainingError
-from keras_bertology.training.keras_distribution import KerasDistribution, own_rows
+from keras_bertology.training.keras_distribution import KerasDistribution, batch_flags, own_rows
 
 
-def replica_batch_size(global_batch, strategy):
-    """The batch of one replica: the global batch shared evenly by the strategy's replicas (on JAX the
-    whole global batch, which its devices and processes must share evenly)."""
+def replica_batch_size(global_batch, strategy, accumulate=1):
+    """The batch of one replica: the global batch (of one step: with gradients accumulated over
+    `accumulate` steps, a micro-batch) shared evenly by the strategy's replicas (on JAX the whole global
+    batch, which its devices and processes must share evenly)."""
     if isinstance(strategy, KerasDistribution):
-        strategy.check_batch(global_batch)
+        strategy.check_batch(global_batch, accumulate)
         return global_batch
     replicas = strategy.num_replicas_in_sync
     if global_batch % replicas:
-        raise ConfigError(f"--batch-size {global_batch} (the global batch) must be a multiple of the "
-                          f"{replicas} replicas, which share each batch evenly")
+        raise ConfigError(f"{batch_flags(global_batch, accumulate)} must be a multiple of the {replicas} "
+                          "replicas, which share each batch evenly")
     return global_batch // replicas
 
 
+
 def fit(model, dataset, strategy, *, global_batch, epochs, initial_step, steps_per_epoch, callbacks,
-        verbose, worker_dataset=None):
+        verbose, worker_dataset=None, validation=None):
     """Train `model` on `dataset` (global batches, endless, starting at step `initial_step`) up to the end
     of epoch `epochs` - 1.
 
@@ -44,33 +46,43 @@ def fit(model, dataset, strategy, *, global_batch, epochs, initial_step, steps_p
     run's do. `worker_dataset`, when given, is `InputContext -> dataset` of that input
     pipeline's own share of each global batch (global_batch / pipelines rows,
     read from its own files): multi-worker runs then use it instead of
-    building every global batch on every worker.
+    building every global batch on every worker. `validation`, when given, is (dataset of global batches,
+    its number of batches, the 1-based epochs at whose end Keras evaluates it).
     """
+    if validation is not None and isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        raise ConfigError("--eval-every does not run under TensorFlow's multi-worker strategy yet; evaluate the "
+                          "run's checkpoints afterwards, or train it on --backend jax")
     first_epoch, done_in_window = divmod(initial_step, steps_per_epoch)
     if done_in_window:
         rest = steps_per_epoch - done_in_window
         _fit_epochs(model, dataset.take(rest), strategy, global_batch, first_epoch + 1, first_epoch, rest,
-                    callbacks, verbose, worker_dataset and (lambda context: worker_dataset(context).take(rest)))
+                    callbacks, verbose, worker_dataset and (lambda context: worker_dataset(context).take(rest)),
+                    validation)
         if model.stop_training or first_epoch + 1 == epochs:
             return
         dataset, first_epoch = dataset.skip(rest), first_epoch + 1
         worker_dataset = worker_dataset and (lambda context, given=worker_dataset: given(context).skip(rest))
     _fit_epochs(model, dataset, strategy, global_batch, epochs, first_epoch, steps_per_epoch, callbacks, verbose,
-                worker_dataset)
+                worker_dataset, validation)
 
 
 def _fit_epochs(model, dataset, strategy, global_batch, epochs, initial_epoch, steps_per_epoch, callbacks,
-                verbose, worker_dataset):
+                verbose, worker_dataset, validation=None):
+    held_out, batches, evaluated = validation or (None, None, None)
     if isinstance(strategy, KerasDistribution):  # keras.distribution spreads each process's rows
+        if held_out is not None:
+            held_out = strategy.process_batches(held_out, global_batch)
         with strategy.peers_watched():
             model.fit(strategy.process_batches(dataset, global_batch, worker_dataset), epochs=epochs,
                       initial_epoch=initial_epoch, steps_per_epoch=steps_per_epoch, callbacks=callbacks,
-                      shuffle=False, verbose=verbose)
+                      shuffle=False, verbose=verbose, validation_data=held_out, validation_steps=batches,
+                      validation_freq=evaluated)
         return
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         build_before_tracing(model, dataset)
         model.fit(dataset, epochs=epochs, initial_epoch=initial_epoch, steps_per_epoch=steps_per_epoch,
-                  callbacks=callbacks, shuffle=False, verbose=verbose)
+                  callbacks=callbacks, shuffle=False, verbose=verbose, validation_data=held_out,
+                  validation_steps=batches, validation_freq=evaluated)
         return
     _fit_on_replicas(model, dataset, strategy, global_batch, epochs, initial_epoch, steps_per_epoch,
                      callbacks, verbose, worker_dataset)

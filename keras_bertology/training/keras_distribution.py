@@ -205,11 +205,11 @@ class KerasDistribution:
     def scope(self):
         return contextlib.nullcontext()  # the distribution is set for the whole run
 
-    def check_batch(self, global_batch):
-        """A global batch that the data-parallel devices and the processes share evenly."""
+    def check_batch(self, global_batch, accumulate=1):
+        """A global batch (of one step) that the data-parallel devices and the processes share evenly."""
         for count, what in ((self.devices, "data-parallel devices"), (self.process_count, "processes")):
             if global_batch % count:
-                raise ConfigError(f"--batch-size {global_batch} (the global batch) must be a multiple of the "
+                raise ConfigError(f"{batch_flags(global_batch, accumulate)} must be a multiple of the "
                                   f"{count} {what}, which share each batch evenly")
 
     def process_batches(self, dataset, global_batch, own_dataset=None):
@@ -237,6 +237,14 @@ def outside_distribution():
         yield
     finally:
         keras.distribution.set_distribution(current)
+
+
+def batch_flags(global_batch, accumulate):
+    """The flags that make a step's global batch, for messages."""
+    if accumulate == 1:
+        return f"--batch-size {global_batch} (the global batch)"
+    return (f"the micro-batch of {global_batch} (--batch-size {global_batch * accumulate} / --accumulate "
+            f"{accumulate})")
 
 
 def own_rows(dataset, global_batch, pipeline, pipelines):

@@ -14,3 +14,12 @@ TF_OPS = types.SimpleNamespace(cast=tf.cast, mean=tf.reduce_mean, divide_no_nan=
 def model_batches(dataset, pretrainer):
     """`dataset` of feature dicts mapped to the pretrainer's inputs, labels and weights."""
     return dataset.map(do_not_convert(lambda features: pretrainer.split_features(features, TF_OPS)))
+
+
+def micro_batches(dataset, batch_size, accumulate):
+    """Each batch of `batch_size` rows as `accumulate` micro-batches of its rows in order, which the
+    optimizer's gradient accumulation turns back into one update. The weights that `split_features`
+    normalised over the whole batch stay so: the micro-batches' averaged gradients are the batch's."""
+    if accumulate == 1:
+        return dataset
+    return dataset.rebatch(batch_size // accumulate, drop_remainder=True)

@@ -11,12 +11,12 @@ import os
 from keras_bertology import flag_ranges as ranges
 from keras_bertology.errors import ConfigError
 from keras_bertology.models.registry import DEFAULT_MODEL, check_preset, default_preset, get_family
+from keras_bertology.training.optimizer_names import OPTIMIZERS, RATE_FACTORS, SCHEDULES  # noqa: F401  (re-exported)
 
 PRECISIONS = ("auto", "float32", "mixed_bfloat16")
 XLA_CHOICES = ("auto", "on", "off")
 MASKINGS = ("static", "dynamic")
 PACKINGS = ("full-sentences", "doc-sentences", "unpadded")
-SCHEDULES = ("linear", "wsd")  # training.optimization.learning_rate_schedule
 STRATEGIES = ("auto", "default", "mirrored", "multiworker", "tpu")
 
 # A run logs at least this many windows when it has the steps for them, so
@@ -33,7 +33,8 @@ _RANGES = {"steps": ranges.STEPS, "batch_size": ranges.BATCH_SIZE, "seq_len": ra
            "vocab_size": ranges.VOCAB_SIZE, "dupe_factor": ranges.DUPE_FACTOR, "log_every": ranges.LOG_EVERY,
            "max_predictions": ranges.MAX_PREDICTIONS, "learning_rate": ranges.LEARNING_RATE,
            "layer_decay": ranges.LAYER_DECAY, "seed": ranges.SEED, "decay_share": ranges.DECAY_SHARE,
-           "model_parallel": ranges.MODEL_PARALLEL}
+           "model_parallel": ranges.MODEL_PARALLEL, "warmup_steps": ranges.WARMUP_STEPS,
+           "decay_power": ranges.DECAY_POWER, "accumulate": ranges.ACCUMULATE, "eval_every": ranges.EVAL_EVERY}
 _SPECIAL_POSITIONS = 3  # [CLS] and up to two [SEP]s are never masked
 
 
@@ -69,6 +70,11 @@ class PretrainOptions:
     layer_decay: float = 1.0  # ELECTRA's layer-wise learning-rate decay (0.8); 1 turns it off
     schedule: str | None = None  # None: the family's ("linear"; ModernBERT's "wsd"), see training.optimization
     decay_share: float = 0.1  # the share of the steps a "wsd" schedule decays over
+    warmup_steps: int | None = None  # None: 10% of the steps
+    decay_power: float = 1.0  # a "polynomial" schedule's power
+    optimizer: str | None = None  # None: the family's ("adamw"; ALBERT's "lamb"), see training.optimization
+    accumulate: int = 1  # micro-batches per update: --batch-size is the update's batch, split in this many
+    eval_every: int | None = None  # updates between held-out evaluations (None: none during training)
     log_every: int = 50
     # auto: mixed_bfloat16 where the processor has native bf16, else float32; BERTOLOGY_PRECISION sets the default
     precision: str = dataclasses.field(default_factory=lambda: os.environ.get("BERTOLOGY_PRECISION", "auto"))
@@ -95,7 +101,9 @@ class PretrainOptions:
         check_preset(family, self.preset)
         if self.no_export and self.export:
             raise ConfigError("--export and --no-export contradict each other; keep one")
-        ranges.check_options(self, _RANGES, optional=("max_predictions", "learning_rate"))
+        ranges.check_options(self, _RANGES, optional=("max_predictions", "learning_rate", "warmup_steps",
+                                                      "eval_every"))
+        self._check_schedule()
         ranges.check_length_buckets(self.length_buckets, self.seq_len)
         max_positions = family.presets[self.preset]["config"].get("max_positions")  # T5's positions are relative
         if max_positions and self.seq_len > max_positions:
@@ -110,6 +118,7 @@ class PretrainOptions:
         _check_choice("masking", self.masking, MASKINGS, optional=True)
         _check_choice("packing", self.packing, PACKINGS, optional=True)
         _check_choice("schedule", self.schedule, SCHEDULES, optional=True)
+        _check_choice("optimizer", self.optimizer, OPTIMIZERS, optional=True)
         _check_choice("precision", self.precision, PRECISIONS)
         _check_choice("xla", self.xla, XLA_CHOICES)
         _check_choice("strategy", self.strategy, STRATEGIES)
@@ -125,6 +134,10 @@ class PretrainOptions:
                 raise ConfigError(f"--init-from and --model {family.name}'s own context (its teacher) both give the "
                                   "run its vocabulary and sizes: keep one")
             check_source(self.init_from, family)
+        if self.accumulate > 1 and family.stream_batches:
+            raise ConfigError(f"--accumulate does not apply to --model {family.name}: row r of each batch goes on "
+                              "with the text of row r of the batch before (its memory), which micro-batches "
+                              "would tear apart; raise --batch-size instead")
         if not family.masks_tokens:
             self._check_no_masking(family)
         self._check_units(family)
@@ -139,6 +152,17 @@ class PretrainOptions:
                 raise ConfigError(f"snapshot step {step!r} is not the end of a logged window of this run "
                                   f"(every {window} steps, up to {self.windows * window})")
         return family
+
+    def _check_schedule(self):
+        for flag, value in (("--warmup-steps", self.warmup_steps), ("--eval-every", self.eval_every)):
+            if value is not None and value > self.steps:
+                raise ConfigError(f"{flag} {value} is more than the run's --steps {self.steps}")
+        if self.eval_every and self.data:
+            raise ConfigError("--eval-every holds documents of the corpus out of training, and prepared shards "
+                              "(--data) hold none out: give --corpus instead")
+        if self.batch_size % self.accumulate:
+            raise ConfigError(f"--batch-size {self.batch_size} (the batch of one update) must be a multiple of "
+                              f"--accumulate {self.accumulate}, the micro-batches it is split into")
 
     def _check_units(self, family):
         from keras_bertology.data.knowledge_units import UNITS, needs_stage, parse_units
@@ -220,9 +244,18 @@ class PretrainOptions:
         """The schedule's name: --schedule, else the family's."""
         return self.schedule or family.schedule
 
+    def optimizer_name(self, family):
+        """The optimizer's name: --optimizer, else the family's."""
+        return self.optimizer or family.optimizer
+
     def peak_learning_rate(self, family):
-        """--learning-rate, or the family's default."""
-        return self.learning_rate if self.learning_rate is not None else family.learning_rate
+        """--learning-rate, or the family's default (for the family's optimizer; for another, scaled by
+        the ratio of their `optimizer_names.RATE_FACTORS`)."""
+        if self.learning_rate is not None:
+            return self.learning_rate
+        optimizer = self.optimizer_name(family)
+        factor = RATE_FACTORS[optimizer] / RATE_FACTORS[family.optimizer]
+        return family.learning_rate * factor
 
     def prediction_slots(self, family):
         """--max-predictions, or the family's rule for --seq-len; None for a causal LM (it predicts every
@@ -233,8 +266,14 @@ class PretrainOptions:
 
     @property
     def steps_per_window(self):
-        """Steps per logged window: at most --log-every, small enough for MIN_WINDOWS windows."""
-        return max(1, min(self.log_every, self.steps // MIN_WINDOWS))
+        """Steps per logged window: at most --log-every, small enough for MIN_WINDOWS windows. With
+        --eval-every K the windows end where evaluations are due: K, or a divisor of K at least half as
+        long as the window would be (else evaluations come at the end of the window K's multiples fall in)."""
+        window = max(1, min(self.log_every, self.steps // MIN_WINDOWS))
+        if not self.eval_every or self.eval_every <= window:
+            return min(window, self.eval_every or window)
+        divisor = max(size for size in range(1, window + 1) if self.eval_every % size == 0)
+        return divisor if 2 * divisor >= window else window
 
     @property
     def windows(self):

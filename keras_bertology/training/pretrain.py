@@ -39,6 +39,8 @@ from keras_bertology.runs import RunModel, load_run_model, save_run_model
 from keras_bertology.training.callbacks import (
     CheckpointEveryWindow, MetricHistory, SnapshotAtSteps, StopAtCheckpointOnSignal, StopOnNonFiniteLoss)
 from keras_bertology.training.checkpoints import RunCheckpoints, weights_digest
+from keras_bertology.training.held_out import (
+    KeepTrainingState, eval_dataset, eval_records, eval_windows, split_off_eval_documents)
 from keras_bertology.training.fill_mask import (
     continuation_examples,
     context_examples,
@@ -47,9 +49,9 @@ from keras_bertology.training.fill_mask import (
     memory_perplexities,
     span_fill_examples,
 )
-from keras_bertology.training.model_batches import model_batches
+from keras_bertology.training.model_batches import micro_batches, model_batches
 from keras_bertology.training.init_from import init_context, load_initial_weights
-from keras_bertology.training.optimization import bert_adamw, layerwise_decay
+from keras_bertology.training.optimization import layerwise_decay, make_optimizer
 from keras_bertology.training.options import PretrainOptions  # noqa: F401  re-exported
 from keras_bertology.training.report import (
     chance_levels,
@@ -123,7 +125,8 @@ class _Source:
 
 def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strategy):
     """Every worker of a multi-worker run trains; only the chief (`checkpoints.writer`) writes files."""
-    replica_batch = replica_batch_size(options.batch_size, strategy)
+    accumulate = options.accumulate
+    replica_batch = replica_batch_size(options.batch_size // accumulate, strategy, accumulate)
     replicas = strategy.num_replicas_in_sync
     checkpoints.start(options)
     keras.utils.set_random_seed(options.seed)
@@ -144,9 +147,14 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         if "corpus_tokens" in manifest:  # not in the manifests of earlier versions
             _say(options, coverage_line(manifest["reached_tokens"], manifest["corpus_tokens"]))
     else:
-        documents, held_out = hold_out_sentences(source.documents, np.random.default_rng(options.seed))
+        documents, eval_documents = source.documents, []
+        if options.eval_every:
+            documents, eval_documents = split_off_eval_documents(documents, np.random.default_rng(options.seed))
+        documents, held_out = hold_out_sentences(documents, np.random.default_rng(options.seed))
         _say(options, f"corpus: {len(documents)} documents, {sum(map(len, documents))} sentences "
-                      f"({len(held_out)} held out for the fill-in examples)")
+                      f"({len(held_out)} held out for the fill-in examples"
+                      + (f"; {sum(map(len, eval_documents))} sentences of {len(eval_documents)} documents held out "
+                         f"for evaluation every {options.eval_every} steps)" if eval_documents else ")"))
         tokenizer = _tokenizer_for_run(family, documents, checkpoints, options, context)
         marker, marking = _units_for_run(family, options, documents, run_dir, checkpoints), {}
         tokenized = tokenize_documents(documents, tokenizer, marker, marking)
@@ -158,6 +166,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
                       + (f" ({copies} builds of the corpus)" if copies > 1 else ""))
         _say(options, coverage_line(*instance_coverage(family, instances, tokenized, tokenizer, options)))
         del tokenized
+        eval_tokenized = tokenize_documents(eval_documents, tokenizer, marker, {}) if eval_documents else None
 
     steps_per_window, windows = options.steps_per_window, options.windows
     total_steps = windows * steps_per_window
@@ -178,29 +187,38 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
                 shards = shard_dataset(options.data, source.manifest, options.batch_size // pipelines,
                                        seed=options.seed, start_step=done_steps, masker=masker,
                                        pipeline=(context.input_pipeline_id, pipelines))
-                return model_batches(shards, pretrainer)
+                return micro_batches(model_batches(shards, pretrainer), options.batch_size // pipelines, accumulate)
     else:
         dataset = _masked_dataset(family, instances, tokenizer, masking, _data_dir(run_dir, checkpoints),
                                   options, done_steps, replicas)
+    validation = None
+    if options.eval_every:
+        held_out_batches, count = eval_dataset(
+            family, eval_tokenized, tokenizer, options,
+            build_masker(family, tokenizer, options, replicas, corpus_token_counts(family, instances, tokenizer)),
+            pretrainer, options.batch_size // accumulate, replicas)
+        validation = (held_out_batches, count, eval_windows(windows, steps_per_window, options.eval_every))
+        _say(options, f"held-out evaluation: {count} batches of {options.batch_size // accumulate} instances")
     _say(options, f"model: {options.model} {options.preset}, {pretrainer.backbone.count_params():,} encoder parameters, "
                   f"{pretrainer.dtype_policy.name}{', XLA' if pretrainer.jit_compile else ''}, {masking} masking{_units_said(family, options, total_steps)}, {total_steps} steps of batch {options.batch_size} "
                   f"in {windows} logged windows"
                   + (f", resuming after step {done_steps}" if done_steps else ""))
 
-    history = MetricHistory(steps_per_window, options.batch_size, checkpoints.load_history())
+    history = MetricHistory(steps_per_window, options.batch_size, checkpoints.load_history(), accumulate)
     started = time.perf_counter()
     writes = [CheckpointEveryWindow(checkpoints, history),
               keras.callbacks.TensorBoard(str(run_dir / "logs"), update_freq="epoch"),
               _snapshots(options, run_dir, pretrainer, tokenizer, history),
               StopAtCheckpointOnSignal(history)] if checkpoints.writer else []
-    fit(pretrainer, model_batches(dataset, pretrainer), strategy,
-        global_batch=options.batch_size,
+    # Keras counts micro-batches: `accumulate` of them make each update that the run's steps count.
+    fit(pretrainer, micro_batches(model_batches(dataset, pretrainer), options.batch_size, accumulate), strategy,
+        global_batch=options.batch_size // accumulate,
         epochs=windows,
-        initial_step=done_steps,
-        steps_per_epoch=steps_per_window,
+        initial_step=done_steps * accumulate,
+        steps_per_epoch=steps_per_window * accumulate,
         callbacks=[StopOnNonFiniteLoss(steps_per_window, checkpoints), history, *writes,
-                   *pretrainer.training_callbacks()],
-        verbose=options.verbose, worker_dataset=worker_dataset)
+                   *pretrainer.training_callbacks(), *([KeepTrainingState()] if validation else [])],
+        verbose=options.verbose, worker_dataset=worker_dataset, validation=validation)
     train_seconds = time.perf_counter() - started
     split = strategy.split_weights(pretrainer) if isinstance(strategy, KerasDistribution) else 0
     if not checkpoints.writer:  # another worker of the cluster: the chief saves and exports
@@ -228,6 +246,8 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
     for name, levels in chance.items():
         metrics["objectives"][name]["chance"] = levels
     metrics.update(context.record, **units_record)
+    if options.eval_every:
+        metrics["eval"] = eval_records(history.records, pretrainer.declared_objectives)
     metrics.update(masking=masking, instances=family.instance_kind(options.packing),
                    family_options=family.option_values(options.family_options),
                    windows=len(history.records), steps_per_window=steps_per_window,
@@ -359,9 +379,10 @@ def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options, pr
         load_initial_weights(pretrainer, context.initial_weights)
         _say(options, f"weights: from {context.initial_weights}")
     multipliers = layerwise_decay(backbone, options.layer_decay) if options.layer_decay < 1 else None
-    pretrainer.compile(optimizer=bert_adamw(options.peak_learning_rate(family), total_steps, lr_multipliers=multipliers,
-                                            schedule=options.learning_rate_schedule(family),
-                                            decay_share=options.decay_share))
+    pretrainer.compile(optimizer=make_optimizer(
+        options.optimizer_name(family), options.peak_learning_rate(family), total_steps,
+        options.learning_rate_schedule(family), warmup_steps=options.warmup_steps, decay_share=options.decay_share,
+        power=options.decay_power, lr_multipliers=multipliers, accumulate=options.accumulate))
     return pretrainer, 0
 
 
@@ -427,6 +448,8 @@ def _metrics(family, options, pretrainer, records, total_steps, train_seconds, e
         "max_predictions": options.prediction_slots(family),
         "learning_rate": options.peak_learning_rate(family),
         "schedule": options.learning_rate_schedule(family),
+        "optimizer": options.optimizer_name(family),
+        "accumulate": options.accumulate,
         "precision": pretrainer.dtype_policy.name,
         "backend": keras.config.backend(),
         "strategy": strategy_name(strategy),

@@ -13,6 +13,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from keras_bertology import __version__  # noqa: E402
 from keras_bertology.atomic import atomic_file  # noqa: E402
 
+HELD_OUT_PREFIX = "val_"  # what Keras' validation (the held-out evaluation, --eval-every) reports
+
 
 def objective_summary(records, objectives):
     """Per objective, every metric it reports (loss, accuracy, ...) in the first and the last window."""
@@ -87,6 +89,7 @@ def summary_text(metrics, run_dir):
     for label, summary, metric in rows:
         lines.append(f"{label:<{width}}{summary['first'][metric]:>13.3f} -> {summary['last'][metric]:<12.3f} "
                      + _chance_words(summary.get("chance", {}), metric))
+    lines += _held_out_lines(metrics)
     if metrics.get("fill_mask"):
         lines.append(f"what the model learned: top-{len(metrics['fill_mask'][0]['top'])} fill-ins for one "
                      "masked word in lines held out of training")
@@ -127,6 +130,25 @@ def summary_text(metrics, run_dir):
     return "\n".join(lines)
 
 
+def _held_out_lines(metrics):
+    """The held-out evaluations (`--eval-every`): each objective's first and last score, and its perplexity
+    against the unigram level."""
+    evaluations = metrics.get("eval")
+    if not evaluations:
+        return []
+    first, last = evaluations[0], evaluations[-1]
+    lines = [f"held out of training ({len(evaluations)} evaluations, steps {first['step']} -> {last['step']}):"]
+    for name, score in last["objectives"].items():
+        start = first["objectives"][name]
+        words = [f"{metric} {start[metric]:.3f} -> {score[metric]:.3f}" for metric in ("loss", "accuracy")
+                 if metric in score and metric in start]
+        if "perplexity" in score:
+            level = metrics["objectives"][name].get("chance", {}).get("perplexity")
+            words.append(f"perplexity {score['perplexity']:.1f}" + (f" (unigram level {level:.1f})" if level else ""))
+        lines.append(f"  {name}: " + ", ".join(words))
+    return lines
+
+
 def _chance_words(chance, metric):
     if metric not in chance:
         return ""
@@ -145,17 +167,24 @@ def write_metrics(path, payload):
 
 
 def plot_training_curves(records, objectives, path, title):
-    """One panel of losses and one of accuracies, per logged window."""
-    steps = [record["step"] for record in records]
+    """One panel of losses and one of accuracies, per logged window; held-out evaluations (records with
+    `val_` metrics) as dashed lines of the same colour beside the training ones."""
     figure, (loss_axis, accuracy_axis) = plt.subplots(1, 2, figsize=(11, 4))
+    evaluated = [record for record in records if f"{HELD_OUT_PREFIX}loss" in record]
     for name in objectives:
-        loss_axis.plot(steps, [r.get(f"{name}_loss") for r in records], marker=".", label=f"{name} loss")
-        for metric in _window(records[0], name):
+        curves = [(loss_axis, "loss")] + [
+            (accuracy_axis, metric) for metric in _window(records[0], name)
             # Perplexity is exp(loss), not a share: the loss panel shows it.
-            if metric not in ("step", "loss", "perplexity") and records[0].get(f"{name}_{metric}") is not None:
-                accuracy_axis.plot(steps, [r.get(f"{name}_{metric}") for r in records], marker=".",
-                                   label=f"{name} {metric.replace('_', ' ')}")
-    loss_axis.set(xlabel="step", ylabel="cross-entropy", title="training loss")
+            if metric not in ("step", "loss", "perplexity") and records[0].get(f"{name}_{metric}") is not None]
+        for axis, metric in curves:
+            label = f"{name} {metric.replace('_', ' ')}"
+            (line,) = axis.plot([r["step"] for r in records], [r.get(f"{name}_{metric}") for r in records],
+                                marker=".", label=label)
+            held_out = [r.get(f"{HELD_OUT_PREFIX}{name}_{metric}") for r in evaluated]
+            if evaluated and held_out[0] is not None:
+                axis.plot([r["step"] for r in evaluated], held_out, linestyle="--", marker="o", markersize=3,
+                          color=line.get_color(), label=f"{label}, held out")
+    loss_axis.set(xlabel="step", ylabel="cross-entropy", title="loss" + (" (dashed: held out)" if evaluated else ""))
     accuracy_axis.set(xlabel="step", ylabel="share", title="accuracy and other rates", ylim=(0, 1))
     for axis in (loss_axis, accuracy_axis):
         axis.grid(alpha=0.3)
