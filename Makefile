@@ -83,8 +83,9 @@ JAX_TESTS := tests/test_hf_parity.py tests/test_large_batch.py tests/test_minilm
 # CI leaves out the tests marked extended (pytest.ini): the other benchmarks' smokes and the families'
 # repeats of a path it checks on the families whose code on that path differs. `make test-all` runs them too.
 test: $(TESTING)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=30 -m "not extended"
-	KERAS_BACKEND=jax $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 -m "not extended" $(JAX_TESTS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=30 -m "not extended and not alone"
+	KERAS_BACKEND=jax $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 -m "not extended and not alone" $(JAX_TESTS)
+	$(BIN)/python -m pytest -q -p no:xdist --durations=5 -m "alone and not extended"
 
 # The package as users install it (.ci/wheel-check): the wheel alone in a fresh virtualenv runs the main
 # job and a built-in fine-tuning task from a folder outside the checkout.
@@ -92,8 +93,9 @@ check-wheel: $(TESTING)
 	bash .ci/wheel-check
 
 test-all: $(TESTING)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=30
-	KERAS_BACKEND=jax $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 $(JAX_TESTS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=30 -m "not alone"
+	KERAS_BACKEND=jax $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 -m "not alone" $(JAX_TESTS)
+	$(BIN)/python -m pytest -q -p no:xdist --durations=5 -m alone
 
 # The peer suite: every pretraining model against keras-hub and transformers (eager, compiled), CPU.
 benchmark: $(TESTING)
