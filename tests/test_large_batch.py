@@ -77,7 +77,7 @@ def test_the_schedule_is_read_at_the_count_of_updates_while_micro_batches_accumu
     optimizer = make_optimizer("lamb", 1e-2, 10, warmup_steps=4, accumulate=3)
     variable = keras.Variable(np.ones(3, "float32"))
     optimizer.build([variable])
-    for micro_batch in range(7):  # two updates and a third begun
+    for micro_batch in range(8):  # two updates and a third begun
         optimizer.apply([keras.ops.ones(3)], [variable])
     assert int(optimizer.iterations) == 2
     assert float(optimizer.learning_rate) == pytest.approx(float(schedule(2)))
