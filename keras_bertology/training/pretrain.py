@@ -391,9 +391,13 @@ def _default_run_name(options):
 
 
 def _corpus_label(options):
+    """The corpus in a plot's title: its files' names, the first three of them."""
     if options.data:
         return str(options.data)
-    return "the default corpus" if not options.corpus else ", ".join(map(str, options.corpus))
+    if not options.corpus:
+        return "the default corpus"
+    names = [Path(path).name for path in options.corpus]
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _say(options, message):
