@@ -119,7 +119,8 @@ def test_the_schedules_warm_up_then_fall_to_zero_in_their_shapes():
     progress = 0.5  # halfway through the decay
     assert float(WarmupPolynomialDecay(1.0, warmup, steps, 2.0)(60)) == pytest.approx((1 - progress) ** 2)
     assert float(WarmupCosineDecay(1.0, warmup, steps)(60)) == pytest.approx(0.5 * (1 + np.cos(np.pi * progress)))
-    assert learning_rate_schedule("polynomial", 1.0, steps, warmup_steps=0).warmup_steps == 0
+    no_warmup = learning_rate_schedule("polynomial", 1.0, steps, warmup_steps=0, power=2.0)
+    assert float(no_warmup(0)) == 1.0 and float(no_warmup(50)) == pytest.approx(0.25)  # the peak at once
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -21,7 +21,9 @@ class _WarmupThenDecay(keras.optimizers.schedules.LearningRateSchedule):
 
     def __call__(self, step):
         step = keras.ops.cast(step, "float32")
-        warmup = keras.ops.cast(max(self.warmup_steps, 1), "float32")
+        if not self.warmup_steps:  # the first update at the peak
+            return self.peak_learning_rate * self.after_warmup(step)
+        warmup = keras.ops.cast(self.warmup_steps, "float32")
         share = keras.ops.where(step < warmup, step / warmup, self.after_warmup(step))
         return self.peak_learning_rate * share
 
