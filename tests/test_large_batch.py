@@ -16,6 +16,7 @@ from keras_bertology.training.held_out import eval_windows, split_off_eval_docum
 from keras_bertology.training.optimization import (
     OPTIMIZERS, WarmupCosineDecay, WarmupPolynomialDecay, learning_rate_schedule, make_optimizer)
 from keras_bertology.training.model_batches import micro_batches, model_batches
+from keras_bertology.training.optimizer_names import RATE_FACTORS
 from keras_bertology.training.options import PretrainOptions
 
 VOCAB, LENGTH, BATCH = 120, 24, 16
@@ -91,7 +92,9 @@ def test_each_optimizer_trains_both_objectives_of_albert_and_keeps_the_library_a
     family, model = _albert()
     embeddings = [variable.path for variable in model.backbone.trainable_weights if "embedding" in variable.path]
     multipliers = {path: 0.0 for path in embeddings}
-    optimizer = make_optimizer(kind, 1e-2, 24, warmup_steps=0, lr_multipliers=multipliers, weight_decay=0.0)
+    # Each at its default rate's share of AdamW's (LAMB and Adafactor 10x, Lion a third).
+    optimizer = make_optimizer(kind, 3e-3 * RATE_FACTORS[kind], 24, warmup_steps=0, lr_multipliers=multipliers,
+                               weight_decay=0.0)
     model.compile(optimizer=optimizer)
     data = _batches(family, model, 2).cache().repeat()
     before = {variable.path: np.asarray(variable) for variable in model.trainable_weights}
