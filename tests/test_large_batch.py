@@ -210,3 +210,30 @@ def test_albert_with_lamb_accumulating_four_micro_batches_evaluates_held_out_doc
     written = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert written["eval"] == evaluations
     assert any((tmp_path / "run" / "logs" / "validation").iterdir())  # TensorBoard's held-out curves
+
+
+def test_held_out_evaluation_leaves_no_trace_on_training():
+    """ELECTRA draws its replaced tokens from a seed generator, which evaluating advances too: with the
+    generator's state put back after each evaluation (KeepTrainingState), training with evaluations gives
+    the weights of training without them."""
+    from keras_bertology.training.held_out import KeepTrainingState
+
+    family = get_family("electra")
+
+    def trained(evaluate):
+        keras.utils.set_random_seed(0)
+        backbone = family.backbone_cls(**family.backbone_config("electra-tiny", vocab_size=VOCAB, dropout=0.0,
+                                                                attention_dropout=0.0, num_layers=1))
+        model = family.build_pretrainer(backbone, None, "electra-tiny", BATCH)
+        model.compile(optimizer=make_optimizer("adamw", 1e-3, 6))
+        ids = np.random.default_rng(0).integers(5, VOCAB, (2 * BATCH, LENGTH)).astype("int32")
+        ids[:, 0], ids[:, -1] = 2, 3
+        instances = {"token_ids": ids, "segment_ids": np.zeros_like(ids)}
+        data = model_batches(make_dataset(instances, BATCH, masker=family.build_masker(TOKENIZER, 4), seed=3), model)
+        held_out = dict(validation_data=data.take(1).cache(), validation_steps=1, validation_freq=[1, 2],
+                        callbacks=[KeepTrainingState()]) if evaluate else {}
+        model.fit(data, epochs=3, steps_per_epoch=2, verbose=0, **held_out)
+        return [np.asarray(weight) for weight in model.weights]
+
+    for plain, evaluated in zip(trained(False), trained(True)):
+        np.testing.assert_array_equal(plain, evaluated)
