@@ -2,6 +2,7 @@
 decoder's under teacher forcing, for v1.0 and v1.1 layouts, a head width other than d_model / heads, fewer
 buckets and an odd max distance, and T5's exact parameter count."""
 
+import keras
 import numpy as np
 import pytest
 import torch
@@ -248,6 +249,7 @@ def test_decoding_one_position_a_step_gives_the_teacher_forced_logits(layout):
     from keras_bertology.models.t5 import T5Pretrainer
 
     v1_0 = layout == "v1.0"
+    keras.utils.set_random_seed(11)  # the same weights whichever tests ran before in this process
     backbone = T5Backbone(vocab_size=50, num_layers=2, num_heads=2, hidden_size=16, intermediate_size=24,
                           head_dim=12, num_decoder_layers=3, num_buckets=6, max_distance=9, dropout=0.0,
                           activation="relu" if v1_0 else "gelu_approximate", gated_feed_forward=not v1_0)
@@ -259,7 +261,12 @@ def test_decoding_one_position_a_step_gives_the_teacher_forced_logits(layout):
     states = backbone.text_encoder()({"token_ids": ids, "padding_mask": mask})["sequence_output"]
     encoder_heads = pretrainer.start_decoding(states)
     past = [(key[:, :0], value[:, :0]) for key, value in encoder_heads]
+    # Two float32 computations of one function in other orders (a cache grown a key at a time against one
+    # masked attention): their gap grows with the logits' size, 1.5e-7 to 5e-7 of the largest over twelve
+    # seeds on both backends, so the bound is 2e-6 of it (v1.1's untied logits reach about 20, where an
+    # absolute 1e-5 failed on JAX); a wrong position or cached key moves logits by tenths.
+    bound = 2e-6 * np.abs(full).max()
     for step in range(decoder_ids.shape[1]):
         logits, past = pretrainer.decode_step(decoder_ids[:, step:step + 1], step, past, encoder_heads, mask)
-        np.testing.assert_allclose(np.asarray(logits), full[:, step], atol=1e-5, err_msg=f"position {step}")
+        np.testing.assert_allclose(np.asarray(logits), full[:, step], atol=bound, err_msg=f"position {step}")
     assert past[0][0].shape[1] == decoder_ids.shape[1]
