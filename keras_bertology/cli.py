@@ -236,6 +236,7 @@ def _add_study(commands):
     from keras_bertology.data.corpus import CORPUS_FORMATS
     from keras_bertology.study.arms import ARM_NAMES, SCALES
     from keras_bertology.study.options import BACKENDS as STUDY_BACKENDS
+    from keras_bertology.study.options import BATCH_ARM
     from keras_bertology.study.options import StudyOptions
 
     defaults = StudyOptions()
@@ -249,9 +250,9 @@ def _add_study(commands):
                        help="as for pretrain (default: the tasks' own training text, without labels)")
     study.add_argument("--corpus-format", choices=CORPUS_FORMATS, default=defaults.corpus_format)
     study.add_argument("--text-field", default=defaults.text_field)
-    study.add_argument("--arms", nargs="+", choices=ARM_NAMES, default=list(defaults.arms), metavar="ARM",
+    study.add_argument("--arms", nargs="+", choices=ARM_NAMES, metavar="ARM",
                        help=f"the objectives to compare, of {', '.join(ARM_NAMES)} (default: all); the first "
-                            "sets the compute budget")
+                            f"sets the compute budget; with --batch-sizes the one arm studied (default: {BATCH_ARM})")
     study.add_argument("--tasks", nargs="+", default=list(defaults.tasks), metavar="NAME|DATA_DIR",
                        help="fine-tuning tasks, as `finetune --task` takes them")
     _number(study, "--seeds", ranges.STUDY_SEEDS,
@@ -265,6 +266,10 @@ def _add_study(commands):
     study.add_argument("--backend", choices=STUDY_BACKENDS, default=defaults.backend,
                        help="the Keras backend of the pretraining runs (jax: the GPU fast path), each in a worker "
                             "process; FLOPs and fine-tuning are counted and run on tensorflow")
+    study.add_argument("--batch-sizes", nargs="+", type=ranges.BATCH_SIZE.parse, metavar="N",
+                       help="the batch-size axis in place of the objectives: these effective batches (multiples of "
+                            "the scale's, accumulated) at equal samples seen, each at its best peak rate of a grid "
+                            "by held-out perplexity, then fine-tuned (RoBERTa's table; e.g. 32 128 512 at tiny)")
     study.add_argument("--all-tasks", action="store_true",
                        help="fine-tune every arm also on the tasks where pretraining did not beat random "
                             "initialisation (scores without verdicts; by default only the gate's runs go there)")
@@ -397,7 +402,9 @@ def _run_study(args):
     from keras_bertology.study.run import StudyOptions, study
 
     fields = {name: value for name, value in vars(args).items() if name not in ("command", "given")}
-    study(StudyOptions(**dict(fields, arms=tuple(fields["arms"]), tasks=tuple(fields["tasks"]))))
+    study(StudyOptions(**dict(fields, arms=tuple(fields["arms"]) if fields["arms"] else None,
+                              tasks=tuple(fields["tasks"]),
+                              batch_sizes=tuple(fields["batch_sizes"]) if fields["batch_sizes"] else None)))
 
 
 def _run_export(args):

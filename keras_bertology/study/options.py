@@ -10,6 +10,8 @@ from keras_bertology.extras import require_extra
 from keras_bertology.study.arms import ARM_NAMES, ARMS, SCALES
 
 DEFAULT_TASKS = ("bbc-news", "bbc-names")
+# The arm of the batch-size axis: RoBERTa's table is of its recipe (MLM alone, FULL-SENTENCES).
+BATCH_ARM = "roberta"
 BACKENDS = ("tensorflow", "jax")
 # The numeric options and their ranges: those of the CLI's flags.
 _RANGES = {"seeds": ranges.STUDY_SEEDS, "seed": ranges.SEED, "vocab_size": ranges.VOCAB_SIZE,
@@ -23,7 +25,8 @@ class StudyOptions:
     corpus / corpus_format / text_field: as `bertology pretrain`; None pretrains on the tasks' own
         unlabeled text (the text of their training splits, no labels, no dev or test example).
     scale: a name of `arms.SCALES` (sizes, budget, fine-tuning recipe).
-    arms: the arms to compare (default all; the first sets the compute budget).
+    arms: the arms to compare (default all; the first sets the compute budget), or with `batch_sizes` the
+        one arm studied (default roberta).
     tasks: fine-tuning tasks, built-in names or data folders as `bertology finetune --task` takes.
     seeds: fine-tuning seeds per arm, task and label count (None: the scale's); seed s draws the
         same labeled examples for every arm (pretraining uses `seed`).
@@ -32,6 +35,8 @@ class StudyOptions:
         default only the reference arm and random initialisation run there, which is all the gate needs.
     backend: the Keras backend of the pretraining runs ("jax": the GPU fast path), in worker processes of
         their own; counting FLOPs and fine-tuning run on TensorFlow.
+    batch_sizes: the batch-size axis in place of the objectives (study/batch_sizes.py): these effective
+        batches at equal samples seen, each at its best rate of a grid by held-out perplexity.
     """
 
     out: str = "studies/objectives"
@@ -39,7 +44,7 @@ class StudyOptions:
     corpus_format: str = "auto"
     text_field: str = "text"
     scale: str = "tiny"
-    arms: tuple = ARM_NAMES
+    arms: tuple | None = None  # None: every arm, or with batch_sizes BATCH_ARM
     tasks: tuple = DEFAULT_TASKS
     seeds: int | None = None
     seed: int = 0
@@ -48,6 +53,11 @@ class StudyOptions:
     all_tasks: bool = False
     backend: str = "tensorflow"
     verbose: int = 1
+    batch_sizes: tuple | None = None
+
+    def __post_init__(self):
+        if self.arms is None:
+            self.arms = (BATCH_ARM,) if self.batch_sizes else ARM_NAMES
 
     def validate(self):
         if self.scale not in SCALES:
@@ -76,6 +86,8 @@ class StudyOptions:
             raise ConfigError(f"--tasks names two tasks alike ({', '.join(names)}): each task's results are kept "
                               "under its folder's name")
         ranges.check_options(self, _RANGES, optional=("seeds",))
+        if self.batch_sizes is not None:
+            check_batch_sizes(self.batch_sizes, SCALES[self.scale], self.arms)
         return SCALES[self.scale]
 
     @property
@@ -91,3 +103,22 @@ class StudyOptions:
         key["recipe"] = dataclasses.asdict(SCALES[self.scale])
         key["seeds"] = self.seed_count
         return json.loads(json.dumps(key))  # as study.json holds it: tuples become lists
+
+
+def check_batch_sizes(batch_sizes, scale, arms):
+    """ConfigError unless `batch_sizes` can make the axis at `scale` for `arms`."""
+    micro = scale.batch_size
+    if len(batch_sizes) < 2 or len(set(batch_sizes)) != len(batch_sizes):
+        raise ConfigError(f"--batch-sizes takes two or more different sizes (got {' '.join(map(str, batch_sizes))})")
+    samples = scale.reference_steps * micro
+    for size in batch_sizes:
+        ranges.BATCH_SIZE.check(size, "--batch-sizes")
+        if size < micro or size % micro:
+            raise ConfigError(f"--batch-sizes {size}: each size must be a multiple of the scale's batch of {micro} "
+                              "(a step holds that many rows; larger batches accumulate them)")
+        if size > samples:
+            raise ConfigError(f"--batch-sizes {size} is more than the {samples} samples the scale's run sees "
+                              f"({scale.reference_steps} steps of {micro}): it would make no whole update")
+    if len(arms) != 1:
+        raise ConfigError(f"--batch-sizes studies one arm (got --arms {' '.join(arms)}); without --arms it is "
+                          f"{BATCH_ARM}")

@@ -78,17 +78,22 @@ def _study(options, scale, out):
     if options.corpus is None:
         options = dataclasses.replace(options, corpus=[str(write_task_text(tasks.values(), out))],
                                       corpus_format="jsonl", text_field="text")
-    arms = sorted((arm for arm in ARMS if arm.name in options.arms), key=lambda arm: options.arms.index(arm.name))
     if options.backend != "tensorflow":
         _share_gpus()
+    if options.batch_sizes:
+        from keras_bertology.study.batch_sizes import batch_study
+
+        with Workers(options.workers) as workers:
+            return batch_study(options, given, scale, out, state, label_counts, workers)
+    arms = sorted((arm for arm in ARMS if arm.name in options.arms), key=lambda arm: options.arms.index(arm.name))
     with Workers(options.workers) as workers:
         runs = {}
         # Arms that learn from another arm's run (a teacher) count their FLOPs and train once it is done.
         for wave in (tuple(arm for arm in arms if not arm.depends_on), tuple(arm for arm in arms if arm.depends_on)):
-            _count_flops(options, scale, wave, state, out, workers)
+            count_flops(options, scale, wave, state, out, workers)
             budget = scale.reference_steps * state["flops_per_step"][arms[0].name]["average"]
             if not runs:
-                _say(options, f"budget: {budget:.3g} FLOPs ({scale.reference_steps} steps of {arms[0].name}); "
+                say(options, f"budget: {budget:.3g} FLOPs ({scale.reference_steps} steps of {arms[0].name}); "
                               f"{scale.describe()}")
             wave_runs = [ArmRun(arm, budget, state["flops_per_step"][arm.name], scale) for arm in wave]
             runs.update({run.arm.name: run for run in wave_runs})
@@ -100,20 +105,20 @@ def _study(options, scale, out):
         runs = [runs[arm.name] for arm in arms]
         points = [point for run in runs for point in run.points]
         reference = runs[0].points[-1]
-        finetuned = _finetune_all(options, scale, _gate_jobs(reference, label_counts, out), state, out, workers)
+        finetuned = finetune_all(options, scale, _gate_jobs(reference, label_counts, out), state, out, workers)
         gated = {task: gate(state, reference.key, RANDOM_INIT, task, counts["verdict"], options.seed_count)
                  for task, counts in label_counts.items()}
         compared = [task for task in label_counts if gated[task]["pays"] or options.all_tasks]
         for task in label_counts:
             if not gated[task]["pays"]:
-                _say(options, f"{Path(task).name}: {reference.arm.name} does not beat random initialisation "
+                say(options, f"{Path(task).name}: {reference.arm.name} does not beat random initialisation "
                               f"({gated[task]['difference']:+.3f}); " + ("its runs go on (--all-tasks)"
                               if options.all_tasks else "no other arm is fine-tuned on it (--all-tasks would)"))
-        finetuned += _finetune_all(options, scale, _arm_jobs(points, reference, label_counts, compared, out), state,
+        finetuned += finetune_all(options, scale, _arm_jobs(points, reference, label_counts, compared, out), state,
                                    out, workers)
 
     results = write_report(out, given, scale, points, state, RANDOM_INIT, label_counts, compared, finetuned)
-    _say(options, f"study done: {out}/results.md, results.json, score_vs_compute.png")
+    say(options, f"study done: {out}/results.md, results.json, score_vs_compute.png")
     return results
 
 
@@ -126,18 +131,18 @@ def _share_gpus():
         tf.config.experimental.set_memory_growth(gpu, True)
 
 
-def _count_flops(options, scale, arms, state, out, workers):
+def count_flops(options, scale, arms, state, out, workers):
     """The cost of a step of each arm, on its own data (its tokenizer is kept for its run)."""
     todo = [arm for arm in arms if arm.name not in state["flops_per_step"]]
     if todo:
-        _say(options, f"counting the FLOPs of a training step of {len(todo)} arms (each trains its tokenizer)")
+        say(options, f"counting the FLOPs of a training step of {len(todo)} arms (each trains its tokenizer)")
 
     def done(job, result):
         state["flops_per_step"][job[2].name] = result
         state.save()
-        _say(options, f"    {job[2].name}: {result['average']:.3g} FLOPs a step")
+        say(options, f"    {job[2].name}: {result['average']:.3g} FLOPs a step")
 
-    workers.run_all(_arm_flops, [(_quiet(options), scale, arm, out) for arm in todo], done)
+    workers.run_all(_arm_flops, [(quiet(options), scale, arm, out) for arm in todo], done)
     _SHARED.pop("documents", None)
 
 
@@ -158,19 +163,19 @@ def _pretrain_all(options, scale, runs, state, out, workers):
     todo = [run for run in runs if run.arm.name not in state["pretrain"]]
     progress = _Progress(len(todo), "pretraining")
     if todo and options.workers > 1:
-        _say(options, f"arms to pretrain: {len(todo)}, {min(options.workers, len(todo))} at a time")
+        say(options, f"arms to pretrain: {len(todo)}, {min(options.workers, len(todo))} at a time")
 
     def done(job, result):
         run = job[2]
         state["pretrain"][run.arm.name] = result
         state.save()
-        _say(options, f"[pretrain {progress.done + 1}/{len(todo)}] {run.arm.name}: {run.steps} steps, "
+        say(options, f"[pretrain {progress.done + 1}/{len(todo)}] {run.arm.name}: {run.steps} steps, "
                       f"{run.flops:.3g} FLOPs, done in {result['seconds']:.0f} s{progress.step()}")
 
-    workers.run_all(_pretrain, [(_quiet(options), scale, run, out) for run in todo], done)
+    workers.run_all(_pretrain, [(quiet(options), scale, run, out) for run in todo], done)
 
 
-def _quiet(options):
+def quiet(options):
     """The options a run gets: progress bars of runs side by side would interleave, so a worker's run
     reports only its end."""
     return dataclasses.replace(options, verbose=0) if options.workers > 1 else options
@@ -198,7 +203,7 @@ def _arm_jobs(points, reference, label_counts, tasks, out):
             for task in tasks for point in points if point is not reference]
 
 
-def _finetune_all(options, scale, jobs, state, out, workers):
+def finetune_all(options, scale, jobs, state, out, workers):
     """Every seed of `jobs` [(key, run folder, random init, task, label count)] not done yet; returns the
     study.json keys of all of them, done before or now."""
     every = [(finetune_key(key, task, labels, seed), run_dir, random_init, task, labels, seed)
@@ -210,7 +215,7 @@ def _finetune_all(options, scale, jobs, state, out, workers):
         key = job[1]
         state["finetune"][key] = result
         state.save()
-        _say(options, f"[finetune {progress.done + 1}/{len(todo)}] {key}: test {result['metric']} "
+        say(options, f"[finetune {progress.done + 1}/{len(todo)}] {key}: test {result['metric']} "
                       f"{result['score']:.4f} ({result['wall_seconds']:.0f} s){progress.step()}")
 
     workers.run_all(_finetune, [(scale, *job, out) for job in todo], done)
@@ -346,6 +351,6 @@ class _State(dict):
             staging.write_text(json.dumps(self, indent=2))
 
 
-def _say(options, message):
+def say(options, message):
     if options.verbose:
         print(message, flush=True)
