@@ -11,12 +11,11 @@ task's score lower beyond two standard errors; otherwise it is undecided.
 """
 
 import dataclasses
-import json
 import math
 from pathlib import Path
 
 from keras_bertology.atomic import atomic_file
-from keras_bertology.study.report import DECISIVE, finetune_key, gate, judge, summarize
+from keras_bertology.study.report import DECISIVE, finetune_key, gate, judge, summarize, write_results
 from keras_bertology.study.run import RANDOM_INIT
 
 
@@ -70,12 +69,7 @@ def write_batch_report(out, options, scale, settings, best, seeds, keys, state, 
         "verdict": overall(comparisons),
         "pretrain_seconds": sum(run["seconds"] for run in pretrained.values()),
         "finetune_runs": len(runs), "finetune_seconds": sum(run["wall_seconds"] for run in runs)}
-    with atomic_file(Path(out) / "results.json") as staging:
-        staging.write_text(json.dumps(results, indent=2))
-    with atomic_file(Path(out) / "results.md") as staging:
-        staging.write_text(markdown(results))
-    plot(results, Path(out) / "batch_sizes.png")
-    return results
+    return write_results(out, results, markdown, plot, "batch_sizes.png")
 
 
 def trend(perplexity, scores):

@@ -134,11 +134,17 @@ def write_report(out, options, scale, points, state, random_init_key, label_coun
                "finetune_runs": len(runs),
                "finetune_train_seconds": sum(run["seconds"] for run in runs),
                "finetune_seconds": sum(run["wall_seconds"] for run in runs)}
+    return write_results(out, results, markdown, plot, "score_vs_compute.png")
+
+
+def write_results(out, results, to_markdown, to_plot, plot_name):
+    """A finished study's results.json, results.md (`to_markdown(results)`) and its plot (`to_plot(results,
+    path)`), each written atomically; returns `results`."""
     with atomic_file(Path(out) / "results.json") as staging:
         staging.write_text(json.dumps(results, indent=2))
     with atomic_file(Path(out) / "results.md") as staging:
-        staging.write_text(markdown(results))
-    plot(results, Path(out) / "score_vs_compute.png")
+        staging.write_text(to_markdown(results))
+    to_plot(results, Path(out) / plot_name)
     return results
 
 
