@@ -76,6 +76,12 @@ def test_bad_batch_sizes_are_refused_before_anything_runs(changes, words):
         StudyOptions(scale="smoke", **changes).validate()
 
 
+def test_an_arm_whose_rows_carry_memory_is_refused_before_the_study_folder_is_made(tmp_path):
+    with pytest.raises(ConfigError, match="--batch-sizes cannot study the xlnet arm: --accumulate does not apply"):
+        run.study(StudyOptions(scale="smoke", batch_sizes=(8, 16), arms=("xlnet",), out=str(tmp_path / "s")))
+    assert not (tmp_path / "s").exists()
+
+
 def test_the_axis_studies_roberta_unless_told_otherwise_and_the_objective_study_every_arm():
     assert StudyOptions(batch_sizes=(32, 64)).arms == ("roberta",)
     assert StudyOptions(batch_sizes=(32, 64), arms=("electra",)).arms == ("electra",)

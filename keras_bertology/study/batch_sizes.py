@@ -117,7 +117,6 @@ def batch_study(options, given, scale, out, state, label_counts, workers):
     own on --backend, closed before fine-tuning so that their memory goes back."""
     arm = next(arm for arm in ARMS if arm.name == options.arms[0])
     settings = grid(arm, scale, options.batch_sizes)
-    _check_runs(options, scale, settings[-1])
     study_run.count_flops(options, scale, (arm,), state, out, workers)
     flops = state["flops_per_step"][arm.name]["average"]
     study_run.say(options, f"batch sizes {', '.join(map(str, sorted(options.batch_sizes)))} at "
@@ -156,10 +155,15 @@ def batch_study(options, given, scale, out, state, label_counts, workers):
     return results
 
 
-def _check_runs(options, scale, setting):
-    """The largest setting's pretraining options checked against its family before anything runs (an arm
-    whose rows carry memory across batches cannot accumulate)."""
-    _options(options, scale, setting, out=None).validate()
+def check_runs(options, scale):
+    """The largest batch's pretraining options checked against the arm's family before anything is written
+    (an arm whose rows carry memory from batch to batch cannot accumulate)."""
+    arm = next(arm for arm in ARMS if arm.name == options.arms[0])
+    try:
+        largest = _options(options, scale, grid(arm, scale, options.batch_sizes)[-1], out=None)
+        dataclasses.replace(largest, corpus=None).validate()  # a corpus' own errors come where the study reads it
+    except ConfigError as error:
+        raise ConfigError(f"--batch-sizes cannot study the {arm.name} arm: {error}") from None
 
 
 def _options(options, scale, setting, out):

@@ -65,6 +65,10 @@ def study(options):
     # The study builds dozens of models in one process; TensorFlow warns each time it traces one again.
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
     out = Path(options.out)
+    if options.batch_sizes:
+        from keras_bertology.study.batch_sizes import check_runs
+
+        check_runs(options, scale)
     with claim_output_folder(out, "--out", STUDY):
         return _study(options, scale, out)
 
