@@ -175,3 +175,18 @@ def test_a_smoke_batch_study_accumulates_evaluates_held_out_documents_and_resume
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "multiple of the scale's batch of 8" in bad.stderr
     assert not (tmp_path / "t").exists()
+
+
+def test_a_best_rate_at_an_end_of_the_grid_adds_the_rate_beyond_it_twice_at_most():
+    settings = batch_sizes.grid(ROBERTA, SCALES["smoke"], (8, 16))
+    lowest_best = dict(zip([s.name for s in settings], [300.0, 310.0, 320.0, 420.0, 410.0, 400.0]))
+    added = batch_sizes.widened(settings, _pretrained(lowest_best))
+    assert [(s.batch_size, s.rate) for s in added] == [(8, 2.5e-4), (16, float(f"{2 * settings[5].rate:.3g}"))]
+    # The first widening won again at batch 8 (lower still); batch 16's best is now inside its rates.
+    wider = settings + added
+    lowest_best.update({added[0].name: 290.0, added[1].name: 405.0})
+    again = batch_sizes.widened(wider, _pretrained(lowest_best))
+    assert [(s.batch_size, s.rate) for s in again] == [(8, 1.25e-4)]
+    lowest_best[again[0].name] = 280.0  # at the end again, but batch 8 has had its two
+    assert batch_sizes.widened(wider + again, _pretrained(lowest_best)) == []
+    assert batch_sizes.widened(settings, _pretrained(dict(zip(lowest_best, [310.0, 300.0, 320.0] * 2)))) == []

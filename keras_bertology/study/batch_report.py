@@ -16,6 +16,7 @@ from pathlib import Path
 
 from keras_bertology.atomic import atomic_file
 from keras_bertology.study.report import DECISIVE, finetune_key, gate, judge, summarize, write_results
+from keras_bertology.study.batch_sizes import MAX_WIDENINGS, RATE_FACTORS
 from keras_bertology.study.run import RANDOM_INIT
 
 
@@ -38,12 +39,15 @@ def write_batch_report(out, options, scale, settings, best, seeds, keys, state, 
         return [pretrained[dataclasses.replace(best[size], seed=seed).name]["perplexity"] for seed in range(seeds)]
 
     grid = [{"batch_size": s.batch_size, "rate": s.rate, "steps": s.steps, "accumulate": s.accumulate,
-             "perplexity": pretrained[s.name]["perplexity"], "chosen": best[s.batch_size] == s} for s in settings]
+             "perplexity": pretrained[s.name]["perplexity"], "chosen": best[s.batch_size] == s}
+            for s in sorted(settings, key=lambda s: (s.batch_size, s.rate))]
     rows = []
     for size, setting in sorted(best.items()):
         first = pretrained[setting.name]
+        tried = [point["rate"] for point in grid if point["batch_size"] == size]
         rows.append({"batch_size": size, "accumulate": setting.accumulate, "steps": setting.steps,
-                     "samples": setting.samples, "rate": setting.rate, "perplexity": summarize(perplexities(size)),
+                     "samples": setting.samples, "rate": setting.rate,
+                     "rate_at_edge": setting.rate in (tried[0], tried[-1]), "perplexity": summarize(perplexities(size)),
                      "accuracy": first.get("accuracy"), "unigram_perplexity": first.get("unigram_perplexity"),
                      "scores": {Path(task).name: summarize(seed_scores(keys[size], task))
                                 for task in label_counts if task in compared or size == smallest}})
@@ -60,7 +64,8 @@ def write_batch_report(out, options, scale, settings, best, seeds, keys, state, 
     results = {
         "axis": "batch size", "scale": options.scale, "size": scale.describe(), "arm": best[smallest].arm_name,
         "samples": scale.reference_steps * scale.batch_size, "micro_batch": scale.batch_size,
-        "pretraining_seeds": seeds, "seeds": options.seed_count, "tasks": tasks,
+        "pretraining_seeds": seeds, "seeds": options.seed_count, "tasks": tasks, "rate_factors": RATE_FACTORS,
+        "max_widenings": MAX_WIDENINGS,
         "metrics": {Path(task).name: state["finetune"][finetune_key(RANDOM_INIT, task, counts["verdict"], 0)]["metric"]
                     for task, counts in label_counts.items()},
         "verdict_labels": {Path(task).name: counts["verdict"] for task, counts in label_counts.items()},
@@ -103,8 +108,15 @@ def markdown(results):
              "|---:|---:|" + "---:|" * _grid_width(results)]
     for size in [row["batch_size"] for row in results["rows"]]:
         cells = [_grid_cell(point) for point in results["grid"] if point["batch_size"] == size]
+        cells += [""] * (_grid_width(results) - len(cells))
         steps = next(point["steps"] for point in results["grid"] if point["batch_size"] == size)
         lines.append(f"| {size} | {steps} | " + " | ".join(cells) + " |")
+    edges = [str(row["batch_size"]) for row in results["rows"] if row["rate_at_edge"]]
+    lines += ["", f"Rates {', '.join(f'x{factor:g}' for factor in results['rate_factors'])} of the arm's, scaled by "
+              "the square root of the batch's growth; where the best was at an end, rates a factor of 2 beyond it "
+              f"were added (up to {results['max_widenings']} a size)."
+              + (f" Still at an end of its rates: batch {', '.join(edges)} (a rate outside them might do better)."
+                 if edges else "")]
     tasks = results["tasks"]
     measures = ", ".join(f"{results['metrics'][task]} on {task} ({results['verdict_labels'][task]} labels)"
                          for task in tasks)

@@ -32,7 +32,6 @@ from keras_bertology.errors import ConfigError, TrainingError
 from keras_bertology.models.registry import get_family
 from keras_bertology.study import run as study_run
 from keras_bertology.study.arms import ARMS
-from keras_bertology.study.batch_report import write_batch_report
 from keras_bertology.study.compute import seed_run_folder
 from keras_bertology.study.report import gate
 from keras_bertology.study.workers import Workers
@@ -40,6 +39,9 @@ from keras_bertology.study.workers import Workers
 # The grid of peak rates per batch size, as multiples of the square-root-scaled rate: a factor of 2 each
 # way brackets where the rule of thumb puts the best rate.
 RATE_FACTORS = (0.5, 1.0, 2.0)
+# Rates added beyond an end of a size's grid where its best rate lies at that end (each a factor of 2 further),
+# at most this many per size: a best rate at the edge of what was tried may be beaten just outside it.
+MAX_WIDENINGS = 2
 # Pretraining seeds of each batch size's chosen rate (the grid runs are the first): per scale, else DEFAULT.
 PRETRAINING_SEEDS = {"smoke": 2}
 DEFAULT_PRETRAINING_SEEDS = 3
@@ -111,6 +113,22 @@ def chosen(settings, pretrained):
     return best
 
 
+def widened(settings, pretrained):
+    """The settings to try next: for each size whose best rate is the lowest or the highest of those it
+    tried, the rate a factor of 2 beyond it, while the size has had fewer than MAX_WIDENINGS of them."""
+    best = chosen(settings, pretrained)
+    added = []
+    for size, setting in sorted(best.items()):
+        tried = sorted((s.rate for s in settings if s.batch_size == size))
+        if len(tried) - len(RATE_FACTORS) >= MAX_WIDENINGS or len(tried) < 2:
+            continue
+        if setting.rate == tried[0]:
+            added.append(dataclasses.replace(setting, rate=float(f"{setting.rate / 2:.3g}")))
+        elif setting.rate == tried[-1]:
+            added.append(dataclasses.replace(setting, rate=float(f"{setting.rate * 2:.3g}")))
+    return added
+
+
 def batch_study(options, given, scale, out, state, label_counts, workers):
     """Run (or resume) the batch-size axis; returns the results also written to STUDY/results.json.
     `workers` run on TensorFlow (counting FLOPs, fine-tuning); the pretraining runs get workers of their
@@ -127,6 +145,9 @@ def batch_study(options, given, scale, out, state, label_counts, workers):
     backend = None if options.backend == "tensorflow" else options.backend
     with Workers(options.workers, backend=backend) as pretraining:
         _pretrain_settings(options, scale, settings, state, out, pretraining, "the rate grid")
+        while more := widened(settings, state["pretrain"]):
+            settings += more
+            _pretrain_settings(options, scale, more, state, out, pretraining, "rates beyond the grid's best ends")
         best = chosen(settings, state["pretrain"])
         repeats = [dataclasses.replace(setting, seed=seed) for setting in best.values() for seed in range(1, seeds)]
         _pretrain_settings(options, scale, repeats, state, out, pretraining, "the chosen rates' other seeds")
@@ -149,6 +170,8 @@ def batch_study(options, given, scale, out, state, label_counts, workers):
     jobs = [(keys[size], out / "pretrain" / setting.name, False, task, label_counts[task]["verdict"])
             for task in compared for size, setting in best.items() if size != smallest]
     finetuned += study_run.finetune_all(options, scale, jobs, state, out, workers)
+    from keras_bertology.study.batch_report import write_batch_report  # (it reads this module's grid shape)
+
     results = write_batch_report(out, given, scale, settings, best, seeds, keys, state, label_counts, compared,
                                  finetuned)
     study_run.say(options, f"study done: {out}/results.md, results.json, batch_sizes.png")
