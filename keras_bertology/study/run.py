@@ -98,7 +98,7 @@ def _study(options, scale, out):
             budget = scale.reference_steps * state["flops_per_step"][arms[0].name]["average"]
             if not runs:
                 say(options, f"budget: {budget:.3g} FLOPs ({scale.reference_steps} steps of {arms[0].name}); "
-                              f"{scale.describe()}")
+                             f"{scale.describe()}")
             wave_runs = [ArmRun(arm, budget, state["flops_per_step"][arm.name], scale) for arm in wave]
             runs.update({run.arm.name: run for run in wave_runs})
             if options.backend == "tensorflow":
@@ -116,10 +116,10 @@ def _study(options, scale, out):
         for task in label_counts:
             if not gated[task]["pays"]:
                 say(options, f"{Path(task).name}: {reference.arm.name} does not beat random initialisation "
-                              f"({gated[task]['difference']:+.3f}); " + ("its runs go on (--all-tasks)"
-                              if options.all_tasks else "no other arm is fine-tuned on it (--all-tasks would)"))
+                             f"({gated[task]['difference']:+.3f}); " + ("its runs go on (--all-tasks)"
+                             if options.all_tasks else "no other arm is fine-tuned on it (--all-tasks would)"))
         finetuned += finetune_all(options, scale, _arm_jobs(points, reference, label_counts, compared, out), state,
-                                   out, workers)
+                                  out, workers)
 
     results = write_report(out, given, scale, points, state, RANDOM_INIT, label_counts, compared, finetuned)
     say(options, f"study done: {out}/results.md, results.json, score_vs_compute.png")
@@ -174,7 +174,7 @@ def _pretrain_all(options, scale, runs, state, out, workers):
         state["pretrain"][run.arm.name] = result
         state.save()
         say(options, f"[pretrain {progress.done + 1}/{len(todo)}] {run.arm.name}: {run.steps} steps, "
-                      f"{run.flops:.3g} FLOPs, done in {result['seconds']:.0f} s{progress.step()}")
+                     f"{run.flops:.3g} FLOPs, done in {result['seconds']:.0f} s{progress.step()}")
 
     workers.run_all(_pretrain, [(quiet(options), scale, run, out) for run in todo], done)
 
@@ -220,7 +220,7 @@ def finetune_all(options, scale, jobs, state, out, workers):
         state["finetune"][key] = result
         state.save()
         say(options, f"[finetune {progress.done + 1}/{len(todo)}] {key}: test {result['metric']} "
-                      f"{result['score']:.4f} ({result['wall_seconds']:.0f} s){progress.step()}")
+                     f"{result['score']:.4f} ({result['wall_seconds']:.0f} s){progress.step()}")
 
     workers.run_all(_finetune, [(scale, *job, out) for job in todo], done)
     _SHARED.clear()
