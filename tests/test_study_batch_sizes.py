@@ -19,7 +19,8 @@ ROBERTA = next(arm for arm in ARMS if arm.name == "roberta")
 
 def test_every_size_sees_the_same_samples_at_square_root_scaled_rates():
     settings = batch_sizes.grid(ROBERTA, SCALES["tiny"], (512, 32, 128))
-    assert [(s.batch_size, s.accumulate, s.steps) for s in settings[::3]] == [(32, 1, 600), (128, 4, 150), (512, 16, 38)]
+    assert [(s.batch_size, s.accumulate, s.steps) for s in settings[::3]] == [
+        (32, 1, 600), (128, 4, 150), (512, 16, 38)]
     # Equal samples within the rounding of the largest size's updates (half an update of 512 in 19,200).
     assert all(abs(s.samples - 600 * 32) <= 256 for s in settings)
     # RoBERTa's rate (1e-3 at its batch of 32) times sqrt(B / 32), times 1/2, 1 and 2.

@@ -62,7 +62,8 @@ class Setting:
 
     @property
     def name(self):
-        return f"{self.arm_name}-batch-{self.batch_size}-rate-{self.rate:g}" + (f"-seed-{self.seed}" if self.seed else "")
+        seed = f"-seed-{self.seed}" if self.seed else ""
+        return f"{self.arm_name}-batch-{self.batch_size}-rate-{self.rate:g}{seed}"
 
     @property
     def accumulate(self):
