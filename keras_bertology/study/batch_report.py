@@ -195,6 +195,9 @@ def plot(results, path):
         row = results["rows"][index]
         grid_axis.errorbar([row["rate"]], [row["perplexity"]["mean"]], yerr=[_standard_error(row["perplexity"])],
                            marker="*", markersize=12, color=color, capsize=3)
+    unigram = results["rows"][0]["unigram_perplexity"]
+    if unigram:
+        grid_axis.axhline(unigram, color="grey", linestyle=":", linewidth=1, label="unigram level")
     grid_axis.set(xscale="log", xlabel="peak learning rate", ylabel="held-out perplexity",
                   title="the rate grid (star: chosen, mean ± SE over seeds)")
     grid_axis.legend(fontsize=8)
