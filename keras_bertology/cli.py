@@ -266,10 +266,11 @@ def _add_study(commands):
     study.add_argument("--backend", choices=STUDY_BACKENDS, default=defaults.backend,
                        help="the Keras backend of the pretraining runs (jax: the GPU fast path), each in a worker "
                             "process; FLOPs and fine-tuning are counted and run on tensorflow")
-    study.add_argument("--batch-sizes", nargs="+", type=ranges.BATCH_SIZE.parse, metavar="N",
+    study.add_argument("--batch-sizes", type=ranges.BATCH_SIZE.parse_list, metavar="N,N,...",
                        help="the batch-size axis in place of the objectives: these effective batches (multiples of "
-                            "the scale's, accumulated) at equal samples seen, each at its best peak rate of a grid "
-                            "by held-out perplexity, then fine-tuned (RoBERTa's table; e.g. 32 128 512 at tiny)")
+                            "the scale's, accumulated; each " + str(ranges.BATCH_SIZE) + ") at equal samples seen, "
+                            "each at its best peak rate of a grid by held-out perplexity, then fine-tuned (RoBERTa's "
+                            "table; e.g. 32,128,512 at tiny)")
     study.add_argument("--all-tasks", action="store_true",
                        help="fine-tune every arm also on the tasks where pretraining did not beat random "
                             "initialisation (scores without verdicts; by default only the gate's runs go there)")
@@ -399,12 +400,18 @@ def _run_finetune(args):
 
 
 def _run_study(args):
-    from keras_bertology.study.run import StudyOptions, study
+    from keras_bertology.study.run import study
+
+    study(_study_options(args))
+
+
+def _study_options(args):
+    """`StudyOptions` from `bertology study`'s parsed flags (no --arms: the study's default arms)."""
+    from keras_bertology.study.options import StudyOptions
 
     fields = {name: value for name, value in vars(args).items() if name not in ("command", "given")}
-    study(StudyOptions(**dict(fields, arms=tuple(fields["arms"]) if fields["arms"] else None,
-                              tasks=tuple(fields["tasks"]),
-                              batch_sizes=tuple(fields["batch_sizes"]) if fields["batch_sizes"] else None)))
+    return StudyOptions(**dict(fields, arms=tuple(fields["arms"]) if fields["arms"] else None,
+                               tasks=tuple(fields["tasks"])))
 
 
 def _run_export(args):

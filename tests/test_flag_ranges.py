@@ -17,7 +17,6 @@ from keras_bertology.finetune.options import FinetuneOptions
 from keras_bertology.flag_ranges import Range
 from keras_bertology.models import FAMILIES
 from keras_bertology.prepare.options import PrepareOptions
-from keras_bertology.study.options import StudyOptions
 from keras_bertology.training.options import PretrainOptions
 
 HUGE = 10**22
@@ -140,10 +139,9 @@ def _api_options(command, args):
         return cli._options(args, PretrainOptions)
     if command == "prepare":
         return cli._options(args, PrepareOptions)
-    fields = {name: value for name, value in vars(args).items() if name != "command"}
     if command == "finetune":
-        return FinetuneOptions(**fields)
-    return StudyOptions(**dict(fields, arms=tuple(fields["arms"]), tasks=tuple(fields["tasks"])))
+        return FinetuneOptions(**{name: value for name, value in vars(args).items() if name != "command"})
+    return cli._study_options(args)
 
 
 def _family_of(flag):
@@ -155,6 +153,9 @@ def _family_of(flag):
 
 
 API_FLAGS = [case for case in FLAGS if case[0] not in ("convert", "export")]  # no options class
+# What the options classes say of one number of a list flag out of its range (the list's own checks follow).
+LIST_MESSAGES = {"--length-buckets": "each bucket must be a whole number of tokens from 1 to",
+                 "--batch-sizes": "each size must be a whole number from 1 to"}
 
 
 @pytest.mark.parametrize("command, flag, dest, bounds", API_FLAGS, ids=[f"{c} {f}" for c, f, _, _ in API_FLAGS])
@@ -168,7 +169,7 @@ def test_the_python_api_refuses_what_the_flags_refuse(command, flag, dest, bound
             continue
         if _is_list(command, flag):  # each number of the list, checked with the sequence length
             setattr(args, dest, (value,))
-            message = f"{flag} {value!r}: each bucket must be a whole number of tokens from 1 to"
+            message = f"{flag} {value!r}: " + LIST_MESSAGES[flag]
         else:
             setattr(args, dest, value)
             message = f"{flag} must be {bounds}"

@@ -68,7 +68,7 @@ def test_the_axis_holds_only_where_every_larger_size_does():
     ({"batch_sizes": (8, 8)}, "two or more different sizes"),
     ({"batch_sizes": (8, 12)}, "--batch-sizes 12: each size must be a multiple of the scale's batch of 8"),
     ({"batch_sizes": (4, 8)}, "--batch-sizes 4"),
-    ({"batch_sizes": (8, 0)}, "--batch-sizes must be a whole number"),
+    ({"batch_sizes": (8, 0)}, "--batch-sizes 0: each size must be a whole number from 1 to"),
     ({"batch_sizes": (8, 104)}, "more than the 96 samples"),
     ({"batch_sizes": (8, 16), "arms": ("bert", "roberta")}, "studies one arm"),
 ])
@@ -152,9 +152,9 @@ def test_the_flow_pretrains_the_grid_then_the_chosen_rates_seeds_then_fine_tunes
 
 
 @pytest.mark.slow
-def test_a_smoke_batch_study_accumulates_evaluates_held_out_documents_and_resumes(tmp_path):
+def test_a_smoke_batch_study_accumulates_and_evaluates_held_out_documents(tmp_path):
     out = tmp_path / "s"
-    command = [sys.executable, "-m", "keras_bertology.cli", "study", "--scale", "smoke", "--batch-sizes", "8", "16",
+    command = [sys.executable, "-m", "keras_bertology.cli", "study", "--scale", "smoke", "--batch-sizes", "8,16",
                "--tasks", "bbc-names", "--seeds", "2", "--vocab-size", "1000", "--out", str(out), "--all-tasks"]
     first = subprocess.run(command, capture_output=True, text=True)
     assert first.returncode == 0, first.stderr[-2000:]
@@ -170,12 +170,19 @@ def test_a_smoke_batch_study_accumulates_evaluates_held_out_documents_and_resume
     assert all(len(row["scores"]) == 1 for row in results["rows"])  # --all-tasks: every size fine-tuned
     assert results["rows"][0]["perplexity"]["n"] == 2 and results["finetune_runs"] == 3 * 2
     assert "| 16 | " in (out / "results.md").read_text()
-    again = subprocess.run(command, capture_output=True, text=True)
-    assert again.returncode == 0 and "pretraining" not in again.stdout and "[finetune" not in again.stdout
-    bad = subprocess.run([*command[:6], "--batch-sizes", "8", "12", "--out", str(tmp_path / "t")],
-                         capture_output=True, text=True)
-    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "multiple of the scale's batch of 8" in bad.stderr
-    assert not (tmp_path / "t").exists()
+
+
+def test_bad_batch_sizes_on_the_command_line_get_one_line_and_no_folder(tmp_path, capsys):
+    from keras_bertology import cli
+
+    for sizes, words in (("8,12", "multiple of the scale's batch of 8"), ("8,x", "'x' is not a whole number")):
+        try:
+            status = cli.main(["study", "--scale", "smoke", "--batch-sizes", sizes, "--out", str(tmp_path / "s")])
+        except SystemExit as exit_:  # argparse's usage errors
+            status = exit_.code
+        error = capsys.readouterr().err
+        assert status == 2 and error.count("\n") == 1 and words in error and "Traceback" not in error
+    assert not (tmp_path / "s").exists()
 
 
 def test_a_best_rate_at_an_end_of_the_grid_adds_the_rate_beyond_it_twice_at_most():

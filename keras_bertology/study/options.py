@@ -108,11 +108,13 @@ class StudyOptions:
 def check_batch_sizes(batch_sizes, scale, arms):
     """ConfigError unless `batch_sizes` can make the axis at `scale` for `arms`."""
     micro = scale.batch_size
+    for size in batch_sizes:
+        if not ranges.BATCH_SIZE.accepts(size):
+            raise ConfigError(f"--batch-sizes {size!r}: each size must be {ranges.BATCH_SIZE}")
     if len(batch_sizes) < 2 or len(set(batch_sizes)) != len(batch_sizes):
-        raise ConfigError(f"--batch-sizes takes two or more different sizes (got {' '.join(map(str, batch_sizes))})")
+        raise ConfigError(f"--batch-sizes takes two or more different sizes (got {','.join(map(str, batch_sizes))})")
     samples = scale.reference_steps * micro
     for size in batch_sizes:
-        ranges.BATCH_SIZE.check(size, "--batch-sizes")
         if size < micro or size % micro:
             raise ConfigError(f"--batch-sizes {size}: each size must be a multiple of the scale's batch of {micro} "
                               "(a step holds that many rows; larger batches accumulate them)")
