@@ -14,8 +14,8 @@ import dataclasses
 import math
 from pathlib import Path
 
-from keras_bertology.atomic import atomic_file
-from keras_bertology.study.report import DECISIVE, finetune_key, gate, judge, summarize, write_results
+from keras_bertology.study.report import (DECISIVE, finetune_key, gate, judge, save_figure, summarize,
+                                          write_results)
 from keras_bertology.study.batch_sizes import MAX_WIDENINGS, RATE_FACTORS
 from keras_bertology.study.run import RANDOM_INIT
 
@@ -211,9 +211,5 @@ def plot(results, path):
                  ylabel=f"test {results['metrics'][task]}, {results['verdict_labels'][task]} labels", title=task)
         axis.set_xticks(sizes, [str(size) for size in sizes])
         axis.legend(fontsize=8)
-    figure.suptitle(f"Batch size at equal compute ({results['arm']}, {results['scale']} scale): "
-                    f"the trend {results['verdict']}", fontsize=10)
-    figure.tight_layout()
-    with atomic_file(path) as staging:
-        figure.savefig(staging, dpi=120, format="png")
-    plt.close(figure)
+    save_figure(figure, path, f"Batch size at equal compute ({results['arm']}, {results['scale']} scale): "
+                              f"the trend {results['verdict']}")

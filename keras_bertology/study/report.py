@@ -282,8 +282,15 @@ def plot(results, path):
         curve.set(xscale="log", xlabel="labeled training examples", ylabel=f"test {metric}",
                   title=f"{task}: learning curve at the full budget")
     axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
-    figure.suptitle(f"Downstream score against pretraining compute and labels ({results['scale']} scale, "
-                    f"mean ± sd over {results['seeds']} seeds)", fontsize=10)
+    save_figure(figure, path, f"Downstream score against pretraining compute and labels ({results['scale']} "
+                              f"scale, mean ± sd over {results['seeds']} seeds)")
+
+
+def save_figure(figure, path, title):
+    """A study's plot under its title, written atomically, and closed (a study draws in a long process)."""
+    import matplotlib.pyplot as plt
+
+    figure.suptitle(title, fontsize=10)
     figure.tight_layout()
     with atomic_file(path) as staging:
         figure.savefig(staging, dpi=120, format="png")
