@@ -3,8 +3,6 @@ the chosen rates' seeds, the gate, the verdict, resume and bad input."""
 
 import json
 import math
-import subprocess
-import sys
 
 import pytest
 
@@ -152,14 +150,15 @@ def test_the_flow_pretrains_the_grid_then_the_chosen_rates_seeds_then_fine_tunes
 
 
 @pytest.mark.slow
-def test_a_smoke_batch_study_accumulates_and_evaluates_held_out_documents(tmp_path):
+def test_a_smoke_batch_study_accumulates_and_evaluates_held_out_documents(tmp_path, monkeypatch):
+    """The axis with its runs real: each size's runs accumulate and score held-out documents at their end,
+    and the report reads them. One rate a size (the grid's logic is the flow test's), two seeds."""
+    monkeypatch.setattr(batch_sizes, "RATE_FACTORS", (1.0,))
     out = tmp_path / "s"
-    command = [sys.executable, "-m", "keras_bertology.cli", "study", "--scale", "smoke", "--batch-sizes", "8,16",
-               "--tasks", "bbc-names", "--seeds", "2", "--vocab-size", "1000", "--out", str(out), "--all-tasks"]
-    first = subprocess.run(command, capture_output=True, text=True)
-    assert first.returncode == 0, first.stderr[-2000:]
-    results = json.loads((out / "results.json").read_text())
+    results = run.study(StudyOptions(scale="smoke", batch_sizes=(8, 16), tasks=("bbc-names",), seeds=2,
+                                     vocab_size=1000, out=str(out), all_tasks=True, verbose=0))
     assert [row["batch_size"] for row in results["rows"]] == [8, 16] and results["arm"] == "roberta"
+    assert [(point["batch_size"], point["rate"]) for point in results["grid"]] == [(8, 1e-3), (16, 0.00141)]
     for point in results["grid"]:
         metrics = json.loads((out / "pretrain" / f"roberta-batch-{point['batch_size']}-rate-{point['rate']:g}"
                               / "metrics.json").read_text())
@@ -169,7 +168,7 @@ def test_a_smoke_batch_study_accumulates_and_evaluates_held_out_documents(tmp_pa
         assert metrics["eval"][-1]["objectives"]["mlm"]["perplexity"] == pytest.approx(point["perplexity"])
     assert all(len(row["scores"]) == 1 for row in results["rows"])  # --all-tasks: every size fine-tuned
     assert results["rows"][0]["perplexity"]["n"] == 2 and results["finetune_runs"] == 3 * 2
-    assert "| 16 | " in (out / "results.md").read_text()
+    assert results["rows"][0]["unigram_perplexity"] > 1 and "| 16 | 2 | 0.00141 | " in (out / "results.md").read_text()
 
 
 def test_bad_batch_sizes_on_the_command_line_get_one_line_and_no_folder(tmp_path, capsys):
