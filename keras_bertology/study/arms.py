@@ -111,6 +111,11 @@ ARMS = (
 )
 ARM_NAMES = tuple(arm.name for arm in ARMS)
 
+
+def arm_named(name):
+    """The arm of ARMS called `name`."""
+    return next(arm for arm in ARMS if arm.name == name)
+
 # The seeds' claims the study can check: (claim, arm, the arm it is compared with, relation, task or None
 # for every task). Relations: "better", "same" (a wash), "at least" (as well as); see study/report.py.
 CLAIMS = (

@@ -31,7 +31,7 @@ import keras
 from keras_bertology.errors import ConfigError, TrainingError
 from keras_bertology.models.registry import get_family
 from keras_bertology.study import run as study_run
-from keras_bertology.study.arms import ARMS
+from keras_bertology.study.arms import arm_named
 from keras_bertology.study.compute import seed_run_folder
 from keras_bertology.study.report import gate
 from keras_bertology.study.workers import Workers
@@ -134,7 +134,7 @@ def batch_study(options, given, scale, out, state, label_counts, workers):
     """Run (or resume) the batch-size axis; returns the results also written to STUDY/results.json.
     `workers` run on TensorFlow (counting FLOPs, fine-tuning); the pretraining runs get workers of their
     own on --backend, closed before fine-tuning so that their memory goes back."""
-    arm = next(arm for arm in ARMS if arm.name == options.arms[0])
+    arm = arm_named(options.arms[0])
     settings = grid(arm, scale, options.batch_sizes)
     study_run.count_flops(options, scale, (arm,), state, out, workers)
     flops = state["flops_per_step"][arm.name]["average"]
@@ -182,7 +182,7 @@ def batch_study(options, given, scale, out, state, label_counts, workers):
 def check_runs(options, scale):
     """The largest batch's pretraining options checked against the arm's family before anything is written
     (an arm whose rows carry memory from batch to batch cannot accumulate)."""
-    arm = next(arm for arm in ARMS if arm.name == options.arms[0])
+    arm = arm_named(options.arms[0])
     try:
         largest = _options(options, scale, grid(arm, scale, options.batch_sizes)[-1], out=None)
         dataclasses.replace(largest, corpus=None).validate()  # a corpus' own errors come where the study reads it
@@ -191,7 +191,7 @@ def check_runs(options, scale):
 
 
 def _options(options, scale, setting, out):
-    arm = next(arm for arm in ARMS if arm.name == setting.arm_name)
+    arm = arm_named(setting.arm_name)
     base = study_run.arm_pretrain_options(options, scale, arm, setting.steps, out, study_dir=Path(options.out))
     return dataclasses.replace(base, batch_size=setting.batch_size, accumulate=setting.accumulate,
                                learning_rate=setting.rate, seed=options.seed + setting.seed, eval_every=setting.steps)

@@ -7,7 +7,7 @@ from pathlib import Path
 from keras_bertology import flag_ranges as ranges
 from keras_bertology.errors import ConfigError
 from keras_bertology.extras import require_extra
-from keras_bertology.study.arms import ARM_NAMES, ARMS, SCALES
+from keras_bertology.study.arms import ARM_NAMES, ARMS, SCALES, arm_named
 
 DEFAULT_TASKS = ("bbc-news", "bbc-names")
 # The arm of the batch-size axis: RoBERTa's table is of its recipe (MLM alone, FULL-SENTENCES).
@@ -67,7 +67,7 @@ class StudyOptions:
             raise ConfigError(f"--arms takes one or more of {', '.join(ARM_NAMES)} (got {', '.join(unknown) or 'none'})")
         if len(set(self.arms)) != len(self.arms):
             raise ConfigError("--arms names an arm twice")
-        first = next(arm for arm in ARMS if arm.name == self.arms[0])
+        first = arm_named(self.arms[0])
         if first.depends_on:
             raise ConfigError(f"--arms {first.name} cannot come first: the first arm sets the compute budget, and "
                               f"{first.name} trains only after the {first.depends_on[0]} arm's run")
