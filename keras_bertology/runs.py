@@ -19,6 +19,7 @@ import keras
 
 from keras_bertology.atomic import atomic_directory, recover_directory
 from keras_bertology.errors import BertologyError, CheckpointError
+from keras_bertology.keras_archives import load_keras_archive
 
 MODEL_DIR = "model"
 RUN_FILE = "run.json"
@@ -103,12 +104,8 @@ def load_run_tokenizer(run_dir, description=None):
 def load_run_model(run_dir, with_tokenizer=True):
     """Read RUN_DIR/model/ back (without the tokenizer unless `with_tokenizer`); raises CheckpointError
     when it is missing or broken."""
-    from keras_bertology.models import get_family
-
     description = read_run_description(run_dir)
     model_dir = Path(run_dir) / MODEL_DIR
-    family = get_family(description["family"])
-    family.backbone_cls, family.pretrainer_cls  # registers the classes load_model looks up
     pretrainer = None
     if description.get("has_pretraining_heads"):
         pretrainer = _load_keras(model_dir / "pretrainer.keras")
@@ -127,6 +124,6 @@ def load_run_model(run_dir, with_tokenizer=True):
 
 def _load_keras(path):
     try:
-        return keras.saving.load_model(path, compile=False)
+        return load_keras_archive(path)
     except Exception as error:  # Keras raises many types for missing or damaged archives
         raise CheckpointError(f"cannot load {path}: {error}") from None

@@ -33,6 +33,7 @@ import tensorflow as tf
 
 from keras_bertology.atomic import atomic_directory, atomic_file, clear_leftovers, remove_directory
 from keras_bertology.errors import CheckpointError, ConfigError
+from keras_bertology.keras_archives import load_keras_archive
 from keras_bertology.training.keras_distribution import outside_distribution
 from keras_bertology.training.precision import dtype_policy_scope
 
@@ -135,7 +136,7 @@ class RunCheckpoints:
         precision = self._recorded_options().get("precision")
         try:
             with dtype_policy_scope(keras.config.dtype_policy() if precision in (None, "auto") else precision):
-                model = keras.saving.load_model(folder / MODEL_FILE)
+                model = load_keras_archive(folder / MODEL_FILE, compile=True)
         except Exception as error:  # Keras raises many types for damaged archives
             raise CheckpointError(f"cannot resume from {folder / MODEL_FILE}: {error}") from None
         _restore_random_state(model, folder / RANDOM_STATE_FILE)

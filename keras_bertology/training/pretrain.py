@@ -358,7 +358,6 @@ def _units_for_run(family, options, documents, run_dir, checkpoints):
 def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options, precision, replica_batch_size, context):
     """(compiled pretrainer, steps already done): from the newest checkpoint (in its own precision), or new."""
     if checkpoints.latest() is not None:
-        family.backbone_cls, family.pretrainer_cls  # registers the classes load_model looks up
         pretrainer, step = checkpoints.load_model()
         trained_with = getattr(pretrainer, "batch_size", None)
         if family.stream_batches and trained_with != replica_batch_size:
