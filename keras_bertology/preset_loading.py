@@ -189,7 +189,8 @@ def task_model(cls, name_or_path, weights=None, **head_kwargs):
     from keras_bertology.models.backbone import Backbone
 
     source = locate(name_or_path, weights)
-    return cls(_backbone(Backbone, source, {}), **{**cls.family_defaults(source.family), **head_kwargs})
+    encoder = _backbone(Backbone, source, {}).encoder_backbone()  # a head reads an encoder-decoder's encoder
+    return cls(encoder, **{**cls.family_defaults(source.family), **head_kwargs})
 
 
 def preprocessor(cls, name_or_path, seq_len=None, weights=None):
@@ -202,4 +203,5 @@ def preprocessor(cls, name_or_path, seq_len=None, weights=None):
     positions = getattr(model.backbone, "max_positions", None)
     if seq_len is not None and (seq_len < 2 or (positions and seq_len > positions)):
         raise ConfigError(f"seq_len must be in [2, {positions}] for {source.location} (got {seq_len})")
-    return cls(model.tokenizer, source.family, seq_len or model.seq_len, list(model.backbone.input))
+    # The inputs of the model that encodes a text alone: an encoder-decoder's decoder reads no packed text.
+    return cls(model.tokenizer, source.family, seq_len or model.seq_len, list(model.backbone.text_encoder().input))

@@ -71,6 +71,17 @@ class Backbone(keras.Model):
         """The token table, for heads that tie their decoder to it."""
         return self.get_layer("embeddings").token_embedding
 
+    def __call__(self, inputs, *args, **kwargs):
+        """Refuse, in one line that names the model to call, inputs that lack some of this graph's: a packed
+        text alone (`TextPreprocessor`) fills an encoder-decoder's `text_encoder()`, not its decoder."""
+        if isinstance(inputs, dict) and isinstance(self.input, dict):
+            missing = [name for name in self.input if name not in inputs]
+            if missing:
+                hint = "" if self.text_encoder() is self else \
+                    f"; encode a text alone with {type(self).__name__}.text_encoder()"
+                raise ConfigError(f"{type(self).__name__} also takes {', '.join(missing)}{hint}")
+        return super().__call__(inputs, *args, **kwargs)
+
     def text_encoder(self):
         """The model that encodes a text alone: this backbone, whose inputs a packed text fills; an
         encoder-decoder returns its encoder (see `T5Backbone`)."""

@@ -62,8 +62,9 @@ class TaskModel(keras.Model):
 
 def _encode(backbone):
     if backbone.text_encoder() is not backbone:  # an encoder-decoder: its decoder would want inputs of its own
-        raise ConfigError(f"a task head reads an encoder: this {type(backbone).__name__} also has a decoder; "
-                          "pass backbone.encoder_backbone()")
+        raise ConfigError(f"a task head reads an encoder: this {type(backbone).__name__} also has a decoder; build "
+                          "the task model on its encoder, e.g. SequenceClassifier(backbone.encoder_backbone(), "
+                          "num_classes=2), as from_preset does")
     inputs = dict(backbone.input)
     return inputs, backbone(inputs)
 
