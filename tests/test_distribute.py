@@ -127,6 +127,64 @@ def test_mirrored_strategy_on_two_cpus_matches_one_device_with_the_same_global_b
         assert report["resumed_gap"] == 0.0, report
 
 
+# Accumulation's mean, seen in the optimizer's state: a tiny regression whose gradients stay far below the
+# clip at norm 1 (above it, clipping makes a sum of the micro-batches' gradients and their mean the same
+# update, and Adam's step barely depends on the gradient's scale, so weights cannot tell them apart; Adam's
+# first moment, linear in the gradient, can). Two updates of a global batch of 8, on one device whole, on
+# one device in two micro-batches of 4, and on two replicas in two micro-batches of 4 (the library's own
+# cross-replica accumulation, OptimizerAdditions._accumulate_or_update).
+ACCUMULATED_MOMENTS = """
+import json
+import numpy as np, tensorflow as tf, keras
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from keras_bertology.training.distributed_fit import fit
+from keras_bertology.training.model_batches import micro_batches
+from keras_bertology.training.optimization import make_optimizer
+from keras_bertology.training.strategy import make_strategy
+
+GLOBAL_BATCH, UPDATES = 8, 2
+rng = np.random.default_rng(0)
+features = rng.normal(size=(GLOBAL_BATCH * UPDATES, 4)).astype("float32")
+targets = (0.05 * rng.normal(size=(GLOBAL_BATCH * UPDATES, 3))).astype("float32")
+
+def train(strategy_name, accumulate):
+    strategy = make_strategy(strategy_name)
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, kernel_initializer="zeros")])
+        model.compile(optimizer=make_optimizer("adamw", 1e-3, UPDATES, accumulate=accumulate), loss="mse")
+    with tf.GradientTape() as tape:  # the first update's gradient, of the whole first batch
+        loss = model.compute_loss(y=targets[:GLOBAL_BATCH], y_pred=model(features[:GLOBAL_BATCH]))
+    norm = float(tf.linalg.global_norm(tape.gradient(loss, model.trainable_weights)))
+    data = tf.data.Dataset.from_tensor_slices((features, targets)).batch(GLOBAL_BATCH)
+    fit(model, micro_batches(data, GLOBAL_BATCH, accumulate), strategy, global_batch=GLOBAL_BATCH // accumulate,
+        epochs=UPDATES, initial_step=0, steps_per_epoch=accumulate, callbacks=[], verbose=0)
+    optimizer = model.optimizer
+    return {"replicas": strategy.num_replicas_in_sync, "updates": int(optimizer.iterations), "first_norm": norm,
+            "m": [np.asarray(m).tolist() for m in optimizer._momentums],
+            "v": [np.asarray(v).tolist() for v in optimizer._velocities]}
+
+print(json.dumps({"whole": train("default", 1), "accumulated": train("default", 2),
+                  "mirrored": train("mirrored", 2)}))
+"""
+
+
+def test_accumulated_updates_average_the_micro_batches_on_one_device_and_across_replicas():
+    """Accumulating two micro-batches gives Adam the moments of one update on the whole batch: their
+    gradients' mean, not their sum (which would double the first moment and quadruple the second)."""
+    result = subprocess.run([sys.executable, "-c", ACCUMULATED_MOMENTS], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    whole = report["whole"]
+    assert 2 * whole["first_norm"] < 1.0, whole  # even a sum of the two micro-batches would not be clipped
+    for name in ("accumulated", "mirrored"):
+        run = report[name]
+        assert (run["replicas"], run["updates"]) == (2 if name == "mirrored" else 1, 2), (name, run)
+        for moment in ("m", "v"):  # float32 rounding of the same sums in another order (~1e-7 relative)
+            for got, expected in zip(run[moment], whole[moment]):
+                np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-12, err_msg=f"{name} {moment}")
+
+
 FINETUNE_MIRRORED = """
 import json, sys
 import tensorflow as tf

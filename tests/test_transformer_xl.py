@@ -132,6 +132,26 @@ def test_training_steps_carry_the_memory_of_the_previous_segment():
         keras.backend.clear_session()
 
 
+def test_a_restarted_row_counts_only_its_new_stream_in_a_memory_longer_than_a_segment():
+    """mem_len 10, segments of 7: a row that starts again at segment 2 holds 7 states of it after that step
+    and 3 emptied slots, which must stay hidden: its segment 3 scores as one causal pass over segments 2 and
+    3. (Where segments fill the whole memory, a count kept from the old stream is capped at mem_len
+    either way, and the restart looks right.)"""
+    rng = np.random.default_rng(1)
+    stream = rng.integers(0, 50, (2, 21)).astype("int32")
+    ones = np.ones((2, 7), "int32")
+    model = _tiny_pretrainer(10)
+    for start, stream_start in ((0, [1, 1]), (7, [0, 1])):
+        model({"token_ids": stream[:, start:start + 7], "padding_mask": ones,
+               "stream_start": np.array(stream_start, "int32")}, training=True)
+    assert ops.convert_to_numpy(model.get_layer("memory_stream").filled).tolist() == [10.0, 7.0]
+    scored = ops.convert_to_numpy(model({"token_ids": stream[:, 14:], "padding_mask": ones,
+                                         "stream_start": np.zeros(2, "int32")}, training=False)["clm"])
+    expected = model.causal_lm_model()({"token_ids": stream[:, 7:], "padding_mask": np.ones((2, 14), "int32")})
+    np.testing.assert_allclose(scored[1], ops.convert_to_numpy(expected)[1, 7:], atol=1e-5)
+    keras.backend.clear_session()
+
+
 def test_adaptive_softmax_matches_torch_where_their_options_coincide():
     """div_val 1, no projections: torch's AdaptiveLogSoftmaxWithLoss with its tail projections set to the
     identity, tail biases zero, and the cluster rows in its order (ours reads them from the end)."""
