@@ -50,7 +50,8 @@ def graph_rewrites_as_in_commands():
 # files handed out last are short ones and both workers finish close together. The JAX subset's order
 # follows too: its longest files are test_resume.py, test_transformer_xl.py, test_xlnet.py, test_electra.py.
 LONGEST_FILES = (
-    "test_finetune.py", "test_distribute.py", "test_resume.py", "test_serving_lengths.py", "test_study.py",
+    "test_finetune.py", "test_fresh_process.py", "test_distribute.py", "test_resume.py", "test_serving_lengths.py",
+    "test_study.py",
     "test_cli.py", "test_t5_serving.py", "test_transformer_xl.py", "test_xla.py", "test_xlnet.py",
     "test_electra.py", "test_hf_convert.py", "test_prepare.py", "test_gpt.py", "test_prepare_families.py",
     "test_benchmark_smoke.py", "test_notebooks.py", "test_jax_backend.py", "test_task_models.py", "test_presets.py",

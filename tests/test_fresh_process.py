@@ -59,7 +59,8 @@ def _converted_heads(family_name, run, root):
     read back by each head class (heads it lacks start random), saved, and converted."""
     exported = root / "hf"
     assert main(["export", str(run), "--format", "hf", "--out", str(exported)]) == 0
-    tokenizer_files = [p for p in exported.iterdir() if p.is_file() and p.name not in ("config.json", "model.safetensors")]
+    weights = ("config.json", "model.safetensors")
+    tokenizer_files = [p for p in exported.iterdir() if p.is_file() and p.name not in weights]
     made = []
     for head in HF_HEADS[family_name]:
         checkpoint = root / head
