@@ -264,6 +264,10 @@ CASES = [
      "argument --seed: '4294967296' is not a whole number from 0 to 2147483647"),
     ("negative seed", _pretrain("--seed", "-1"), "argument --seed: '-1' is not a whole number from 0"),
     ("unknown flag", _pretrain("--no-such-flag"), "unrecognized arguments: --no-such-flag"),
+    # Abbreviations would bypass the checks of a flag given by name (see also test_prepare's --data cases).
+    ("abbreviated flag", _pretrain("--vocab", "300"), "unrecognized arguments: --vocab 300"),
+    ("abbreviated flag with =", _pretrain("--dupe=5"), "unrecognized arguments: --dupe=5"),
+    ("abbreviated --backend", _pretrain("--back", "tensorflow"), "unrecognized arguments: --back tensorflow"),
     ("--out is a file", _pretrain("--out", "{tmp}/a_file"), "is a file"),
     ("--out under /proc", _pretrain("--out", "/proc/bertology/run"), "cannot be written"),
     ("--export is a file", _pretrain("--export", "{tmp}/a_file"), "is a file"),
