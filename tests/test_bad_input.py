@@ -281,6 +281,9 @@ CASES = [
                                               "--out", "{tmp}/ft", "--no-export"], "line 3: repeats the header row"),
     ("finetune data of one class", ["finetune", "--task", "{tmp}/one_class", "--from", "{tmp}/run",
                                     "--out", "{tmp}/ft", "--no-export"], "has a single class ('x')"),
+    ("finetune --max-examples of one class", ["finetune", "--task", "bbc-news", "--from", "{tmp}/run",
+                                              "--max-examples", "1", "--out", "{tmp}/ft", "--no-export"],
+     "bbc-news cut to its first 1 (--max-examples 1) has a single class ('business')"),
     # study
     ("study --seeds 0", ["study", "--seeds", "0", "--out", "{tmp}/s"], "--seeds"),
     ("study unknown arm", ["study", "--arms", "bert", "nonesuch", "--out", "{tmp}/s"], "invalid choice: 'nonesuch'"),
