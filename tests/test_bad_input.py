@@ -43,9 +43,11 @@ def _corpora(tmp):
     _write(tmp, "hidden_only/.secret.txt", TEXT)
     _write(tmp, "a_file", "I am a file, not a folder.")
     for folder, train in [("header_twice", "text\tlabel\na\tx\ntext\tlabel\nb\ty\n"),
-                          ("one_class", "text\tlabel\na\tx\nb\tx\n")]:
+                          ("one_class", "text\tlabel\na\tx\nb\tx\n"),
+                          ("case_labels", "text\tlabel\na\tpos\nb\tPos\nc\tPOS\nd\tneg\n")]:
         _write(tmp, f"{folder}/train.tsv", train)
-        _write(tmp, f"{folder}/test.tsv", "text\tlabel\nc\tx\n")
+        _write(tmp, f"{folder}/test.tsv", "text\tlabel\nc\tx\n" if folder != "case_labels" else
+               "text\tlabel\nc\tpos\n")
 
 
 def _hf_checkpoint(tmp):
@@ -115,8 +117,8 @@ def tmp(tmp_path_factory):
     return folder
 
 
-def _pretrain(*args, corpus="{tmp}/good.txt"):
-    return ["pretrain", "--corpus", corpus, "--out", "{tmp}/out", "--export", "{tmp}/export",
+def _pretrain(*args, corpus="{tmp}/good.txt", export=("--export", "{tmp}/export")):
+    return ["pretrain", "--corpus", corpus, "--out", "{tmp}/out", *export,
             "--steps", "2", "--vocab-size", "200", "--seq-len", "32", *args]
 
 
@@ -273,10 +275,27 @@ CASES = [
     ("--export is a file", _pretrain("--export", "{tmp}/a_file"), "is a file"),
     ("--export under /proc", _pretrain("--export", "/proc/bertology/sm"), "cannot be written"),
     ("--export and --no-export", _pretrain("--export", "{tmp}/sm", "--no-export"), "contradict each other"),
+    # flags that would do nothing in their context
+    ("--decay-share of a linear schedule", _pretrain("--decay-share", "0.2"),
+     "--decay-share applies to --schedule wsd, not linear"),
+    ("--decay-power of a cosine schedule", _pretrain("--schedule", "cosine", "--decay-power", "2"),
+     "--decay-power applies to --schedule polynomial, not cosine"),
+    ("--serving-xla without an export", _pretrain("--serving-xla", export=["--no-export"]),
+     "--serving-xla applies to the SavedModel, which --no-export leaves out"),
+    ("--length-buckets without an export", _pretrain("--length-buckets", "16", export=["--no-export"]),
+     "--length-buckets applies to the SavedModel, which --no-export leaves out"),
+    ("multiworker without TF_CONFIG", _pretrain("--strategy", "multiworker"),
+     "--strategy multiworker: TF_CONFIG is not set, so this process would train alone"),
     # finetune
     ("finetune --export and --no-export",
      ["finetune", "--task", "bbc-news", "--from", "{tmp}/run", "--export", "{tmp}/e", "--no-export"],
      "contradict each other"),
+    ("finetune --serving-xla with --results-only",
+     ["finetune", "--task", "bbc-news", "--from", "{tmp}/run", "--results-only", "--serving-xla", "--out", "{tmp}/ft"],
+     "--serving-xla applies to the SavedModel, which --results-only leaves out"),
+    ("finetune --serving-xla with --no-export",
+     ["finetune", "--task", "bbc-news", "--from", "{tmp}/run", "--no-export", "--serving-xla", "--out", "{tmp}/ft"],
+     "--serving-xla applies to the SavedModel, which --no-export leaves out"),
     ("finetune header repeated in the data", ["finetune", "--task", "{tmp}/header_twice", "--from", "{tmp}/run",
                                               "--out", "{tmp}/ft", "--no-export"], "line 3: repeats the header row"),
     ("finetune data of one class", ["finetune", "--task", "{tmp}/one_class", "--from", "{tmp}/run",
@@ -362,6 +381,31 @@ def test_the_table_is_large():
 
 @pytest.mark.parametrize("name,argv,message", CASES, ids=[case[0] for case in CASES])
 def test_bad_input_is_refused_cleanly(tmp, capsys, name, argv, message):
+    assert _refused(tmp, capsys, argv, message) == []
+
+
+# Input that still makes a sensible run, said in one warning line on stderr: each row also breaks
+# something checked after the warning, so that the command stops there instead of training.
+WARNED = [
+    ("odd --local-window", _pretrain("--model", "modernbert", "--local-window", "3", "--out", "{tmp}/a_file"),
+     "--local-window 3 works as 2 (the model takes it in steps of 2)", "is a file"),
+    ("--resume without a run", _pretrain("--resume", corpus="{tmp}/empty.txt"),
+     "--resume: {tmp}/out holds no checkpoint to resume from; starting a fresh run", "no text"),
+    ("labels differing in case", ["finetune", "--task", "{tmp}/case_labels", "--from", "{tmp}/no_run",
+                                  "--out", "{tmp}/ft", "--no-export"],
+     "labels 'POS', 'Pos', 'pos' differ only in case: they are 3 classes; write them alike if they are one",
+     "not a finished run folder"),
+]
+
+
+@pytest.mark.parametrize("name,argv,warning,message", WARNED, ids=[case[0] for case in WARNED])
+def test_doubtful_input_is_warned_of_in_one_line(tmp, capsys, name, argv, warning, message):
+    assert _refused(tmp, capsys, argv, message) == [f"bertology: warning: {warning.replace('{tmp}', str(tmp))}"]
+
+
+def _refused(tmp, capsys, argv, message):
+    """The lines before a refusal (one `bertology: error:` line containing `message`, exit status 2, no
+    traceback, nothing left behind)."""
     before = set(tmp.iterdir())
     argv = [arg.replace("{tmp}", str(tmp)) for arg in argv]
     message = message.replace("{tmp}", str(tmp))
@@ -370,9 +414,10 @@ def test_bad_input_is_refused_cleanly(tmp, capsys, name, argv, message):
     except SystemExit as exit_:  # argparse's usage errors
         status = exit_.code
     captured = capsys.readouterr()
-    lines = captured.err.strip().splitlines()
+    *warnings, error = captured.err.strip().splitlines()
     assert status == 2, captured.err
-    assert len(lines) == 1 and lines[0].startswith("bertology: error: "), captured.err
-    assert message in lines[0]
+    assert error.startswith("bertology: error: "), captured.err
+    assert message in error
     assert "Traceback" not in captured.err + captured.out
     assert set(tmp.iterdir()) == before, "a refused command left files behind"
+    return warnings

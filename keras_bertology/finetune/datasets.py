@@ -475,6 +475,15 @@ def _check_two_classes(kind, labels, where):
         raise DataError(f"{where} tags every word O: tagging needs entity tags (B-TYPE, I-TYPE) to learn")
 
 
+def case_variants(labels) -> list:
+    """The groups of `labels` that differ only in case ('pos', 'Pos', 'POS'): each is a class of its own,
+    which is seldom what was meant."""
+    groups = {}
+    for label in labels:
+        groups.setdefault(label.casefold(), []).append(label)
+    return [group for group in groups.values() if len(group) > 1]
+
+
 def _check_known_labels(kind, labels, rows, path, train_path):
     """A dev or test label the training file lacks cannot be learned: name it and where it is."""
     known = set(labels)

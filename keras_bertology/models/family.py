@@ -29,6 +29,8 @@ class FamilyOption:
             "attention_options".
         applies_when: (option, value): given while that option of the family has another value, it
             is refused (a generator's settings with an objective that has no generator).
+        step: a whole number the model takes in steps of this size, rounding a value given down (a window
+            split in two halves: 2); a run given another value is told so.
     """
 
     name: str
@@ -41,6 +43,7 @@ class FamilyOption:
     used_by: tuple = ("masker",)
     applies_when: tuple = ()
     config_key: str = ""
+    step: int = 1
 
     @property
     def flag(self):
@@ -316,6 +319,13 @@ class ModelFamily:
                     raise ConfigError(f"{known[name].flag} applies to {known[other].flag} {needed}, not "
                                       f"{values[other]}")
         return {name: value for name, value in values.items() if used_by is None or used_by in known[name].used_by}
+
+    def rounding_notes(self, given=None):
+        """A line for each option of `given` that the model rounds down to its `step`."""
+        known = {option.name: option for option in self.options}
+        return [f"{known[name].flag} {value} works as {value - value % known[name].step} (the model takes it in "
+                f"steps of {known[name].step})" for name, value in (given or {}).items()
+                if name in known and value is not None and value % known[name].step]
 
     def pack_text(self, tokenizer, seq_len, first, second=None):
         """Raw strings -> the model inputs this family serves with (see `segment_packer_path` and

@@ -105,6 +105,7 @@ class PretrainOptions:
                                                       "eval_every"))
         self._check_schedule()
         ranges.check_length_buckets(self.length_buckets, self.seq_len)
+        ranges.check_serving_flags(self.length_buckets, self.serving_xla, "--no-export" if self.no_export else None)
         max_positions = family.presets[self.preset]["config"].get("max_positions")  # T5's positions are relative
         if max_positions and self.seq_len > max_positions:
             raise ConfigError(
@@ -152,6 +153,14 @@ class PretrainOptions:
                 raise ConfigError(f"snapshot step {step!r} is not the end of a logged window of this run "
                                   f"(every {window} steps, up to {self.windows * window})")
         return family
+
+    def check_given(self, family, given):
+        """Refuse the flags of `given` (the names of the options set by the user) that do nothing with
+        this run's other settings; their defaults are values, so only a flag given says the user meant one."""
+        schedule = self.learning_rate_schedule(family)
+        for name, applies_to in (("decay_share", "wsd"), ("decay_power", "polynomial")):
+            if name in given and schedule != applies_to:
+                raise ConfigError(f"{_flag(name)} applies to --schedule {applies_to}, not {schedule}")
 
     def _check_schedule(self):
         for flag, value in (("--warmup-steps", self.warmup_steps), ("--eval-every", self.eval_every)):

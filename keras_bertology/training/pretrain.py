@@ -29,7 +29,7 @@ from keras_bertology.data.shards import (
     TOKENIZER_DIR, read_manifest, sample_instances, shard_dataset, tokenizer_fingerprint)
 from keras_bertology.data.static_masking import write_static_tfrecords
 from keras_bertology.data.tokenizers import load_tokenizer
-from keras_bertology.errors import ConfigError, CorpusError
+from keras_bertology.errors import ConfigError, CorpusError, warn
 from keras_bertology.models.family import RunContext
 from keras_bertology.export import export_saved_model
 from keras_bertology.export.from_other_backend import export_in_tensorflow
@@ -83,6 +83,9 @@ def pretrain(options, given=()):
         manifest = read_manifest(options.data)
         options = options.with_prepared_data(manifest, given)
     family = options.validate()
+    options.check_given(family, given)
+    for note in family.rounding_notes(options.family_options):
+        warn(note)
     lay_out(strategy, options.model_parallel, family.model_parallel_layout)
     # The policy that runs, not "auto": recorded in options.json, so a resumed run is compared with it.
     options = dataclasses.replace(options, precision=resolve_precision(options.precision, strategy))
@@ -91,8 +94,10 @@ def pretrain(options, given=()):
     export_dir = None if options.no_export else Path(options.export or Path("savedmodels") / run_name)
     chief = is_chief(strategy)
     with claim_outputs(run_dir, PRETRAINING_RUN, export_dir, writer=chief) as run_claim:  # the chief writes
-        source = _Source(manifest) if manifest else _Source.read(options)
         checkpoints = RunCheckpoints(run_dir, writer=chief)
+        if options.resume and checkpoints.latest() is None:
+            warn(f"--resume: {run_dir} holds no checkpoint to resume from; starting a fresh run")
+        source = _Source(manifest) if manifest else _Source.read(options)
         try:
             try:
                 with dtype_policy_scope(options.precision):
