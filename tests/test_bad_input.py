@@ -248,6 +248,10 @@ CASES = [
     ("non-finite decay power", _pretrain("--decay-power", "nan"), "argument --decay-power: 'nan' is not a number in"),
     ("no decay share", _pretrain("--decay-share", "0"), "argument --decay-share: '0' is not a number in (0, 1]"),
     ("init from no run", _pretrain("--init-from", "{tmp}/no_run"), "is not a finished run folder"),
+    ("--preset of other sizes than --init-from", _pretrain("--preset", "bert-mini", "--init-from", "{tmp}/run"),
+     "--preset bert-mini (num_layers 4, hidden_size 256, num_heads 4, intermediate_size 1024) disagrees with the "
+     "converted model of --init-from {tmp}/run (num_layers 1, hidden_size 16, num_heads 2, intermediate_size 24), "
+     "whose shape the run keeps: leave --preset out"),
     ("zero rotary base", _pretrain("--model", "modernbert", "--preset", "modernbert-tiny", "--global-rotary-base",
                                    "0"), "argument --global-rotary-base: '0' is not a number from 1.0 to 1000000000.0"),
     ("other family's option", _pretrain("--max-span", "4"), "--max-span does not apply to --model bert"),

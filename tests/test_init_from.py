@@ -49,3 +49,20 @@ def test_what_a_run_cannot_start_from_is_refused_in_one_line(tmp_path, capsys):
     code, printed = _pretrain(tmp_path, capsys, "b", "--init-from", str(tmp_path / "bert-run"))
     assert code == 2 and "holds a bert model, not --model modernbert" in printed.err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_a_run_is_named_by_the_preset_of_the_run_it_starts_from(tmp_path):
+    """The run keeps its source's shape: without --preset it takes the source's preset, and a preset of
+    other sizes is refused (it named bert-tiny's shape bert-mini in run.json and the export)."""
+    from keras_bertology.errors import ConfigError
+    from keras_bertology.training.options import PretrainOptions
+
+    source = tmp_path / "mini"
+    (source / "model").mkdir(parents=True)
+    (source / "model" / "run.json").write_text(json.dumps({"family": "bert", "preset": "bert-mini", "backbone": {
+        "num_layers": 4, "hidden_size": 256, "num_heads": 4, "intermediate_size": 1024}}))
+    options = PretrainOptions(init_from=str(source)).with_init_source()
+    assert options.preset == "bert-mini" and options.validate().name == "bert"
+    with pytest.raises(ConfigError, match=r"--preset bert-tiny \(num_layers 2, .*\) disagrees with the bert-mini "
+                                          r"model of --init-from .* or give --preset bert-mini$"):
+        PretrainOptions(preset="bert-tiny", init_from=str(source)).with_init_source().validate()

@@ -34,6 +34,24 @@ def check_source(init_from, family):
     return description
 
 
+def check_source_sizes(family, preset, description, init_from):
+    """ConfigError where the sizes of `preset` disagree with those of the run in `init_from` (`description`:
+    its run.json): a run started from it keeps its shape, and would run and be recorded under a wrong name."""
+    from keras_bertology.training.options import ENCODER_SIZES
+
+    ours, theirs = family.presets[preset]["config"], description.get("backbone", {})
+    keys = [family.size_keys.get(size, size) for size in ENCODER_SIZES]
+    keys = [key for key in keys if key is not None and key in ours and key in theirs]
+    if any(ours[key] != theirs[key] for key in keys):
+        def sizes(config):
+            return ", ".join(f"{key} {config[key]}" for key in keys)
+
+        source = description.get("preset") or "converted"
+        raise ConfigError(f"--preset {preset} ({sizes(ours)}) disagrees with the {source} model of --init-from "
+                          f"{init_from} ({sizes(theirs)}), whose shape the run keeps: leave --preset out"
+                          + (f" or give --preset {description['preset']}" if description.get("preset") else ""))
+
+
 def init_context(init_from, family, options):
     """The `RunContext` of a run that starts from `init_from`: its tokenizer, its backbone config under what
     this run's options set (the family's backbone options given, the packing), and its weights to load."""

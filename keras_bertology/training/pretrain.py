@@ -82,6 +82,7 @@ def pretrain(options, given=()):
     if options.data:
         manifest = read_manifest(options.data)
         options = options.with_prepared_data(manifest, given)
+    options = options.with_init_source()
     family = options.validate()
     options.check_given(family, given)
     for note in family.rounding_notes(options.family_options):
@@ -204,7 +205,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
             pretrainer, options.batch_size // accumulate, replicas)
         validation = (held_out_batches, count, eval_windows(windows, steps_per_window, options.eval_every))
         _say(options, f"held-out evaluation: {count} batches of {options.batch_size // accumulate} instances")
-    _say(options, f"model: {options.model} {options.preset}, {pretrainer.backbone.count_params():,} encoder parameters, "
+    _say(options, f"model: {_model_name(options)}, {pretrainer.backbone.count_params():,} encoder parameters, "
                   f"{pretrainer.dtype_policy.name}{', XLA' if pretrainer.jit_compile else ''}, {masking} masking{_units_said(family, options, total_steps)}, {total_steps} steps of batch {options.batch_size} "
                   f"in {windows} logged windows"
                   + (f", resuming after step {done_steps}" if done_steps else ""))
@@ -272,7 +273,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         metrics["held_out_stream"] = stream
     write_metrics(run_dir / "metrics.json", metrics)
     plot_training_curves(history.records, pretrainer.objectives, run_dir / "loss_curve.png",
-                         f"{options.model} {options.preset} on {_corpus_label(options)}")
+                         f"{_model_name(options)} on {_corpus_label(options)}")
     _say(options, summary_text(metrics, run_dir))
     return metrics
 
@@ -392,7 +393,12 @@ def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options, pr
 
 
 def _default_run_name(options):
-    return f"{options.model}-{options.preset}-{datetime.now():%Y%m%d-%H%M%S}"
+    return f"{options.model}-{options.preset or Path(options.init_from).name}-{datetime.now():%Y%m%d-%H%M%S}"
+
+
+def _model_name(options):
+    """The family and preset, or for a run from a converted model (no preset) where its shape comes from."""
+    return f"{options.model} {options.preset or f'as {options.init_from}'}"
 
 
 def _corpus_label(options):
