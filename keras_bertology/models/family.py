@@ -262,10 +262,21 @@ class ModelFamily:
         """The family's pretrainer (objectives and heads) on `backbone`: the preset's pretrainer
         settings, overridden by the options given; `batch_size` is the batch of one replica; `context`
         (a `RunContext`) adds its pretrainer arguments."""
+        return self.pretrainer_cls(backbone, **self._pretrainer_settings(options, preset, context),
+                                   **self._stream_batch(batch_size))
+
+    def backbone_needs(self, options=None, preset=None):
+        """The backbone config entries that the pretrainer `build_pretrainer` makes needs (see
+        `models.pretrainer.Pretrainer.backbone_needs`; none for a builder that is a function)."""
+        needs = getattr(self.pretrainer_cls, "backbone_needs", None)
+        return needs(**self._pretrainer_settings(options, preset)) if needs else {}
+
+    def _pretrainer_settings(self, options=None, preset=None, context=None):
+        """The pretrainer's arguments: the preset's, overridden by the options given and the context's."""
         kwargs = dict(self.presets[preset].get("pretrainer", {})) if preset else {}
         kwargs.update({k: v for k, v in self.option_values(options, "pretrainer").items() if v is not None})
         kwargs.update(context.pretrainer_kwargs if context else {})
-        return self.pretrainer_cls(backbone, **kwargs, **self._stream_batch(batch_size))
+        return kwargs
 
     def run_context(self, options=None):
         """The `RunContext` of a run with these family options (an empty one for most families)."""

@@ -382,8 +382,10 @@ def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options, pr
     pretrainer = family.build_pretrainer(backbone, options.family_options, options.preset, replica_batch_size,
                                          context)
     if context.initial_weights:
-        load_initial_weights(pretrainer, context.initial_weights)
+        fresh = load_initial_weights(pretrainer, context.initial_weights)
         _say(options, f"weights: from {context.initial_weights}")
+        if fresh:
+            warn(f"--init-from {context.initial_weights} has no {', '.join(fresh)}: freshly initialised")
     multipliers = layerwise_decay(backbone, options.layer_decay) if options.layer_decay < 1 else None
     pretrainer.compile(optimizer=make_optimizer(
         options.optimizer_name(family), options.peak_learning_rate(family), total_steps,
