@@ -333,10 +333,10 @@ class ModelFamily:
 
     def rounding_notes(self, given=None):
         """A line for each option of `given` that the model rounds down to its `step`."""
-        known = {option.name: option for option in self.options}
-        return [f"{known[name].flag} {value} works as {value - value % known[name].step} (the model takes it in "
-                f"steps of {known[name].step})" for name, value in (given or {}).items()
-                if name in known and value is not None and value % known[name].step]
+        stepped = {option.name: option for option in self.options if option.step > 1}
+        return [f"{stepped[name].flag} {value} works as {value - value % stepped[name].step} (the model takes it "
+                f"in steps of {stepped[name].step})" for name, value in (given or {}).items()
+                if name in stepped and value is not None and value % stepped[name].step]
 
     def pack_text(self, tokenizer, seq_len, first, second=None):
         """Raw strings -> the model inputs this family serves with (see `segment_packer_path` and
