@@ -85,12 +85,15 @@ def load_initial_weights(pretrainer, init_from):
     try:
         if source.pretrainer is not None and _same_weights(pretrainer, source.pretrainer):
             pretrainer.set_weights(source.pretrainer.get_weights())
-        else:  # layer by layer, by name (the backbone's own name is numbered by Keras)
-            _copy_layers(pretrainer.backbone, source.backbone, fresh)
-            heads = [layer for layer in pretrainer.layers if layer is not pretrainer.backbone]
-            saved_heads = [layer for layer in source.pretrainer.layers if layer is not source.backbone] \
-                if source.pretrainer is not None else []
-            _copy_layers(heads, saved_heads, fresh)
+        else:  # the backbone, then the heads layer by layer, by name (the backbone's own is numbered by Keras)
+            saved = source.pretrainer.backbone if source.pretrainer is not None else source.backbone
+            if _same_weights(pretrainer.backbone, saved):
+                pretrainer.backbone.set_weights(saved.get_weights())
+            else:
+                _copy_layers(pretrainer.backbone, saved, fresh)
+            _copy_layers([layer for layer in pretrainer.layers if layer is not pretrainer.backbone],
+                         [layer for layer in source.pretrainer.layers if layer is not saved]
+                         if source.pretrainer is not None else [], fresh)
     except ValueError as error:
         raise CheckpointError(f"--init-from {init_from}: its weights do not fit this run's model ({error}); "
                               "change only settings that keep every weight's shape") from None
