@@ -82,8 +82,8 @@ def test_a_masked_lm_checkpoint_without_a_pooler_gets_one_for_next_sentence_pred
     (tmp_path / "corpus.txt").write_text("It was a dark night. The wind blew hard.\n\nA second document begins. "
                                          "It ends here.\n\n" * 8)
     code = main(["pretrain", "--init-from", str(tmp_path / "mlm"), "--corpus", str(tmp_path / "corpus.txt"),
-                 "--steps", "1", "--batch-size", "4", "--seq-len", "16", "--dupe-factor", "1",
-                 "--learning-rate", "1e-9", "--no-export", "--out", str(tmp_path / "run")])
+                 "--steps", "1", "--batch-size", "4", "--seq-len", "16", "--dupe-factor", "1", "--learning-rate", "1e-9",
+                 "--xla", "off", "--precision", "float32", "--no-export", "--out", str(tmp_path / "run")])
     printed = capsys.readouterr()
     assert code == 0, printed.err
     assert f"bertology: warning: --init-from {tmp_path / 'mlm'} has no pooler, nsp_head: freshly initialised" \
