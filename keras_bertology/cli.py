@@ -57,7 +57,12 @@ def _serving_xla(parser):
 
 
 class _Parser(argparse.ArgumentParser):
-    """Usage errors as one `bertology: error:` line, like every other refused input."""
+    """Usage errors as one `bertology: error:` line, like every other refused input. Flags are taken by
+    their full names only: an abbreviation (`--seq` for `--seq-len`) would bypass the checks that look for
+    a flag given (`_given_flags`, `_select_backend`)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, allow_abbrev=False, **kwargs)
 
     def error(self, message):
         self.exit(EXIT_USAGE, f"bertology: error: {message} (see `{self.prog} --help`)\n")

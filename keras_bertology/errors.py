@@ -5,6 +5,13 @@ checkpoint) raises a `BertologyError`; the CLI prints its message on one line
 and exits non-zero instead of showing a traceback.
 """
 
+import sys
+
+
+def warn(line):
+    """A warning about input that still makes a sensible run: one line on stderr, as errors are."""
+    print(f"bertology: warning: {line}", file=sys.stderr, flush=True)
+
 
 class BertologyError(Exception):
     """An error caused by the user's input, with a message that says how to fix it."""

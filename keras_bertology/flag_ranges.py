@@ -81,6 +81,14 @@ def check_length_buckets(buckets, seq_len):
     return tuple(sorted(set(buckets)))
 
 
+def check_serving_flags(length_buckets, serving_xla, without_saved_model):
+    """ConfigError for the SavedModel's flags given where no SavedModel is written (`without_saved_model`:
+    the flag that leaves it out, or None where one is written): they would do nothing."""
+    for flag, given in (("--length-buckets", length_buckets), ("--serving-xla", serving_xla)):
+        if given and without_saved_model:
+            raise ConfigError(f"{flag} applies to the SavedModel, which {without_saved_model} leaves out; keep one")
+
+
 def check_options(options, ranges_by_name, optional=()):
     """ConfigError for the first field of `options` (a dataclass of a command's options) out of its
     flag's range; None passes for the `optional` fields, where it stands for a default."""

@@ -43,9 +43,11 @@ def _corpora(tmp):
     _write(tmp, "hidden_only/.secret.txt", TEXT)
     _write(tmp, "a_file", "I am a file, not a folder.")
     for folder, train in [("header_twice", "text\tlabel\na\tx\ntext\tlabel\nb\ty\n"),
-                          ("one_class", "text\tlabel\na\tx\nb\tx\n")]:
+                          ("one_class", "text\tlabel\na\tx\nb\tx\n"),
+                          ("case_labels", "text\tlabel\na\tpos\nb\tPos\nc\tPOS\nd\tneg\n")]:
         _write(tmp, f"{folder}/train.tsv", train)
-        _write(tmp, f"{folder}/test.tsv", "text\tlabel\nc\tx\n")
+        _write(tmp, f"{folder}/test.tsv", "text\tlabel\nc\tx\n" if folder != "case_labels" else
+               "text\tlabel\nc\tpos\n")
 
 
 def _hf_checkpoint(tmp):
@@ -115,8 +117,8 @@ def tmp(tmp_path_factory):
     return folder
 
 
-def _pretrain(*args, corpus="{tmp}/good.txt"):
-    return ["pretrain", "--corpus", corpus, "--out", "{tmp}/out", "--export", "{tmp}/export",
+def _pretrain(*args, corpus="{tmp}/good.txt", export=("--export", "{tmp}/export")):
+    return ["pretrain", "--corpus", corpus, "--out", "{tmp}/out", *export,
             "--steps", "2", "--vocab-size", "200", "--seq-len", "32", *args]
 
 
@@ -246,6 +248,10 @@ CASES = [
     ("non-finite decay power", _pretrain("--decay-power", "nan"), "argument --decay-power: 'nan' is not a number in"),
     ("no decay share", _pretrain("--decay-share", "0"), "argument --decay-share: '0' is not a number in (0, 1]"),
     ("init from no run", _pretrain("--init-from", "{tmp}/no_run"), "is not a finished run folder"),
+    ("--preset of other sizes than --init-from", _pretrain("--preset", "bert-mini", "--init-from", "{tmp}/run"),
+     "--preset bert-mini (num_layers 4, hidden_size 256, num_heads 4, intermediate_size 1024) disagrees with the "
+     "converted model of --init-from {tmp}/run (num_layers 1, hidden_size 16, num_heads 2, intermediate_size 24), "
+     "whose shape the run keeps: leave --preset out"),
     ("zero rotary base", _pretrain("--model", "modernbert", "--preset", "modernbert-tiny", "--global-rotary-base",
                                    "0"), "argument --global-rotary-base: '0' is not a number from 1.0 to 1000000000.0"),
     ("other family's option", _pretrain("--max-span", "4"), "--max-span does not apply to --model bert"),
@@ -264,19 +270,43 @@ CASES = [
      "argument --seed: '4294967296' is not a whole number from 0 to 2147483647"),
     ("negative seed", _pretrain("--seed", "-1"), "argument --seed: '-1' is not a whole number from 0"),
     ("unknown flag", _pretrain("--no-such-flag"), "unrecognized arguments: --no-such-flag"),
+    # Abbreviations would bypass the checks of a flag given by name (see also test_prepare's --data cases).
+    ("abbreviated flag", _pretrain("--vocab", "300"), "unrecognized arguments: --vocab 300"),
+    ("abbreviated flag with =", _pretrain("--dupe=5"), "unrecognized arguments: --dupe=5"),
+    ("abbreviated --backend", _pretrain("--back", "tensorflow"), "unrecognized arguments: --back tensorflow"),
     ("--out is a file", _pretrain("--out", "{tmp}/a_file"), "is a file"),
     ("--out under /proc", _pretrain("--out", "/proc/bertology/run"), "cannot be written"),
     ("--export is a file", _pretrain("--export", "{tmp}/a_file"), "is a file"),
     ("--export under /proc", _pretrain("--export", "/proc/bertology/sm"), "cannot be written"),
     ("--export and --no-export", _pretrain("--export", "{tmp}/sm", "--no-export"), "contradict each other"),
+    # flags that would do nothing in their context
+    ("--decay-share of a linear schedule", _pretrain("--decay-share", "0.2"),
+     "--decay-share applies to --schedule wsd, not linear"),
+    ("--decay-power of a cosine schedule", _pretrain("--schedule", "cosine", "--decay-power", "2"),
+     "--decay-power applies to --schedule polynomial, not cosine"),
+    ("--serving-xla without an export", _pretrain("--serving-xla", export=["--no-export"]),
+     "--serving-xla applies to the SavedModel, which --no-export leaves out"),
+    ("--length-buckets without an export", _pretrain("--length-buckets", "16", export=["--no-export"]),
+     "--length-buckets applies to the SavedModel, which --no-export leaves out"),
+    ("multiworker without TF_CONFIG", _pretrain("--strategy", "multiworker"),
+     "--strategy multiworker: TF_CONFIG is not set, so this process would train alone"),
     # finetune
     ("finetune --export and --no-export",
      ["finetune", "--task", "bbc-news", "--from", "{tmp}/run", "--export", "{tmp}/e", "--no-export"],
      "contradict each other"),
+    ("finetune --serving-xla with --results-only",
+     ["finetune", "--task", "bbc-news", "--from", "{tmp}/run", "--results-only", "--serving-xla", "--out", "{tmp}/ft"],
+     "--serving-xla applies to the SavedModel, which --results-only leaves out"),
+    ("finetune --serving-xla with --no-export",
+     ["finetune", "--task", "bbc-news", "--from", "{tmp}/run", "--no-export", "--serving-xla", "--out", "{tmp}/ft"],
+     "--serving-xla applies to the SavedModel, which --no-export leaves out"),
     ("finetune header repeated in the data", ["finetune", "--task", "{tmp}/header_twice", "--from", "{tmp}/run",
                                               "--out", "{tmp}/ft", "--no-export"], "line 3: repeats the header row"),
     ("finetune data of one class", ["finetune", "--task", "{tmp}/one_class", "--from", "{tmp}/run",
                                     "--out", "{tmp}/ft", "--no-export"], "has a single class ('x')"),
+    ("finetune --max-examples of one class", ["finetune", "--task", "bbc-news", "--from", "{tmp}/run",
+                                              "--max-examples", "1", "--out", "{tmp}/ft", "--no-export"],
+     "bbc-news cut to its first 1 (--max-examples 1) has a single class ('business')"),
     # study
     ("study --seeds 0", ["study", "--seeds", "0", "--out", "{tmp}/s"], "--seeds"),
     ("study unknown arm", ["study", "--arms", "bert", "nonesuch", "--out", "{tmp}/s"], "invalid choice: 'nonesuch'"),
@@ -355,6 +385,31 @@ def test_the_table_is_large():
 
 @pytest.mark.parametrize("name,argv,message", CASES, ids=[case[0] for case in CASES])
 def test_bad_input_is_refused_cleanly(tmp, capsys, name, argv, message):
+    assert _refused(tmp, capsys, argv, message) == []
+
+
+# Input that still makes a sensible run, said in one warning line on stderr: each row also breaks
+# something checked after the warning, so that the command stops there instead of training.
+WARNED = [
+    ("odd --local-window", _pretrain("--model", "modernbert", "--local-window", "3", "--out", "{tmp}/a_file"),
+     "--local-window 3 works as 2 (the model takes it in steps of 2)", "is a file"),
+    ("--resume without a run", _pretrain("--resume", corpus="{tmp}/empty.txt"),
+     "--resume: {tmp}/out holds no checkpoint to resume from; starting a fresh run", "no text"),
+    ("labels differing in case", ["finetune", "--task", "{tmp}/case_labels", "--from", "{tmp}/no_run",
+                                  "--out", "{tmp}/ft", "--no-export"],
+     "labels 'POS', 'Pos', 'pos' differ only in case: they are 3 classes; write them alike if they are one",
+     "not a finished run folder"),
+]
+
+
+@pytest.mark.parametrize("name,argv,warning,message", WARNED, ids=[case[0] for case in WARNED])
+def test_doubtful_input_is_warned_of_in_one_line(tmp, capsys, name, argv, warning, message):
+    assert _refused(tmp, capsys, argv, message) == [f"bertology: warning: {warning.replace('{tmp}', str(tmp))}"]
+
+
+def _refused(tmp, capsys, argv, message):
+    """The lines before a refusal (one `bertology: error:` line containing `message`, exit status 2, no
+    traceback, nothing left behind)."""
     before = set(tmp.iterdir())
     argv = [arg.replace("{tmp}", str(tmp)) for arg in argv]
     message = message.replace("{tmp}", str(tmp))
@@ -363,9 +418,10 @@ def test_bad_input_is_refused_cleanly(tmp, capsys, name, argv, message):
     except SystemExit as exit_:  # argparse's usage errors
         status = exit_.code
     captured = capsys.readouterr()
-    lines = captured.err.strip().splitlines()
+    *warnings, error = captured.err.strip().splitlines()
     assert status == 2, captured.err
-    assert len(lines) == 1 and lines[0].startswith("bertology: error: "), captured.err
-    assert message in lines[0]
+    assert error.startswith("bertology: error: "), captured.err
+    assert message in error
     assert "Traceback" not in captured.err + captured.out
     assert set(tmp.iterdir()) == before, "a refused command left files behind"
+    return warnings

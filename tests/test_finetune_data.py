@@ -170,6 +170,18 @@ def test_max_examples_keeps_the_first_of_each_split(wnut):
     assert small.labels == wnut.labels and "first 5" in small.source
 
 
+def test_examples_kept_of_a_single_class_are_refused(bbc, wnut):
+    """--max-examples and --train-examples keep fewer training examples: checked as a file's are (one class
+    would train a model that scores perfectly)."""
+    with pytest.raises(DataError, match=r"bbc-news cut to its first 1 \(--max-examples 1\) has a single class"):
+        load_task("bbc-news", max_examples=1)
+    with pytest.raises(DataError, match=r"wnut16 cut to its first 1 \(--max-examples 1\) tags every word O"):
+        load_task("wnut16", max_examples=1)
+    with pytest.raises(DataError, match=r"drawn down to 1 \(--train-examples 1\) has a single class"):
+        datasets.sample_training_examples(bbc, 1, seed=0)
+    assert len(datasets.sample_training_examples(bbc, 2, seed=0).splits["train"]) == 2  # two classes: kept
+
+
 def test_drawn_training_examples_cover_every_class_then_follow_its_share(bbc):
     sizes = collections.Counter(example["label"] for example in bbc.splits["train"])
     for count in (5, 32, 128, 512):

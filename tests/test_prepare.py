@@ -24,7 +24,10 @@ PLAYS = [str(path) for path in default_corpus_paths()[:8]]
 
 
 def run_cli(capsys, *argv):
-    code = main([str(arg) for arg in argv])
+    try:
+        code = main([str(arg) for arg in argv])
+    except SystemExit as exit_:  # argparse's usage errors
+        code = exit_.code
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -145,6 +148,12 @@ def test_bad_input_to_prepare_and_pretrain_data_is_one_clear_error(bert_data, tm
         (["prepare", "--out", tmp_path / "d1", "--corpus", f"{tmp_path}/*.txt"], "matches no file"),
         (["prepare", "--out", tmp_path / "d2", "--corpus", jsonl], f"{jsonl}, line 2: has no text field 'text'"),
         (["pretrain", "--data", out, "--seq-len", "32"], "--seq-len 32 disagrees with the shards"),
+        # An abbreviation is refused, not trained past the check its full name gets.
+        (["pretrain", "--data", out, "--seq", "32", "--steps", "2", "--no-export", "--out", tmp_path / "r"],
+         "unrecognized arguments: --seq 32"),
+        (["pretrain", "--data", out, "--dupe", "5", "--steps", "2", "--no-export", "--out", tmp_path / "r"],
+         "unrecognized arguments: --dupe 5"),
+        (["pretrain", "--data", out, "--dupe-factor", "5"], "--dupe-factor 5 disagrees with the shards"),
         (["pretrain", "--data", out, "--model", "roberta", "--preset", "roberta-tiny"], "--model roberta disagrees"),
         (["pretrain", "--data", out, "--corpus", PLAYS[0]], "--corpus and --data exclude each other"),
         (["pretrain", "--data", tmp_path / "none"], "is not a folder"),

@@ -181,8 +181,9 @@ def load_task(name_or_path, max_examples=None) -> TaskData:
         raise DataError(f"{name!r} is neither a built-in task ({', '.join(BUILTIN_TASKS)}) nor an existing folder")
     if max_examples is None:
         return task
-    return dataclasses.replace(task, splits={split: examples[:max_examples] for split, examples in task.splits.items()},
-                               source=f"{task.source}; first {max_examples} examples of each split kept")
+    return _cut(task, {split: examples[:max_examples] for split, examples in task.splits.items()},
+                f"first {max_examples} examples of each split kept",
+                f"the training split of {task.name} cut to its first {max_examples} (--max-examples {max_examples})")
 
 
 def sample_training_examples(task, count, seed) -> TaskData:
@@ -212,8 +213,15 @@ def sample_training_examples(task, count, seed) -> TaskData:
         rng.shuffle(chosen)
     else:
         chosen = rng.sample(train, count)
-    return dataclasses.replace(task, splits={**task.splits, "train": chosen},
-                               source=f"{task.source}; {count:,} training examples drawn with seed {seed}")
+    return _cut(task, {**task.splits, "train": chosen}, f"{count:,} training examples drawn with seed {seed}",
+                f"the training split of {task.name} drawn down to {count:,} (--train-examples {count})")
+
+
+def _cut(task, splits, how, which):
+    """`task` with fewer examples (`splits`, kept `how`), whose training examples (`which`, for the message)
+    must still hold two classes, as its files had to: one would train a model that scores perfectly."""
+    _check_two_classes(task.kind, tuple(sorted(_labels_of(task.kind, splits["train"]))), which)
+    return dataclasses.replace(task, splits=splits, source=f"{task.source}; {how}")
 
 
 # ---------------------------------------------------------------------------
@@ -345,7 +353,7 @@ def _load_folder(folder: Path) -> TaskData:
         how = f"dev carved from {paths['train'].name} (a fixed 10% from a permutation seeded 'dev')"
     _check_two_classes(kind, labels, paths["train"])  # after the checks that name a line
     splits = {split: [row.example for row in rows[split]] for split in SPLITS}
-    scored = _labels_of(kind, rows["dev"] + rows["test"]) - _labels_of(kind, rows["train"])
+    scored = _labels_of(kind, splits["dev"] + splits["test"]) - _labels_of(kind, splits["train"])
     untrained = tuple(label for label in labels if label in scored)
     return TaskData(Path(os.path.abspath(folder)).name, kind, labels, pairs, splits,
                     f"{ext} files in {folder}, {how}: " + _counts(splits), untrained)
@@ -457,13 +465,23 @@ def _tag_labels(examples) -> tuple:
     return ("O",) + tuple(sorted({tag for example in examples for tag in example["tags"]} - {"O"}))
 
 
-def _check_two_classes(kind, labels, path):
-    """One class would train a constant model that scores perfectly: refuse it."""
+def _check_two_classes(kind, labels, where):
+    """One class would train a constant model that scores perfectly: refuse it (`where`: the training
+    examples, named for the message)."""
     if kind == "classification" and len(labels) < 2:
-        raise DataError(f"{path} has a single class ({labels[0]!r}): a classifier needs examples of at least two "
+        raise DataError(f"{where} has a single class ({labels[0]!r}): a classifier needs examples of at least two "
                         "labels")
-    if kind == "tagging" and labels == ("O",):
-        raise DataError(f"{path} tags every word O: tagging needs entity tags (B-TYPE, I-TYPE) to learn")
+    if kind == "tagging" and set(labels) <= {"O"}:
+        raise DataError(f"{where} tags every word O: tagging needs entity tags (B-TYPE, I-TYPE) to learn")
+
+
+def case_variants(labels) -> list:
+    """The groups of `labels` that differ only in case ('pos', 'Pos', 'POS'): each is a class of its own,
+    which is seldom what was meant."""
+    groups = {}
+    for label in labels:
+        groups.setdefault(label.casefold(), []).append(label)
+    return [group for group in groups.values() if len(group) > 1]
 
 
 def _check_known_labels(kind, labels, rows, path, train_path):
@@ -478,16 +496,20 @@ def _check_known_labels(kind, labels, rows, path, train_path):
                                 f"(training labels: {shown})")
 
 
-def _labels_of(kind, rows) -> set:
-    return {label for row in rows for label, _ in _labels_with_lines(kind, row)}
+def _labels_of(kind, examples) -> set:
+    return {label for example in examples for label in _example_labels(kind, example)}
+
+
+def _example_labels(kind, example):
+    if kind == "classification":
+        return [example["label"]]
+    if kind == "tagging":
+        return example["tags"]
+    return []
 
 
 def _labels_with_lines(kind, row):
-    if kind == "classification":
-        return [(row.example["label"], row.line)]
-    if kind == "tagging":
-        return zip(row.example["tags"], row.tag_lines)
-    return []
+    return zip(_example_labels(kind, row.example), row.tag_lines if kind == "tagging" else [row.line])
 
 
 def _check_answered(rows, path):

@@ -66,6 +66,8 @@ class FinetuneOptions:
         ranges.check_options(self, _RANGES, optional=("seq_len", "max_examples", "train_examples",
                                                              "learning_rate"))
         ranges.check_length_buckets(self.length_buckets, self.seq_len or ranges.SEQ_LEN.high)
+        ranges.check_serving_flags(self.length_buckets, self.serving_xla,
+                                   "--results-only" if self.results_only else "--no-export" if self.no_export else None)
         if self.summary is not None and self.summary not in SUMMARY_POSITIONS:
             raise ConfigError(f"--summary must be one of {', '.join(SUMMARY_POSITIONS)} (got {self.summary!r})")
         if self.head not in HEADS:

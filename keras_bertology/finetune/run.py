@@ -19,10 +19,10 @@ import tensorflow as tf
 
 from keras_bertology.atomic import atomic_file
 from keras_bertology.convert import hub
-from keras_bertology.errors import CheckpointError, ConfigError
+from keras_bertology.errors import CheckpointError, ConfigError, warn
 from keras_bertology.export.task_model import export_task_model
 from keras_bertology.finetune.shared_work import recipe_key, split_key
-from keras_bertology.finetune.datasets import load_task, sample_training_examples
+from keras_bertology.finetune.datasets import case_variants, load_task, sample_training_examples
 from keras_bertology.finetune.options import FinetuneOptions  # noqa: F401  re-exported
 from keras_bertology.finetune.report import plot_finetuning, results_markdown
 from keras_bertology.finetune.tasks import TASK_KINDS
@@ -57,6 +57,9 @@ def _finetune(options, out, export_dir, shared):
             else load_task(options.task, options.max_examples))
     if options.train_examples is not None:
         task = sample_training_examples(task, options.train_examples, options.seed)
+    for group in case_variants(task.labels):
+        warn(f"labels {', '.join(map(repr, group))} differ only in case: they are {len(group)} classes; write "
+             "them alike if they are one")
     strategy = make_strategy(options.strategy)
     replica_batch_size(options.batch_size, strategy)
     # Several replicas (and TPUs) take whole global batches: the last, partial one of an epoch is dropped.

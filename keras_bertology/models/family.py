@@ -29,6 +29,8 @@ class FamilyOption:
             "attention_options".
         applies_when: (option, value): given while that option of the family has another value, it
             is refused (a generator's settings with an objective that has no generator).
+        step: a whole number the model takes in steps of this size, rounding a value given down (a window
+            split in two halves: 2); a run given another value is told so.
     """
 
     name: str
@@ -41,6 +43,7 @@ class FamilyOption:
     used_by: tuple = ("masker",)
     applies_when: tuple = ()
     config_key: str = ""
+    step: int = 1
 
     @property
     def flag(self):
@@ -259,10 +262,21 @@ class ModelFamily:
         """The family's pretrainer (objectives and heads) on `backbone`: the preset's pretrainer
         settings, overridden by the options given; `batch_size` is the batch of one replica; `context`
         (a `RunContext`) adds its pretrainer arguments."""
+        return self.pretrainer_cls(backbone, **self._pretrainer_settings(options, preset, context),
+                                   **self._stream_batch(batch_size))
+
+    def backbone_needs(self, options=None, preset=None):
+        """The backbone config entries that the pretrainer `build_pretrainer` makes needs (see
+        `models.pretrainer.Pretrainer.backbone_needs`; none for a builder that is a function)."""
+        needs = getattr(self.pretrainer_cls, "backbone_needs", None)
+        return needs(**self._pretrainer_settings(options, preset)) if needs else {}
+
+    def _pretrainer_settings(self, options=None, preset=None, context=None):
+        """The pretrainer's arguments: the preset's, overridden by the options given and the context's."""
         kwargs = dict(self.presets[preset].get("pretrainer", {})) if preset else {}
         kwargs.update({k: v for k, v in self.option_values(options, "pretrainer").items() if v is not None})
         kwargs.update(context.pretrainer_kwargs if context else {})
-        return self.pretrainer_cls(backbone, **kwargs, **self._stream_batch(batch_size))
+        return kwargs
 
     def run_context(self, options=None):
         """The `RunContext` of a run with these family options (an empty one for most families)."""
@@ -316,6 +330,13 @@ class ModelFamily:
                     raise ConfigError(f"{known[name].flag} applies to {known[other].flag} {needed}, not "
                                       f"{values[other]}")
         return {name: value for name, value in values.items() if used_by is None or used_by in known[name].used_by}
+
+    def rounding_notes(self, given=None):
+        """A line for each option of `given` that the model rounds down to its `step`."""
+        stepped = {option.name: option for option in self.options if option.step > 1}
+        return [f"{stepped[name].flag} {value} works as {value - value % stepped[name].step} (the model takes it "
+                f"in steps of {stepped[name].step})" for name, value in (given or {}).items()
+                if name in stepped and value is not None and value % stepped[name].step]
 
     def pack_text(self, tokenizer, seq_len, first, second=None):
         """Raw strings -> the model inputs this family serves with (see `segment_packer_path` and

@@ -84,6 +84,13 @@ class Pretrainer(keras.Model):
         self._label_outputs = {o.name: o.label_key for o in self.declared_objectives if o.label_key in outputs}
 
     @classmethod
+    def backbone_needs(cls, **settings):
+        """The backbone config entries that a pretrainer built with `settings` needs (a pooler under a
+        sentence-pair head): a run that starts from an encoder without them (`--init-from` a masked-LM
+        checkpoint) builds them freshly initialised, as transformers does."""
+        return {}
+
+    @classmethod
     def from_preset(cls, name_or_path, batch_size=None, weights=None, **overrides):
         """The family's pretrainer on a new backbone of a preset's size (`overrides` go to the backbone's
         config; `batch_size` per replica for families with a memory per row), or the pretraining heads

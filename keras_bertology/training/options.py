@@ -43,7 +43,8 @@ class PretrainOptions:
     """Everything `bertology pretrain` accepts; defaults give the quick CPU run."""
 
     model: str = DEFAULT_MODEL
-    preset: str | None = None  # None: the family's default (`default_preset`), or with --data the shards' family's
+    # None: the family's default (`default_preset`), with --data the shards' family's, with --init-from the source's
+    preset: str | None = None
     corpus: list | None = None
     corpus_format: str = "auto"
     text_field: str = "text"
@@ -92,20 +93,23 @@ class PretrainOptions:
     init_from: str | None = None  # a finished run whose weights and vocabulary a new run starts from
 
     def __post_init__(self):
-        if self.preset is None and not self.data:
+        if self.preset is None and not self.data and not self.init_from:
             self.preset = default_preset(self.model)
 
     def validate(self):
         """Raise ConfigError for values that cannot work; returns the model family."""
         family = get_family(self.model)
-        check_preset(family, self.preset)
+        if self.preset is not None or not self.init_from:  # a run from a converted model has none
+            check_preset(family, self.preset)
         if self.no_export and self.export:
             raise ConfigError("--export and --no-export contradict each other; keep one")
         ranges.check_options(self, _RANGES, optional=("max_predictions", "learning_rate", "warmup_steps",
                                                       "eval_every"))
         self._check_schedule()
         ranges.check_length_buckets(self.length_buckets, self.seq_len)
-        max_positions = family.presets[self.preset]["config"].get("max_positions")  # T5's positions are relative
+        ranges.check_serving_flags(self.length_buckets, self.serving_xla, "--no-export" if self.no_export else None)
+        # T5's positions are relative; a run from --init-from has the source's (checked as its model is built)
+        max_positions = family.presets[self.preset]["config"].get("max_positions") if self.preset else None
         if max_positions and self.seq_len > max_positions:
             raise ConfigError(
                 f"--seq-len {self.seq_len} is above the {max_positions} positions of {self.preset}"
@@ -128,12 +132,14 @@ class PretrainOptions:
                 + (f"which takes {', '.join(family.packings)}" if family.packings else "which takes none")
             )
         if self.init_from is not None:
-            from keras_bertology.training.init_from import check_source
+            from keras_bertology.training.init_from import check_source, check_source_sizes
 
             if family.context_path is not None:
                 raise ConfigError(f"--init-from and --model {family.name}'s own context (its teacher) both give the "
                                   "run its vocabulary and sizes: keep one")
-            check_source(self.init_from, family)
+            description = check_source(self.init_from, family)
+            if self.preset is not None:
+                check_source_sizes(family, self.preset, description, self.init_from)
         if self.accumulate > 1 and family.stream_batches:
             raise ConfigError(f"--accumulate does not apply to --model {family.name}: row r of each batch goes on "
                               "with the text of row r of the batch before (its memory), which micro-batches "
@@ -152,6 +158,14 @@ class PretrainOptions:
                 raise ConfigError(f"snapshot step {step!r} is not the end of a logged window of this run "
                                   f"(every {window} steps, up to {self.windows * window})")
         return family
+
+    def check_given(self, family, given):
+        """Refuse the flags of `given` (the names of the options set by the user) that do nothing with
+        this run's other settings; their defaults are values, so only a flag given says the user meant one."""
+        schedule = self.learning_rate_schedule(family)
+        for name, applies_to in (("decay_share", "wsd"), ("decay_power", "polynomial")):
+            if name in given and schedule != applies_to:
+                raise ConfigError(f"{_flag(name)} applies to --schedule {applies_to}, not {schedule}")
 
     def _check_schedule(self):
         for flag, value in (("--warmup-steps", self.warmup_steps), ("--eval-every", self.eval_every)):
@@ -213,7 +227,9 @@ class PretrainOptions:
         """The preset's backbone config with the `encoder` sizes. A factored embedding (ELECTRA's,
         ALBERT's) is made as wide as the new hidden size: encoders given one size have the same
         embeddings too, so none has fewer parameters than another for its family's preset."""
-        config = family.backbone_config(self.preset, self.family_options, **family.sized_config(self.encoder or {}))
+        # Without a preset (a run from a converted model) the source's config, in `overrides`, sets every entry.
+        config = family.backbone_config(self.preset or default_preset(self.model), self.family_options,
+                                        **family.sized_config(self.encoder or {}))
         if self.encoder and config.get("embedding_size"):
             config["embedding_size"] = config["hidden_size"]
         if self.packing == "unpadded":  # rows of several documents (the families that take it)
@@ -237,8 +253,18 @@ class PretrainOptions:
                                   f"prepared with {_flag(name)} {value}")
             family_options[name] = value
         return dataclasses.replace(self, **{name: recipe[name] for name in RECIPE_FIELDS},
-                                   preset=self.preset or default_preset(recipe["model"]),
+                                   preset=self.preset or (None if self.init_from else default_preset(recipe["model"])),
                                    family_options=family_options or None)
+
+    def with_init_source(self):
+        """These options with the preset of the run in --init-from where none is given (None for a converted
+        model, whose run.json records its shape); a run keeps its source's shape, so a preset given must
+        have its sizes (checked by `validate`)."""
+        if not self.init_from or self.preset is not None:
+            return self
+        from keras_bertology.training.init_from import check_source
+
+        return dataclasses.replace(self, preset=check_source(self.init_from, get_family(self.model)).get("preset"))
 
     def learning_rate_schedule(self, family):
         """The schedule's name: --schedule, else the family's."""

@@ -29,7 +29,7 @@ from keras_bertology.data.shards import (
     TOKENIZER_DIR, read_manifest, sample_instances, shard_dataset, tokenizer_fingerprint)
 from keras_bertology.data.static_masking import write_static_tfrecords
 from keras_bertology.data.tokenizers import load_tokenizer
-from keras_bertology.errors import ConfigError, CorpusError
+from keras_bertology.errors import ConfigError, CorpusError, warn
 from keras_bertology.models.family import RunContext
 from keras_bertology.export import export_saved_model
 from keras_bertology.export.from_other_backend import export_in_tensorflow
@@ -82,7 +82,11 @@ def pretrain(options, given=()):
     if options.data:
         manifest = read_manifest(options.data)
         options = options.with_prepared_data(manifest, given)
+    options = options.with_init_source()
     family = options.validate()
+    options.check_given(family, given)
+    for note in family.rounding_notes(options.family_options):
+        warn(note)
     lay_out(strategy, options.model_parallel, family.model_parallel_layout)
     # The policy that runs, not "auto": recorded in options.json, so a resumed run is compared with it.
     options = dataclasses.replace(options, precision=resolve_precision(options.precision, strategy))
@@ -91,8 +95,10 @@ def pretrain(options, given=()):
     export_dir = None if options.no_export else Path(options.export or Path("savedmodels") / run_name)
     chief = is_chief(strategy)
     with claim_outputs(run_dir, PRETRAINING_RUN, export_dir, writer=chief) as run_claim:  # the chief writes
-        source = _Source(manifest) if manifest else _Source.read(options)
         checkpoints = RunCheckpoints(run_dir, writer=chief)
+        if options.resume and checkpoints.latest() is None:
+            warn(f"--resume: {run_dir} holds no checkpoint to resume from; starting a fresh run")
+        source = _Source(manifest) if manifest else _Source.read(options)
         try:
             try:
                 with dtype_policy_scope(options.precision):
@@ -199,7 +205,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
             pretrainer, options.batch_size // accumulate, replicas)
         validation = (held_out_batches, count, eval_windows(windows, steps_per_window, options.eval_every))
         _say(options, f"held-out evaluation: {count} batches of {options.batch_size // accumulate} instances")
-    _say(options, f"model: {options.model} {options.preset}, {pretrainer.backbone.count_params():,} encoder parameters, "
+    _say(options, f"model: {_model_name(options)}, {pretrainer.backbone.count_params():,} encoder parameters, "
                   f"{pretrainer.dtype_policy.name}{', XLA' if pretrainer.jit_compile else ''}, {masking} masking{_units_said(family, options, total_steps)}, {total_steps} steps of batch {options.batch_size} "
                   f"in {windows} logged windows"
                   + (f", resuming after step {done_steps}" if done_steps else ""))
@@ -267,7 +273,7 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         metrics["held_out_stream"] = stream
     write_metrics(run_dir / "metrics.json", metrics)
     plot_training_curves(history.records, pretrainer.objectives, run_dir / "loss_curve.png",
-                         f"{options.model} {options.preset} on {_corpus_label(options)}")
+                         f"{_model_name(options)} on {_corpus_label(options)}")
     _say(options, summary_text(metrics, run_dir))
     return metrics
 
@@ -375,8 +381,10 @@ def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options, pr
     pretrainer = family.build_pretrainer(backbone, options.family_options, options.preset, replica_batch_size,
                                          context)
     if context.initial_weights:
-        load_initial_weights(pretrainer, context.initial_weights)
+        fresh = load_initial_weights(pretrainer, context.initial_weights)
         _say(options, f"weights: from {context.initial_weights}")
+        if fresh:
+            warn(f"--init-from {context.initial_weights} has no {', '.join(fresh)}: freshly initialised")
     multipliers = layerwise_decay(backbone, options.layer_decay) if options.layer_decay < 1 else None
     pretrainer.compile(optimizer=make_optimizer(
         options.optimizer_name(family), options.peak_learning_rate(family), total_steps,
@@ -386,7 +394,12 @@ def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options, pr
 
 
 def _default_run_name(options):
-    return f"{options.model}-{options.preset}-{datetime.now():%Y%m%d-%H%M%S}"
+    return f"{options.model}-{options.preset or Path(options.init_from).name}-{datetime.now():%Y%m%d-%H%M%S}"
+
+
+def _model_name(options):
+    """The family and preset, or for a run from a converted model (no preset) where its shape comes from."""
+    return f"{options.model} {options.preset or f'as {options.init_from}'}"
 
 
 def _corpus_label(options):

@@ -31,8 +31,11 @@ def make_strategy(name="default"):
     if name == "mirrored":
         return tf.distribute.MirroredStrategy()
     if name == "multiworker":
-        if "TF_CONFIG" in os.environ:
-            _check_tf_config(os.environ["TF_CONFIG"])
+        if "TF_CONFIG" not in os.environ:  # the strategy would train this process alone
+            raise ConfigError("--strategy multiworker: TF_CONFIG is not set, so this process would train alone; "
+                              "set it in every worker's environment (docs/distributed.md), or use --strategy "
+                              "mirrored for the devices of one machine")
+        _check_tf_config(os.environ["TF_CONFIG"])
         return tf.distribute.MultiWorkerMirroredStrategy()
     if name == "tpu":
         try:

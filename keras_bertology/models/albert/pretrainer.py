@@ -52,6 +52,10 @@ class AlbertPretrainer(Pretrainer):
         self.sentence_task = sentence_task
         self.tie_decoder = tie_decoder
 
+    @classmethod
+    def backbone_needs(cls, sentence_task="sop", **settings):
+        return {"use_pooler": True} if sentence_task is not None else {}
+
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable,
                 "backbone": keras.saving.serialize_keras_object(self.backbone),

@@ -73,6 +73,13 @@ class BertPretrainer(Pretrainer):
         self.tie_decoder = tie_decoder
         self.mlm_head_options = mlm_head_options
 
+    # False in subclasses that always leave next-sentence prediction out (RoBERTa's, ModernBERT's).
+    takes_next_sentence_prediction = True
+
+    @classmethod
+    def backbone_needs(cls, next_sentence_prediction=True, **settings):
+        return {"use_pooler": True} if cls.takes_next_sentence_prediction and next_sentence_prediction else {}
+
     def get_config(self):
         config = {
             "name": self.name,

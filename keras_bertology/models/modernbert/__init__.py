@@ -33,7 +33,7 @@ MODERNBERT = FAMILY = ModelFamily(
                      "160,000; the original trained at 1,024 tokens with 10,000 and raised it to extend the context, "
                      "see --init-from)", minimum=1.0, maximum=1e9, used_by=("backbone",)),
         FamilyOption("local_window", int, None, "tokens a local layer sees besides its own, half on each side "
-                     "(default: the preset's, 128)", minimum=2, maximum=65536, used_by=("backbone",)),
+                     "(default: the preset's, 128)", minimum=2, maximum=65536, used_by=("backbone",), step=2),
     ),
 )
 

@@ -26,6 +26,8 @@ class ModernBertPretrainer(BertPretrainer):
         ['mlm']
     """
 
+    takes_next_sentence_prediction = False
+
     def __init__(self, backbone, **kwargs):
         for fixed in ("next_sentence_prediction", "mlm_activation", "mlm_head_options"):
             kwargs.pop(fixed, None)

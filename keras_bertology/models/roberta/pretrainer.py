@@ -19,6 +19,8 @@ class RobertaPretrainer(BertPretrainer):
         backbone: a `BertBackbone` configured as RoBERTa (no segments).
     """
 
+    takes_next_sentence_prediction = False
+
     def __init__(self, backbone, **kwargs):
         kwargs.pop("next_sentence_prediction", None)
         kwargs.pop("mlm_activation", None)
