@@ -69,6 +69,16 @@ def test_every_bertology_example_in_a_shell_block_parses():
     assert parsed >= 15 and not failures, f"examples the parser refuses: {failures}"
 
 
+def test_every_model_synopsis_lists_every_registered_family():
+    """A `--model a|b|...` synopsis in a shell block names exactly the registered families (a family added
+    to the registry must be added to the synopses)."""
+    synopses = [(page, line, alternatives) for page in PAGES for line, _, body in _blocks(page, ("bash", "sh", "shell"))
+                for alternatives in re.findall(r"--model ((?:[\w-]+\|)+[\w-]+)", body)]
+    wrong = [_where(page, line) for page, line, alternatives in synopses
+             if sorted(alternatives.split("|")) != sorted(FAMILIES)]
+    assert len(synopses) >= 2 and not wrong, f"--model synopses that miss or add families: {wrong}"
+
+
 def test_the_readme_families_table_names_each_family_its_presets_and_hf_export():
     """One row per family, linking its page; its presets (`bert-tiny`, `-mini`: the family's prefix cut) and
     "export" in the Hugging Face column exactly when the family has an exporter."""
