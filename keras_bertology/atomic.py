@@ -69,11 +69,12 @@ def atomic_directory(path):
     shutil.rmtree(_backup_path(path), ignore_errors=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=_STAGING_SUFFIX, dir=path.parent))
     try:
-        yield staging
-        os.chmod(staging, 0o777 & ~current_umask())
-        _sync_tree(staging)
-        _replace_directory(staging, path)
-        _sync(path.parent)
+        with _naming(path):
+            yield staging
+            os.chmod(staging, 0o777 & ~current_umask())
+            _sync_tree(staging)
+            _replace_directory(staging, path)
+            _sync(path.parent)
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # after an exchange it holds the old version
 
@@ -118,14 +119,27 @@ def atomic_file(path):
     handle, staging = tempfile.mkstemp(prefix=f".{path.name}.", suffix="".join(path.suffixes), dir=path.parent)
     os.close(handle)
     try:
-        yield Path(staging)
-        os.chmod(staging, 0o666 & ~current_umask())
-        _sync(staging)
-        os.replace(staging, path)
-        _sync(path.parent)
+        with _naming(path):
+            yield Path(staging)
+            os.chmod(staging, 0o666 & ~current_umask())
+            _sync(staging)
+            os.replace(staging, path)
+            _sync(path.parent)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.remove(staging)
+
+
+@contextlib.contextmanager
+def _naming(path):
+    """An OSError of the block that names no file (a write into a full disk: "No space left on device") names
+    `path`, the output it was writing, so the user learns where."""
+    try:
+        yield
+    except OSError as error:
+        if error.filename is None:
+            error.filename = str(path)
+        raise
 
 
 def remove_directory(path):

@@ -291,3 +291,18 @@ def test_atomic_file_keeps_suffix_and_cleans_up(tmp_path):
     with atomic_file(target) as staging:
         staging.write_text("done")
     assert target.read_text() == "done"
+
+
+@pytest.mark.parametrize("writer", [atomic_file, atomic_directory])
+def test_a_full_disk_names_the_output_being_written(tmp_path, writer):
+    """A write into a full disk raises an OSError that names no file; the error names the output, so the
+    command's one line says where (an error that names its file keeps it)."""
+    target = tmp_path / "out" / "results.json"
+    with pytest.raises(OSError) as full:
+        with writer(target):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    assert full.value.errno == errno.ENOSPC and full.value.filename == str(target)
+    with pytest.raises(OSError) as named:
+        with writer(target):
+            raise OSError(errno.EACCES, os.strerror(errno.EACCES), "/elsewhere")
+    assert named.value.filename == "/elsewhere"

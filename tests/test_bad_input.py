@@ -375,3 +375,20 @@ def test_bad_input_is_refused_cleanly(tmp, capsys, name, argv, message):
     assert message in lines[0]
     assert "Traceback" not in captured.err + captured.out
     assert set(tmp.iterdir()) == before, "a refused command left files behind"
+
+
+
+def test_a_full_disk_under_convert_out_names_the_path(tmp, tmp_path, capsys, monkeypatch):
+    """Every text write fails as on a full disk (an OSError that names no file): the one line names the output
+    it was writing. (finetune --out: tests/test_finetune.py.)"""
+    import errno
+    import pathlib
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    out = tmp_path / "out"
+    monkeypatch.setattr(pathlib.Path, "write_text", full)
+    assert main(["convert", "--from-hf", str(tmp / "hf"), "--out", str(out)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [f"bertology: error: {out}/model: No space left on device"]
