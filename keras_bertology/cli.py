@@ -149,8 +149,8 @@ def build_parser():
     pretrain.add_argument("--precision", choices=PRECISIONS, default=defaults.precision,
                           help="float32, or mixed_bfloat16 (bfloat16 compute, float32 weights); auto: "
                                "mixed_bfloat16 on a TPU, a GPU of compute capability 8.0 or more or a CPU with "
-                               "bfloat16 arithmetic (AMX, AVX512-BF16), else float32 (default: BERTOLOGY_PRECISION, else "
-                               "auto)")
+                               "bfloat16 arithmetic (AMX, AVX512-BF16), else float32 (default: "
+                               "BERTOLOGY_PRECISION, else auto)")
     pretrain.add_argument("--xla", choices=XLA_CHOICES, default=defaults.xla,
                           help="XLA-compiled train steps (auto: on when training on one device with TensorFlow; "
                                "JAX compiles every step; default: BERTOLOGY_XLA, else auto)")

@@ -52,7 +52,7 @@ from keras_bertology.data.sentences import bound_sentence, is_blank, split_sente
 from keras_bertology.errors import CorpusError
 
 __all__ = ["CORPUS_FORMATS", "BadRecords", "corpus_files", "default_corpus_paths", "iter_documents",
-           "read_corpus", "split_sentences", "strip_play_markup"]
+           "read_corpus", "split_sentences", "strip_play_markup", "wide_encoding"]
 
 PathLike = str | os.PathLike
 
@@ -264,7 +264,7 @@ def _format_of(file: Path) -> str:
     return "jsonl" if name.endswith(_JSONL_SUFFIX) else "text"
 
 
-def _wide_encoding(first_line: bytes) -> str | None:
+def wide_encoding(first_line: bytes) -> str | None:
     """"UTF-16" or "UTF-32" when a file's first line is in one, by its byte-order mark or, unmarked, by the
     zero bytes that text of Latin letters leaves in every code unit but one (which would read as binary)."""
     marked = next((name for bom, name in _WIDE_BOMS if first_line.startswith(bom)), None)
@@ -289,7 +289,7 @@ def _lines(file: Path, bad: BadRecords) -> Iterator[tuple[int, str]]:
         with opener(file, "rb") as stream:
             for number, raw in enumerate(stream, 1):
                 where = f"{file}, line {number}"
-                wide = _wide_encoding(raw) if number == 1 else None
+                wide = wide_encoding(raw) if number == 1 else None
                 if wide:
                     raise CorpusError(f"{file} is {wide}: save it as UTF-8")
                 start, offset = offset, offset + len(raw)
