@@ -162,9 +162,8 @@ def build_parser():
                                "input pipelines run TensorFlow either way, and a JAX run is exported by TensorFlow")
     pretrain.add_argument("--strategy", choices=STRATEGIES, default=defaults.strategy,
                           help="default (the default): one device; mirrored: every local device; multiworker: "
-                               "every device of "
-                               "several processes (TF_CONFIG on TensorFlow, KERAS_DISTRIBUTION_* on JAX); tpu: a "
-                               "TPU's cores; auto: the widest of these. --batch-size is the global batch")
+                               "every device of several processes (TF_CONFIG on TensorFlow, KERAS_DISTRIBUTION_* on "
+                               "JAX); tpu: a TPU's cores; auto: the widest of these. --batch-size is the global batch")
     _number(pretrain, "--model-parallel", ranges.MODEL_PARALLEL,
             "--backend jax: split each weight over N devices of a (batch, model) mesh, as the family lays its "
             "attention, feed-forward and embedding kernels out; the devices left share the batch",
@@ -194,8 +193,8 @@ def build_parser():
                               "when no such folder exists), fetched into huggingface_hub's cache and converted "
                               "once")
     convert.add_argument("--out", required=True, metavar="RUN_DIR",
-                         help="the run folder to write (new, or empty), which `export`, `finetune --from` and "
-                              "`pretrain --init-from` then take")
+                         help="the run folder to write, which `export`, `finetune --from` and `pretrain "
+                              "--init-from` then take")
     _number(convert, "--seq-len", ranges.SEQ_LEN,
             "sequence length the exported model packs inputs to (default: 128, or the checkpoint's positions "
             "when fewer)")

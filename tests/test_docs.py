@@ -185,10 +185,13 @@ def _cheap_checks(args, made):
     if args.command == "pretrain":
         options = cli._options(args, PretrainOptions)
         options.validate()
-        if args.resume and os.path.normpath(args.out) in made and made[os.path.normpath(args.out)][2] is not None:
-            first = recorded_options(made[os.path.normpath(args.out)][2])
+        resumed = made.get(os.path.normpath(args.out)) if args.resume and args.out else None
+        if resumed and resumed[0] == "pretrain":
+            first = recorded_options(resumed[2])
             changed = sorted(key for key, value in recorded_options(options).items() if first.get(key) != value)
-            assert not changed, f"--resume of {args.out} with other options than the command that made it: {changed}"
+            if changed:
+                raise AssertionError(f"--resume of {args.out} with other options than the command that made it: "
+                                     f"{', '.join(changed)}")
     elif args.command == "prepare":
         cli._options(args, PrepareOptions).validate()
     elif args.command == "study":
@@ -196,7 +199,8 @@ def _cheap_checks(args, made):
     elif args.command == "finetune":
         FinetuneOptions(**{name: value for name, value in vars(args).items() if name != "command"}).validate()
         run = os.path.normpath(args.from_dir)
-        check_length_buckets(args.length_buckets, args.seq_len or (_seq_len(made, run) if run in made else 65536))
+        if run in made:
+            check_length_buckets(args.length_buckets, args.seq_len or _seq_len(made, run))
     elif args.command == "export":
         check_length_buckets(args.length_buckets, _seq_len(made, os.path.normpath(args.run_dir)))
     return []
