@@ -1,14 +1,16 @@
 """Atomic writes: an export or checkpoint is either complete at its path or absent.
 
 Everything is written next to the destination under a hidden temporary name
-(`.NAME.XXXX.tmp` for folders), flushed to disk, and moved into place only
-after it was fully written, so a crash, a power cut or an error half-way never
+(`.NAME.PID@HOST.XXXXXXXX.tmp` for folders), flushed to disk, and moved into
+place only after it was fully written, so a crash, a power cut or an error half-way never
 leaves a truncated model where a reader would find it. Replacing a folder
 swaps old and new in one step (Linux `renameat2` with RENAME_EXCHANGE), so
 readers always see one complete version. Where the kernel or file system
 cannot exchange, the old folder is first renamed to `.NAME.old`;
 `recover_directory` (called before every write, and by readers) puts it back
-if a crash came between the two renames.
+if a crash came between the two renames. A writer killed outright (`kill -9`)
+leaves its staging behind; the name says whose it was, so the next write of
+NAME deletes those of this machine's processes that are gone, and nothing else.
 
 Outputs get the modes `open()` and `mkdir()` would give them under the
 process umask, not the private 0600/0700 of temporary files, so a server
@@ -19,7 +21,9 @@ import contextlib
 import ctypes
 import errno
 import os
+import re
 import shutil
+import socket
 import tempfile
 from pathlib import Path
 
@@ -42,6 +46,39 @@ def current_umask():
     mask = os.umask(0o022)  # no /proc: set and restore, the only portable way
     os.umask(mask)
     return mask
+
+
+def _staging_prefix(path):
+    """`.NAME.PID@HOST.`, the start of a staging name: whose write it is, for `_remove_stale_staging`."""
+    return f".{path.name}.{os.getpid()}@{socket.gethostname()}."
+
+
+def _remove_stale_staging(path, suffix):
+    """Delete what writes of `path` that were killed left beside it: staging named by `_staging_prefix` and
+    `suffix`, of a process of this machine that no longer runs. Staging of a live process, of another
+    machine (a shared file system), or not named so (another program's, an older version's) stays."""
+    owned = re.compile(re.escape(f".{path.name}.") + r"(\d+)@(.+)\.[a-z0-9_]{8}" + re.escape(suffix))
+    host = socket.gethostname()
+    with contextlib.suppress(OSError):
+        for entry in path.parent.iterdir():
+            match = owned.fullmatch(entry.name)
+            if match is None or match.group(2) != host or _running(int(match.group(1))):
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+
+
+def _running(pid):
+    """Whether process `pid` exists on this machine (one of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _backup_path(path):
@@ -67,13 +104,15 @@ def atomic_directory(path):
     recover_directory(path)
     # A backup beside an existing NAME is the old half of a finished fallback swap.
     shutil.rmtree(_backup_path(path), ignore_errors=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=_STAGING_SUFFIX, dir=path.parent))
+    _remove_stale_staging(path, _STAGING_SUFFIX)
+    staging = Path(tempfile.mkdtemp(prefix=_staging_prefix(path), suffix=_STAGING_SUFFIX, dir=path.parent))
     try:
-        yield staging
-        os.chmod(staging, 0o777 & ~current_umask())
-        _sync_tree(staging)
-        _replace_directory(staging, path)
-        _sync(path.parent)
+        with _naming(path):
+            yield staging
+            os.chmod(staging, 0o777 & ~current_umask())
+            _sync_tree(staging)
+            _replace_directory(staging, path)
+            _sync(path.parent)
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # after an exchange it holds the old version
 
@@ -115,17 +154,31 @@ def atomic_file(path):
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, staging = tempfile.mkstemp(prefix=f".{path.name}.", suffix="".join(path.suffixes), dir=path.parent)
+    _remove_stale_staging(path, "".join(path.suffixes))
+    handle, staging = tempfile.mkstemp(prefix=_staging_prefix(path), suffix="".join(path.suffixes), dir=path.parent)
     os.close(handle)
     try:
-        yield Path(staging)
-        os.chmod(staging, 0o666 & ~current_umask())
-        _sync(staging)
-        os.replace(staging, path)
-        _sync(path.parent)
+        with _naming(path):
+            yield Path(staging)
+            os.chmod(staging, 0o666 & ~current_umask())
+            _sync(staging)
+            os.replace(staging, path)
+            _sync(path.parent)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.remove(staging)
+
+
+@contextlib.contextmanager
+def _naming(path):
+    """An OSError of the block that names no file (a write into a full disk: "No space left on device") names
+    `path`, the output it was writing, so the user learns where."""
+    try:
+        yield
+    except OSError as error:
+        if error.filename is None:
+            error.filename = str(path)
+        raise
 
 
 def remove_directory(path):
@@ -134,7 +187,7 @@ def remove_directory(path):
     A crash during the deletion leaves a hidden `.NAME.XXXX.tmp` that `clear_leftovers` removes.
     """
     path = Path(path)
-    hidden = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=_STAGING_SUFFIX, dir=path.parent))
+    hidden = Path(tempfile.mkdtemp(prefix=_staging_prefix(path), suffix=_STAGING_SUFFIX, dir=path.parent))
     os.replace(path, hidden)  # a directory may replace an empty one
     shutil.rmtree(hidden)
 

@@ -12,7 +12,7 @@
                     [--tasks NAME|DATA_DIR ...] [--seeds N] [--workers N] [--out STUDY_DIR]
     bertology export RUN_DIR [--format saved_model|hf] [--out DIR]
     bertology convert --from-hf HF_DIR|ORG/NAME[@REVISION] --out RUN_DIR [--seq-len L]
-    bertology presets
+    bertology presets [FAMILY]
 
 Errors caused by input (bad corpus, flags, checkpoints, output paths) print
 one line, "bertology: error: ...", and exit with status 2; a numeric flag
@@ -22,6 +22,7 @@ parsed. `--help` and `presets` answer without starting TensorFlow.
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -32,14 +33,34 @@ from keras_bertology.extras import missing_extra
 EXIT_USAGE = 2
 
 
-def _number(parser, flag, bounds, help=None, **kwargs):
+# How `--help` states a flag's default: "(default X", "(the default", "; default X". One statement a flag.
+DEFAULT_STATEMENT = re.compile(r"(?:\(|; )(?:the )?default\b")
+
+
+def _stating_default(help, default):
+    """`help` with "(default X)" appended when the flag has a value by default and the text does not say it."""
+    nothing = default is None or default is False or default == argparse.SUPPRESS or default in ((), [])
+    if nothing or DEFAULT_STATEMENT.search(help):  # False: a switch, off unless given
+        return help
+    shown = " ".join(map(str, default)) if isinstance(default, (list, tuple)) else default
+    return f"{help} (default {shown})"
+
+
+def _number(parser, flag, bounds, help, **kwargs):
     """A numeric flag, parsed and checked against its range (`flag_ranges`) at once: a value out of range
-    is refused before anything starts. The range ends its `--help` text (inside a closing parenthesis)."""
-    if not help:
-        help = str(bounds)
-    else:
-        help = f"{help[:-1]}; {bounds})" if help.endswith(")") else f"{help} ({bounds})"
+    is refused before anything starts. Its default, then its range, end its `--help` text (inside a closing
+    parenthesis)."""
+    help = _stating_default(help, kwargs.get("default"))
+    help = f"{help[:-1]}; {bounds})" if help.endswith(")") else f"{help} ({bounds})"
     parser.add_argument(flag, type=bounds.parse, help=help, **kwargs)
+
+
+def _state_defaults(parser):
+    """Every flag of every command says its default once (those written without `_number`)."""
+    for command in parser._subparsers._group_actions[0].choices.values():
+        for action in command._actions:
+            if action.help and action.help is not argparse.SUPPRESS:
+                action.help = _stating_default(action.help, action.default)
 
 
 def _length_buckets(parser):
@@ -84,7 +105,7 @@ def build_parser():
     pretrain.add_argument("--data", metavar="DATA_DIR",
                           help="train from the shards of `bertology prepare` instead of reading --corpus; "
                                "the data options (--model, --seq-len, --masking, ...) come from its manifest")
-    _number(pretrain, "--steps", ranges.STEPS, default=defaults.steps)
+    _number(pretrain, "--steps", ranges.STEPS, "optimizer updates", default=defaults.steps)
     _number(pretrain, "--batch-size", ranges.BATCH_SIZE, "the global batch", default=defaults.batch_size)
     pretrain.add_argument("--out", metavar="RUN_DIR", help="run folder (default: runs/<run name>)")
     pretrain.add_argument("--export", metavar="DIR", help="SavedModel folder (default: savedmodels/<run name>)")
@@ -130,10 +151,14 @@ def build_parser():
     _number(pretrain, "--log-every", ranges.LOG_EVERY,
             f"at most this many steps per logged window (fewer when needed for {MIN_WINDOWS} windows); --steps "
             "is rounded up to whole windows", default=defaults.log_every)
-    pretrain.add_argument("--precision", choices=PRECISIONS, default=defaults.precision)
+    pretrain.add_argument("--precision", choices=PRECISIONS, default=defaults.precision,
+                          help="float32, or mixed_bfloat16 (bfloat16 compute, float32 weights); auto: "
+                               "mixed_bfloat16 on a TPU, a GPU of compute capability 8.0 or more or a CPU with "
+                               "bfloat16 arithmetic (AMX, AVX512-BF16), else float32 (default: "
+                               "BERTOLOGY_PRECISION, else auto)")
     pretrain.add_argument("--xla", choices=XLA_CHOICES, default=defaults.xla,
                           help="XLA-compiled train steps (auto: on when training on one device with TensorFlow; "
-                               "JAX compiles every step)")
+                               "JAX compiles every step; default: BERTOLOGY_XLA, else auto)")
     pretrain.add_argument("--remat", action="store_true",
                           help="recompute each block's activations in the backward pass instead of keeping them: "
                                "less memory (longer sequences, larger batches) for about a third more compute")
@@ -141,9 +166,9 @@ def build_parser():
                           help="Keras backend the model trains on (default: KERAS_BACKEND, else tensorflow); the "
                                "input pipelines run TensorFlow either way, and a JAX run is exported by TensorFlow")
     pretrain.add_argument("--strategy", choices=STRATEGIES, default=defaults.strategy,
-                          help="default: one device; mirrored: every local device; multiworker: every device of "
-                               "several processes (TF_CONFIG on TensorFlow, KERAS_DISTRIBUTION_* on JAX); tpu: a "
-                               "TPU's cores; auto: the widest of these. --batch-size is the global batch")
+                          help="default (the default): one device; mirrored: every local device; multiworker: "
+                               "every device of several processes (TF_CONFIG on TensorFlow, KERAS_DISTRIBUTION_* on "
+                               "JAX); tpu: a TPU's cores; auto: the widest of these. --batch-size is the global batch")
     _number(pretrain, "--model-parallel", ranges.MODEL_PARALLEL,
             "--backend jax: split each weight over N devices of a (batch, model) mesh, as the family lays its "
             "attention, feed-forward and embedding kernels out; the devices left share the batch",
@@ -156,7 +181,8 @@ def build_parser():
     _add_study(commands)
 
     export = commands.add_parser("export", help="export a run folder to a SavedModel or a Hugging Face model")
-    export.add_argument("run_dir", metavar="RUN_DIR")
+    export.add_argument("run_dir", metavar="RUN_DIR",
+                        help="a run folder written by `bertology pretrain` or `bertology convert`")
     export.add_argument("--format", choices=EXPORT_FORMATS, default=EXPORT_FORMATS[0],
                         help="saved_model: a TensorFlow SavedModel serving raw strings; hf: a transformers model "
                              "folder (config.json, model.safetensors, tokenizer files)")
@@ -171,12 +197,17 @@ def build_parser():
                               "Hugging Face Hub repository (hf://ORG/NAME[@REVISION]; the hf:// may be left out "
                               "when no such folder exists), fetched into huggingface_hub's cache and converted "
                               "once")
-    convert.add_argument("--out", required=True, metavar="RUN_DIR")
+    convert.add_argument("--out", required=True, metavar="RUN_DIR",
+                         help="the run folder to write, which `export`, `finetune --from` and `pretrain "
+                              "--init-from` then take")
     _number(convert, "--seq-len", ranges.SEQ_LEN,
             "sequence length the exported model packs inputs to (default: 128, or the checkpoint's positions "
             "when fewer)")
 
-    commands.add_parser("presets", help="list every preset with its parameter count")
+    presets = commands.add_parser("presets", help="list every preset with its parameter count")
+    presets.add_argument("family", nargs="?", choices=sorted(FAMILIES), metavar="FAMILY",
+                         help=f"only this family's presets: {', '.join(sorted(FAMILIES))}")
+    _state_defaults(parser)
     return parser
 
 
@@ -188,13 +219,14 @@ def _add_finetune(commands):
     finetune = commands.add_parser("finetune", help="fine-tune a pretrained or converted encoder on a task")
     finetune.add_argument("--task", required=True, metavar="NAME|DATA_DIR",
                           help=f"built-in: {builtin}; or a folder with train and test files (dev optional) "
-                               "as .tsv or .jsonl (text[, text_b], label; or question, context, answers) "
-                               "or .conll / .txt (token<TAB>BIO tag)")
+                               "as .tsv or .jsonl (text[, text_b], label; or question, context, answers; or, "
+                               "seq2seq for an encoder-decoder, input and target) or .conll / .txt "
+                               "(token<TAB>BIO tag)")
     finetune.add_argument("--from", dest="from_dir", required=True, metavar="RUN_DIR",
                           help="run folder written by `bertology pretrain` or `bertology convert`, or a Hugging "
                                "Face Hub repository hf://ORG/NAME[@REVISION] (converted once into its cache)")
-    _number(finetune, "--epochs", ranges.EPOCHS, default=defaults.epochs)
-    _number(finetune, "--batch-size", ranges.BATCH_SIZE, default=defaults.batch_size)
+    _number(finetune, "--epochs", ranges.EPOCHS, "passes over the training examples", default=defaults.epochs)
+    _number(finetune, "--batch-size", ranges.BATCH_SIZE, "the global batch", default=defaults.batch_size)
     _number(finetune, "--learning-rate", ranges.LEARNING_RATE,
             "peak rate of AdamW, reached after --warmup of the steps, then decayed linearly to 0 (default: the "
             "family's, 5e-5; 1e-3 for ELMo)", default=defaults.learning_rate)
@@ -203,9 +235,11 @@ def _add_finetune(commands):
             "layer-wise learning-rate decay of the encoder (1: off; ELECTRA uses 0.8); the task head learns at "
             "the full rate", default=defaults.layer_decay)
     _number(finetune, "--seq-len", ranges.SEQ_LEN, "tokens per example (default: the run's)")
-    _number(finetune, "--seed", ranges.SEED, default=defaults.seed)
+    _number(finetune, "--seed", ranges.SEED, "seeds the weights drawn, the shuffling and --train-examples",
+            default=defaults.seed)
     finetune.add_argument("--strategy", choices=FINETUNE_STRATEGIES, default=defaults.strategy,
-                          help="tf.distribute strategy (--batch-size is the global batch)")
+                          help="default (the default): one device; mirrored: every local device; tpu: a TPU's "
+                               "cores; auto: the widest of these. --batch-size is the global batch")
     _number(finetune, "--max-examples", ranges.MAX_EXAMPLES, "keep the first N examples of each split (quick trials)",
             metavar="N")
     _number(finetune, "--train-examples", ranges.MAX_EXAMPLES,
@@ -253,18 +287,21 @@ def _add_study(commands):
                        help="tiny: 2 CPU cores, about an hour; small: a GPU; base: a TPU slice; smoke: a check")
     study.add_argument("--corpus", nargs="+", metavar="PATH",
                        help="as for pretrain (default: the tasks' own training text, without labels)")
-    study.add_argument("--corpus-format", choices=CORPUS_FORMATS, default=defaults.corpus_format)
-    study.add_argument("--text-field", default=defaults.text_field)
+    study.add_argument("--corpus-format", choices=CORPUS_FORMATS, default=defaults.corpus_format,
+                       help="as for pretrain")
+    study.add_argument("--text-field", default=defaults.text_field, help="as for pretrain")
     study.add_argument("--arms", nargs="+", choices=ARM_NAMES, metavar="ARM",
-                       help=f"the objectives to compare, of {', '.join(ARM_NAMES)} (default: all); the first "
-                            f"sets the compute budget; with --batch-sizes the one arm studied (default: {BATCH_ARM})")
+                       help=f"the objectives to compare, of {', '.join(ARM_NAMES)}; the first sets the compute "
+                            f"budget; with --batch-sizes the one arm studied (default: all; {BATCH_ARM} with "
+                            "--batch-sizes)")
     study.add_argument("--tasks", nargs="+", default=list(defaults.tasks), metavar="NAME|DATA_DIR",
                        help="fine-tuning tasks, as `finetune --task` takes them")
     _number(study, "--seeds", ranges.STUDY_SEEDS,
             "fine-tuning seeds per arm, task and label count, each drawing the same labeled examples for every "
             f"arm (default: the scale's, {SCALES['tiny'].seeds} for tiny)")
     _number(study, "--seed", ranges.SEED, "the pretraining runs' seed", default=defaults.seed)
-    _number(study, "--vocab-size", ranges.VOCAB_SIZE, default=defaults.vocab_size)
+    _number(study, "--vocab-size", ranges.VOCAB_SIZE, "the pretraining runs' tokenizer vocabulary",
+            default=defaults.vocab_size)
     _number(study, "--workers", ranges.WORKERS,
             "runs side by side, each in a process of its own with its share of the CPU cores (2 cores: 2); "
             "1 on a GPU", default=defaults.workers)
@@ -286,7 +323,8 @@ def _add_data_flags(parser, defaults, families):
     from keras_bertology.data.corpus import CORPUS_FORMATS
     from keras_bertology.training.options import MASKINGS, PACKINGS
 
-    parser.add_argument("--model", choices=sorted(families), default=defaults.model)
+    parser.add_argument("--model", choices=sorted(families), default=defaults.model, metavar="FAMILY",
+                        help=f"the model family: {', '.join(sorted(families))}")
     parser.add_argument("--preset", help="see `bertology presets` (default: bert-tiny for bert, else the family's "
                                           "first, its tiny one)")
     parser.add_argument("--corpus", nargs="+", metavar="PATH",
@@ -299,8 +337,9 @@ def _add_data_flags(parser, defaults, families):
     parser.add_argument("--text-field", default=defaults.text_field, help="the text of a JSON Lines record")
     parser.add_argument("--skip-bad-records", action="store_true",
                         help="skip (and count) lines that are not UTF-8 or not valid JSON, instead of stopping")
-    _number(parser, "--seq-len", ranges.SEQ_LEN, default=defaults.seq_len)
-    _number(parser, "--vocab-size", ranges.VOCAB_SIZE, default=defaults.vocab_size)
+    _number(parser, "--seq-len", ranges.SEQ_LEN, "tokens per sequence", default=defaults.seq_len)
+    _number(parser, "--vocab-size", ranges.VOCAB_SIZE, "the tokenizer's vocabulary, trained on the corpus",
+            default=defaults.vocab_size)
     parser.add_argument("--masking", choices=MASKINGS,
                         help="static (BERT default, written once) or dynamic (RoBERTa default)")
     parser.add_argument("--packing", choices=PACKINGS,
@@ -323,7 +362,8 @@ def _add_data_flags(parser, defaults, families):
     _number(parser, "--max-predictions", ranges.MAX_PREDICTIONS,
             "masked-LM prediction slots per sequence (default: the family's share of --seq-len: 20 of 128 for "
             "BERT, 19 for ELECTRA)", default=defaults.max_predictions)
-    _number(parser, "--seed", ranges.SEED, default=defaults.seed)
+    _number(parser, "--seed", ranges.SEED, "seeds the weights, the masking and the order of the data",
+            default=defaults.seed)
     _add_family_options(parser, families)
 
 
@@ -367,9 +407,9 @@ def _add_family_options(parser, families):
             if option.range is None:
                 group.add_argument(option.flag, choices=option.choices or None, default=None,
                                    dest=f"family_{option.name}", metavar=None if option.choices else "PATH",
-                                   help=f"{option.help} (default {option.default})")
+                                   help=_stating_default(option.help, option.default))
             else:
-                _number(group, option.flag, option.range, f"{option.help} (default {option.default})",
+                _number(group, option.flag, option.range, _stating_default(option.help, option.default),
                         default=None, dest=f"family_{option.name}", metavar="N" if option.kind is int else "X")
 
 
@@ -492,14 +532,18 @@ def _print_conversion(out, family, seq_len, tokenizer, report):
         print(note)
 
 
-def _run_presets(_args):
+def _run_presets(args):
+    """One row a preset (of `args.family` only, when given), its columns as wide as their longest entry."""
     from keras_bertology.models import FAMILIES
 
-    print(f"{'family':<9} {'preset':<15} {'parameters':>13}  description")
-    for family in FAMILIES.values():
-        for name, preset in family.presets.items():
-            weights = f" [weights: hf://{preset['hf_repo']}]" if "hf_repo" in preset else ""
-            print(f"{family.name:<9} {name:<15} {preset['params']:>13,}  {preset['description']}{weights}")
+    rows = [(family.name, name, f"{preset['params']:,}",
+             preset["description"] + (f" [weights: hf://{preset['hf_repo']}]" if "hf_repo" in preset else ""))
+            for family in FAMILIES.values() if args.family in (None, family.name)
+            for name, preset in family.presets.items()]
+    header = ("family", "preset", "parameters", "description")
+    widths = [max(len(row[column]) for row in [header, *rows]) for column in range(3)]
+    for family, preset, params, description in [header, *rows]:
+        print(f"{family:<{widths[0]}} {preset:<{widths[1]}} {params:>{widths[2]}}  {description}")
 
 
 COMMANDS = {"pretrain": _run_pretrain, "prepare": _run_prepare, "finetune": _run_finetune, "study": _run_study,

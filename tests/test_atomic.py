@@ -291,3 +291,70 @@ def test_atomic_file_keeps_suffix_and_cleans_up(tmp_path):
     with atomic_file(target) as staging:
         staging.write_text("done")
     assert target.read_text() == "done"
+
+
+@pytest.mark.parametrize("writer", [atomic_file, atomic_directory])
+def test_a_full_disk_names_the_output_being_written(tmp_path, writer):
+    """A write into a full disk raises an OSError that names no file; the error names the output, so the
+    command's one line says where (an error that names its file keeps it)."""
+    target = tmp_path / "out" / "results.json"
+    with pytest.raises(OSError) as full:
+        with writer(target):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    assert full.value.errno == errno.ENOSPC and full.value.filename == str(target)
+    with pytest.raises(OSError) as named:
+        with writer(target):
+            raise OSError(errno.EACCES, os.strerror(errno.EACCES), "/elsewhere")
+    assert named.value.filename == "/elsewhere"
+
+
+KILLED_WRITER = """
+import sys, time
+from keras_bertology.atomic import atomic_directory, atomic_file
+with atomic_directory(sys.argv[1]) as staging, atomic_file(sys.argv[2]) as staged_file:
+    (staging / "saved_model.pb").write_text("half")
+    staged_file.write_text("half")
+    print("writing", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_killed_writers_staging_is_removed_by_the_next_write(tmp_path):
+    """`kill -9` in the middle of a write leaves its staging; the next write of the same output removes it."""
+    import signal
+    import subprocess
+    import sys
+
+    target, file = tmp_path / "export", tmp_path / "run" / "model.keras"
+    writer = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(target), str(file)], stdout=subprocess.PIPE,
+                              text=True)
+    assert writer.stdout.readline() == "writing\n"
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    left = [path.name for path in tmp_path.iterdir() if path.name.startswith(".export.")]
+    assert len(left) == 1 and left[0].startswith(f".export.{writer.pid}@")
+    assert [path.name for path in file.parent.iterdir() if path.name.startswith(".model.keras.")]
+    _write_version(target, "1")
+    with atomic_file(file) as staging:
+        staging.write_text("whole")
+    assert _entries(tmp_path) == ["export", "run"] and _entries(file.parent) == ["model.keras"]
+
+
+def test_only_staging_of_a_process_gone_from_this_machine_is_removed(tmp_path):
+    """Kept: a live process's staging (ours), another machine's, an older version's (no owner), another
+    output's, and anything not named as staging."""
+    import socket
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    host = socket.gethostname()
+    kept = [f".export.{os.getpid()}@{host}.abcd1234.tmp", f".export.{gone}@another-host.abcd1234.tmp",
+            ".export.abcd1234.tmp", f".exports.{gone}@{host}.abcd1234.tmp", f".export.{gone}@{host}.notes.tmp.txt",
+            "notes"]
+    for name in kept:
+        (tmp_path / name).mkdir()
+    (tmp_path / f".export.{gone}@{host}.abcd1234.tmp").mkdir()
+    _write_version(tmp_path / "export", "1")
+    assert _entries(tmp_path) == sorted(kept + ["export"])

@@ -34,6 +34,9 @@ def _corpora(tmp):
     _write(tmp, "nul.txt", "text\x00with a NUL byte.\n")
     _write(tmp, "latin1.txt", "caf\xe9 au lait.\n".encode("latin-1"))
     _write(tmp, "utf16.txt", TEXT.encode("utf-16"))
+    _write(tmp, "utf16le.txt", TEXT.encode("utf-16-le"))  # no byte-order mark: NUL bytes, yet not binary
+    _write(tmp, "utf16be.txt", TEXT.encode("utf-16-be"))
+    _write(tmp, "utf32le.txt", TEXT.encode("utf-32-le"))
     os.mkfifo(tmp / "fifo")  # no writer: reading it would hang
     _write(tmp, "dangling/good.txt", TEXT * 20)
     os.symlink(tmp / "moved_away.txt", tmp / "dangling" / "gone.txt")
@@ -131,6 +134,9 @@ CASES = [
     ("NUL byte", _pretrain(corpus="{tmp}/nul.txt"), "binary"),
     ("non-UTF-8 corpus", _pretrain(corpus="{tmp}/latin1.txt"), "not valid UTF-8"),
     ("UTF-16 corpus", _pretrain(corpus="{tmp}/utf16.txt"), "UTF-16: save it as UTF-8"),
+    ("UTF-16LE corpus without a BOM", _pretrain(corpus="{tmp}/utf16le.txt"), "UTF-16: save it as UTF-8"),
+    ("UTF-16BE corpus without a BOM", _pretrain(corpus="{tmp}/utf16be.txt"), "UTF-16: save it as UTF-8"),
+    ("UTF-32LE corpus without a BOM", _pretrain(corpus="{tmp}/utf32le.txt"), "UTF-32: save it as UTF-8"),
     ("FIFO corpus", _pretrain(corpus="{tmp}/fifo"), "is a pipe, not a regular file"),
     ("endless device corpus", _pretrain(corpus="/dev/zero"), "is a character device, not a regular file"),
     ("prepare FIFO corpus", ["prepare", "--model", "bert", "--corpus", "{tmp}/fifo", "--out", "{tmp}/p"],
@@ -425,3 +431,19 @@ def _refused(tmp, capsys, argv, message):
     assert "Traceback" not in captured.err + captured.out
     assert set(tmp.iterdir()) == before, "a refused command left files behind"
     return warnings
+
+
+def test_a_full_disk_under_convert_out_names_the_path(tmp, tmp_path, capsys, monkeypatch):
+    """Every text write fails as on a full disk (an OSError that names no file): the one line names the output
+    it was writing. (finetune --out: tests/test_finetune.py.)"""
+    import errno
+    import pathlib
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    out = tmp_path / "out"
+    monkeypatch.setattr(pathlib.Path, "write_text", full)
+    assert main(["convert", "--from-hf", str(tmp / "hf"), "--out", str(out)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [f"bertology: error: {out}/model: No space left on device"]

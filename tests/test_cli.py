@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -194,3 +195,61 @@ def test_presets_lists_every_preset_with_its_count(capsys):
     out = capsys.readouterr().out
     assert "bert-base" in out and "109,482,240" in out
     assert "roberta-large" in out and "354,307,072" in out
+
+
+def _option_actions():
+    """(command, action) of every option and argument of every command, as `--help` lists them."""
+    import argparse
+
+    from keras_bertology.cli import build_parser
+
+    parser = build_parser()
+    commands = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    return [(name, action) for name, command in commands.choices.items() for action in command._actions
+            if not isinstance(action, argparse._HelpAction)]
+
+
+def test_every_option_has_help_text_and_states_its_default_once():
+    """A help line says what the flag is (words before any parenthesis), states its default at most once, and
+    exactly once when the flag has a value unless given; never "default None", nor a default of a required
+    flag."""
+    from keras_bertology.cli import DEFAULT_STATEMENT
+
+    wrong = []
+    for command, action in _option_actions():
+        help, name = action.help or "", f"{command} {'/'.join(action.option_strings) or action.metavar}"
+        statements = len(DEFAULT_STATEMENT.findall(help))
+        valued = action.default is not None and action.default is not False and action.default not in ((), [])
+        if not re.match(r"[^(]*[a-z]{3}", help):
+            wrong.append(f"{name}: no help text")
+        if statements > 1 or (valued and statements != 1) or "default None" in help or (action.required and statements):
+            wrong.append(f"{name}: {statements} default statements: {help}")
+    assert len(_option_actions()) > 150 and not wrong, "\n".join(wrong)
+
+
+def test_presets_lines_up_its_columns_and_takes_one_family(capsys):
+    from keras_bertology.models import FAMILIES
+
+    assert main(["presets"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 + sum(len(family.presets) for family in FAMILIES.values())
+    header = lines[0]
+    for line in lines[1:]:  # the parameter counts end, and descriptions start, where the header's do
+        assert line[:header.index("  description")].endswith(tuple("0123456789")), line
+        assert line[header.index("description") - 2:header.index("description")] == "  ", line
+        assert line.split()[1] in FAMILIES[line.split()[0]].presets
+    assert main(["presets", "transformer-xl"]) == 0
+    only = capsys.readouterr().out.splitlines()[1:]
+    assert [line.split()[1] for line in only] == list(FAMILIES["transformer-xl"].presets)
+
+
+def test_presets_refuses_an_unknown_family_in_one_line(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["presets", "bret"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_finetune_help_states_the_seq2seq_format():
+    task = next(action for command, action in _option_actions() if command == "finetune" and action.dest == "task")
+    assert "seq2seq" in task.help and "input and target" in task.help

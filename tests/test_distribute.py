@@ -345,3 +345,23 @@ def test_unusable_strategies_are_refused_with_one_clear_error(monkeypatch):
     with pytest.raises(ConfigError, match="--batch-size 32 .* multiple of the 3 replicas"):
         replica_batch_size(32, three)
     assert replica_batch_size(33, three) == 11
+
+
+def test_a_tpu_strategy_without_a_tpu_is_refused_in_one_line(monkeypatch):
+    """Without a TPU, `--strategy tpu` says so; a TPU announced but not initialised gives the first line of
+    TensorFlow's error, not its dump of kernels and graph nodes."""
+    import pathlib
+
+    from keras_bertology.errors import ConfigError
+    from keras_bertology.training import strategy
+
+    for name in ("COLAB_TPU_ADDR", "TPU_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(pathlib.Path, "glob", lambda self, pattern: iter(()))
+    with pytest.raises(ConfigError, match="no TPU here") as refused:
+        strategy.make_strategy("tpu")
+    assert "\n" not in str(refused.value)
+    monkeypatch.setattr(strategy, "tpu_reachable", lambda: True)  # announced, but "local" has none: TF's error
+    with pytest.raises(ConfigError, match="no TPU could be initialised at local") as refused:
+        strategy.make_strategy("tpu")
+    assert "\n" not in str(refused.value)

@@ -2,6 +2,8 @@
 that answer raw strings in a TensorFlow-only process exactly as the Keras model does."""
 
 import json
+import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -423,6 +425,24 @@ def test_results_are_written_before_an_export_that_fills_the_disk(tmp_path, sent
     assert results["untrained_labels"] == ["rare"]
     assert (out / "results.md").exists() and (out / "model.keras").exists()
     assert not (tmp_path / "ft-export").exists()
+
+
+def test_a_full_disk_under_out_names_the_path(tmp_path, sentences, capsys, monkeypatch):
+    """Writing the results into a full disk (an OSError that names no file) is one line naming the output."""
+    import errno
+    import pathlib
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    run = make_run(tmp_path / "run", "bert", sentences)
+    folder = _user_folders(tmp_path / "data")["pairs"]
+    out = tmp_path / "ft"
+    monkeypatch.setattr(pathlib.Path, "write_text", full)
+    assert _finetune(folder, run, out, "--epochs", "1", "--no-export", "--max-examples", "8", "--seq-len", "16") == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and re.fullmatch(f"bertology: error: {re.escape(str(out))}/[\\w.]+: No space left on "
+                                            "device", error[0]), error
 
 
 def test_step_losses_undo_the_running_mean_of_each_epoch():

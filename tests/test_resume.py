@@ -244,6 +244,32 @@ def test_resuming_a_finished_run_keeps_the_checkpoint_weights(finished):
 
 
 @pytest.mark.slow
+def test_an_export_into_a_full_disk_keeps_metrics_and_plot_and_resume_exports(finished, tmp_path, monkeypatch):
+    """metrics.json and the loss plot are written before the export; the export's full-disk error says that
+    --resume exports, and it does."""
+    run = tmp_path / "run"
+    shutil.copytree(finished[0] / "run", run)
+    for name in ("metrics.json", "loss_curve.png"):
+        (run / name).unlink()
+    save = tf.saved_model.save
+
+    def full_disk(*args, **kwargs):
+        raise tf.errors.ResourceExhaustedError(None, None, "variables: No space left on device")
+
+    monkeypatch.setattr(tf.saved_model, "save", full_disk)
+    options = _options(tmp_path, resume=True, no_export=False, export=str(tmp_path / "export"))
+    with pytest.raises(OSError, match="--resume exports it") as full:
+        pretrain(options)
+    assert "\n" not in str(full.value) and str(run) in full.value.strerror
+    assert json.loads((run / "metrics.json").read_text())["fill_mask"] == []
+    assert (run / "loss_curve.png").is_file() and not (tmp_path / "export").exists()
+    monkeypatch.setattr(tf.saved_model, "save", save)
+    assert pretrain(options)["fill_mask"] and (tmp_path / "export" / "saved_model.pb").is_file()
+    assert json.loads((run / "metrics.json").read_text())["fill_mask"]  # rewritten with the export's examples
+    keras.backend.clear_session()
+
+
+@pytest.mark.slow
 def test_resume_continues_after_the_newest_checkpoint(tmp_path):
     options = _options(tmp_path)
     steps = _steps(pretrain(options))

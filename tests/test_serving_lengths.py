@@ -80,6 +80,10 @@ def test_every_family_serves_the_batch_length_with_the_values_of_the_full_length
                                _real(reference["sequence_output"], full["padding_mask"]), **ULPS)
     if "pooled_output" in out:
         np.testing.assert_allclose(out["pooled_output"], reference["pooled_output"], **ULPS)
+    odd = tf.constant([b"the caf\xe9 \xff\xfe lait"])  # not UTF-8: read per tokenizer kind, see test_tokenizers.py
+    odd_out, odd_full = served.serve(odd), family.pack_text(tokenizer, SEQ_LEN, odd)
+    np.testing.assert_array_equal(_real(odd_out["token_ids"], odd_out["padding_mask"]),
+                                  _real(odd_full["token_ids"], odd_full["padding_mask"]))
     if hasattr(served, "serve_pairs"):
         pairs = served.serve_pairs(texts, texts[::-1])
         full_pairs = family.pack_text(tokenizer, SEQ_LEN, texts, texts[::-1])

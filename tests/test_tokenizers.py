@@ -399,3 +399,43 @@ def test_sentencepiece_preprocessing_is_saved_and_applied(sentencepiece_unigram,
     raw = "``Café'' NAÏVE"
     assert ids_of(loaded, [raw]) == ids_of(albert, [raw]) == ids_of(plain, ['"cafe" naive'])
     assert ids_of(plain, [raw]) != ids_of(plain, ['"cafe" naive'])
+
+
+NOT_UTF8 = b"the caf\xe9 \xff\xfe lait"  # Latin-1 \xe9 inside a word, and a word of two bytes no UTF-8 text has
+
+
+def _served_ids(family, tokenizer, text):
+    """The token ids a SavedModel packs `text` into: its character cut (`cut_text`), then the family's
+    packing, at the real positions."""
+    from keras_bertology.export.saved_model import cut_text
+
+    packed = family.pack_text(tokenizer, 32, cut_text(tf.constant([text]), 32))
+    return packed, packed["token_ids"].numpy()[0][packed["padding_mask"].numpy()[0] == 1].tolist()
+
+
+@pytest.mark.parametrize("family_name", ["bert", "albert", "xlnet", "roberta", "elmo"])
+def test_bytes_that_are_not_utf8_are_read_as_savedmodels_readme_says(family_name, training_sentences):
+    """savedmodels/README.md, per tokenizer kind: WordPiece reads a word holding such bytes as its unknown
+    token; SentencePiece reads each as U+FFFD, the replacement character; byte-level BPE encodes the raw
+    bytes; ELMo's characters are a word's raw bytes."""
+    from keras_bertology.models import FAMILIES
+
+    family = FAMILIES[family_name]
+    tokenizer = family.train_tokenizer(training_sentences, 400)
+    packed, ids = _served_ids(family, tokenizer, NOT_UTF8)
+    kind = type(tokenizer).__name__
+    if kind == "WordPieceTokenizer":
+        words = [tokenizer.tokenize(tf.constant([word])).flat_values.numpy().tolist() for word in ("the", "lait")]
+        assert ids[1:-1] == words[0] + [tokenizer.unk_id, tokenizer.unk_id] + words[1]
+    elif kind == "SentencePieceTokenizer":  # each run of such bytes: the unknown piece; none once lower-cased
+        specials = {getattr(tokenizer, f"{role}_id") for role in ("cls", "sep") if tokenizer.has_role(role)}
+        words = "".join(tokenizer.vocabulary[i] for i in ids if i not in specials).replace("\u2581", " ").split()
+        unknown = tokenizer.vocabulary[tokenizer.unk_id]
+        lower_cased = tokenizer.preprocessing["lower_case"]
+        assert words == (["the", "caf", "lait"] if lower_cased else ["the", f"caf{unknown}", unknown, "lait"])
+    elif kind == "ByteLevelBPETokenizer":
+        assert tokenizer.detokenize(tf.constant([ids[1:-1]])).numpy()[0] == NOT_UTF8
+    else:  # ELMo: the characters of "caf\xe9" and of "\xff\xfe" are their bytes (AllenNLP's ids: byte + 1)
+        characters = packed["char_ids"].numpy()[0]
+        assert [list(characters[position][1:5]) for position in (2, 3)] == [
+            [byte + 1 for byte in b"caf\xe9"], [0xFF + 1, 0xFE + 1, *characters[3][3:5]]]

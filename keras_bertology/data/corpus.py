@@ -52,7 +52,7 @@ from keras_bertology.data.sentences import bound_sentence, is_blank, split_sente
 from keras_bertology.errors import CorpusError
 
 __all__ = ["CORPUS_FORMATS", "BadRecords", "corpus_files", "default_corpus_paths", "iter_documents",
-           "read_corpus", "split_sentences", "strip_play_markup"]
+           "read_corpus", "split_sentences", "strip_play_markup", "wide_encoding"]
 
 PathLike = str | os.PathLike
 
@@ -264,6 +264,22 @@ def _format_of(file: Path) -> str:
     return "jsonl" if name.endswith(_JSONL_SUFFIX) else "text"
 
 
+def wide_encoding(first_line: bytes) -> str | None:
+    """"UTF-16" or "UTF-32" when a file's first line is in one, by its byte-order mark or, unmarked, by the
+    zero bytes that text of Latin letters leaves in every code unit but one (which would read as binary)."""
+    marked = next((name for bom, name in _WIDE_BOMS if first_line.startswith(bom)), None)
+    if marked or b"\x00" not in first_line:
+        return marked
+    for width, name in ((4, "UTF-32"), (2, "UTF-16")):
+        units = first_line[:len(first_line) // width * width]
+        if len(units) < 4 * width:
+            continue
+        zeros = [units[place::width].count(0) / (len(units) // width) for place in range(width)]
+        if sum(share < 0.1 for share in zeros) == 1 and sum(share > 0.9 for share in zeros) == width - 1:
+            return name
+    return None
+
+
 def _lines(file: Path, bad: BadRecords) -> Iterator[tuple[int, str]]:
     """(line number, text) of a file, decoded as strict UTF-8 line by line (a leading BOM dropped,
     \\r\\n and lone \\r read as line ends); gzip-compressed when the name ends in `.gz`."""
@@ -273,7 +289,7 @@ def _lines(file: Path, bad: BadRecords) -> Iterator[tuple[int, str]]:
         with opener(file, "rb") as stream:
             for number, raw in enumerate(stream, 1):
                 where = f"{file}, line {number}"
-                wide = next((name for bom, name in _WIDE_BOMS if raw.startswith(bom)), None) if number == 1 else None
+                wide = wide_encoding(raw) if number == 1 else None
                 if wide:
                     raise CorpusError(f"{file} is {wide}: save it as UTF-8")
                 start, offset = offset, offset + len(raw)

@@ -121,6 +121,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from keras_bertology.data.corpus import wide_encoding
 from keras_bertology.errors import DataError
 from keras_bertology.finetune import names_tagging
 
@@ -530,6 +531,9 @@ def _read_text(path, fallback=None) -> str:
         raise DataError(f"Cannot read {path}: {error.strerror}") from None
     if raw.startswith(codecs.BOM_UTF8):
         raw = raw[len(codecs.BOM_UTF8):]
+    wide = wide_encoding(raw.split(b"\n", 1)[0])
+    if wide:
+        raise DataError(f"{path} is {wide}: save it as UTF-8")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as error:

@@ -52,6 +52,12 @@ def _write_json(path, payload):
         staging.write_text(json.dumps(payload, indent=2))
 
 
+def recorded_options(options):
+    """What options.json keeps of a run's options, which `--resume` must give again: all but those free on
+    resume, as JSON holds them (tuples become lists), so that a resumed run compares like with like."""
+    return json.loads(json.dumps({k: v for k, v in dataclasses.asdict(options).items() if k not in _FREE_ON_RESUME}))
+
+
 class RunCheckpoints:
     """The resumable state of one run folder."""
 
@@ -97,9 +103,7 @@ class RunCheckpoints:
 
         Also deletes what a killed save left (its hidden staging folder).
         """
-        # As JSON holds them (tuples become lists), so that a resumed run compares like with like.
-        recorded = json.loads(json.dumps({k: v for k, v in dataclasses.asdict(options).items()
-                                          if k not in _FREE_ON_RESUME}))
+        recorded = recorded_options(options)
         if self.writer and self.directory.is_dir():  # a run is the only writer of its checkpoints
             clear_leftovers(self.directory)
         if self.latest() is not None:

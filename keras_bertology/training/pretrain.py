@@ -241,10 +241,6 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         keras.distribution.set_distribution(None)
         run = load_run_model(run_dir)
         run.pretrainer.jit_compile, pretrainer = pretrainer.jit_compile, run.pretrainer
-    if export_dir and keras.config.backend() == "tensorflow":
-        export_saved_model(run, export_dir, options.length_buckets, options.serving_xla)
-    elif export_dir:
-        export_in_tensorflow(run_dir, export_dir, options.length_buckets, options.serving_xla)
     metrics = _metrics(family, options, pretrainer, history.records, total_steps, train_seconds, export_dir,
                        strategy, split)
     last = {name: summary["last"] for name, summary in metrics["objectives"].items()}
@@ -256,9 +252,17 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         metrics["eval"] = eval_records(history.records, pretrainer.declared_objectives)
     metrics.update(masking=masking, instances=family.instance_kind(options.packing),
                    family_options=family.option_values(options.family_options),
-                   windows=len(history.records), steps_per_window=steps_per_window,
-                   fill_mask=fill_mask_examples(export_dir, tokenizer, held_out, options.seed) if export_dir else [])
+                   windows=len(history.records), steps_per_window=steps_per_window, fill_mask=[])
+    stream = memory_perplexities(pretrainer, tokenizer, held_out, options.seq_len)
+    if stream:
+        metrics["held_out_stream"] = stream
+    # Metrics and loss plot before the export: an export that fails (a full disk) must not lose them.
+    write_metrics(run_dir / "metrics.json", metrics)
+    plot_training_curves(history.records, pretrainer.objectives, run_dir / "loss_curve.png",
+                         f"{_model_name(options)} on {_corpus_label(options)}")
     if export_dir:
+        _export(run, run_dir, export_dir, options)
+        metrics["fill_mask"] = fill_mask_examples(export_dir, tokenizer, held_out, options.seed)
         continuations, perplexity = continuation_examples(export_dir, held_out)
         if continuations:
             metrics.update(continuations=continuations, held_out_perplexity=perplexity)
@@ -268,14 +272,22 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         in_context = context_examples(export_dir, tokenizer)
         if in_context:
             metrics["word_in_context"] = in_context
-    stream = memory_perplexities(pretrainer, tokenizer, held_out, options.seq_len)
-    if stream:
-        metrics["held_out_stream"] = stream
-    write_metrics(run_dir / "metrics.json", metrics)
-    plot_training_curves(history.records, pretrainer.objectives, run_dir / "loss_curve.png",
-                         f"{_model_name(options)} on {_corpus_label(options)}")
+        write_metrics(run_dir / "metrics.json", metrics)  # with the examples the export serves
     _say(options, summary_text(metrics, run_dir))
     return metrics
+
+
+def _export(run, run_dir, export_dir, options):
+    """The run's SavedModel; a failed write (a full disk) says that the run is kept and how to export it."""
+    try:
+        if keras.config.backend() == "tensorflow":
+            export_saved_model(run, export_dir, options.length_buckets, options.serving_xla)
+        else:
+            export_in_tensorflow(run_dir, export_dir, options.length_buckets, options.serving_xla)
+    except OSError as error:
+        error.strerror = (f"{error.strerror or error}; the run, its metrics.json and loss plot are saved in "
+                          f"{run_dir}: the same command with --resume exports it")
+        raise
 
 
 def _snapshots(options, run_dir, pretrainer, tokenizer, history):

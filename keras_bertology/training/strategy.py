@@ -38,12 +38,16 @@ def make_strategy(name="default"):
         _check_tf_config(os.environ["TF_CONFIG"])
         return tf.distribute.MultiWorkerMirroredStrategy()
     if name == "tpu":
+        if not tpu_reachable():
+            raise ConfigError("--strategy tpu: no TPU here (no /dev/accel* device, and neither COLAB_TPU_ADDR nor "
+                              "TPU_NAME is set)")
         try:
             resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=_tpu_address())
             tf.config.experimental_connect_to_cluster(resolver)
             tf.tpu.experimental.initialize_tpu_system(resolver)
-        except (ValueError, tf.errors.OpError) as error:
-            raise ConfigError(f"--strategy tpu: no TPU could be initialised ({error})") from None
+        except (ValueError, tf.errors.OpError) as error:  # TensorFlow's text runs on with kernels and graph nodes
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise ConfigError(f"--strategy tpu: no TPU could be initialised at {_tpu_address()} ({reason})") from None
         return tf.distribute.TPUStrategy(resolver)
     raise ConfigError(f"unknown strategy {name!r}; choose one of: {', '.join(STRATEGIES)}")
 
