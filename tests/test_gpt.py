@@ -193,7 +193,10 @@ def test_the_export_scores_and_generates_as_transformers_does(gpt2_folder, tmp_p
     hf_tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     hf_tokenizer.decoder = decoders.ByteLevel()
     eot = hf_tokenizer.token_to_id(EOT)
-    prompts = TEXTS[:3] + [" ".join(TEXTS)]  # of different lengths, the last cut to fit
+    # Of different lengths, the fourth cut to fit; the last two run past the export's character bound (16 per
+    # token: 640) and differ only in their last sentence, which the model must read.
+    long = " ".join(TEXTS * 12)
+    prompts = TEXTS[:3] + [" ".join(TEXTS), f"{long} Now the winter", f"{long} Upon our house"]
     script = (
         "import json, sys\nimport tensorflow as tf, tensorflow_text  # noqa: F401\n"
         "model = tf.saved_model.load(sys.argv[1])\n"
@@ -213,7 +216,7 @@ def test_the_export_scores_and_generates_as_transformers_does(gpt2_folder, tmp_p
     served = json.loads(done.stdout.strip().splitlines()[-1])
     for row, prompt in enumerate(prompts):
         ids = [eot] + hf_tokenizer.encode(prompt).ids
-        scored = ids[:40 - 1]  # the text as `score` packs it: <|endoftext|> + the pieces that fit with its end
+        scored = ids[-40:]  # the text as `score` reads it: the last 40 of <|endoftext|> and its pieces
         with torch.no_grad():
             log_probs = torch.log_softmax(hf(input_ids=torch.tensor([scored])).logits[0], -1)
         expected = sum(float(log_probs[t - 1, scored[t]]) for t in range(1, len(scored)))
@@ -227,6 +230,7 @@ def test_the_export_scores_and_generates_as_transformers_does(gpt2_folder, tmp_p
         # `generate` continues by half the sequence length (40) at most, or up to end-of-text.
         assert ours == new and (len(ours) == 20 or ours[-1] == eot), (ours, new)
         assert served["text"][row] == hf_tokenizer.decode([t for t in ours if t != eot])
+    assert served["ids"][-1] != served["ids"][-2]  # continuations of the two ends, not of a common start
     assert served["drawn"][0] == served["drawn"][1] != served["drawn"][2]  # seeded draws
     assert all(len(row) <= 6 for row in served["drawn"][0])
 
