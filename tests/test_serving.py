@@ -6,6 +6,7 @@ import re
 import numpy as np
 import pytest
 import tensorflow as tf
+import transformers
 
 from bare_serving import saved_model_cli
 from keras_bertology.data.corpus import default_corpus_paths, read_corpus
@@ -130,3 +131,17 @@ def test_strings_are_cut_to_the_token_budget_before_tokenizing(export, served, t
                                   family.pack_text(tokenizer, SEQ_LEN, firsts, seconds)["token_ids"].numpy())
     past_the_bound = served.serve(tf.constant([" " * max_chars + "word"]))
     assert past_the_bound["padding_mask"].numpy().sum() == 2  # [CLS] [SEP]: "word" was never tokenized
+
+
+def test_a_word_past_the_bound_is_read_as_transformers_reads_it_with_the_words_after_it(served, tokenizer,
+                                                                                         tmp_path):
+    """One unbroken word (a URL's path, a hash, base64) longer than `max_text_chars` (256) is one [UNK], as
+    transformers' WordPiece reads it, and the words after it are read: each word is cut, not the text."""
+    texts = ["The king " + "x" * 2100 + " loved the queen.", "see ab/" + "c" * 300 + "/d " + "9" * 900 + " then"]
+    (tmp_path / "vocab.txt").write_text("".join(token + "\n" for token in tokenizer.vocabulary), encoding="utf-8")
+    hf = transformers.BertTokenizerFast.from_pretrained(str(tmp_path))
+    out = served.serve(tf.constant(texts))
+    for row, text in enumerate(texts):
+        ids = out["token_ids"].numpy()[row][out["padding_mask"].numpy()[row] == 1].tolist()
+        assert ids == hf(text, truncation=True, max_length=SEQ_LEN)["input_ids"]
+    assert hf.convert_ids_to_tokens(ids[:2]) == ["[CLS]", "see"] and ids[-2] != tokenizer.unk_id  # "then"
