@@ -34,12 +34,19 @@ assets/bertology.json) becomes the mask id.
 [B, L, V] float32 tensor: 4 V bytes per token (120 KB at V = 30,000, 60 MB for
 one input of 512 tokens), for clients that need every score.
 
-Request cost is bounded by the token budget: before tokenizing, every string
-is cut to its first `CHARS_PER_TOKEN * seq_len` UTF-8 characters (at most 4
-bytes each; `max_text_chars` in assets/bertology.json), and a word the cut
-splits is dropped. Real text averages 4-6 characters per token, so the tokens
-that fit `seq_len` are the same as without the cut; text past the bound is
-never read, even when all before it is whitespace.
+Request cost is bounded by the token budget: before tokenizing, every word
+(a run of characters between whitespace, punctuation and CJK ideographs) is
+cut to its first `MAX_WORD_CHARS` (101) characters, then every string to its
+first `CHARS_PER_TOKEN * seq_len` UTF-8 characters (at most 4 bytes each;
+`max_text_chars` and `max_word_chars` in assets/bertology.json), and a word the
+cut splits is dropped. A causal LM's `score`, `generate` and
+`generate_sampling` read a text's end instead: the string keeps its last
+characters, and the tokens kept are its last (`export.causal_lm`). Real text
+averages 4-6 characters per token, so the tokens that fit `seq_len` are the
+same as without the cut. A longer word is what WordPiece reads as one [UNK]
+anyway (as transformers does), and ELMo spells its first 48 bytes anyway;
+the words after it are read (a URL's path, a hash or base64 does not hide
+the rest of the text).
 
 `serve_ids` takes [B, L] ids with L at most the run's sequence length, checks
 them in the graph (0 <= token id < vocabulary size, 0 <= segment id < the
