@@ -267,6 +267,13 @@ def test_sampling_draws_only_among_the_top_k_likeliest_tokens(gpt2_folder, gpt2_
         drawn = served.generate_sampling(texts, max_new_tokens=greedy.shape[1], temperature=8.0, top_k=1,
                                          seed=seed)["generated_ids"].numpy()
         np.testing.assert_array_equal(drawn, greedy)
+    # Settings out of range are refused, each by name and range.
+    for settings, message in ((dict(max_new_tokens=0), r"max_new_tokens must be in \[1, 39\]; got\] \[0\]"),
+                              (dict(temperature=-1.0), r"temperature must be finite and >= 0"),
+                              (dict(top_k=-2), r"top_k must be in \[0, ")):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+            served.generate_sampling(texts, **dict(dict(max_new_tokens=2, temperature=1.0, top_k=0, seed=0),
+                                                   **settings))
 
 
 def test_pretraining_gpt_falls_below_the_unigram_level_and_serves(tmp_path, capsys):
