@@ -337,6 +337,12 @@ def test_the_savedmodel_serves_tf_hubs_outputs_for_raw_strings(tmp_path):
             assert np.all(outputs[served_name][row, length:] == 0)
         np.testing.assert_allclose(outputs["default"][row], expected["sequence_output"][row, 1:length + 1].mean(0),
                                    atol=1e-5)
+    # A word far past the character bound (256 at 16 words) keeps the words after it: spelled from its first
+    # 48 bytes, it is served as any word of those bytes.
+    endings = [served.serve(tf.constant([f"The king {'x' * length} loved the queen."]))
+               for length in (10_000, 60)]
+    assert [int(out["sequence_len"][0]) for out in endings] == [7, 7]
+    np.testing.assert_allclose(endings[0]["elmo"].numpy(), endings[1]["elmo"].numpy(), atol=1e-6)
     # An unknown word is read from its characters: "vase" and "zzxqy" get vectors of their own.
     assert not np.allclose(outputs["word_emb"][0, 1], outputs["word_emb"][1, 4])
     ids = served.signatures["serve_ids"](char_ids=tf.constant(char_ids), padding_mask=tf.constant(padding))

@@ -180,20 +180,36 @@ def gpt2_folder(tmp_path_factory):
     return folder, hf
 
 
-def test_the_export_scores_and_generates_as_transformers_does(gpt2_folder, tmp_path, capsys):
-    folder, hf = gpt2_folder
-    assert main(["convert", "--from-hf", str(folder), "--out", str(tmp_path / "run"), "--seq-len", "40"]) == 0
-    assert main(["export", str(tmp_path / "run"), "--out", str(tmp_path / "export")]) == 0
-    capsys.readouterr()
-    assets = json.loads((tmp_path / "export" / "assets" / "bertology.json").read_text())
-    assert {"score", "generate", "generate_sampling"} <= set(assets["signatures"]) and assets["eot_token"] == EOT
+@pytest.fixture(scope="module")
+def gpt2_export(gpt2_folder, tmp_path_factory):
+    """The random GPT-2 converted at 40 positions (`bertology convert`) and exported (`bertology export`)."""
+    folder, _ = gpt2_folder
+    path = tmp_path_factory.mktemp("gpt2_export")
+    assert main(["convert", "--from-hf", str(folder), "--out", str(path / "run"), "--seq-len", "40"]) == 0
+    assert main(["export", str(path / "run"), "--out", str(path / "export")]) == 0
+    return path / "export"
+
+
+def _hf_bpe(folder):
+    """transformers' tokenizers library reading the folder's byte-level BPE as GPT-2's tokenizer does."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
     hf_tokenizer = Tokenizer(models.BPE.from_file(str(folder / "vocab.json"), str(folder / "merges.txt")))
     hf_tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     hf_tokenizer.decoder = decoders.ByteLevel()
+    return hf_tokenizer
+
+
+def test_the_export_scores_and_generates_as_transformers_does(gpt2_folder, gpt2_export, tmp_path):
+    folder, hf = gpt2_folder
+    assets = json.loads((gpt2_export / "assets" / "bertology.json").read_text())
+    assert {"score", "generate", "generate_sampling"} <= set(assets["signatures"]) and assets["eot_token"] == EOT
+    hf_tokenizer = _hf_bpe(folder)
     eot = hf_tokenizer.token_to_id(EOT)
-    prompts = TEXTS[:3] + [" ".join(TEXTS)]  # of different lengths, the last cut to fit
+    # Of different lengths, the fourth cut to fit; the last two run past the export's character bound (16 per
+    # token: 640) and differ only in their last sentence, which the model must read.
+    long = " ".join(TEXTS * 12)
+    prompts = TEXTS[:3] + [" ".join(TEXTS), f"{long} Now the winter", f"{long} Upon our house"]
     script = (
         "import json, sys\nimport tensorflow as tf, tensorflow_text  # noqa: F401\n"
         "model = tf.saved_model.load(sys.argv[1])\n"
@@ -207,13 +223,13 @@ def test_the_export_scores_and_generates_as_transformers_does(gpt2_folder, tmp_p
         "                  'n': scored['num_tokens'].numpy().tolist(),\n"
         "                  'ids': greedy['generated_ids'].numpy().tolist(),\n"
         "                  'text': [t.decode() for t in greedy['text'].numpy()], 'drawn': drawn}))\n")
-    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "export"), json.dumps(prompts)],
+    done = subprocess.run([sys.executable, "-c", script, str(gpt2_export), json.dumps(prompts)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     served = json.loads(done.stdout.strip().splitlines()[-1])
     for row, prompt in enumerate(prompts):
         ids = [eot] + hf_tokenizer.encode(prompt).ids
-        scored = ids[:40 - 1]  # the text as `score` packs it: <|endoftext|> + the pieces that fit with its end
+        scored = ids[-40:]  # the text as `score` reads it: the last 40 of <|endoftext|> and its pieces
         with torch.no_grad():
             log_probs = torch.log_softmax(hf(input_ids=torch.tensor([scored])).logits[0], -1)
         expected = sum(float(log_probs[t - 1, scored[t]]) for t in range(1, len(scored)))
@@ -227,8 +243,37 @@ def test_the_export_scores_and_generates_as_transformers_does(gpt2_folder, tmp_p
         # `generate` continues by half the sequence length (40) at most, or up to end-of-text.
         assert ours == new and (len(ours) == 20 or ours[-1] == eot), (ours, new)
         assert served["text"][row] == hf_tokenizer.decode([t for t in ours if t != eot])
+    assert served["ids"][-1] != served["ids"][-2]  # continuations of the two ends, not of a common start
     assert served["drawn"][0] == served["drawn"][1] != served["drawn"][2]  # seeded draws
     assert all(len(row) <= 6 for row in served["drawn"][0])
+
+
+def test_sampling_draws_only_among_the_top_k_likeliest_tokens(gpt2_folder, gpt2_export):
+    """At a high temperature, top_k=2 draws each first token among transformers' two likeliest (both come
+    out), and top_k=1 is greedy: sampling from the whole vocabulary would fail both."""
+    folder, hf = gpt2_folder
+    served = tf.saved_model.load(str(gpt2_export))
+    texts = tf.constant(TEXTS)
+    firsts = np.stack([served.generate_sampling(texts, max_new_tokens=1, temperature=8.0, top_k=2, seed=seed)
+                       ["generated_ids"].numpy()[:, 0] for seed in range(40)])
+    hf_tokenizer = _hf_bpe(folder)
+    eot = hf_tokenizer.token_to_id(EOT)
+    for row, text in enumerate(TEXTS):
+        with torch.no_grad():
+            logits = hf(input_ids=torch.tensor([[eot] + hf_tokenizer.encode(text).ids])).logits[0, -1].numpy()
+        assert set(firsts[:, row]) == set(np.argsort(-logits)[:2].tolist())
+    greedy = served.generate(texts)["generated_ids"].numpy()
+    for seed in (0, 1):
+        drawn = served.generate_sampling(texts, max_new_tokens=greedy.shape[1], temperature=8.0, top_k=1,
+                                         seed=seed)["generated_ids"].numpy()
+        np.testing.assert_array_equal(drawn, greedy)
+    # Settings out of range are refused, each by name and range.
+    for settings, message in ((dict(max_new_tokens=0), r"max_new_tokens must be in \[1, 39\]; got\] \[0\]"),
+                              (dict(temperature=-1.0), r"temperature must be finite and >= 0"),
+                              (dict(top_k=-2), r"top_k must be in \[0, ")):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+            served.generate_sampling(texts, **dict(dict(max_new_tokens=2, temperature=1.0, top_k=0, seed=0),
+                                                   **settings))
 
 
 def test_pretraining_gpt_falls_below_the_unigram_level_and_serves(tmp_path, capsys):

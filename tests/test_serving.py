@@ -6,6 +6,7 @@ import re
 import numpy as np
 import pytest
 import tensorflow as tf
+import transformers
 
 from bare_serving import saved_model_cli
 from keras_bertology.data.corpus import default_corpus_paths, read_corpus
@@ -130,3 +131,40 @@ def test_strings_are_cut_to_the_token_budget_before_tokenizing(export, served, t
                                   family.pack_text(tokenizer, SEQ_LEN, firsts, seconds)["token_ids"].numpy())
     past_the_bound = served.serve(tf.constant([" " * max_chars + "word"]))
     assert past_the_bound["padding_mask"].numpy().sum() == 2  # [CLS] [SEP]: "word" was never tokenized
+
+
+def test_a_word_past_the_bound_is_read_as_transformers_reads_it_with_the_words_after_it(served, tokenizer,
+                                                                                         tmp_path):
+    """One unbroken word (a URL's path, a hash, base64) longer than `max_text_chars` (256) is one [UNK], as
+    transformers' WordPiece reads it, and the words after it are read: each word is cut, not the text."""
+    texts = ["The king " + "x" * 2100 + " loved the queen.", "see ab/" + "c" * 300 + "/d " + "9" * 900 + " then"]
+    (tmp_path / "vocab.txt").write_text("".join(token + "\n" for token in tokenizer.vocabulary), encoding="utf-8")
+    hf = transformers.BertTokenizerFast.from_pretrained(str(tmp_path))
+    out = served.serve(tf.constant(texts))
+    for row, text in enumerate(texts):
+        ids = out["token_ids"].numpy()[row][out["padding_mask"].numpy()[row] == 1].tolist()
+        assert ids == hf(text, truncation=True, max_length=SEQ_LEN)["input_ids"]
+    assert hf.convert_ids_to_tokens(ids[:2]) == ["[CLS]", "see"] and ids[-2] != tokenizer.unk_id  # "then"
+
+
+@pytest.mark.parametrize("keep_end", [False, True])
+def test_the_cut_keeps_whole_words_at_the_start_or_the_end_each_word_cut_first(keep_end):
+    """A text past the bound (256 characters at 16 tokens) keeps its first or (a causal LM's prompt) its last
+    characters, less the word the cut splits; a word over 101 characters is cut first, so the words after
+    it stay within the bound."""
+    from keras_bertology.export.saved_model import cut_text
+
+    def expected(text):
+        text = re.sub(r"\w{102,}", lambda word: word.group()[:101], text)
+        if len(text) <= 256:
+            return text
+        kept, beside = (text[-256:], text[-257]) if keep_end else (text[:256], text[256])
+        if beside.isspace() or kept[-1 if not keep_end else 0].isspace():  # the cut splits no word
+            return kept
+        return re.sub(r"^\S+", "", kept) if keep_end else re.sub(r"\s\S*$", "", kept)
+
+    texts = ["alpha " + "beta " * 60 + "omega", "alpha " + "beta " * 60 + "omegas", "gamma " * 60 + "delta",
+             "first " + "y" * 500 + " middle " + "z" * 300 + " last words", "short one", ""]
+    cut = [value.decode() for value in cut_text(tf.constant(texts), SEQ_LEN, keep_end).numpy()]
+    assert cut == [expected(text) for text in texts]
+    assert cut[3].endswith("z" * 101 + " last words") and cut[3].startswith("first " + "y" * 101 + " middle")

@@ -135,6 +135,10 @@ def _check_fill_mask(served, pretrainer, tokenizer, texts, full):
         assert (out["top_ids"].numpy()[absent] == -1).all() and (served_positions[absent] == -1).all()
     with pytest.raises(tf.errors.InvalidArgumentError, match="top_k must be in"):
         served.fill_mask_top_k(texts, 0)
+    # An empty batch gets empty outputs, as from `serve` and `mlm_logits` (the head's gather once failed on it).
+    empty = tf.constant([], tf.string)
+    for k, out in ((5, served.fill_mask(empty)), (3, served.fill_mask_top_k(empty, 3))):
+        assert out["top_ids"].shape == out["top_tokens"].shape == (0, 0, k) and out["mask_positions"].shape == (0, 0)
 
 
 @pytest.mark.parametrize("family_name", ["xlnet"])

@@ -67,11 +67,17 @@ _BERT_DELETED_CHARS = r"[\x{0}\x{FFFD}]|[^\P{C}\t\n\r]"
 # (Unicode White_Space; RE2's \s is ASCII only) and isolates punctuation
 # (ASCII symbols and Unicode P*); its normaliser isolates CJK ideographs
 # (these ranges) unless tokenize_chinese_chars is off.
-_BERT_WHITESPACE = (r"[\t\n\x{0B}\x{0C}\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}"
-                    r"\x{205F}\x{3000}]+")
-_BERT_PUNCTUATION = r"[!-/:-@\[-`{-~\p{P}]"
-_CJK_CHARS = (r"[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}"
-              r"\x{2B740}-\x{2B81F}\x{2B920}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}]")
+_WHITESPACE_RANGES = (r"\t\n\x{0B}\x{0C}\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}"
+                      r"\x{205F}\x{3000}")
+_PUNCTUATION_RANGES = r"!-/:-@\[-`{-~\p{P}"
+_CJK_RANGES = (r"\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}"
+               r"\x{2B740}-\x{2B81F}\x{2B920}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}")
+_BERT_WHITESPACE = f"[{_WHITESPACE_RANGES}]+"
+_BERT_PUNCTUATION = f"[{_PUNCTUATION_RANGES}]"
+_CJK_CHARS = f"[{_CJK_RANGES}]"
+# A character that ends a word as BERT's pre-tokenizer delimits words (one of the above): a run of other
+# characters longer than MAX_BYTES_PER_WORD is one [UNK] however long it runs.
+WORD_DELIMITER = f"[{_WHITESPACE_RANGES}{_PUNCTUATION_RANGES}{_CJK_RANGES}]"
 
 
 class Tokenizer(tf.Module, metaclass=abc.ABCMeta):

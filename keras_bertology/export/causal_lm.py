@@ -4,35 +4,44 @@
     model.generate(tf.constant(["Once upon"]))  # greedy, up to 32 new tokens (half the sequence length)
     model.generate_sampling(tf.constant(["Once upon"]), max_new_tokens=20, temperature=0.8, top_k=40, seed=1)
 
-A text is served as the family packs it: <|endoftext|> (the `cls` role) before
-it, as after a document boundary in training. `score` predicts each text token
-from the ones before it (the closing end-of-text token is not scored).
-`generate` runs the model in a graph loop: each step feeds every prompt and
-what it has generated so far, left-padded so each row's last token is in the
-last column, and appends one token per row; a row stops at end-of-text, the
-loop when every row has stopped or after `max_new_tokens` steps. Prompts
-longer than the sequence length leaves room for are cut from the left.
+A text is read from its end: the string is cut from the left to the
+export's character bound (`export.saved_model.cut_text`), tokenized, and its
+last tokens kept, opened by <|endoftext|> (the `cls` role) as after a document
+boundary in training, and padded on the left. `score` predicts each token
+after the first of the window from the ones before it: a text of up to
+`seq_len - 1` tokens is scored whole, a longer one on its last `seq_len - 1`. `generate`
+runs the model in a graph loop: each step feeds every prompt and what it has
+generated so far, left-padded so each row's last token is in the last
+column, and appends one token per row; a row stops at end-of-text, the loop
+when every row has stopped or after `max_new_tokens` steps. A prompt keeps
+the last `seq_len - max_new_tokens` tokens of <|endoftext|> and its own,
+which leave room for the new ones. Every family names its string input
+`text`.
 """
 
 import tensorflow as tf
 
+from keras_bertology.data.packing import fit_to_batch
+
 GENERATED_TOKENS = 32  # `generate`'s continuation length, at most half the sequence length
 
 
-def causal_lm_endpoints(causal_lm, tokenizer, seq_len, input_names, pack, strings_spec):
-    """{signature: (function, input signature)} for `causal_lm` (inputs dict -> next-token logits)."""
+def causal_lm_endpoints(causal_lm, tokenizer, seq_len, input_names, buckets, strings_spec):
+    """{signature: (function, input signature)} for `causal_lm` (inputs dict -> next-token logits); `score`
+    pads a batch to its longest text, or the smallest of `buckets` that holds it."""
 
     def logits_of(token_ids, padding_mask):
         inputs = {"token_ids": token_ids, "padding_mask": padding_mask}
         return tf.cast(causal_lm({name: inputs[name] for name in input_names}), tf.float32)
 
     def score(text):
-        packed = pack(text)
+        token_ids, mask = _left_padded_prompts(tokenizer, text, seq_len, width=seq_len)
+        packed = fit_to_batch({"token_ids": token_ids, "padding_mask": mask}, mask, buckets)
         token_ids, mask = packed["token_ids"], packed["padding_mask"]
         log_probs = tf.nn.log_softmax(logits_of(token_ids, mask))[:, :-1]
         targets = token_ids[:, 1:]
-        # A target is scored when it is a real token and another real token follows it (not the closing one).
-        scored = mask[:, 1:] * tf.concat([mask[:, 2:], tf.zeros_like(mask[:, :1])], axis=1)
+        # A target is scored when it and the token before it are real: every token after the opening one.
+        scored = mask[:, 1:] * mask[:, :-1]
         token_log_probs = tf.gather(log_probs, targets, batch_dims=2) * tf.cast(scored, tf.float32)
         count = tf.reduce_sum(scored, axis=1)
         total = tf.reduce_sum(token_log_probs, axis=1)
@@ -40,10 +49,10 @@ def causal_lm_endpoints(causal_lm, tokenizer, seq_len, input_names, pack, string
                 "log_likelihood": total, "num_tokens": count,
                 "perplexity": tf.exp(-total / tf.cast(tf.maximum(count, 1), tf.float32))}
 
-    def generate_sampling(prompt, max_new_tokens, temperature, top_k, seed):
+    def generate_sampling(text, max_new_tokens, temperature, top_k, seed):
         with tf.control_dependencies(generation_checks(max_new_tokens, seq_len - 1, temperature, top_k,
                                                        tokenizer.vocab_size)):
-            token_ids, mask = _left_padded_prompts(tokenizer, prompt, seq_len - max_new_tokens)
+            token_ids, mask = _left_padded_prompts(tokenizer, text, seq_len - max_new_tokens)
         batch = tf.shape(token_ids)[0]
         generated = tf.zeros([batch, 0], tf.int32)
         done = tf.zeros([batch], tf.bool)
@@ -73,27 +82,29 @@ def causal_lm_endpoints(causal_lm, tokenizer, seq_len, input_names, pack, string
     scalar = tf.TensorSpec
     return {
         "score": (score, [strings_spec]),
-        "generate": (lambda prompt: generate_sampling(prompt, tf.constant(min(GENERATED_TOKENS, seq_len // 2)),
-                                                      tf.constant(0.0),
-                                                      tf.constant(0), tf.constant(0)), [strings_spec]),
+        "generate": (lambda text: generate_sampling(text, tf.constant(min(GENERATED_TOKENS, seq_len // 2)),
+                                                    tf.constant(0.0), tf.constant(0), tf.constant(0)),
+                     [strings_spec]),
         "generate_sampling": (generate_sampling, [
             strings_spec, scalar([], tf.int32, name="max_new_tokens"), scalar([], tf.float32, name="temperature"),
             scalar([], tf.int32, name="top_k"), scalar([], tf.int32, name="seed")]),
     }
 
 
-def _left_padded_prompts(tokenizer, prompt, room):
-    """<|endoftext|> + each prompt's tokens, its last `room` tokens kept, left-padded: [B, P] ids and mask."""
-    pieces = tf.cast(tokenizer.tokenize(prompt), tf.int32)
-    opening = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(prompt)[0], 1], tf.constant(tokenizer.cls_id, tf.int32)))
+def _left_padded_prompts(tokenizer, text, room, width=None):
+    """The last `room` tokens of <|endoftext|> + each text's tokens, padded on the left to the longest (or to
+    `width`): [B, P] ids and mask."""
+    pieces = tf.cast(tokenizer.tokenize(text), tf.int32)
+    opening = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(text)[0], 1], tf.constant(tokenizer.cls_id, tf.int32)))
     opened = tf.concat([opening, pieces], axis=1)
     lengths = tf.minimum(opened.row_lengths(), tf.cast(room, tf.int64))
     kept = tf.RaggedTensor.from_row_lengths(
         tf.gather(opened.flat_values, _last_positions(opened.row_limits(), lengths)), lengths)
     # Reversed rows padded on the right, reversed back: padding on the left.
-    right_padded = kept.to_tensor(tokenizer.pad_id)
+    right_padded = kept.to_tensor(tokenizer.pad_id, shape=[None, width])
     token_ids = tf.reverse(tf.reverse_sequence(right_padded, lengths, seq_axis=1), [1])
-    mask = tf.reverse(tf.sequence_mask(lengths, tf.shape(right_padded, out_type=tf.int64)[1], tf.int32), [1])
+    columns = width or tf.shape(right_padded, out_type=tf.int64)[1]
+    mask = tf.reverse(tf.sequence_mask(lengths, columns, tf.int32), [1])
     return token_ids, mask
 
 

@@ -34,12 +34,19 @@ assets/bertology.json) becomes the mask id.
 [B, L, V] float32 tensor: 4 V bytes per token (120 KB at V = 30,000, 60 MB for
 one input of 512 tokens), for clients that need every score.
 
-Request cost is bounded by the token budget: before tokenizing, every string
-is cut to its first `CHARS_PER_TOKEN * seq_len` UTF-8 characters (at most 4
-bytes each; `max_text_chars` in assets/bertology.json), and a word the cut
-splits is dropped. Real text averages 4-6 characters per token, so the tokens
-that fit `seq_len` are the same as without the cut; text past the bound is
-never read, even when all before it is whitespace.
+Request cost is bounded by the token budget: before tokenizing, every word
+(a run of characters between whitespace, punctuation and CJK ideographs) is
+cut to its first `MAX_WORD_CHARS` (101) characters, then every string to its
+first `CHARS_PER_TOKEN * seq_len` UTF-8 characters (at most 4 bytes each;
+`max_text_chars` and `max_word_chars` in assets/bertology.json), and a word the
+cut splits is dropped. A causal LM's `score`, `generate` and
+`generate_sampling` read a text's end instead: the string keeps its last
+characters, and the tokens kept are its last (`export.causal_lm`). Real text
+averages 4-6 characters per token, so the tokens that fit `seq_len` are the
+same as without the cut. A longer word is what WordPiece reads as one [UNK]
+anyway (as transformers does), and ELMo spells its first 48 bytes anyway;
+the words after it are read (a URL's path, a hash or base64 does not hide
+the rest of the text).
 
 `serve_ids` takes [B, L] ids with L at most the run's sequence length, checks
 them in the graph (0 <= token id < vocabulary size, 0 <= segment id < the
@@ -56,10 +63,12 @@ import functools
 import json
 
 import tensorflow as tf
+import tensorflow_text as tf_text
 
 from keras_bertology import __version__
 from keras_bertology.atomic import atomic_directory
-from keras_bertology.data.packing import fit_to_batch
+from keras_bertology.data.packing import WHITESPACE, fit_to_batch
+from keras_bertology.data.tokenizers import MAX_BYTES_PER_WORD, WORD_DELIMITER
 from keras_bertology.export.causal_lm import causal_lm_endpoints
 from keras_bertology.export.seq2seq import seq2seq_endpoints
 from keras_bertology.errors import CheckpointError
@@ -70,6 +79,9 @@ from keras_bertology.models.registry import get_family
 
 _STRINGS = tf.TensorSpec([None], tf.string)
 CHARS_PER_TOKEN = 16  # 3-4x the average token of real text, so the cut never reaches the first seq_len tokens
+# A longer word is read as its first MAX_WORD_CHARS characters: WordPiece makes it [UNK] either way (as
+# transformers does), ELMo spells its first 48 bytes either way, and others read a long run's start.
+MAX_WORD_CHARS = MAX_BYTES_PER_WORD + 1
 TOP_K = 5  # fill_mask's default number of tokens per mask
 # The warm-up requests' values of the scalar inputs, by name (fill_mask_top_k's, generate_sampling's).
 WARMUP_SCALARS = {"top_k": TOP_K, "max_new_tokens": 2, "temperature": 1.0, "seed": 0}
@@ -120,12 +132,14 @@ def export_saved_model(run, export_dir, length_buckets=(), xla=False):
         endpoints["serve_pairs"] = (encode, [_STRINGS, _STRINGS])
     if masked_lm is not None:
         endpoints.update(_masked_lm_endpoints(compiled(masked_lm, xla), tokenizer, input_names, pack))
+    prompt_endpoints = {}
     if causal_lm is not None:  # generation's loop grows the sequence every step: XLA would compile each length
-        endpoints.update(causal_lm_endpoints(causal_lm, tokenizer, seq_len, input_names, pack, _STRINGS))
+        prompt_endpoints = causal_lm_endpoints(causal_lm, tokenizer, seq_len, input_names, buckets, _STRINGS)
+        endpoints.update(prompt_endpoints)
     if seq2seq:  # the decoder's loop, like generation's above, is left to TensorFlow
         endpoints.update(encode=endpoints["serve"],
                          **seq2seq_endpoints(encoder, pretrainer, tokenizer, seq_len, pack, _STRINGS))
-    endpoints = cut_text_inputs(endpoints, seq_len)
+    endpoints = cut_text_inputs(endpoints, seq_len, from_end=prompt_endpoints)
     signatures = list(endpoints)
     specials = {f"{role}_token": tokenizer.vocabulary[getattr(tokenizer, f"{role}_id")]
                 for role in ("mask", "eot") if tokenizer.has_role(role)}
@@ -138,7 +152,7 @@ def export_saved_model(run, export_dir, length_buckets=(), xla=False):
                         "length_buckets": list(buckets), "xla": xla,
                         "vocab_size": tokenizer.vocab_size,
                         **({"mask_id": tokenizer.mask_id} if tokenizer.has_role("mask") else {}), **specials,
-                        "max_text_chars": CHARS_PER_TOKEN * seq_len,
+                        "max_text_chars": CHARS_PER_TOKEN * seq_len, "max_word_chars": MAX_WORD_CHARS,
                         **({"context_output": backbone.context_output} if backbone.context_output else {}),
                         "signatures": signatures,
                         "serve_outputs": outputs["serve"]},
@@ -196,27 +210,47 @@ def _check_range(value, name, limit):
     return tf.debugging.Assert(valid, [f"serve_ids: every {name} value must be {allowed}"])
 
 
-def cut_text_inputs(endpoints, seq_len):
-    """`endpoints` with every string input cut before tokenizing, so a request costs at most its token budget."""
-    def cut_inputs(function):
+def cut_text_inputs(endpoints, seq_len, from_end=()):
+    """`endpoints` with every string input cut before tokenizing, so a request costs at most its token budget;
+    the endpoints named in `from_end` (a causal LM's prompts, whose end is what it continues) keep the end of
+    a text, the others its start."""
+    def cut_inputs(function, keep_end):
         @functools.wraps(function)
         def cut(*inputs):
-            return function(*(cut_text(value, seq_len) if value.dtype == tf.string else value for value in inputs))
+            return function(*(cut_text(value, seq_len, keep_end) if value.dtype == tf.string else value
+                              for value in inputs))
         return cut
 
-    return {name: (cut_inputs(function), specs) for name, (function, specs) in endpoints.items()}
+    return {name: (cut_inputs(function, name in from_end), specs) for name, (function, specs) in endpoints.items()}
 
 
-def cut_text(text, seq_len):
-    """Strings [B] cut to `CHARS_PER_TOKEN * seq_len` UTF-8 characters, less the word the cut splits, whose
-    pieces could differ from the whole word's (a string that is one huge word is kept, cut)."""
+def cut_text(text, seq_len, keep_end=False):
+    """Strings [B], each word cut to its first MAX_WORD_CHARS characters (see `cut_words`), then the text to
+    its first (or with `keep_end` its last) `CHARS_PER_TOKEN * seq_len` UTF-8 characters, less the word the
+    cut splits, whose pieces could differ from the whole word's (a text that is one huge word is kept, cut)."""
+    text = cut_words(text)
     max_chars = CHARS_PER_TOKEN * seq_len
-    head = tf.strings.substr(text, 0, max_chars + 1, unit="UTF8_CHAR")
-    cut = tf.strings.substr(head, 0, max_chars, unit="UTF8_CHAR")
+    length = tf.strings.length(text, unit="UTF8_CHAR")
+    start = tf.maximum(length - max_chars, 0) if keep_end else tf.zeros_like(length)
+    # The bound's characters and the one beside them, outside the bound (when the text runs past it).
+    side = tf.where(start > 0, 1, 0) if keep_end else tf.zeros_like(length)
+    window = tf.strings.substr(text, start - side, tf.fill(tf.shape(length), max_chars + 1), unit="UTF8_CHAR")
+    cut = tf.strings.substr(window, side, tf.fill(tf.shape(length), max_chars), unit="UTF8_CHAR")
+    word, space = f"[^{WHITESPACE}]", f"[{WHITESPACE}]"
     # The cut splits a word when the characters either side of it are both non-space.
-    splits_word = (tf.strings.length(head, unit="UTF8_CHAR") > max_chars) & \
-        tf.strings.regex_full_match(head, r"(?s).*\S\S")
-    return tf.where(splits_word, tf.strings.regex_replace(cut, r"\s\S*$", ""), cut)
+    if keep_end:
+        splits_word = (start > 0) & tf.strings.regex_full_match(window, f"(?s){word}{word}.*")
+        return tf.where(splits_word, tf.strings.regex_replace(cut, f"^{word}+({space})", r"\1"), cut)
+    splits_word = (length > max_chars) & tf.strings.regex_full_match(window, f"(?s).*{word}{word}")
+    return tf.where(splits_word, tf.strings.regex_replace(cut, f"{space}{word}*$", ""), cut)
+
+
+def cut_words(text):
+    """Strings [B] with each word (a run of characters between `WORD_DELIMITER`s) cut to its first
+    MAX_WORD_CHARS characters: the words after a long one (a URL's path, a hash, base64) are read, as by a
+    tokenizer of the whole text."""
+    pieces = tf_text.regex_split(text, WORD_DELIMITER, WORD_DELIMITER)  # words and the characters between
+    return tf.strings.reduce_join(tf.strings.substr(pieces, 0, MAX_WORD_CHARS, unit="UTF8_CHAR"), axis=-1)
 
 
 def _masked_lm_endpoints(masked_lm, tokenizer, input_names, pack):
@@ -236,7 +270,11 @@ def _masked_lm_endpoints(masked_lm, tokenizer, input_names, pack):
         # Each row's mask positions, in order, padded with -1 to the most masks of one row.
         positions = tf.ragged.boolean_mask(tf.broadcast_to(tf.range(tf.shape(is_mask)[1]), tf.shape(is_mask)),
                                            is_mask).to_tensor(default_value=-1)
-        probabilities = tf.nn.softmax(logits_at(packed, tf.maximum(positions, 0)))
+        most = tf.shape(positions)[1]
+        # A batch without masks reads one position, cut off again: the head's gather fails on an empty batch
+        # of zero positions (an empty request).
+        read = tf.pad(tf.maximum(positions, 0), [[0, 0], [0, tf.cast(most == 0, tf.int32)]])
+        probabilities = tf.nn.softmax(logits_at(packed, read))[:, :most]
         with tf.control_dependencies([check]):
             top = tf.math.top_k(probabilities, k=top_k)
         present = (positions >= 0)[:, :, None]

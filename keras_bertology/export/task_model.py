@@ -12,8 +12,9 @@ Which signature a model has follows from its task (see assets/bertology.json);
 the first is also `serving_default`. The tokenizer runs inside the graph.
 As in `export.saved_model`, a batch is packed to its longest input (or the
 smallest of `length_buckets` that holds it), strings are cut to
-`max_text_chars` characters (16 per token of `seq_len`) before tokenizing, so
-`tag` returns the words within that bound, `serve_ids` takes [B, L <= seq_len]
+`max_text_chars` characters (16 per token of `seq_len`), each word to
+`max_word_chars`, before tokenizing, so `tag` returns the words within that
+bound, `serve_ids` takes [B, L <= seq_len]
 ids and refuses ids outside their tables, and TensorFlow Serving's warm-up
 requests are in `assets.extra/`.
 """
@@ -23,7 +24,8 @@ import json
 from keras_bertology import __version__
 from keras_bertology.atomic import atomic_directory
 from keras_bertology.export.archive import write_saved_model
-from keras_bertology.export.saved_model import CHARS_PER_TOKEN, compiled, cut_text_inputs, ids_endpoint
+from keras_bertology.export.saved_model import (CHARS_PER_TOKEN, MAX_WORD_CHARS, compiled, cut_text_inputs,
+                                                ids_endpoint)
 from keras_bertology.flag_ranges import check_length_buckets
 from keras_bertology.export.warmup import write_warmup_requests
 
@@ -42,6 +44,6 @@ def export_task_model(model, kind, task, family, tokenizer, seq_len, export_dir,
         (staging / "assets" / "bertology.json").write_text(json.dumps({
             "bertology_version": __version__, "task": task.name, "kind": task.kind, "family": family.name, "seq_len": seq_len,
             "length_buckets": list(buckets), "xla": xla, "max_text_chars": CHARS_PER_TOKEN * seq_len,
-            "labels": list(task.labels), "signatures": list(endpoints)}, indent=2))
+            "max_word_chars": MAX_WORD_CHARS, "labels": list(task.labels), "signatures": list(endpoints)}, indent=2))
         write_warmup_requests(staging, endpoints, "warm up request")
     return export_dir
