@@ -37,6 +37,107 @@ _NORMALIZER_KEYS = dict(lower_case="lowercase", strip_accents="strip_accents", c
                         clean_text="clean_text")
 
 
+# How transformers 5's tokenizer classes lay out one text and a pair (the post-processor each builds): roles
+# (the folder's cls and sep tokens) and texts ($A, $B), each with its segment id after a colon (0 if none).
+# A class not named here runs tokenizer.json's post_processor as written.
+_BERT_LAYOUT = ("cls $A sep", "cls $A sep $B:1 sep:1")
+_CLASS_LAYOUTS = {
+    **dict.fromkeys(("BertTokenizer", "DistilBertTokenizer", "ElectraTokenizer", "AlbertTokenizer",
+                     "BigBirdTokenizer", "DebertaV2Tokenizer"), _BERT_LAYOUT),
+    **dict.fromkeys(("RobertaTokenizer", "DebertaTokenizer"), ("cls $A sep", "cls $A sep sep $B sep")),
+    "GPT2Tokenizer": ("$A", "$A $B:1"),
+    "T5Tokenizer": ("$A sep", "$A sep $B:1 sep:1"),
+    "XLNetTokenizer": ("$A sep cls:2", "$A sep $B:1 sep:1 cls:2"),
+}
+# The tokenizer class AutoTokenizer picks by config.json's model_type where tokenizer_config.json names none.
+_MODEL_TYPE_CLASSES = {"bert": "BertTokenizer", "ernie": "BertTokenizer", "distilbert": "DistilBertTokenizer",
+                       "electra": "ElectraTokenizer", "albert": "AlbertTokenizer", "big_bird": "BigBirdTokenizer",
+                       "deberta": "DebertaTokenizer", "deberta-v2": "DebertaV2Tokenizer",
+                       "roberta": "RobertaTokenizer", "gpt2": "GPT2Tokenizer", "t5": "T5Tokenizer",
+                       "xlnet": "XLNetTokenizer"}
+
+
+def hf_text_layout(hf_dir, tokenizer):
+    """How the folder's transformers tokenizer lays out a text and a pair (`Tokenizer.layout`, tokens as
+    `tokenizer` writes them): its class's way, or, for the generic class, tokenizer.json's post_processor.
+    None where the folder does not say (no class, no post_processor to read)."""
+    hf_dir = Path(hf_dir)
+    try:
+        return _text_layout(hf_dir, tokenizer)
+    except ConfigError as error:
+        raise CheckpointError(f"the tokenizer in {hf_dir} cannot be read: {error}") from None
+
+
+def _text_layout(hf_dir, tokenizer):
+    tokenizer_class = _tokenizer_class(hf_dir)
+    if tokenizer_class in _CLASS_LAYOUTS:
+        tokens = tokenizer.vocabulary
+        roles = {role: tokens[tokenizer.optional_id(role)] for role in ("cls", "sep")
+                 if tokenizer.optional_id(role) is not None}
+        try:
+            return {kind: [_template_piece(item, roles) for item in template.split()]
+                    for kind, template in zip(("single", "pair"), _CLASS_LAYOUTS[tokenizer_class])}
+        except KeyError as error:
+            raise ConfigError(f"transformers' {tokenizer_class} places a {error.args[0]} token, which the "
+                              "tokenizer lacks") from None
+    spec_path = hf_dir / "tokenizer.json"
+    if not spec_path.is_file():
+        return None
+    return _post_processor_layout(read_json_object(spec_path, "tokenizer.json").get("post_processor"))
+
+
+def _template_piece(item, roles):
+    piece, _, segment = item.partition(":")
+    return [piece if piece.startswith("$") else roles[piece], int(segment or 0)]
+
+
+def _tokenizer_class(hf_dir):
+    """The transformers tokenizer class AutoTokenizer builds for the folder, "Fast" dropped; None unknown."""
+    config = _tokenizer_config(hf_dir)
+    if "tokenizer_class" in config:
+        return str(config["tokenizer_class"]).removesuffix("Fast")
+    model_config = hf_dir / "config.json"
+    model_type = read_json_object(model_config, "config.json").get("model_type") if model_config.is_file() else None
+    return _MODEL_TYPE_CLASSES.get(model_type)
+
+
+def _post_processor_layout(processor):
+    """A tokenizer.json post_processor as a text layout: TemplateProcessing's templates, or those that
+    BertProcessing and RobertaProcessing fix; nothing added by ByteLevel or no post-processor."""
+    kind = processor.get("type") if isinstance(processor, dict) else None
+    if kind == "Sequence":
+        adding = [p for p in processor.get("processors") or [] if isinstance(p, dict) and p.get("type") != "ByteLevel"]
+        if len(adding) > 1:
+            raise ConfigError("tokenizer.json's post_processor adds tokens in more than one step, which is not "
+                              "supported")
+        return _post_processor_layout(adding[0] if adding else None)
+    if kind in (None, "ByteLevel"):
+        return {"single": [["$A", 0]], "pair": [["$A", 0], ["$B", 1]]}
+    if kind in ("BertProcessing", "RobertaProcessing"):
+        roles = {role: processor[role][0] for role in ("cls", "sep")}
+        template = _BERT_LAYOUT if kind == "BertProcessing" else _CLASS_LAYOUTS["RobertaTokenizer"]
+        return {name: [_template_piece(item, roles) for item in text.split()]
+                for name, text in zip(("single", "pair"), template)}
+    if kind == "TemplateProcessing":
+        specials = processor.get("special_tokens") or {}
+        try:
+            return {name: [piece for item in processor[name] for piece in _template_item(item, specials)]
+                    for name in ("single", "pair")}
+        except (KeyError, TypeError, AttributeError, ValueError):
+            raise ConfigError("tokenizer.json's TemplateProcessing is not one transformers writes") from None
+    raise ConfigError(f"tokenizer.json's post_processor {kind!r} is not supported: only TemplateProcessing, "
+                      "BertProcessing, RobertaProcessing and ByteLevel")
+
+
+def _template_item(item, specials):
+    """[[piece, segment id], ...] of one item of a TemplateProcessing template."""
+    if "Sequence" in item:
+        return [["$" + item["Sequence"]["id"], int(item["Sequence"].get("type_id", 0))]]
+    special = item["SpecialToken"]
+    tokens = (specials.get(special["id"]) or {}).get("tokens") or [special["id"]]
+    return [[token, int(special.get("type_id", 0))] for token in tokens]
+
+
 def load_hf_tokenizer(hf_dir, model_vocab_size):
     """The folder's tokenizer, or None when it ships none; ids must fit the model's vocabulary."""
     hf_dir = Path(hf_dir)

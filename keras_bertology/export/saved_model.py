@@ -92,8 +92,8 @@ def export_saved_model(run, export_dir, length_buckets=(), xla=False):
     family = get_family(run.family)
     encoder = compiled(text_encoder, xla)
 
-    def pack_texts(first, second=None):
-        packed = family.pack_text(tokenizer, seq_len, first, second)
+    def pack_texts(first, second=None, own_layout=False):
+        packed = family.pack_text(tokenizer, seq_len, first, second, own_layout=own_layout)
         return fit_to_batch(packed, packed["padding_mask"], buckets)
 
     # Traced once each and called by every endpoint: the tokenizer's graph is thousands of ops, and
@@ -103,6 +103,11 @@ def export_saved_model(run, export_dir, length_buckets=(), xla=False):
 
     def pack(first, second=None):
         return pack_one(first) if second is None else pack_two(first, second)
+
+    # `score` and generation open a text with <|endoftext|> as evaluation harnesses do: the family's layout,
+    # where a converted tokenizer's own (`Tokenizer.layout`, serve's) adds nothing.
+    pack_own = pack_one if tokenizer.layout is None else tf.function(
+        functools.partial(pack_texts, own_layout=True), input_signature=[_STRINGS], autograph=False)
 
     def encode(first, second=None):
         packed = pack(first, second)
@@ -121,7 +126,7 @@ def export_saved_model(run, export_dir, length_buckets=(), xla=False):
     if masked_lm is not None:
         endpoints.update(_masked_lm_endpoints(compiled(masked_lm, xla), tokenizer, input_names, pack))
     if causal_lm is not None:  # generation's loop grows the sequence every step: XLA would compile each length
-        endpoints.update(causal_lm_endpoints(causal_lm, tokenizer, seq_len, input_names, pack, _STRINGS))
+        endpoints.update(causal_lm_endpoints(causal_lm, tokenizer, seq_len, input_names, pack_own, _STRINGS))
     if seq2seq:  # the decoder's loop, like generation's above, is left to TensorFlow
         endpoints.update(encode=endpoints["serve"],
                          **seq2seq_endpoints(encoder, pretrainer, tokenizer, seq_len, pack, _STRINGS))

@@ -317,14 +317,17 @@ class ModelFamily:
                                       f"{values[other]}")
         return {name: value for name, value in values.items() if used_by is None or used_by in known[name].used_by}
 
-    def pack_text(self, tokenizer, seq_len, first, second=None):
+    def pack_text(self, tokenizer, seq_len, first, second=None, own_layout=False):
         """Raw strings -> the model inputs this family serves with (see `segment_packer_path` and
-        `text_packer_path`)."""
-        from keras_bertology.data.packing import pack_text
+        `text_packer_path`), laid out as the tokenizer's `layout` says where it has one (a converted
+        checkpoint's, as its Hugging Face tokenizer lays text out) unless `own_layout`."""
+        from keras_bertology.data.packing import layout_packer, pack_text
 
         if self.text_packer_path:
             return import_object(self.text_packer_path)(tokenizer, seq_len, first, second)
-        return pack_text(tokenizer, seq_len, first, second, packer=import_object(self.segment_packer_path))
+        layout = None if own_layout else tokenizer.layout_ids
+        packer = layout_packer(layout) if layout else import_object(self.segment_packer_path)
+        return pack_text(tokenizer, seq_len, first, second, packer=packer)
 
     def complete_inputs(self, tokenizer, packed):
         """Laid-out ids (`pack_segments`' dict) with the inputs the family derives from them (see
