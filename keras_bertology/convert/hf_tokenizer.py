@@ -205,7 +205,8 @@ def _sentencepiece(hf_dir):
     config = _tokenizer_config(hf_dir)
     model_proto = (hf_dir / "spiece.model").read_bytes()
     if _names_class(hf_dir, config, "BigBirdTokenizer", "big_bird"):  # text reaches SentencePiece as it is
-        return SentencePieceTokenizer(model_proto, _configured_specials(config, ALBERT_SPECIAL_TOKENS))
+        specials = _configured_specials(config, ALBERT_SPECIAL_TOKENS)
+        return SentencePieceTokenizer(_with_missing_specials(model_proto, specials), specials)
     pieces = sentencepiece_pieces(model_proto)
     cased = "<cls>" in pieces
     defaults = XLNET_SPECIAL_TOKENS if cased else ALBERT_SPECIAL_TOKENS
@@ -216,7 +217,7 @@ def _sentencepiece(hf_dir):
         sentinels = int(config.get("extra_ids", T5_SENTINELS))
         return SentencePieceTokenizer(with_sentinels(model_proto, sentinels), specials, sentinels=sentinels)
     return SentencePieceTokenizer(
-        model_proto, specials, lower_case=bool(config.get("do_lower_case", not cased)),
+        _with_missing_specials(model_proto, specials), specials, lower_case=bool(config.get("do_lower_case", not cased)),
         strip_accents=not config.get("keep_accents", False), replace_quotes=True)
 
 
@@ -239,18 +240,32 @@ def _configured_specials(config, defaults):
 
 
 def _deberta_v2_sentencepiece(hf_dir):
-    """spm.model as transformers' DebertaV2Tokenizer reads it: DeBERTa's specials, text cased unless
-    do_lower_case and otherwise unchanged. The released models' [MASK] follows the model's pieces (id
-    128,000 after 128,000 pieces); it joins as a piece of its own where the model lacks it."""
+    """spm.model as transformers' DebertaV2Tokenizer reads it: DeBERTa's specials (those the model lacks
+    appended, `_with_missing_specials`), text cased unless do_lower_case and otherwise unchanged."""
     config = _tokenizer_config(hf_dir)
     if config.get("split_by_punct"):
         raise ConfigError("tokenizer_config.json sets split_by_punct (punctuation split off before "
                           "SentencePiece), which is not supported")
     model_proto = (hf_dir / "spm.model").read_bytes()
     specials = _configured_specials(config, DEBERTA_SPECIAL_TOKENS)
-    if specials["mask"] not in sentencepiece_pieces(model_proto):
-        model_proto = with_user_pieces(model_proto, [specials["mask"]])
-    return SentencePieceTokenizer(model_proto, specials, lower_case=bool(config.get("do_lower_case", False)))
+    return SentencePieceTokenizer(_with_missing_specials(model_proto, specials), specials,
+                                  lower_case=bool(config.get("do_lower_case", False)))
+
+
+# The order in which transformers appends the special tokens a SentencePiece model lacks: bos (these models'
+# cls), eos (their sep), unk, pad, mask.
+_ADDED_ORDER = ("cls", "sep", "unk", "pad", "mask")
+
+
+def _with_missing_specials(model_proto, specials):
+    """The model with the configured `specials` it lacks appended as pieces of their own, new ids after its
+    pieces in transformers' order, as transformers adds them: DeBERTa-v3's [MASK] (id 128,000 after the
+    released model's 128,000 pieces), or a [UNK] that tokenizer_config.json names over a model whose unknown
+    piece is <unk> (characters outside the vocabulary still become <unk>, as in transformers)."""
+    pieces = set(sentencepiece_pieces(model_proto))
+    missing = list(dict.fromkeys(specials[role] for role in _ADDED_ORDER if role in specials
+                                 and specials[role] not in pieces))
+    return with_user_pieces(model_proto, missing) if missing else model_proto
 
 
 def _runs_tokenizer_json(hf_dir, spec):
