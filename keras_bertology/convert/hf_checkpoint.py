@@ -118,32 +118,8 @@ def convert_hf_checkpoint(hf_dir, seq_len=None, with_tokenizer=True):
     renamed = rename_legacy_layer_norm(weights)
     report.skipped = sorted(name for name in renamed if name not in used and not name.endswith(BUFFERS))
     tokenizer = load_hf_tokenizer(hf_dir, backbone.vocab_size) if with_tokenizer else None
-    if tokenizer is not None:
-        tokenizer.with_layout(_layout_unlike_family(family, tokenizer, hf_text_layout(hf_dir, tokenizer)))
+    if tokenizer is not None:  # recorded where the family's own packing lays text out otherwise
+        layout = hf_text_layout(hf_dir, tokenizer)
+        tokenizer.with_layout(None if layout == family.text_layout(tokenizer, own_layout=True) else layout)
     return RunModel(family.name, backbone, tokenizer, seq_len, pretrainer=pretrainer), report
 
-
-def _layout_unlike_family(family, tokenizer, layout):
-    """`layout` (how the checkpoint's own tokenizer lays text out), or None where the family's packing
-    places the same tokens and segment ids: the family's own padding side and summary token then stay."""
-    if layout is None or family.text_packer_path:
-        return None
-    import tensorflow as tf
-
-    from keras_bertology.data.packing import layout_packer
-
-    texts = [tf.ragged.constant([[-1, -2]]), tf.ragged.constant([[-3]])]  # ids no token has
-    packer = layout_packer(tokenizer.with_layout(layout).layout_ids)
-    tokenizer.with_layout(None)
-    specials = tokenizer.optional_id("cls"), tokenizer.sep_id, tokenizer.pad_id
-    for count in (1, 2):
-        ours, theirs = (pack(texts[:count], 8, *specials) for pack in (family.pack_segments, packer))
-        if _real(ours) != _real(theirs):
-            return layout
-    return None
-
-
-def _real(packed):
-    """(token ids, segment ids) at the real positions of one packed row."""
-    real = packed["padding_mask"].numpy()[0].astype(bool)
-    return tuple(packed[name].numpy()[0][real].tolist() for name in ("token_ids", "segment_ids"))

@@ -113,6 +113,11 @@ class ByteLevelBPETokenizer(Tokenizer):
     word_prefix = " "
 
     @property
+    def merges(self):
+        """The merges, (left, right) pairs, highest priority first."""
+        return list(self._merges)
+
+    @property
     def strips_space_before_mask(self):
         return self.mask_lstrip
 

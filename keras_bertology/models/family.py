@@ -329,6 +329,29 @@ class ModelFamily:
         packer = layout_packer(layout) if layout else import_object(self.segment_packer_path)
         return pack_text(tokenizer, seq_len, first, second, packer=packer)
 
+    def text_layout(self, tokenizer, own_layout=False):
+        """How `pack_text` lays out a text and a pair, as a `Tokenizer.layout`: the tokenizer's where it has
+        one (unless `own_layout`), else the family's packer's, read off a packing of one-token texts. None
+        for a family with a text packer (its inputs are not laid-out ids)."""
+        if self.text_packer_path:
+            return None
+        if tokenizer.layout is not None and not own_layout:
+            return tokenizer.layout
+        import tensorflow as tf
+
+        from keras_bertology.data.packing import TEXT_PIECES
+
+        texts = [tf.ragged.constant([[-1]]), tf.ragged.constant([[-2]])]  # ids no token has: -1 is $A, -2 $B
+        layout = {}
+        for kind, count in (("single", 1), ("pair", 2)):
+            packed = self.pack_segments(texts[:count], 8, tokenizer.optional_id("cls"), tokenizer.sep_id,
+                                        tokenizer.pad_id)
+            real = packed["padding_mask"].numpy()[0].astype(bool)
+            layout[kind] = [[TEXT_PIECES[-1 - int(token)] if token < 0 else tokenizer.vocabulary[token], int(segment)]
+                            for token, segment in zip(packed["token_ids"].numpy()[0][real],
+                                                      packed["segment_ids"].numpy()[0][real])]
+        return layout
+
     def complete_inputs(self, tokenizer, packed):
         """Laid-out ids (`pack_segments`' dict) with the inputs the family derives from them (see
         `id_inputs_path`)."""
