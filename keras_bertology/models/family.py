@@ -329,6 +329,17 @@ class ModelFamily:
         packer = layout_packer(layout) if layout else import_object(self.segment_packer_path)
         return pack_text(tokenizer, seq_len, first, second, packer=packer)
 
+    def summary_for(self, tokenizer):
+        """The summary position of text that `tokenizer` lays out (see `summary_position`): "last_text" is
+        the last real token where the tokenizer's layout closes a text with no token of its own (a converted
+        GPT-2's, as its Hugging Face tokenizer)."""
+        from keras_bertology.data.packing import TEXT_PIECES
+
+        layout = tokenizer.layout if tokenizer is not None else None
+        if self.summary_position == "last_text" and layout and layout["single"][-1][0] in TEXT_PIECES:
+            return "last"
+        return self.summary_position
+
     def text_layout(self, tokenizer, own_layout=False):
         """How `pack_text` lays out a text and a pair, as a `Tokenizer.layout`: the tokenizer's where it has
         one (unless `own_layout`), else the family's packer's, read off a packing of one-token texts. None
