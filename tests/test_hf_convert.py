@@ -260,11 +260,13 @@ def layout_sentences():
 
 
 def _wordpiece_files(folder, sentences):
+    """MiniLM's uncased vocab.txt; the model's vocabulary size."""
     (folder / "vocab.txt").write_text((MINILM_VOCAB / "vocab.txt").read_text(encoding="utf-8"), encoding="utf-8")
     return 30522
 
 
 def _bpe_files(*special_tokens):
+    """A writer of byte-level BPE files (RoBERTa's specials, or `special_tokens`)."""
     def write(folder, sentences):
         roberta_bpe_files(sentences, 400, folder, *special_tokens)
         return len(json.loads((folder / "vocab.json").read_text(encoding="utf-8")))
@@ -310,7 +312,8 @@ LAYOUT_CHECKPOINTS = {  # family: (transformers model class, config class, confi
     "distilbert": ("DistilBertModel", "DistilBertConfig", dict(dim=36, n_layers=2, n_heads=3, hidden_dim=52),
                    _wordpiece_files),
     "electra": ("ElectraModel", "ElectraConfig", dict(embedding_size=24), _wordpiece_files),
-    "albert": ("AlbertModel", "AlbertConfig", dict(embedding_size=24), _spm_files("spiece.model", "ALBERT_SPECIAL_TOKENS")),
+    "albert": ("AlbertModel", "AlbertConfig", dict(embedding_size=24),
+               _spm_files("spiece.model", "ALBERT_SPECIAL_TOKENS")),
     "bigbird": ("BigBirdModel", "BigBirdConfig", dict(attention_type="original_full"),
                 _spm_files("spiece.model", "ALBERT_SPECIAL_TOKENS")),
     "deberta": ("DebertaModel", "DebertaConfig", dict(DEBERTA_RELATIVE, position_biased_input=True, type_vocab_size=2),
@@ -320,7 +323,8 @@ LAYOUT_CHECKPOINTS = {  # family: (transformers model class, config class, confi
                                                              norm_rel_ebd="layer_norm"),
                    _spm_files("spm.model", "DEBERTA_SPECIAL_TOKENS")),
     "roberta": ("RobertaModel", "RobertaConfig", dict(type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1,
-                                                      bos_token_id=0, eos_token_id=2, max_position_embeddings=SEQ_LEN + 2),
+                                                      bos_token_id=0, eos_token_id=2,
+                                                      max_position_embeddings=SEQ_LEN + 2),
                 _bpe_files()),
     "gpt": ("GPT2Model", "GPT2Config", dict(n_positions=40, n_embd=36, n_layer=2, n_head=3, n_inner=52),
             _bpe_files(("<|endoftext|>",))),
@@ -330,7 +334,8 @@ LAYOUT_CHECKPOINTS = {  # family: (transformers model class, config class, confi
     "t5": ("T5EncoderModel", "T5Config", dict(d_model=32, d_kv=12, d_ff=40, num_heads=4, num_layers=2,
                                               relative_attention_num_buckets=6, relative_attention_max_distance=9),
            _spm_files("spiece.model", "T5_SPECIAL_TOKENS", sentinels=100)),
-    "xlnet": ("XLNetModel", "XLNetConfig", dict(d_model=36, n_layer=2, n_head=3, d_inner=52, max_position_embeddings=None),
+    "xlnet": ("XLNetModel", "XLNetConfig", dict(d_model=36, n_layer=2, n_head=3, d_inner=52,
+                                                max_position_embeddings=None),  # XLNet's config refuses one
               _spm_files("spiece.model", "XLNET_SPECIAL_TOKENS")),
 }
 

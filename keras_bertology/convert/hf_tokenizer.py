@@ -217,8 +217,8 @@ def _sentencepiece(hf_dir):
         sentinels = int(config.get("extra_ids", T5_SENTINELS))
         return SentencePieceTokenizer(with_sentinels(model_proto, sentinels), specials, sentinels=sentinels)
     return SentencePieceTokenizer(
-        _with_missing_specials(model_proto, specials), specials, lower_case=bool(config.get("do_lower_case", not cased)),
-        strip_accents=not config.get("keep_accents", False), replace_quotes=True)
+        _with_missing_specials(model_proto, specials), specials,
+        lower_case=bool(config.get("do_lower_case", not cased)), strip_accents=not config.get("keep_accents", False), replace_quotes=True)
 
 
 def _names_class(hf_dir, config, tokenizer_class, model_type):
