@@ -4,7 +4,9 @@ and `bertology export`: the raw-string SavedModel against the transformers model
 Models are randomly initialised with weights large enough that the activation
 functions work in their nonlinear range (checked), saved with
 `save_pretrained` next to a tokenizer, converted and exported by the command
-line, and compared with transformers on the ids its own tokenizer gives.
+line, and compared with transformers on the ids its own tokenizer gives. Every
+family that converts serves raw strings laid out as its own tokenizer lays them
+out (`test_converted_checkpoints_serve_text_as_their_own_tokenizer_lays_it_out`).
 """
 
 import importlib.util
