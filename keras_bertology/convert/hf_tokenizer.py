@@ -49,27 +49,20 @@ _CLASS_LAYOUTS = {
     "T5Tokenizer": ("$A sep", "$A sep $B:1 sep:1"),
     "XLNetTokenizer": ("$A sep cls:2", "$A sep $B:1 sep:1 cls:2"),
 }
-# The tokenizer class AutoTokenizer picks by config.json's model_type where tokenizer_config.json names none.
-_MODEL_TYPE_CLASSES = {"bert": "BertTokenizer", "ernie": "BertTokenizer", "distilbert": "DistilBertTokenizer",
-                       "electra": "ElectraTokenizer", "albert": "AlbertTokenizer", "big_bird": "BigBirdTokenizer",
-                       "deberta": "DebertaTokenizer", "deberta-v2": "DebertaV2Tokenizer",
-                       "roberta": "RobertaTokenizer", "gpt2": "GPT2Tokenizer", "t5": "T5Tokenizer",
-                       "xlnet": "XLNetTokenizer"}
-
-
-def hf_text_layout(hf_dir, tokenizer):
+def hf_text_layout(hf_dir, tokenizer, default_class=None):
     """How the folder's transformers tokenizer lays out a text and a pair (`Tokenizer.layout`, tokens as
-    `tokenizer` writes them): its class's way, or, for the generic class, tokenizer.json's post_processor.
-    None where the folder does not say (no class, no post_processor to read)."""
+    `tokenizer` writes them): its class's way (tokenizer_config.json's class, else `default_class`, the
+    one AutoTokenizer builds for the model type), or, for the generic class, tokenizer.json's
+    post_processor. None where the folder does not say (no class, no post_processor to read)."""
     hf_dir = Path(hf_dir)
     try:
-        return _text_layout(hf_dir, tokenizer)
+        return _text_layout(hf_dir, tokenizer, default_class)
     except ConfigError as error:
         raise CheckpointError(f"the tokenizer in {hf_dir} cannot be read: {error}") from None
 
 
-def _text_layout(hf_dir, tokenizer):
-    tokenizer_class = _tokenizer_class(hf_dir)
+def _text_layout(hf_dir, tokenizer, default_class):
+    tokenizer_class = str(_tokenizer_config(hf_dir).get("tokenizer_class", default_class)).removesuffix("Fast")
     if tokenizer_class in _CLASS_LAYOUTS:
         tokens = tokenizer.vocabulary
         roles = {role: tokens[tokenizer.optional_id(role)] for role in ("cls", "sep")
@@ -89,16 +82,6 @@ def _text_layout(hf_dir, tokenizer):
 def _template_piece(item, roles):
     piece, _, segment = item.partition(":")
     return [piece if piece.startswith("$") else roles[piece], int(segment or 0)]
-
-
-def _tokenizer_class(hf_dir):
-    """The transformers tokenizer class AutoTokenizer builds for the folder, "Fast" dropped; None unknown."""
-    config = _tokenizer_config(hf_dir)
-    if "tokenizer_class" in config:
-        return str(config["tokenizer_class"]).removesuffix("Fast")
-    model_config = hf_dir / "config.json"
-    model_type = read_json_object(model_config, "config.json").get("model_type") if model_config.is_file() else None
-    return _MODEL_TYPE_CLASSES.get(model_type)
 
 
 def _post_processor_layout(processor):

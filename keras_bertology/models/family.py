@@ -147,6 +147,10 @@ class ModelFamily:
         packings: the `--packing` choices the instance builder takes, default
             first; empty when it takes none.
         hf_model_types: the Hugging Face `model_type`s this family imports.
+        hf_tokenizer_class: the transformers tokenizer class that AutoTokenizer builds for those model
+            types where tokenizer_config.json names none; its layout of text is what a converted
+            checkpoint serves with (`convert.hf_tokenizer`). None: transformers' generic class, which
+            runs tokenizer.json as written.
         stream_batches: the instances are consecutive batches of text streams
             (batch row r continues row r's text, for a Transformer-XL memory):
             the input pipeline keeps their order, and the instance and
@@ -210,6 +214,7 @@ class ModelFamily:
     masking: str
     packings: tuple = ()
     hf_model_types: tuple = ()
+    hf_tokenizer_class: str | None = None
     converter_path: str | None = None
     hf_exporter_path: str | None = None
     masker_path: str = "keras_bertology.data.masking:token_masker"
