@@ -64,13 +64,14 @@ def nonlinear_share(model, batch):
     return float((captured[0][real].abs() > 1).float().mean())
 
 
-def roberta_bpe_files(sentences, vocab_size, folder):
-    """A byte-level BPE vocabulary trained by the `tokenizers` library as RoBERTa's, saved in `folder` as
-    vocab.json + merges.txt (the files roberta-base ships)."""
+def roberta_bpe_files(sentences, vocab_size, folder, special_tokens=("<s>", "<pad>", "</s>", "<unk>", "<mask>")):
+    """A byte-level BPE vocabulary trained by the `tokenizers` library as RoBERTa's (or with other
+    `special_tokens`: GPT-2's, DeBERTa's), saved in `folder` as vocab.json + merges.txt (the files
+    roberta-base ships)."""
     from tokenizers import ByteLevelBPETokenizer
 
     bpe = ByteLevelBPETokenizer()
     bpe.train_from_iterator(sentences, vocab_size=vocab_size, min_frequency=2,
-                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"], show_progress=False)
+                            special_tokens=list(special_tokens), show_progress=False)
     bpe.save_model(str(folder))
     return folder

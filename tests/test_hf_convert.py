@@ -4,7 +4,9 @@ and `bertology export`: the raw-string SavedModel against the transformers model
 Models are randomly initialised with weights large enough that the activation
 functions work in their nonlinear range (checked), saved with
 `save_pretrained` next to a tokenizer, converted and exported by the command
-line, and compared with transformers on the ids its own tokenizer gives.
+line, and compared with transformers on the ids its own tokenizer gives. Every
+family that converts serves raw strings laid out as its own tokenizer lays them
+out (`test_converted_checkpoints_serve_text_as_their_own_tokenizer_lays_it_out`).
 """
 
 import importlib.util
@@ -19,6 +21,8 @@ import transformers
 
 from hf_reference import nonlinear_share, perturbed_hf_model, roberta_bpe_files
 from keras_bertology.cli import main
+from keras_bertology.models import FAMILIES
+from keras_bertology.runs import load_run_tokenizer
 
 TOLERANCE = 1e-5
 SEQ_LEN = 24
@@ -238,3 +242,151 @@ def test_albert_layouts_convert_and_serve_like_transformers(tmp_path, capsys, al
     assert f"heads: {', '.join(heads)};" in report
     monkeypatch.setattr(__import__(__name__), "TEXTS", ALBERT_TEXTS)
     _assert_serves_like_transformers(served, hf, tokenizer, [h for h in heads if h != "sop"], tmp_path / "export")
+
+
+# Every family that converts, from a tiny random model of an odd shape saved with its tokenizer's files (the
+# class AutoTokenizer reads them with follows config.json's model_type): the export lays raw strings out as
+# that tokenizer does. Base models only, so each export has just its encoder endpoints (the slow part).
+LAYOUT_SIZES = dict(hidden_size=36, num_hidden_layers=2, num_attention_heads=3, intermediate_size=52,
+                    max_position_embeddings=40, initializer_range=0.2)
+LAYOUT_TEXTS = ["Now is the winter of our discontent.", "Hi."]
+LAYOUT_SECOND = ["Made glorious summer by this sun of York,", "and all the clouds that lour'd upon our house."]
+DEBERTA_SPECIALS = ("[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]")
+
+
+@pytest.fixture(scope="module")
+def layout_sentences():
+    from keras_bertology.data.corpus import default_corpus_paths, read_corpus
+
+    return [s for document in read_corpus(default_corpus_paths()[:1]) for s in document][:800]
+
+
+def _wordpiece_files(folder, sentences):
+    """MiniLM's uncased vocab.txt; the model's vocabulary size."""
+    (folder / "vocab.txt").write_text((MINILM_VOCAB / "vocab.txt").read_text(encoding="utf-8"), encoding="utf-8")
+    return 30522
+
+
+def _bpe_files(*special_tokens):
+    """A writer of byte-level BPE files (RoBERTa's specials, or `special_tokens`)."""
+    def write(folder, sentences):
+        roberta_bpe_files(sentences, 400, folder, *special_tokens)
+        return len(json.loads((folder / "vocab.json").read_text(encoding="utf-8")))
+    return write
+
+
+def _spm_files(name, special_tokens, sentinels=0):
+    """A unigram SentencePiece model with `special_tokens` (by name in keras_bertology.data.tokenizers) as
+    `name`; its vocabulary size for the model, with T5's `sentinels` that its tokenizer appends."""
+    def write(folder, sentences):
+        from keras_bertology.data import tokenizers
+
+        trained = tokenizers.train_sentencepiece(sentences, 300, model_type="unigram", byte_fallback=False,
+                                                 special_tokens=getattr(tokenizers, special_tokens))
+        (folder / name).write_bytes(trained.model_proto)
+        return trained.vocab_size + sentinels
+    return write
+
+
+def _tokenizer_json_files(folder, sentences):
+    """ModernBERT's: only tokenizer.json, byte-level BPE whose post_processor places [CLS] and [SEP]."""
+    from tokenizers import ByteLevelBPETokenizer, processors
+
+    vocab_size = _bpe_files(DEBERTA_SPECIALS)(folder, sentences)
+    tokenizer = ByteLevelBPETokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"))
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[(token, tokenizer.token_to_id(token)) for token in ("[CLS]", "[SEP]")])
+    tokenizer.add_special_tokens(list(DEBERTA_SPECIALS))
+    tokenizer.save(str(folder / "tokenizer.json"))
+    for name in ("vocab.json", "merges.txt"):
+        (folder / name).unlink()
+    (folder / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "PreTrainedTokenizerFast", "cls_token": "[CLS]", "sep_token": "[SEP]",
+         "pad_token": "[PAD]", "unk_token": "[UNK]", "mask_token": "[MASK]"}))
+    return vocab_size
+
+
+DEBERTA_RELATIVE = dict(relative_attention=True, pos_att_type="p2c|c2p", max_relative_positions=9, layer_norm_eps=1e-7)
+LAYOUT_CHECKPOINTS = {  # family: (transformers model class, config class, config, tokenizer files)
+    "bert": ("BertModel", "BertConfig", {}, _wordpiece_files),
+    "ernie": ("ErnieModel", "ErnieConfig", {}, _wordpiece_files),
+    "distilbert": ("DistilBertModel", "DistilBertConfig", dict(dim=36, n_layers=2, n_heads=3, hidden_dim=52),
+                   _wordpiece_files),
+    "electra": ("ElectraModel", "ElectraConfig", dict(embedding_size=24), _wordpiece_files),
+    "albert": ("AlbertModel", "AlbertConfig", dict(embedding_size=24),
+               _spm_files("spiece.model", "ALBERT_SPECIAL_TOKENS")),
+    "bigbird": ("BigBirdModel", "BigBirdConfig", dict(attention_type="original_full"),
+                _spm_files("spiece.model", "ALBERT_SPECIAL_TOKENS")),
+    "deberta": ("DebertaModel", "DebertaConfig", dict(DEBERTA_RELATIVE, position_biased_input=True, type_vocab_size=2),
+                _bpe_files(DEBERTA_SPECIALS)),
+    "deberta-v3": ("DebertaV2Model", "DebertaV2Config", dict(DEBERTA_RELATIVE, position_biased_input=False,
+                                                             type_vocab_size=0, share_att_key=True, position_buckets=8,
+                                                             norm_rel_ebd="layer_norm"),
+                   _spm_files("spm.model", "DEBERTA_SPECIAL_TOKENS")),
+    "roberta": ("RobertaModel", "RobertaConfig", dict(type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1,
+                                                      bos_token_id=0, eos_token_id=2,
+                                                      max_position_embeddings=SEQ_LEN + 2),
+                _bpe_files()),
+    "gpt": ("GPT2Model", "GPT2Config", dict(n_positions=40, n_embd=36, n_layer=2, n_head=3, n_inner=52),
+            _bpe_files(("<|endoftext|>",))),
+    "modernbert": ("ModernBertModel", "ModernBertConfig", dict(local_attention=8, global_attn_every_n_layers=2,
+                                                               pad_token_id=0, cls_token_id=1, sep_token_id=2),
+                   _tokenizer_json_files),
+    "t5": ("T5EncoderModel", "T5Config", dict(d_model=32, d_kv=12, d_ff=40, num_heads=4, num_layers=2,
+                                              relative_attention_num_buckets=6, relative_attention_max_distance=9),
+           _spm_files("spiece.model", "T5_SPECIAL_TOKENS", sentinels=100)),
+    "xlnet": ("XLNetModel", "XLNetConfig", dict(d_model=36, n_layer=2, n_head=3, d_inner=52,
+                                                max_position_embeddings=None),  # XLNet's config refuses one
+              _spm_files("spiece.model", "XLNET_SPECIAL_TOKENS")),
+}
+
+
+# Families whose tokenizer class places BERT's [CLS] A [SEP] B [SEP], as their own packing does (nothing
+# recorded), on BERT's path: CI runs BERT's; each of the others adds only its class's row in the table.
+BERT_LAYOUT_REPEATS = ("ernie", "distilbert", "electra", "albert", "bigbird", "deberta-v3")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", [pytest.param(name, marks=[pytest.mark.extended] * (name in BERT_LAYOUT_REPEATS))
+                                    for name in LAYOUT_CHECKPOINTS])
+def test_converted_checkpoints_serve_text_as_their_own_tokenizer_lays_it_out(tmp_path, capsys, layout_sentences,
+                                                                             family):
+    """serve (and serve_pairs) give the ids, segment ids and states of AutoTokenizer's batch through the
+    transformers model: GPT-2 adds nothing around a text, DeBERTa's pairs read [CLS] A [SEP] [SEP] B [SEP]
+    in segment 0, ... (transformers 5's XLNet and ALBERT classes return no segment ids unless asked)."""
+    import inspect
+
+    cls_name, config_name, options, write_tokenizer = LAYOUT_CHECKPOINTS[family]
+    hf_dir = tmp_path / "hf"
+    hf_dir.mkdir()
+    vocab_size = write_tokenizer(hf_dir, layout_sentences)
+    sizes = {name: value for name, value in {**LAYOUT_SIZES, **options}.items() if value is not None}
+    config = getattr(transformers, config_name)(vocab_size=vocab_size, **sizes)
+    hf = perturbed_hf_model(getattr(transformers, cls_name), config)
+    hf.save_pretrained(str(hf_dir))
+    served, report = _convert_and_export(hf_dir, tmp_path, capsys, "--seq-len", str(SEQ_LEN))
+    assert f"({family})" in report
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(hf_dir))
+    if tokenizer.pad_token is None:  # GPT-2's pads with nothing of its own
+        tokenizer.pad_token = tokenizer.eos_token
+    signatures = json.loads((tmp_path / "export" / "assets" / "bertology.json").read_text())["signatures"]
+    takes = inspect.signature(hf.forward).parameters
+    segments = "serve_pairs" in signatures  # the model reads segment ids
+    for texts in [(LAYOUT_TEXTS,)] + ([(LAYOUT_TEXTS, LAYOUT_SECOND)] if segments else []):
+        batch = tokenizer(*texts, padding="longest", truncation=True, max_length=SEQ_LEN, return_token_type_ids=True,
+                          return_tensors="pt")
+        out = (served.serve if len(texts) == 1 else served.serve_pairs)(*map(tf.constant, texts))
+        real = batch["attention_mask"].numpy().astype(bool)
+        np.testing.assert_array_equal(out["padding_mask"].numpy(), batch["attention_mask"].numpy())
+        for ours, theirs in (("token_ids", "input_ids"), ("segment_ids", "token_type_ids"))[:1 + segments]:
+            assert [row[keep].tolist() for row, keep in zip(out[ours].numpy(), real)] == \
+                [row[keep].tolist() for row, keep in zip(batch[theirs].numpy(), real)], (ours, texts)
+        given = {name: value for name, value in batch.items() if name in takes and (segments or "type" not in name)}
+        with torch.no_grad():
+            hidden = hf(**given).last_hidden_state.numpy()
+        _assert_close("sequence_output", out["sequence_output"].numpy(), hidden, real)
+    if FAMILIES[family].summary_position == "last_text":  # a causal LM's classifier reads its last text token
+        back = int(FAMILIES[family].summary_for(load_run_tokenizer(tmp_path / "run")) == "last_text")
+        ids = tokenizer(LAYOUT_TEXTS[0])["input_ids"]
+        assert ids[len(ids) - 1 - back] == tokenizer(LAYOUT_TEXTS[0], add_special_tokens=False)["input_ids"][-1]

@@ -171,3 +171,25 @@ def test_sentencepiece_training_errors_name_the_flag():
     with pytest.raises(ConfigError, match=r"^SentencePiece training failed: this corpus needs at least (\d+) "
                                           r"pieces for its characters, not 200; pass --vocab-size \1 or more\.$"):
         train_sentencepiece(ideographs, 200)
+
+
+@pytest.mark.parametrize("file,tokenizer_class,specials", [
+    ("spm.model", "DebertaV2Tokenizer", {"pad": "[PAD]", "cls": "[CLS]", "sep": "[SEP]", "unk": "<unk>"}),
+    ("spiece.model", "AlbertTokenizer", {"pad": "<pad>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]",
+                                         "mask": "[MASK]"})])
+def test_configured_specials_a_sentencepiece_model_lacks_join_it_as_transformers_adds_them(tmp_path, file,
+                                                                                        tokenizer_class, specials):
+    """tokenizer_config.json names [UNK] (and DeBERTa's default [MASK]) over a model whose unknown piece is
+    <unk>: each joins after the model's pieces in transformers' order, and text reads to transformers' ids,
+    unknown characters to <unk>."""
+    texts = ["Now is the winter of our discontent.", "東京 and ☃ are outside the vocabulary"]
+    trained = train_sentencepiece([text.lower() for text in SENTENCES[-1:] + texts] * 30, 50, model_type="unigram",
+                                  byte_fallback=False, special_tokens=specials)
+    (tmp_path / file).write_bytes(trained.model_proto)
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": tokenizer_class,
+                                                                "unk_token": "[UNK]"}))
+    theirs = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+    ours = load_hf_tokenizer(tmp_path, model_vocab_size=len(theirs))
+    assert ours.vocab_size == len(theirs) > trained.vocab_size
+    assert [ours.unk_id, ours.mask_id] == theirs.convert_tokens_to_ids(["[UNK]", "[MASK]"])
+    assert ours.tokenize(tf.constant(texts)).to_list() == theirs(texts, add_special_tokens=False)["input_ids"]

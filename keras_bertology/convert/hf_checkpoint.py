@@ -101,7 +101,7 @@ def convert_hf_checkpoint(hf_dir, seq_len=None, with_tokenizer=True):
     when the folder ships one that runs in-graph (and `with_tokenizer`). The
     sequence length defaults to the smaller of 128 and the model's positions.
     """
-    from keras_bertology.convert.hf_tokenizer import load_hf_tokenizer
+    from keras_bertology.convert.hf_tokenizer import hf_text_layout, load_hf_tokenizer
     from keras_bertology.runs import RunModel
 
     config, weights = read_hf_checkpoint(hf_dir)
@@ -118,4 +118,8 @@ def convert_hf_checkpoint(hf_dir, seq_len=None, with_tokenizer=True):
     renamed = rename_legacy_layer_norm(weights)
     report.skipped = sorted(name for name in renamed if name not in used and not name.endswith(BUFFERS))
     tokenizer = load_hf_tokenizer(hf_dir, backbone.vocab_size) if with_tokenizer else None
+    if tokenizer is not None:  # recorded where the family's own packing lays text out otherwise
+        layout = hf_text_layout(hf_dir, tokenizer, family.hf_tokenizer_class)
+        tokenizer.with_layout(None if layout == family.text_layout(tokenizer, own_layout=True) else layout)
     return RunModel(family.name, backbone, tokenizer, seq_len, pretrainer=pretrainer), report
+

@@ -19,6 +19,9 @@ from pathlib import Path
 from keras_bertology.errors import CheckpointError
 
 MARKER_FILE = "bertology.json"
+# The tokenizer class that runs tokenizer.json as written (transformers 5's TokenizersBackend), which
+# transformers builds for model types without a class of their own (ModernBERT).
+GENERIC_CLASS = "PreTrainedTokenizerFast"
 
 
 @dataclass
@@ -77,8 +80,11 @@ def _write_model(folder, exported, run):
     (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     save_file(exported.tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
     if run.tokenizer is not None:
+        from keras_bertology.models import get_family
+
         save_hf_tokenizer(run.tokenizer, folder, exported.tokenizer_classes, run.seq_len,
-                          segments="segment_ids" in run.backbone.input)
+                          segments="segment_ids" in run.backbone.input,
+                          layout=get_family(run.family).text_layout(run.tokenizer))
 
 
 def find_layer(model, name):
@@ -99,12 +105,14 @@ def dropped_heads_note(pretrainer, exported, architecture):
 # Tokenizer files -----------------------------------------------------------------------------------
 
 
-def save_hf_tokenizer(tokenizer, folder, tokenizer_classes, seq_len, segments=True):
+def save_hf_tokenizer(tokenizer, folder, tokenizer_classes, seq_len, segments=True, layout=None):
     """The files the transformers tokenizer class of `tokenizer`'s kind (`tokenizer_classes`) reads to
     give the ids `tokenizer` gives; a CheckpointError where that class cannot express its options.
     With `segments` (a model with segment embeddings) the tokenizer returns token_type_ids too, which
     some classes (AlbertTokenizer, XLNetTokenizer) leave out by default: the model would then read
-    every pair as one segment."""
+    every pair as one segment. The generic class (`GENERIC_CLASS`, ModernBERT's) runs tokenizer.json as
+    written: it is written too, its post-processor placing the specials as `layout` (a
+    `Tokenizer.layout`: the run's) says."""
     writers = {"wordpiece": _wordpiece, "sentencepiece": _sentencepiece, "byte_bpe": _byte_bpe}
     kind = tokenizer.type_name
     if kind not in tokenizer_classes:
@@ -113,6 +121,11 @@ def save_hf_tokenizer(tokenizer, folder, tokenizer_classes, seq_len, segments=Tr
                               f"tokenizers: {wanted}")
     tokenizer_class = tokenizer_classes[kind]
     config = writers[kind](tokenizer, Path(folder), tokenizer_class)
+    if tokenizer_class == GENERIC_CLASS:
+        if kind != "byte_bpe" or layout is None:
+            raise CheckpointError(f"the run's {kind} tokenizer has no tokenizer.json form")
+        spec = _byte_bpe_tokenizer_json(tokenizer, layout)
+        (Path(folder) / "tokenizer.json").write_text(json.dumps(spec, ensure_ascii=False), encoding="utf-8")
     inputs = ["input_ids", "token_type_ids", "attention_mask"] if segments else ["input_ids", "attention_mask"]
     config = {"tokenizer_class": tokenizer_class, "model_max_length": seq_len, "model_input_names": inputs,
               **config}
@@ -207,3 +220,32 @@ def _byte_bpe(tokenizer, folder, tokenizer_class):
                                 "normalized": False, "single_word": False, "special": True,
                                 "__type": "AddedToken"}
     return config
+
+
+def _byte_bpe_tokenizer_json(tokenizer, layout):
+    """tokenizer.json of a byte-level BPE: the model, GPT-2's byte-level pre-tokenizer and decoder, the
+    specials as added tokens (the mask taking the spaces before it as `mask_lstrip` says), and `layout`
+    as a TemplateProcessing post-processor."""
+    from keras_bertology.data.packing import TEXT_PIECES
+
+    tokens = tokenizer.vocabulary
+    vocab = {token: index for index, token in enumerate(tokens)}
+    mask_id = tokenizer.optional_id("mask")
+    added = [{"id": index, "content": tokens[index], "single_word": False, "normalized": False, "special": True,
+              "lstrip": index == mask_id and tokenizer.mask_lstrip, "rstrip": False}
+             for index in tokenizer.special_ids]
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+
+    def template(kind):
+        return [{"Sequence": {"id": piece[1:], "type_id": segment}} if piece in TEXT_PIECES
+                else {"SpecialToken": {"id": piece, "type_id": segment}} for piece, segment in layout[kind]]
+
+    placed = {piece for pieces in layout.values() for piece, _ in pieces if piece not in TEXT_PIECES}
+    post_processor = {"type": "TemplateProcessing", "single": template("single"), "pair": template("pair"),
+                      "special_tokens": {piece: {"id": piece, "ids": [vocab[piece]], "tokens": [piece]}
+                                         for piece in sorted(placed)}}
+    model = {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+             "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+             "vocab": vocab, "merges": [f"{left} {right}" for left, right in tokenizer.merges]}
+    return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": None,
+            "pre_tokenizer": byte_level, "post_processor": post_processor, "decoder": byte_level, "model": model}

@@ -37,6 +37,90 @@ _NORMALIZER_KEYS = dict(lower_case="lowercase", strip_accents="strip_accents", c
                         clean_text="clean_text")
 
 
+# How transformers 5's tokenizer classes lay out one text and a pair (the post-processor each builds): roles
+# (the folder's cls and sep tokens) and texts ($A, $B), each with its segment id after a colon (0 if none).
+# A class not named here runs tokenizer.json's post_processor as written.
+_BERT_LAYOUT = ("cls $A sep", "cls $A sep $B:1 sep:1")
+_CLASS_LAYOUTS = {
+    **dict.fromkeys(("BertTokenizer", "DistilBertTokenizer", "ElectraTokenizer", "AlbertTokenizer",
+                     "BigBirdTokenizer", "DebertaV2Tokenizer"), _BERT_LAYOUT),
+    **dict.fromkeys(("RobertaTokenizer", "DebertaTokenizer"), ("cls $A sep", "cls $A sep sep $B sep")),
+    "GPT2Tokenizer": ("$A", "$A $B:1"),
+    "T5Tokenizer": ("$A sep", "$A sep $B:1 sep:1"),
+    "XLNetTokenizer": ("$A sep cls:2", "$A sep $B:1 sep:1 cls:2"),
+}
+def hf_text_layout(hf_dir, tokenizer, default_class=None):
+    """How the folder's transformers tokenizer lays out a text and a pair (`Tokenizer.layout`, tokens as
+    `tokenizer` writes them): its class's way (tokenizer_config.json's class, else `default_class`, the
+    one AutoTokenizer builds for the model type), or, for the generic class, tokenizer.json's
+    post_processor. None where the folder does not say (no class, no post_processor to read)."""
+    hf_dir = Path(hf_dir)
+    try:
+        return _text_layout(hf_dir, tokenizer, default_class)
+    except ConfigError as error:
+        raise CheckpointError(f"the tokenizer in {hf_dir} cannot be read: {error}") from None
+
+
+def _text_layout(hf_dir, tokenizer, default_class):
+    tokenizer_class = str(_tokenizer_config(hf_dir).get("tokenizer_class", default_class)).removesuffix("Fast")
+    if tokenizer_class in _CLASS_LAYOUTS:
+        tokens = tokenizer.vocabulary
+        roles = {role: tokens[tokenizer.optional_id(role)] for role in ("cls", "sep")
+                 if tokenizer.optional_id(role) is not None}
+        try:
+            return {kind: [_template_piece(item, roles) for item in template.split()]
+                    for kind, template in zip(("single", "pair"), _CLASS_LAYOUTS[tokenizer_class])}
+        except KeyError as error:
+            raise ConfigError(f"transformers' {tokenizer_class} places a {error.args[0]} token, which the "
+                              "tokenizer lacks") from None
+    spec_path = hf_dir / "tokenizer.json"
+    if not spec_path.is_file():
+        return None
+    return _post_processor_layout(read_json_object(spec_path, "tokenizer.json").get("post_processor"))
+
+
+def _template_piece(item, roles):
+    piece, _, segment = item.partition(":")
+    return [piece if piece.startswith("$") else roles[piece], int(segment or 0)]
+
+
+def _post_processor_layout(processor):
+    """A tokenizer.json post_processor as a text layout: TemplateProcessing's templates, or those that
+    BertProcessing and RobertaProcessing fix; nothing added by ByteLevel or no post-processor."""
+    kind = processor.get("type") if isinstance(processor, dict) else None
+    if kind == "Sequence":
+        adding = [p for p in processor.get("processors") or [] if isinstance(p, dict) and p.get("type") != "ByteLevel"]
+        if len(adding) > 1:
+            raise ConfigError("tokenizer.json's post_processor adds tokens in more than one step, which is not "
+                              "supported")
+        return _post_processor_layout(adding[0] if adding else None)
+    if kind in (None, "ByteLevel"):
+        return {"single": [["$A", 0]], "pair": [["$A", 0], ["$B", 1]]}
+    if kind in ("BertProcessing", "RobertaProcessing"):
+        roles = {role: processor[role][0] for role in ("cls", "sep")}
+        template = _BERT_LAYOUT if kind == "BertProcessing" else _CLASS_LAYOUTS["RobertaTokenizer"]
+        return {name: [_template_piece(item, roles) for item in text.split()]
+                for name, text in zip(("single", "pair"), template)}
+    if kind == "TemplateProcessing":
+        specials = processor.get("special_tokens") or {}
+        try:
+            return {name: [piece for item in processor[name] for piece in _template_item(item, specials)]
+                    for name in ("single", "pair")}
+        except (KeyError, TypeError, AttributeError, ValueError):
+            raise ConfigError("tokenizer.json's TemplateProcessing is not one transformers writes") from None
+    raise ConfigError(f"tokenizer.json's post_processor {kind!r} is not supported: only TemplateProcessing, "
+                      "BertProcessing, RobertaProcessing and ByteLevel")
+
+
+def _template_item(item, specials):
+    """[[piece, segment id], ...] of one item of a TemplateProcessing template."""
+    if "Sequence" in item:
+        return [["$" + item["Sequence"]["id"], int(item["Sequence"].get("type_id", 0))]]
+    special = item["SpecialToken"]
+    tokens = (specials.get(special["id"]) or {}).get("tokens") or [special["id"]]
+    return [[token, int(special.get("type_id", 0))] for token in tokens]
+
+
 def load_hf_tokenizer(hf_dir, model_vocab_size):
     """The folder's tokenizer, or None when it ships none; ids must fit the model's vocabulary."""
     hf_dir = Path(hf_dir)
@@ -104,7 +188,8 @@ def _sentencepiece(hf_dir):
     config = _tokenizer_config(hf_dir)
     model_proto = (hf_dir / "spiece.model").read_bytes()
     if _names_class(hf_dir, config, "BigBirdTokenizer", "big_bird"):  # text reaches SentencePiece as it is
-        return SentencePieceTokenizer(model_proto, _configured_specials(config, ALBERT_SPECIAL_TOKENS))
+        specials = _configured_specials(config, ALBERT_SPECIAL_TOKENS)
+        return SentencePieceTokenizer(_with_missing_specials(model_proto, specials), specials)
     pieces = sentencepiece_pieces(model_proto)
     cased = "<cls>" in pieces
     defaults = XLNET_SPECIAL_TOKENS if cased else ALBERT_SPECIAL_TOKENS
@@ -115,8 +200,8 @@ def _sentencepiece(hf_dir):
         sentinels = int(config.get("extra_ids", T5_SENTINELS))
         return SentencePieceTokenizer(with_sentinels(model_proto, sentinels), specials, sentinels=sentinels)
     return SentencePieceTokenizer(
-        model_proto, specials, lower_case=bool(config.get("do_lower_case", not cased)),
-        strip_accents=not config.get("keep_accents", False), replace_quotes=True)
+        _with_missing_specials(model_proto, specials), specials,
+        lower_case=bool(config.get("do_lower_case", not cased)), strip_accents=not config.get("keep_accents", False), replace_quotes=True)
 
 
 def _names_class(hf_dir, config, tokenizer_class, model_type):
@@ -138,18 +223,32 @@ def _configured_specials(config, defaults):
 
 
 def _deberta_v2_sentencepiece(hf_dir):
-    """spm.model as transformers' DebertaV2Tokenizer reads it: DeBERTa's specials, text cased unless
-    do_lower_case and otherwise unchanged. The released models' [MASK] follows the model's pieces (id
-    128,000 after 128,000 pieces); it joins as a piece of its own where the model lacks it."""
+    """spm.model as transformers' DebertaV2Tokenizer reads it: DeBERTa's specials (those the model lacks
+    appended, `_with_missing_specials`), text cased unless do_lower_case and otherwise unchanged."""
     config = _tokenizer_config(hf_dir)
     if config.get("split_by_punct"):
         raise ConfigError("tokenizer_config.json sets split_by_punct (punctuation split off before "
                           "SentencePiece), which is not supported")
     model_proto = (hf_dir / "spm.model").read_bytes()
     specials = _configured_specials(config, DEBERTA_SPECIAL_TOKENS)
-    if specials["mask"] not in sentencepiece_pieces(model_proto):
-        model_proto = with_user_pieces(model_proto, [specials["mask"]])
-    return SentencePieceTokenizer(model_proto, specials, lower_case=bool(config.get("do_lower_case", False)))
+    return SentencePieceTokenizer(_with_missing_specials(model_proto, specials), specials,
+                                  lower_case=bool(config.get("do_lower_case", False)))
+
+
+# The order in which transformers appends the special tokens a SentencePiece model lacks: bos (these models'
+# cls), eos (their sep), unk, pad, mask.
+_ADDED_ORDER = ("cls", "sep", "unk", "pad", "mask")
+
+
+def _with_missing_specials(model_proto, specials):
+    """The model with the configured `specials` it lacks appended as pieces of their own, new ids after its
+    pieces in transformers' order, as transformers adds them: DeBERTa-v3's [MASK] (id 128,000 after the
+    released model's 128,000 pieces), or a [UNK] that tokenizer_config.json names over a model whose unknown
+    piece is <unk> (characters outside the vocabulary still become <unk>, as in transformers)."""
+    pieces = set(sentencepiece_pieces(model_proto))
+    missing = list(dict.fromkeys(specials[role] for role in _ADDED_ORDER if role in specials
+                                 and specials[role] not in pieces))
+    return with_user_pieces(model_proto, missing) if missing else model_proto
 
 
 def _runs_tokenizer_json(hf_dir, spec):

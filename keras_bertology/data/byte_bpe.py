@@ -113,6 +113,11 @@ class ByteLevelBPETokenizer(Tokenizer):
     word_prefix = " "
 
     @property
+    def merges(self):
+        """The merges, (left, right) pairs, highest priority first."""
+        return list(self._merges)
+
+    @property
     def strips_space_before_mask(self):
         return self.mask_lstrip
 
@@ -151,7 +156,8 @@ class ByteLevelBPETokenizer(Tokenizer):
         (directory / VOCAB_FILE).write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
         lines = ["#version: 0.2", *(f"{left} {right}" for left, right in self._merges)]
         (directory / MERGES_FILE).write_text("\n".join(lines) + "\n", encoding="utf-8")
-        config = {"type": self.type_name, "mask_lstrip": self.mask_lstrip, "special_tokens": self.special_tokens}
+        config = {"type": self.type_name, "mask_lstrip": self.mask_lstrip, "special_tokens": self.special_tokens,
+                  **self._layout_config()}
         (directory / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
 

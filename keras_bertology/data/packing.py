@@ -11,6 +11,7 @@ import tensorflow as tf
 
 # Unicode White_Space, as Hugging Face's tokenizers strip it.
 WHITESPACE = r"\t\n\x0B\f\r\x{85}\p{Z}"
+TEXT_PIECES = ("$A", "$B")  # a text layout's places of the first and second text (`layout_packer`)
 
 
 def tokenize_keeping_mask(tokenizer, strings):
@@ -56,6 +57,24 @@ def pack_text(tokenizer, seq_len, first, second=None, packer=None):
         segments.append(tokenize_keeping_mask(tokenizer, second))
     return (packer or pack_segments)(segments, seq_len, tokenizer.optional_id("cls"), tokenizer.sep_id,
                                      tokenizer.pad_id)
+
+
+def layout_packer(layout):
+    """A packer (as `pack_segments`) laying segments out as `layout` says: {"single": [...], "pair": [...]},
+    each a list of [piece, segment id], a piece being "$A" (the first text), "$B" (the second) or a token id,
+    as Hugging Face's TemplateProcessing lays text out (see `Tokenizer.layout`). Texts are trimmed as
+    `pack_segments` trims them, to what the template's special tokens leave; padding follows on the right."""
+    def pack(segments, seq_len, cls_id, sep_id, pad_id):
+        template = layout["pair" if len(segments) == 2 else "single"]
+        texts = [piece for piece, _ in template if piece in TEXT_PIECES]
+        if len(texts) != len(segments):
+            raise ValueError(f"the layout places {len(texts)} texts; got {len(segments)}")
+        dense, lengths = trimmed_segments(segments, seq_len - (len(template) - len(texts)))
+        pieces = [(dense[TEXT_PIECES.index(piece)], lengths[TEXT_PIECES.index(piece)], segment)
+                  if piece in TEXT_PIECES else (int(piece), 1, segment) for piece, segment in template]
+        return lay_out(pieces, seq_len, pad_id, pad_segment=0)
+
+    return pack
 
 
 def pack_segments(segments, seq_len, cls_id, sep_id, pad_id):

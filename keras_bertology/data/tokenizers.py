@@ -192,8 +192,52 @@ class Tokenizer(tf.Module, metaclass=abc.ABCMeta):
     def word_start_table(self) -> np.ndarray:
         """Bool [vocab_size]: True where a token begins a word (whole-word masking)."""
 
+    # How text is laid out around this vocabulary's specials where it is not the family's way: a converted
+    # checkpoint's, recorded from its Hugging Face tokenizer ({"single": [[piece, segment id], ...], "pair":
+    # ...}, a piece "$A", "$B" or a token; `data.packing.layout_packer`). Kept as JSON text, which tf.Module
+    # does not track into a SavedModel. None: the family's layout.
+    _layout_json = "null"
+
+    @property
+    def layout(self) -> dict | None:
+        return json.loads(self._layout_json)
+
+    def with_layout(self, layout: dict | None) -> "Tokenizer":
+        """This tokenizer, laying text out as `layout` says (see `layout`); saved and loaded with it."""
+        if layout is not None:
+            from keras_bertology.data.packing import TEXT_PIECES
+
+            try:
+                layout = {kind: [[str(piece), int(segment)] for piece, segment in layout[kind]]
+                          for kind in ("single", "pair")}
+            except (KeyError, TypeError, ValueError):
+                raise ConfigError(f"a text layout is {{'single': [[piece, segment id], ...], 'pair': ...}}; "
+                                  f"got {layout!r}") from None
+            unknown = sorted({piece for template in layout.values() for piece, _ in template
+                              if piece not in TEXT_PIECES and piece not in self._tokens})
+            if unknown:
+                raise ConfigError(f"the text layout names tokens the vocabulary lacks: {unknown}")
+        self._layout_json = json.dumps(layout)
+        return self
+
+    @property
+    def layout_ids(self) -> dict | None:
+        """`layout` with its tokens as ids, what `data.packing.layout_packer` takes; None without one."""
+        from keras_bertology.data.packing import TEXT_PIECES
+
+        layout = self.layout
+        if layout is None:
+            return None
+        return {kind: [[piece if piece in TEXT_PIECES else int(np.flatnonzero(self._tokens == piece)[0]), segment]
+                       for piece, segment in template] for kind, template in layout.items()}
+
+    def _layout_config(self) -> dict:
+        """The config file's entry for `layout`: none without one."""
+        layout = self.layout
+        return {} if layout is None else {"layout": layout}
+
     def _write_config(self, directory: Path, lower_case: bool, **extra) -> None:
-        config = {"type": self.type_name, "lower_case": lower_case, **extra}
+        config = {"type": self.type_name, "lower_case": lower_case, **extra, **self._layout_config()}
         (directory / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
 
@@ -349,15 +393,19 @@ class SentencePieceTokenizer(Tokenizer):
 
 
 def load_tokenizer(directory: PathLike) -> Tokenizer:
-    """Rebuild a tokenizer written by `Tokenizer.save`."""
-    from keras_bertology.data.byte_bpe import ByteLevelBPETokenizer
-    from keras_bertology.data.word_tokenizer import WORDS_FILE, WordTokenizer
-
+    """Rebuild a tokenizer written by `Tokenizer.save`, with its text layout."""
     directory = Path(directory)
     config_path = directory / CONFIG_FILE
     if not config_path.is_file():
         raise ConfigError(f"No {CONFIG_FILE} in {directory}: not a saved keras-bertology tokenizer.")
     config = read_json_object(config_path, "tokenizer configuration")
+    return _tokenizer_of_config(directory, config_path, config).with_layout(config.get("layout"))
+
+
+def _tokenizer_of_config(directory: Path, config_path: Path, config: dict) -> Tokenizer:
+    from keras_bertology.data.byte_bpe import ByteLevelBPETokenizer
+    from keras_bertology.data.word_tokenizer import WORDS_FILE, WordTokenizer
+
     kind = config.get("type")
     if kind == WordPieceTokenizer.type_name:
         options = {key: config[key] for key in ("strip_accents", "chinese_chars", "clean_text") if key in config}

@@ -18,6 +18,11 @@ A causal LM's export (GPT) adds `score` and `generate` / `generate_sampling`
 encoder-decoder's (T5) serves its encoder as `serve` and `encode`, and
 `generate` / `generate_sampling` from its decoder (see `export.seq2seq`).
 
+Text is laid out as the family packs it, or, for a converted checkpoint whose
+Hugging Face tokenizer lays it out otherwise, as that tokenizer does (the
+tokenizer's `layout`, recorded at conversion: a GPT-2's adds nothing around a
+text); `score` and generation open a text with <|endoftext|> either way.
+
 `serving_default` is `serve`. A batch of strings is packed to its longest
 input, at most the run's sequence length (longer texts are truncated, longest
 segment first): outputs along the sequence axis are L long, L the batch's

@@ -79,7 +79,7 @@ def _finetune(options, out, export_dir, shared):
         encoded = _encode_splits(kind, task, family, run, seq_len, options, shared, list(backbone.input))
         if options.random_init:
             backbone = backbone.__class__.from_config(backbone.get_config())
-        model = kind.build_model(backbone, task, family, options.summary)
+        model = kind.build_model(backbone, task, family, options.summary or family.summary_for(run.tokenizer))
         key = recipe_key(backbone, task, seq_len, options, steps_per_epoch) if shared is not None else None
         kept = shared.take_model(key, model) if key else None
         if kept is not None:

@@ -150,6 +150,10 @@ class ModelFamily:
         packings: the `--packing` choices the instance builder takes, default
             first; empty when it takes none.
         hf_model_types: the Hugging Face `model_type`s this family imports.
+        hf_tokenizer_class: the transformers tokenizer class that AutoTokenizer builds for those model
+            types where tokenizer_config.json names none; its layout of text is what a converted
+            checkpoint serves with (`convert.hf_tokenizer`). None: transformers' generic class, which
+            runs tokenizer.json as written.
         stream_batches: the instances are consecutive batches of text streams
             (batch row r continues row r's text, for a Transformer-XL memory):
             the input pipeline keeps their order, and the instance and
@@ -213,6 +217,7 @@ class ModelFamily:
     masking: str
     packings: tuple = ()
     hf_model_types: tuple = ()
+    hf_tokenizer_class: str | None = None
     converter_path: str | None = None
     hf_exporter_path: str | None = None
     masker_path: str = "keras_bertology.data.masking:token_masker"
@@ -340,12 +345,49 @@ class ModelFamily:
 
     def pack_text(self, tokenizer, seq_len, first, second=None):
         """Raw strings -> the model inputs this family serves with (see `segment_packer_path` and
-        `text_packer_path`)."""
-        from keras_bertology.data.packing import pack_text
+        `text_packer_path`), laid out as the tokenizer's `layout` says where it has one (a converted
+        checkpoint's, as its Hugging Face tokenizer lays text out)."""
+        from keras_bertology.data.packing import layout_packer, pack_text
 
         if self.text_packer_path:
             return import_object(self.text_packer_path)(tokenizer, seq_len, first, second)
-        return pack_text(tokenizer, seq_len, first, second, packer=import_object(self.segment_packer_path))
+        layout = tokenizer.layout_ids
+        packer = layout_packer(layout) if layout else import_object(self.segment_packer_path)
+        return pack_text(tokenizer, seq_len, first, second, packer=packer)
+
+    def summary_for(self, tokenizer):
+        """The summary position of text that `tokenizer` lays out (see `summary_position`): "last_text" is
+        the last real token where the tokenizer's layout closes a text with no token of its own (a converted
+        GPT-2's, as its Hugging Face tokenizer)."""
+        from keras_bertology.data.packing import TEXT_PIECES
+
+        layout = tokenizer.layout if tokenizer is not None else None
+        if self.summary_position == "last_text" and layout and layout["single"][-1][0] in TEXT_PIECES:
+            return "last"
+        return self.summary_position
+
+    def text_layout(self, tokenizer, own_layout=False):
+        """How `pack_text` lays out a text and a pair, as a `Tokenizer.layout`: the tokenizer's where it has
+        one (unless `own_layout`), else the family's packer's, read off a packing of one-token texts. None
+        for a family with a text packer (its inputs are not laid-out ids)."""
+        if self.text_packer_path:
+            return None
+        if tokenizer.layout is not None and not own_layout:
+            return tokenizer.layout
+        import tensorflow as tf
+
+        from keras_bertology.data.packing import TEXT_PIECES
+
+        texts = [tf.ragged.constant([[-1]]), tf.ragged.constant([[-2]])]  # ids no token has: -1 is $A, -2 $B
+        layout = {}
+        for kind, count in (("single", 1), ("pair", 2)):
+            packed = self.pack_segments(texts[:count], 8, tokenizer.optional_id("cls"), tokenizer.sep_id,
+                                        tokenizer.pad_id)
+            real = packed["padding_mask"].numpy()[0].astype(bool)
+            layout[kind] = [[TEXT_PIECES[-1 - int(token)] if token < 0 else tokenizer.vocabulary[token], int(segment)]
+                            for token, segment in zip(packed["token_ids"].numpy()[0][real],
+                                                      packed["segment_ids"].numpy()[0][real])]
+        return layout
 
     def complete_inputs(self, tokenizer, packed):
         """Laid-out ids (`pack_segments`' dict) with the inputs the family derives from them (see

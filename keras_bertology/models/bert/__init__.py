@@ -12,6 +12,7 @@ BERT = FAMILY = ModelFamily(
     tokenizer_path="keras_bertology.data.tokenizers:train_wordpiece",
     instances_path="keras_bertology.data.instances:sentence_pair_instances",
     hf_model_types=("bert",),
+    hf_tokenizer_class="BertTokenizer",
     converter_path="keras_bertology.models.bert.convert:convert",
     hf_exporter_path="keras_bertology.models.bert.convert:export_bert",
     masking="static",

@@ -21,6 +21,7 @@ DISTILBERT = FAMILY = ModelFamily(
     masker_takes_token_counts=True,
     context_path="keras_bertology.models.distilbert.teacher:teacher_context",
     hf_model_types=("distilbert",),
+    hf_tokenizer_class="DistilBertTokenizer",
     converter_path="keras_bertology.models.distilbert.convert:convert",
     hf_exporter_path="keras_bertology.models.distilbert.convert:export",
     masking="dynamic",

@@ -16,6 +16,7 @@ ELECTRA = FAMILY = ModelFamily(
     tokenizer_path="keras_bertology.data.tokenizers:train_wordpiece",
     instances_path="keras_bertology.data.instances:packed_instances",
     hf_model_types=("electra",),
+    hf_tokenizer_class="ElectraTokenizer",
     converter_path="keras_bertology.models.electra.convert:convert",
     hf_exporter_path="keras_bertology.models.electra.convert:export",
     masking="dynamic",

@@ -16,6 +16,7 @@ ERNIE = FAMILY = ModelFamily(
     tokenizer_path="keras_bertology.data.tokenizers:train_wordpiece",
     instances_path="keras_bertology.data.instances:sentence_pair_instances",
     hf_model_types=("ernie",),
+    hf_tokenizer_class="BertTokenizer",
     converter_path="keras_bertology.models.ernie.convert:convert",
     hf_exporter_path="keras_bertology.models.ernie.convert:export",
     masking="dynamic",

@@ -139,9 +139,9 @@ def _load_linear(dense, source, name):
 def export(family, run):
     """`HFExport` of a ModernBERT run: `ModernBertForMaskedLM` with the masked-LM head, else
     `ModernBertModel`; the inverse of `convert` (Wqkv and Wi fused again). The byte-level vocabulary goes
-    out as vocab.json + merges.txt read by `DebertaTokenizer`, whose [CLS] A [SEP] layout and special
-    tokens are ModernBERT's."""
-    from keras_bertology.convert.hf_export import HFExport, dropped_heads_note, find_layer
+    out as tokenizer.json (with vocab.json + merges.txt), which transformers runs as written for ModernBERT
+    (it has no tokenizer class of its own), placing [CLS] and [SEP] as ModernBERT does."""
+    from keras_bertology.convert.hf_export import GENERIC_CLASS, HFExport, dropped_heads_note, find_layer
     from keras_bertology.convert.hf_weights import WeightSink, hf_activation
 
     backbone, pretrainer, tokenizer = run.backbone, run.pretrainer, run.tokenizer
@@ -174,7 +174,7 @@ def export(family, run):
         sink.put("decoder.weight", backbone.token_embedding.embeddings, prefixed=False)
         sink.put("decoder.bias", mlm_head.output_bias, prefixed=False)
     notes = dropped_heads_note(pretrainer, ("mlm_head",), architecture)
-    return HFExport(architecture, config, sink.tensors, {"byte_bpe": "DebertaTokenizer"}, notes)
+    return HFExport(architecture, config, sink.tensors, {"byte_bpe": GENERIC_CLASS}, notes)
 
 
 def _export_backbone(sink, backbone):

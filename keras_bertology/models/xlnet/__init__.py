@@ -19,6 +19,7 @@ XLNET = FAMILY = ModelFamily(
     tokenizer_path="keras_bertology.models.xlnet.tokenizer:train_tokenizer",
     instances_path="keras_bertology.models.xlnet.instances:stream_instances",
     hf_model_types=("xlnet",),
+    hf_tokenizer_class="XLNetTokenizer",
     converter_path="keras_bertology.models.xlnet.convert:convert",
     hf_exporter_path="keras_bertology.models.xlnet.convert:export",
     masking="dynamic",
