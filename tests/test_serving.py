@@ -164,7 +164,8 @@ def test_the_cut_keeps_whole_words_at_the_start_or_the_end_each_word_cut_first(k
         return re.sub(r"^\S+", "", kept) if keep_end else re.sub(r"\s\S*$", "", kept)
 
     texts = ["alpha " + "beta " * 60 + "omega", "alpha " + "beta " * 60 + "omegas", "gamma " * 60 + "delta",
-             "first " + "y" * 500 + " middle " + "z" * 300 + " last words", "short one", ""]
+             "first " + "y" * 500 + " middle " + "z" * 300 + " last words", "short one", "",
+             "a NUL\x00 byte " + "y" * 150 + "\x00and after it"]  # NUL: regex_split stops at one
     cut = [value.decode() for value in cut_text(tf.constant(texts), SEQ_LEN, keep_end).numpy()]
     assert cut == [expected(text) for text in texts]
     assert cut[3].endswith("z" * 101 + " last words") and cut[3].startswith("first " + "y" * 101 + " middle")

@@ -254,8 +254,14 @@ def cut_words(text):
     """Strings [B] with each word (a run of characters between `WORD_DELIMITER`s) cut to its first
     MAX_WORD_CHARS characters: the words after a long one (a URL's path, a hash, base64) are read, as by a
     tokenizer of the whole text."""
-    pieces = tf_text.regex_split(text, WORD_DELIMITER, WORD_DELIMITER)  # words and the characters between
-    return tf.strings.reduce_join(tf.strings.substr(pieces, 0, MAX_WORD_CHARS, unit="UTF8_CHAR"), axis=-1)
+    # regex_split reads a string only up to a NUL byte: the runs between NULs are split, then joined back.
+    runs = tf.strings.split(text, sep="\x00")
+    pieces = tf_text.regex_split(runs.flat_values, WORD_DELIMITER, WORD_DELIMITER)  # words and what is between
+    cut = tf.strings.reduce_join(tf.strings.substr(pieces, 0, MAX_WORD_CHARS, unit="UTF8_CHAR"), axis=-1)
+    # Each run followed by a NUL (reduce_join's separator cannot be one), and the last one dropped.
+    joined = tf.strings.reduce_join(runs.with_flat_values(tf.strings.join([cut, "\x00"])), axis=-1)
+    length = tf.strings.length(joined)
+    return tf.strings.substr(joined, tf.zeros_like(length), length - 1)
 
 
 def _masked_lm_endpoints(masked_lm, tokenizer, input_names, pack):
