@@ -9,6 +9,10 @@ from keras_bertology.flag_ranges import Range
 from keras_bertology.lazy_imports import import_object
 from keras_bertology.models.layouts import TRANSFORMER_BLOCK_LAYOUT
 
+# The Transformer sizes a run may set (`PretrainOptions.encoder`, the study): a preset's architecture at
+# another depth and width, each renamed in a family's config by its `size_keys`.
+ENCODER_SIZES = ("num_layers", "hidden_size", "num_heads", "intermediate_size")
+
 
 @dataclass(frozen=True)
 class FamilyOption:

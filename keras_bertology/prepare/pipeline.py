@@ -4,16 +4,10 @@
    corpus (about --tokenizer-sample-mb of text, taken evenly from the files).
    Where the masking units need phrases and entities, they are learned from
    the same sample (knowledge_units.json), and every shard marks them.
-2. The Beam pipeline, in two stages. Each corpus file is read as a stream
-   of documents (`data.corpus.iter_documents`) and each document is
-   appended to a part file of the shard chosen by a hash of (seed, file,
-   document number), so the same corpus and seed give the same shards on
-   any runner; documents never travel through the runner's shuffle. Once
-   every file is read, each shard's documents (in file and document order)
-   become the family's instances by the recipe `bertology pretrain` uses in
-   memory (`data.recipe`), masked there for static masking, and one
-   TFRecord file. A worker holds one document, or one shard's documents and
-   instances, at a time.
+2. The Beam stage (prepare/beam_stage.py): each corpus file streamed to part
+   files of the shards its documents hash to, then each shard's documents
+   made into the family's instances by the recipe `bertology pretrain` uses
+   in memory (`data.recipe`) and written as one TFRecord file.
 3. The manifest: features, instance counts, the tokenizer's fingerprint, the
    recipe, the sources and the bad records skipped. The data folder is
    written beside its destination and moved into place complete.
@@ -24,14 +18,11 @@ options after `--`); the output folder must then be storage the workers and
 this machine share.
 """
 
-import contextlib
 import json
-import logging
 import os
 import shutil
 import threading
 import time
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -40,35 +31,21 @@ from keras_bertology.atomic import atomic_directory
 from keras_bertology.convert.hf_tokenizer import load_hf_tokenizer
 from keras_bertology.data.corpus import BadRecords, corpus_files, default_corpus_paths, iter_documents
 from keras_bertology.data.instances import coverage_line
-from keras_bertology.data.knowledge_units import MARKER_FILE, UnitMarker
-from keras_bertology.data.recipe import (
-    build_instances, build_masker, instance_coverage, masking_of, tokenize_documents, unit_marker)
-from keras_bertology.data.shards import (
-    FORMAT, MANIFEST_FILE, TOKENIZER_DIR, VERSION, shard_name, tokenizer_fingerprint, write_shard)
-from keras_bertology.data.static_masking import masked_batches
+from keras_bertology.data.knowledge_units import MARKER_FILE
+from keras_bertology.data.recipe import masking_of, unit_marker
+from keras_bertology.data.recipe_fields import RECIPE_FIELDS
+from keras_bertology.data.shards import FORMAT, MANIFEST_FILE, TOKENIZER_DIR, VERSION, tokenizer_fingerprint
 from keras_bertology.data.tokenizers import CONFIG_FILE as TOKENIZER_CONFIG
 from keras_bertology.data.tokenizers import WordPieceTokenizer, load_tokenizer
 from keras_bertology.errors import BertologyError, ConfigError, CorpusError
-from keras_bertology.extras import require_extra
-from keras_bertology.models.registry import get_family
 from keras_bertology.output_paths import PREPARED_DATA, claim_output_folder
+from keras_bertology.prepare.beam_stage import (
+    ERRORS_FILE, PARTS_DIR, REPORTS_FILE, SUMMARY_FILE, ShardJob, run_pipeline)
 from keras_bertology.prepare.options import GZIP_RATIO
 from keras_bertology.training.fill_mask import hold_out_sentences
-from keras_bertology.training.options import RECIPE_FIELDS
-
-require_extra("apache_beam", "bertology prepare")
-logging.disable(logging.WARNING)  # Beam's import warns about cloud clients that local runs do not use
-try:
-    import apache_beam as beam
-    from apache_beam.options.pipeline_options import PipelineOptions
-finally:
-    logging.disable(logging.NOTSET)
 
 # The family options that the instances and masking use (the others configure the model).
 _DATA_BUILDERS = ("instances", "masker")
-SUMMARY_FILE = "shards.jsonl"
-ERRORS_FILE = "errors.jsonl"
-PARTS_DIR = "parts"
 
 
 def prepare(options):
@@ -118,132 +95,13 @@ def _prepare(family, options):
     return manifest
 
 
-class ShardJob:
-    """What every Beam worker needs to read documents and build shards (plain data: it is pickled)."""
-
-    def __init__(self, **settings):
-        self.__dict__.update(settings)
-
-    def shard_of(self, file_index, document_index):
-        key = f"{self.recipe_options.seed}:{file_index}:{document_index}".encode()
-        return zlib.crc32(key) % self.shards
-
-
-def spill_documents(indexed_file, job):
-    """Stream one corpus file's documents to the part files of their shards; yields the file's report
-    (its bad records, or the error that stopped it). Memory: one document and small write buffers."""
-    file_index, path = indexed_file
-    bad = BadRecords(skip=job.skip_bad_records)
-    parts = _PartWriter(Path(job.staging) / PARTS_DIR, file_index)
-    try:
-        for number, document in enumerate(iter_documents(path, job.corpus_format, job.text_field, bad)):
-            kept = [sentence for sentence in document if sentence not in job.held_out]
-            if kept:
-                parts.add(job.shard_of(file_index, number), kept)
-    except CorpusError as error:
-        yield {"file": path, "error": str(error)}
-        return
-    finally:
-        parts.flush()
-    yield {"file": path, "skipped": bad.count, "examples": bad.examples}
-
-
-class _PartWriter:
-    """Buffered appends of documents (one JSON line each) to PARTS/<shard>/<file index>.jsonl."""
-
-    def __init__(self, folder, file_index, limit=8 * 2**20):
-        self.folder, self.name, self.limit = folder, f"{file_index:08d}.jsonl", limit
-        self.buffers, self.size = {}, 0
-        for stale in folder.glob(f"*/{self.name}"):  # an earlier attempt at this file, retried by the runner
-            stale.unlink()
-
-    def add(self, shard, sentences):
-        line = json.dumps(sentences) + "\n"
-        self.buffers.setdefault(shard, []).append(line)
-        self.size += len(line)
-        if self.size >= self.limit:
-            self.flush()
-
-    def flush(self):
-        for shard, lines in self.buffers.items():
-            folder = self.folder / f"{shard:05d}"
-            folder.mkdir(parents=True, exist_ok=True)
-            with open(folder / self.name, "a", encoding="utf-8") as stream:
-                stream.writelines(lines)
-        self.buffers, self.size = {}, 0
-
-
-def _shard_documents(folder):
-    """The documents spilled for one shard, in (file, document) order."""
-    if not folder.is_dir():
-        return []
-    documents = []
-    for part in sorted(folder.iterdir()):
-        with open(part, encoding="utf-8") as stream:
-            documents.extend(json.loads(line) for line in stream)
-    return documents
-
-
-class BuildShard(beam.DoFn):
-    """One shard's documents -> its instances (masked for static masking) -> its file."""
-
-    def __init__(self, job):
-        super().__init__()
-        self.job = job
-        self.family = self.tokenizer = self.masker = self.marker = None
-
-    def setup(self):
-        import tensorflow as tf
-
-        # Local workers share the machine's cores: each runs TensorFlow on its share.
-        with contextlib.suppress(RuntimeError):  # already set where this process ran TensorFlow before
-            tf.config.threading.set_intra_op_parallelism_threads(self.job.threads)
-            tf.config.threading.set_inter_op_parallelism_threads(self.job.threads)
-        self.family = get_family(self.job.recipe_options.model)
-        self.tokenizer = load_tokenizer(Path(self.job.staging) / TOKENIZER_DIR)
-        marker_file = Path(self.job.staging) / MARKER_FILE
-        self.marker = UnitMarker.load(marker_file) if marker_file.is_file() else None
-        self.masker = build_masker(self.family, self.tokenizer, self.job.recipe_options, self.job.replicas)
-
-    def process(self, shard):
-        job, name = self.job, shard_name(shard, self.job.shards)
-        parts = Path(job.staging) / PARTS_DIR / f"{shard:05d}"
-        documents = _shard_documents(parts)
-        if not documents:
-            return
-        tokenized = tokenize_documents(documents, self.tokenizer, self.marker)
-        try:
-            instances = build_instances(self.family, tokenized, self.tokenizer, job.recipe_options, job.replicas,
-                                        np.random.default_rng([job.recipe_options.seed, shard]))
-        except ConfigError as error:
-            _write_line(Path(job.staging) / ERRORS_FILE, {
-                "file": name, "error": f"shard {name}, {len(documents)} documents: {error} (use fewer --shards "
-                                       "for a corpus of few documents)"})
-            return
-        count = len(instances["token_ids"])
-        if count == 0:
-            return
-        static = masking_of(self.family, job.recipe_options) == "static"
-        batches = masked_batches(instances, self.masker, job.recipe_options.seed, key=shard) if static else [instances]
-        header = {"family": self.family.name, "tokenizer_sha256": job.fingerprint}
-        header = write_shard(str(Path(job.staging) / name), batches, header, count)
-        shutil.rmtree(parts)
-        tokens = int(np.sum(instances["token_ids"] != self.tokenizer.pad_id))
-        reached, corpus_tokens = instance_coverage(self.family, instances, tokenized, self.tokenizer,
-                                                   job.recipe_options)
-        _write_line(Path(job.staging) / SUMMARY_FILE, {
-            "file": name, "instances": count, "documents": len(documents),
-            "sentences": sum(map(len, documents)), "tokens": tokens, "corpus_tokens": corpus_tokens,
-            "reached_tokens": reached, "features": header["features"]})
-        yield name
-
-
 def _run_with_progress(job, files, options):
     """Run the Beam pipeline in a thread while a progress bar counts the shards written."""
     import keras
 
     failure = []
-    worker = threading.Thread(target=_run_pipeline, args=(job, files, options, failure), daemon=True)
+    worker = threading.Thread(target=run_pipeline, args=(job, files, _pipeline_arguments(options), failure),
+                              daemon=True)
     worker.start()
     progress = keras.utils.Progbar(job.shards, unit_name="shard") if options.verbose else None
     staging, shown = Path(job.staging), 0
@@ -260,31 +118,14 @@ def _run_with_progress(job, files, options):
         raise CorpusError(f"the {options.runner} pipeline failed: {_last_line(error)}") from None
 
 
-def _run_pipeline(job, files, options, failure):
-    logging.getLogger("apache_beam").setLevel(logging.CRITICAL)  # a failure is reported once, by prepare
-    # Types are not declared: documents are plain lists of strings.
-    arguments = [f"--runner={options.runner}", "--default_sdk_harness_log_level=ERROR", "--no_pipeline_type_check"]
+def _pipeline_arguments(options):
+    """The Beam pipeline options: the runner's, --workers local processes for DirectRunner, and those given."""
+    arguments = [f"--runner={options.runner}"]
     if options.runner == "DirectRunner":
         arguments += [f"--direct_num_workers={options.local_workers()}",
                       "--direct_running_mode=" + ("multi_processing" if options.local_workers() > 1
                                                   else "in_memory")]
-    try:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # the workers' TensorFlow start-up notices
-        with beam.Pipeline(options=PipelineOptions(arguments + list(options.pipeline_args))) as pipeline:
-            # Stage 1 streams every file's documents to their shards' part files on disk; stage 2 starts
-            # once all are read (the global count waits for them) and builds each shard from its parts.
-            reports = (pipeline
-                       | "Files" >> beam.Create(list(enumerate(files)))
-                       | "SpreadFiles" >> beam.Reshuffle()
-                       | "Spill" >> beam.FlatMap(spill_documents, job))
-            _ = reports | "Reports" >> beam.Map(_write_report, job.staging)
-            _ = (reports
-                 | "AllRead" >> beam.combiners.Count.Globally()
-                 | "Shards" >> beam.FlatMap(lambda _: range(job.shards))
-                 | "SpreadShards" >> beam.Reshuffle()
-                 | "Build" >> beam.ParDo(BuildShard(job)))
-    except BaseException as error:  # reported by the main thread
-        failure.append(error)
+    return arguments + list(options.pipeline_args)
 
 
 def recipe_of(family, options, tokenizer, replicas=1):
@@ -313,16 +154,6 @@ def _threads_per_worker(options):
     return max(1, (os.cpu_count() or 1) // options.local_workers())
 
 
-def _write_report(report, staging):
-    _write_line(Path(staging) / (ERRORS_FILE if "error" in report else "reports.jsonl"), report)
-
-
-def _write_line(path, record):
-    """Append one JSON line (one short write: concurrent workers do not interleave)."""
-    with open(path, "a", encoding="utf-8") as stream:
-        stream.write(json.dumps(record) + "\n")
-
-
 def _read_lines(path):
     if not path.is_file():
         return []
@@ -338,7 +169,7 @@ def _collect(staging, options):
     if errors:
         raise CorpusError(sorted(errors, key=lambda e: e["file"])[0]["error"])
     bad = BadRecords(skip=True)
-    for report in _read_lines(staging / "reports.jsonl"):
+    for report in _read_lines(staging / REPORTS_FILE):
         bad.merge(BadRecords(skip=True, count=report["skipped"], examples=report["examples"]))
     summaries = {summary["file"]: summary for summary in _read_lines(staging / SUMMARY_FILE)}
     return [summaries[name] for name in sorted(summaries)], bad

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from keras_bertology.errors import CheckpointError, ConfigError
-from keras_bertology.models.family import RunContext
+from keras_bertology.models.family import ENCODER_SIZES, RunContext
 
 # Keys of a saved backbone config that say how it was built, not what it is.
 _BUILD_KEYS = ("name", "trainable", "dtype")
@@ -37,8 +37,6 @@ def check_source(init_from, family):
 def check_source_sizes(family, preset, description, init_from):
     """ConfigError where the sizes of `preset` disagree with those of the run in `init_from` (`description`:
     its run.json): a run started from it keeps its shape, and would run and be recorded under a wrong name."""
-    from keras_bertology.training.options import ENCODER_SIZES
-
     ours, theirs = family.presets[preset]["config"], description.get("backbone", {})
     keys = [family.size_keys.get(size, size) for size in ENCODER_SIZES]
     keys = [key for key in keys if key is not None and key in ours and key in theirs]

@@ -9,7 +9,9 @@ import math
 import os
 
 from keras_bertology import flag_ranges as ranges
+from keras_bertology.data.recipe_fields import RECIPE_FIELDS
 from keras_bertology.errors import ConfigError
+from keras_bertology.models.family import ENCODER_SIZES
 from keras_bertology.models.registry import DEFAULT_MODEL, check_preset, default_preset, get_family
 from keras_bertology.training.optimizer_names import OPTIMIZERS, RATE_FACTORS, SCHEDULES  # noqa: F401  (re-exported)
 
@@ -23,11 +25,6 @@ STRATEGIES = ("auto", "default", "mirrored", "multiworker", "tpu")
 # that its first and last window (and the loss curve) say something.
 MIN_WINDOWS = 10
 
-# The options that decide what the instances are: prepared shards fix them (see `with_prepared_data`).
-RECIPE_FIELDS = ("model", "seq_len", "vocab_size", "masking", "packing", "whole_word", "dupe_factor",
-                 "max_predictions", "masking_units", "phrases", "gazetteer")
-# The sizes `encoder` may set: a preset's architecture at another depth and width.
-ENCODER_SIZES = ("num_layers", "hidden_size", "num_heads", "intermediate_size")
 # The numeric options and their ranges: those of the CLI's flags.
 _RANGES = {"steps": ranges.STEPS, "batch_size": ranges.BATCH_SIZE, "seq_len": ranges.SEQ_LEN,
            "vocab_size": ranges.VOCAB_SIZE, "dupe_factor": ranges.DUPE_FACTOR, "log_every": ranges.LOG_EVERY,
