@@ -11,7 +11,9 @@ import pytest
 
 from keras_bertology.errors import BertologyError, DataError
 from keras_bertology.finetune import datasets, names_tagging
-from keras_bertology.finetune.datasets import BUILTIN_TASKS, load_task
+from keras_bertology.finetune.builtin_tasks import BUILTIN_TASKS
+from keras_bertology.finetune.datasets import load_task
+from keras_bertology.finetune.task_data import SPLITS
 
 BIO = re.compile(r"O|[BI]-\S+")
 WNUT_TYPES = {"company", "facility", "geo-loc", "movie", "musicartist", "other", "person", "product", "sportsteam",
@@ -166,7 +168,7 @@ def test_wnut16_sentences_tags_and_splits(wnut):
 
 def test_max_examples_keeps_the_first_of_each_split(wnut):
     small = load_task("wnut16", max_examples=5)
-    assert all(small.splits[split] == wnut.splits[split][:5] for split in datasets.SPLITS)
+    assert all(small.splits[split] == wnut.splits[split][:5] for split in SPLITS)
     assert small.labels == wnut.labels and "first 5" in small.source
 
 

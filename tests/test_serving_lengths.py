@@ -18,7 +18,7 @@ from keras_bertology.export import export_saved_model
 from keras_bertology.export.task_model import export_task_model
 from keras_bertology.export.warmup import WARMUP_FILE
 from keras_bertology.finetune import encoding
-from keras_bertology.finetune.datasets import TaskData
+from keras_bertology.finetune.task_data import TaskData
 from keras_bertology.finetune.tasks import TASK_KINDS
 from keras_bertology.models.registry import get_family
 from keras_bertology.runs import RunModel

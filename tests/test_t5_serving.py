@@ -263,7 +263,7 @@ def test_a_resumed_t5_run_ends_with_the_weights_of_an_uninterrupted_one(tmp_path
 
 
 def test_text_to_text_teaches_each_answer_shifted_right_after_the_start_token(sentences):
-    from keras_bertology.finetune.datasets import TaskData
+    from keras_bertology.finetune.task_data import TaskData
     from keras_bertology.finetune.text_to_text import TextToText
 
     tokenizer = train_tokenizer(sentences, 400)
@@ -284,7 +284,7 @@ def test_text_to_text_teaches_each_answer_shifted_right_after_the_start_token(se
 
 def test_text_to_text_predictions_are_the_greedy_answers_of_the_whole_decoder(sentences):
     """`predict` (the key/value cache, by batches) writes what greedy decoding of the whole prefix writes."""
-    from keras_bertology.finetune.datasets import TaskData
+    from keras_bertology.finetune.task_data import TaskData
     from keras_bertology.finetune.text_to_text import TextToText
     from keras_bertology.models.t5 import T5Backbone, T5Pretrainer
 
