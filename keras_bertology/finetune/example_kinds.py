@@ -41,6 +41,8 @@ class ExampleKind:
     fields = frozenset()
     columns = ()
     token_lines = False  # True: read from `token<TAB>tag` lines, not from records of fields
+    answer_field = None  # the field a decoder learns to write in text-to-text fine-tuning; None: not written
+    free_text_answers = False  # True: answers are free text, not labels: only a decoder learns them
 
     def claims(self, names) -> bool:
         """Whether a file whose first training record has these field names (a TSV's first line, a JSON
@@ -90,6 +92,7 @@ class Classification(ExampleKind):
 
     name = "classification"
     columns = ("text", "label")
+    answer_field = "label"
 
     def pairs_in(self, names) -> bool:
         return "text_b" in names
@@ -210,6 +213,8 @@ class Seq2Seq(ExampleKind):
     name = "seq2seq"
     fields = frozenset({"input", "target"})
     columns = ("input", "target")
+    answer_field = "target"
+    free_text_answers = True
 
     def tsv_columns(self, names, path, pairs) -> list:
         missing = [name for name in self.columns if name not in names]

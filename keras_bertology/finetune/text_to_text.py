@@ -18,30 +18,31 @@ from keras_bertology.export.saved_model import compiled
 from keras_bertology.export.seq2seq import seq2seq_endpoints
 from keras_bertology.finetune import encoding, metrics
 from keras_bertology.errors import ConfigError
+from keras_bertology.finetune.example_kinds import EXAMPLE_KINDS
 from keras_bertology.finetune.tasks import TaskKind, in_batches
 
 _STRINGS = tf.TensorSpec([None], tf.string)
-TEXT_TO_TEXT_KINDS = ("classification", "seq2seq")
 
 
 class TextToText(TaskKind):
-    """A classification or seq2seq task on a seq2seq pretrainer whose objective's output is `output`."""
+    """A task of a kind with answers to write (`ExampleKind.answer_field`: classification's labels, seq2seq's
+    free text) on a seq2seq pretrainer whose objective's output is `output`."""
 
     generates = True
 
     def __init__(self, task_kind, output, tokenizer):
         self.name, self.output, self.tokenizer = task_kind, output, tokenizer
-        self.primary_metric = "macro_f1" if task_kind == "classification" else "exact_match"
+        self.data_kind = EXAMPLE_KINDS[task_kind]
+        self.primary_metric = "exact_match" if self.data_kind.free_text_answers else "macro_f1"
 
-    @staticmethod
-    def answer(task, example):
+    def answer(self, example):
         """The text the decoder learns to write for `example`."""
-        return example["label"] if task.kind == "classification" else example["target"]
+        return example[self.data_kind.answer_field]
 
     def _encode(self, task, examples, family, tokenizer, seq_len):
         inputs = in_batches(examples, lambda batch: encoding.encode_texts(
             family, tokenizer, seq_len, tf.constant([e["text"] for e in batch])))
-        pieces = tokenizer.tokenize(tf.constant([self.answer(task, e) for e in examples])).to_list()
+        pieces = tokenizer.tokenize(tf.constant([self.answer(e) for e in examples])).to_list()
         width = min(max(map(len, pieces)), seq_len - 1) + 1
         targets = np.full([len(examples), width], tokenizer.pad_id, np.int32)
         for row, ids in enumerate(pieces):
@@ -76,8 +77,8 @@ class TextToText(TaskKind):
         return answers
 
     def score(self, task, examples, predictions):
-        gold = [self.answer(task, e) for e in examples]
-        if task.kind == "classification":
+        gold = [self.answer(e) for e in examples]
+        if not self.data_kind.free_text_answers:
             return {"accuracy": metrics.accuracy(gold, predictions), "macro_f1": metrics.macro_f1(gold, predictions)}
         return {"exact_match": metrics.accuracy([g.strip() for g in gold], [p.strip() for p in predictions])}
 
@@ -89,7 +90,7 @@ class TextToText(TaskKind):
             return fit_to_batch(inputs, inputs["padding_mask"], buckets)
 
         generation = seq2seq_endpoints(compiled(encoder, False), model, tokenizer, seq_len, pack, _STRINGS)
-        if task.kind != "classification":
+        if self.data_kind.free_text_answers:
             return generation
         labels = tf.constant(list(task.labels))
         generate = generation["generate"][0]
@@ -114,21 +115,23 @@ def text_to_text_kind(task, pretrainer, tokenizer, head):
     """The text-to-text kind for `task` when the run fine-tunes its decoder (`head` "text-to-text", or "auto"
     with a pretrainer that has one and a task it can write), else None (a head on the encoder)."""
     decoder = pretrainer is not None and pretrainer.has_decoder
+    data_kind = EXAMPLE_KINDS[task.kind]
     if head == "encoder":
-        if task.kind == "seq2seq":
-            raise ConfigError(f"task {task.name} is seq2seq: its answers are written by a decoder, so --head "
+        if data_kind.free_text_answers:
+            raise ConfigError(f"task {task.name} is {task.kind}: its answers are written by a decoder, so --head "
                               "encoder does not apply")
         return None
     if not decoder:
-        if head == "text-to-text" or task.kind == "seq2seq":
-            raise ConfigError(f"{'--head text-to-text' if head == 'text-to-text' else f'task {task.name} (seq2seq)'}"
-                              " needs an encoder-decoder run with its decoder (--from a t5 pretraining run or a "
-                              "converted T5ForConditionalGeneration)")
+        if head == "text-to-text" or data_kind.free_text_answers:
+            asked = "--head text-to-text" if head == "text-to-text" else f"task {task.name} ({task.kind})"
+            raise ConfigError(f"{asked} needs an encoder-decoder run with its decoder (--from a t5 pretraining run "
+                              "or a converted T5ForConditionalGeneration)")
         return None
-    if task.kind not in TEXT_TO_TEXT_KINDS:
+    if data_kind.answer_field is None:
         if head == "text-to-text":
-            raise ConfigError(f"--head text-to-text takes classification and seq2seq tasks; {task.name} is "
-                              f"{task.kind}: use --head encoder")
+            written = " and ".join(name for name, kind in EXAMPLE_KINDS.items() if kind.answer_field)
+            raise ConfigError(f"--head text-to-text takes {written} tasks; {task.name} is {task.kind}: use "
+                              "--head encoder")
         return None
     if task.pairs:
         raise ConfigError(f"text-to-text fine-tuning takes single texts; {task.name} has pairs: use --head encoder")
