@@ -39,7 +39,8 @@ def prepare(scale_name, arm_names, out, vocab_size, tasks=None):
     from keras_bertology.study.arms import ARMS
     from keras_bertology.study.compute import PROBE_STEPS, arm_tokenizer, probe_step, read_documents, write_task_text
     from keras_bertology.study.options import StudyOptions
-    from keras_bertology.study.run import ArmRun, arm_pretrain_options
+    from keras_bertology.study.run import ArmRun
+    from keras_bertology.study.steps import arm_pretrain_options
 
     options = StudyOptions(scale=scale_name, arms=tuple(arm_names), vocab_size=vocab_size)
     if tasks:

@@ -384,7 +384,7 @@ def test_the_smoke_study_gives_every_arm_equal_compute_and_resumes(tmp_path):
 
 def test_the_gate_runs_first_and_other_arms_fine_tune_only_where_pretraining_pays(tmp_path, monkeypatch):
     """The study's flow with its runs faked: BERT loses to random init on bbc-news and wins on bbc-names."""
-    from keras_bertology.study import run
+    from keras_bertology.study import run, steps
 
     calls = []
 
@@ -394,11 +394,11 @@ def test_the_gate_runs_first_and_other_arms_fine_tune_only_where_pretraining_pay
         score = 0.4 + 0.01 * seed + paying + (0.02 * (seed % 2) if random_init else 0.0)
         return {"metric": "f1", "score": score, "dev": score, "seconds": 1.0, "wall_seconds": 2.0}
 
-    monkeypatch.setattr(run, "_arm_flops", lambda *args: {"average": 1e9, "stages": [[1.0, 1e9]]})
+    monkeypatch.setattr(steps, "_arm_flops", lambda *args: {"average": 1e9, "stages": [[1.0, 1e9]]})
     monkeypatch.setattr(run, "_pretrain", lambda options, scale, arm_run, out: {
         "steps": arm_run.steps, "train_seconds": 1.0, "samples_per_second": 1.0, "precision": "float32",
         "objectives": {"mlm": {"first": {"loss": 7.0}, "last": {"loss": 6.0}}}, "seconds": 1.0})
-    monkeypatch.setattr(run, "_finetune", finetune)
+    monkeypatch.setattr(steps, "_finetune", finetune)
     options = StudyOptions(scale="smoke", seeds=3, out=str(tmp_path / "s"), arms=("bert", "spanbert", "gpt"),
                            verbose=0)
     results = run.study(options)

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from keras_bertology.errors import ConfigError, TrainingError
-from keras_bertology.study import batch_sizes, run
+from keras_bertology.study import rate_grid, run, steps
 from keras_bertology.study.arms import ARMS, SCALES
 from keras_bertology.study.batch_report import overall, trend
 from keras_bertology.study.options import StudyOptions
@@ -16,7 +16,7 @@ ROBERTA = next(arm for arm in ARMS if arm.name == "roberta")
 
 
 def test_every_size_sees_the_same_samples_at_square_root_scaled_rates():
-    settings = batch_sizes.grid(ROBERTA, SCALES["tiny"], (512, 32, 128))
+    settings = rate_grid.grid(ROBERTA, SCALES["tiny"], (512, 32, 128))
     assert [(s.batch_size, s.accumulate, s.steps) for s in settings[::3]] == [
         (32, 1, 600), (128, 4, 150), (512, 16, 38)]
     # Equal samples within the rounding of the largest size's updates (half an update of 512 in 19,200).
@@ -31,13 +31,13 @@ def _pretrained(perplexities):
 
 
 def test_the_rate_of_lowest_held_out_perplexity_is_chosen_and_diverged_runs_are_passed_over():
-    settings = batch_sizes.grid(ROBERTA, SCALES["smoke"], (8, 16))
+    settings = rate_grid.grid(ROBERTA, SCALES["smoke"], (8, 16))
     values = dict(zip([s.name for s in settings], [300.0, 250.0, None, 400.0, 420.0, 390.0]))
-    best = batch_sizes.chosen(settings, _pretrained(values))
+    best = rate_grid.chosen(settings, _pretrained(values))
     assert {size: setting.rate for size, setting in best.items()} == {8: settings[1].rate, 16: settings[5].rate}
     lost = dict(values, **{s.name: None for s in settings[3:]})
     with pytest.raises(TrainingError, match="every rate of the grid diverged at batch size 16"):
-        batch_sizes.chosen(settings, _pretrained(lost))
+        rate_grid.chosen(settings, _pretrained(lost))
 
 
 def _verdict(verdict):
@@ -116,8 +116,8 @@ def test_the_flow_pretrains_the_grid_then_the_chosen_rates_seeds_then_fine_tunes
         return {"average": 1e9, "stages": [[1.0, 1e9]]}
 
     monkeypatch.setattr(pretraining, "pretrain", pretrain)
-    monkeypatch.setattr(run, "_finetune", finetune)
-    monkeypatch.setattr(run, "_arm_flops", arm_flops)
+    monkeypatch.setattr(steps, "_finetune", finetune)
+    monkeypatch.setattr(steps, "_arm_flops", arm_flops)
     options = StudyOptions(scale="smoke", seeds=3, out=str(tmp_path / "s"), batch_sizes=(8, 16, 32),
                            tasks=("bbc-names",), verbose=0)
     results = run.study(options)
@@ -153,7 +153,7 @@ def test_the_flow_pretrains_the_grid_then_the_chosen_rates_seeds_then_fine_tunes
 def test_a_smoke_batch_study_accumulates_and_evaluates_held_out_documents(tmp_path, monkeypatch):
     """The axis with its runs real: each size's runs accumulate and score held-out documents at their end,
     and the report reads them. One rate a size (the grid's logic is the flow test's), two seeds."""
-    monkeypatch.setattr(batch_sizes, "RATE_FACTORS", (1.0,))
+    monkeypatch.setattr(rate_grid, "RATE_FACTORS", (1.0,))
     out = tmp_path / "s"
     results = run.study(StudyOptions(scale="smoke", batch_sizes=(8, 16), tasks=("bbc-names",), seeds=2,
                                      vocab_size=1000, out=str(out), all_tasks=True, verbose=0))
@@ -185,15 +185,15 @@ def test_bad_batch_sizes_on_the_command_line_get_one_line_and_no_folder(tmp_path
 
 
 def test_a_best_rate_at_an_end_of_the_grid_adds_the_rate_beyond_it_twice_at_most():
-    settings = batch_sizes.grid(ROBERTA, SCALES["smoke"], (8, 16))
+    settings = rate_grid.grid(ROBERTA, SCALES["smoke"], (8, 16))
     lowest_best = dict(zip([s.name for s in settings], [300.0, 310.0, 320.0, 420.0, 410.0, 400.0]))
-    added = batch_sizes.widened(settings, _pretrained(lowest_best))
+    added = rate_grid.widened(settings, _pretrained(lowest_best))
     assert [(s.batch_size, s.rate) for s in added] == [(8, 2.5e-4), (16, float(f"{2 * settings[5].rate:.3g}"))]
     # The first widening won again at batch 8 (lower still); batch 16's best is now inside its rates.
     wider = settings + added
     lowest_best.update({added[0].name: 290.0, added[1].name: 405.0})
-    again = batch_sizes.widened(wider, _pretrained(lowest_best))
+    again = rate_grid.widened(wider, _pretrained(lowest_best))
     assert [(s.batch_size, s.rate) for s in again] == [(8, 1.25e-4)]
     lowest_best[again[0].name] = 280.0  # at the end again, but batch 8 has had its two
-    assert batch_sizes.widened(wider + again, _pretrained(lowest_best)) == []
-    assert batch_sizes.widened(settings, _pretrained(dict(zip(lowest_best, [310.0, 300.0, 320.0] * 2)))) == []
+    assert rate_grid.widened(wider + again, _pretrained(lowest_best)) == []
+    assert rate_grid.widened(settings, _pretrained(dict(zip(lowest_best, [310.0, 300.0, 320.0] * 2)))) == []

@@ -14,10 +14,10 @@ import dataclasses
 import math
 from pathlib import Path
 
+from keras_bertology.study.rate_grid import MAX_WIDENINGS, RATE_FACTORS
 from keras_bertology.study.report import (DECISIVE, finetune_key, gate, judge, save_figure, summarize,
                                           write_results)
-from keras_bertology.study.batch_sizes import MAX_WIDENINGS, RATE_FACTORS
-from keras_bertology.study.run import RANDOM_INIT
+from keras_bertology.study.steps import RANDOM_INIT
 
 
 def write_batch_report(out, options, scale, settings, best, seeds, keys, state, label_counts, compared,

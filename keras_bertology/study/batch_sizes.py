@@ -29,105 +29,21 @@ from pathlib import Path
 import keras
 
 from keras_bertology.errors import ConfigError, TrainingError
-from keras_bertology.models.registry import get_family
-from keras_bertology.study import run as study_run
+from keras_bertology.study import steps
 from keras_bertology.study.arms import arm_named
+from keras_bertology.study.batch_report import write_batch_report
 from keras_bertology.study.compute import seed_run_folder
+from keras_bertology.study.rate_grid import RATE_FACTORS, base_rate, chosen, grid, widened
 from keras_bertology.study.report import gate
 from keras_bertology.study.workers import Workers
 
-# The grid of peak rates per batch size, as multiples of the square-root-scaled rate: a factor of 2 each
-# way brackets where the rule of thumb puts the best rate.
-RATE_FACTORS = (0.5, 1.0, 2.0)
-# Rates added beyond an end of a size's grid where its best rate lies at that end (each a factor of 2 further),
-# at most this many per size: a best rate at the edge of what was tried may be beaten just outside it.
-MAX_WIDENINGS = 2
 # Pretraining seeds of each batch size's chosen rate (the grid runs are the first): per scale, else DEFAULT.
 PRETRAINING_SEEDS = {"smoke": 2}
 DEFAULT_PRETRAINING_SEEDS = 3
 
 
-@dataclasses.dataclass(frozen=True)
-class Setting:
-    """One pretraining run of the axis: an effective batch (`batch_size`, in micro-batches of
-    `micro_batch`), `steps` updates, a peak `rate` and a `seed` (an offset of the study's --seed)."""
-
-    arm_name: str
-    model: str
-    batch_size: int
-    micro_batch: int
-    steps: int
-    rate: float
-    seed: int = 0
-
-    @property
-    def name(self):
-        seed = f"-seed-{self.seed}" if self.seed else ""
-        return f"{self.arm_name}-batch-{self.batch_size}-rate-{self.rate:g}{seed}"
-
-    @property
-    def accumulate(self):
-        return self.batch_size // self.micro_batch
-
-    @property
-    def samples(self):
-        return self.steps * self.batch_size
-
-
 def pretraining_seeds(scale_name):
     return PRETRAINING_SEEDS.get(scale_name, DEFAULT_PRETRAINING_SEEDS)
-
-
-def grid(arm, scale, batch_sizes):
-    """The seed-0 settings of every batch size and rate of the grid, smallest batch first."""
-    base = _base_rate(arm)
-    settings = []
-    for size in sorted(batch_sizes):
-        steps = max(1, round(scale.reference_steps * scale.batch_size / size))
-        centre = base * math.sqrt(size / scale.batch_size)
-        settings += [Setting(arm.name, arm.model, size, scale.batch_size, steps, float(f"{centre * factor:.3g}"))
-                     for factor in RATE_FACTORS]
-    return settings
-
-
-def _base_rate(arm):
-    from keras_bertology.training.options import PretrainOptions
-
-    return PretrainOptions(model=arm.model, preset=arm.preset).peak_learning_rate(get_family(arm.model))
-
-
-def chosen(settings, pretrained):
-    """{batch size: the seed-0 setting of the lowest held-out perplexity}; a size whose every rate
-    diverged is refused in one line."""
-    best = {}
-    for setting in settings:
-        perplexity = pretrained[setting.name]["perplexity"]
-        if perplexity is None:  # diverged
-            continue
-        if setting.batch_size not in best or perplexity < pretrained[best[setting.batch_size].name]["perplexity"]:
-            best[setting.batch_size] = setting
-    lost = sorted({setting.batch_size for setting in settings} - set(best))
-    if lost:
-        rates = ", ".join(f"{setting.rate:g}" for setting in settings if setting.batch_size == lost[0])
-        raise TrainingError(f"every rate of the grid diverged at batch size {lost[0]} ({rates}): the study has no "
-                            "run of that size to judge; study smaller batch sizes")
-    return best
-
-
-def widened(settings, pretrained):
-    """The settings to try next: for each size whose best rate is the lowest or the highest of those it
-    tried, the rate a factor of 2 beyond it, while the size has had fewer than MAX_WIDENINGS of them."""
-    best = chosen(settings, pretrained)
-    added = []
-    for size, setting in sorted(best.items()):
-        tried = sorted((s.rate for s in settings if s.batch_size == size))
-        if len(tried) - len(RATE_FACTORS) >= MAX_WIDENINGS or len(tried) < 2:
-            continue
-        if setting.rate == tried[0]:
-            added.append(dataclasses.replace(setting, rate=float(f"{setting.rate / 2:.3g}")))
-        elif setting.rate == tried[-1]:
-            added.append(dataclasses.replace(setting, rate=float(f"{setting.rate * 2:.3g}")))
-    return added
 
 
 def batch_study(options, given, scale, out, state, label_counts, workers):
@@ -136,12 +52,12 @@ def batch_study(options, given, scale, out, state, label_counts, workers):
     own on --backend, closed before fine-tuning so that their memory goes back."""
     arm = arm_named(options.arms[0])
     settings = grid(arm, scale, options.batch_sizes)
-    study_run.count_flops(options, scale, (arm,), state, out, workers)
+    steps.count_flops(options, scale, (arm,), state, out, workers)
     flops = state["flops_per_step"][arm.name]["average"]
-    study_run.say(options, f"batch sizes {', '.join(map(str, sorted(options.batch_sizes)))} at "
+    steps.say(options, f"batch sizes {', '.join(map(str, sorted(options.batch_sizes)))} at "
                            f"{scale.reference_steps * scale.batch_size} samples each ({flops:.3g} FLOPs a step of "
                            f"{scale.batch_size}); rates {', '.join(f'{factor:g}' for factor in RATE_FACTORS)} x "
-                           f"the square-root-scaled {_base_rate(arm):g}, chosen by held-out perplexity")
+                           f"the square-root-scaled {base_rate(arm):g}, chosen by held-out perplexity")
     seeds = pretraining_seeds(options.scale)
     backend = None if options.backend == "tensorflow" else options.backend
     with Workers(options.workers, backend=backend) as pretraining:
@@ -159,23 +75,21 @@ def batch_study(options, given, scale, out, state, label_counts, workers):
     # The gate: the smallest batch and random initialisation (of the same encoder) on every task.
     gate_jobs = [job for task, counts in label_counts.items()
                  for job in ((reference_key, reference_folder, False, task, counts["verdict"]),
-                             (study_run.RANDOM_INIT, reference_folder, True, task, counts["verdict"]))]
-    finetuned = study_run.finetune_all(options, scale, gate_jobs, state, out, workers)
-    gated = {task: gate(state, reference_key, study_run.RANDOM_INIT, task, counts["verdict"], options.seed_count)
+                             (steps.RANDOM_INIT, reference_folder, True, task, counts["verdict"]))]
+    finetuned = steps.finetune_all(options, scale, gate_jobs, state, out, workers)
+    gated = {task: gate(state, reference_key, steps.RANDOM_INIT, task, counts["verdict"], options.seed_count)
              for task, counts in label_counts.items()}
     compared = [task for task in label_counts if gated[task]["pays"] or options.all_tasks]
     for task in label_counts:
         if not gated[task]["pays"]:
-            study_run.say(options, f"{Path(task).name}: batches of {smallest} do not beat random initialisation "
+            steps.say(options, f"{Path(task).name}: batches of {smallest} do not beat random initialisation "
                                    f"({gated[task]['difference']:+.3f}); the other sizes are not fine-tuned on it")
     jobs = [(keys[size], out / "pretrain" / setting.name, False, task, label_counts[task]["verdict"])
             for task in compared for size, setting in best.items() if size != smallest]
-    finetuned += study_run.finetune_all(options, scale, jobs, state, out, workers)
-    from keras_bertology.study.batch_report import write_batch_report  # (it reads this module's grid shape)
-
+    finetuned += steps.finetune_all(options, scale, jobs, state, out, workers)
     results = write_batch_report(out, given, scale, settings, best, seeds, keys, state, label_counts, compared,
                                  finetuned)
-    study_run.say(options, f"study done: {out}/results.md, results.json, batch_sizes.png")
+    steps.say(options, f"study done: {out}/results.md, results.json, batch_sizes.png")
     return results
 
 
@@ -192,7 +106,7 @@ def check_runs(options, scale):
 
 def _options(options, scale, setting, out):
     arm = arm_named(setting.arm_name)
-    base = study_run.arm_pretrain_options(options, scale, arm, setting.steps, out, study_dir=Path(options.out))
+    base = steps.arm_pretrain_options(options, scale, arm, setting.steps, out, study_dir=Path(options.out))
     return dataclasses.replace(base, batch_size=setting.batch_size, accumulate=setting.accumulate,
                                learning_rate=setting.rate, seed=options.seed + setting.seed, eval_every=setting.steps)
 
@@ -200,18 +114,18 @@ def _options(options, scale, setting, out):
 def _pretrain_settings(options, scale, settings, state, out, workers, what):
     todo = [setting for setting in settings if setting.name not in state["pretrain"]]
     if todo:
-        study_run.say(options, f"pretraining {what}: {len(todo)} runs")
+        steps.say(options, f"pretraining {what}: {len(todo)} runs")
 
     def done(job, result):
         setting = job[2]
         state["pretrain"][setting.name] = result
         state.save()
         perplexity = "diverged" if result["perplexity"] is None else f"held-out perplexity {result['perplexity']:.1f}"
-        study_run.say(options, f"    {setting.name}: {setting.steps} updates of {setting.batch_size} "
+        steps.say(options, f"    {setting.name}: {setting.steps} updates of {setting.batch_size} "
                                f"({setting.accumulate} x {setting.micro_batch}), {perplexity} "
                                f"({result['seconds']:.0f} s)")
 
-    workers.run_all(_pretrain_setting, [(study_run.quiet(options), scale, setting, out) for setting in todo], done)
+    workers.run_all(_pretrain_setting, [(steps.quiet(options), scale, setting, out) for setting in todo], done)
 
 
 def _pretrain_setting(options, scale, setting, out):

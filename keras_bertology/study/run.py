@@ -28,7 +28,6 @@ fine-tuning run.
 import dataclasses
 import json
 import logging
-import shutil
 import time
 from pathlib import Path
 
@@ -37,23 +36,18 @@ import keras
 from keras_bertology.atomic import atomic_file
 from keras_bertology.errors import ConfigError
 from keras_bertology.finetune.datasets import load_task
-from keras_bertology.finetune.options import FinetuneOptions
-from keras_bertology.finetune.shared_work import SharedWork
-from keras_bertology.models.registry import get_family
 from keras_bertology.output_paths import STUDY, claim_output_folder
 from keras_bertology.study.arms import ARMS, arm_run_folder
-from keras_bertology.study.compute import (PROBE_STEPS, arm_tokenizer, probe_step, read_documents,
-                                           seed_run_folder, write_task_text)
+from keras_bertology.study.batch_sizes import batch_study, check_runs
+from keras_bertology.study.compute import seed_run_folder, write_task_text
 from keras_bertology.study.options import StudyOptions  # noqa: F401  re-exported
-from keras_bertology.study.report import finetune_key, gate, write_report
+from keras_bertology.study.report import gate, write_report
+from keras_bertology.study.steps import (
+    RANDOM_INIT, Progress, arm_pretrain_options, count_flops, drop_corpus, finetune_all, quiet, say)
 from keras_bertology.study.workers import Workers
 from keras_bertology.training.options import PretrainOptions
 
 STATE_FILE = "study.json"
-RANDOM_INIT = "random-init"
-# What this process keeps between runs (a worker's, or the study's own with one worker): the corpus read
-# once, and the fine-tuning runs' SharedWork (a job's seeds share a traced model and encoded splits).
-_SHARED = {}
 
 
 def study(options):
@@ -66,8 +60,6 @@ def study(options):
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
     out = Path(options.out)
     if options.batch_sizes:
-        from keras_bertology.study.batch_sizes import check_runs
-
         check_runs(options, scale)
     with claim_output_folder(out, "--out", STUDY):
         return _study(options, scale, out)
@@ -85,8 +77,6 @@ def _study(options, scale, out):
     if options.backend != "tensorflow":
         _share_gpus()
     if options.batch_sizes:
-        from keras_bertology.study.batch_sizes import batch_study
-
         with Workers(options.workers) as workers:
             return batch_study(options, given, scale, out, state, label_counts, workers)
     arms = sorted((arm for arm in ARMS if arm.name in options.arms), key=lambda arm: options.arms.index(arm.name))
@@ -135,37 +125,9 @@ def _share_gpus():
         tf.config.experimental.set_memory_growth(gpu, True)
 
 
-def count_flops(options, scale, arms, state, out, workers):
-    """The cost of a step of each arm, on its own data (its tokenizer is kept for its run)."""
-    todo = [arm for arm in arms if arm.name not in state["flops_per_step"]]
-    if todo:
-        say(options, f"counting the FLOPs of a training step of {len(todo)} arms (each trains its tokenizer)")
-
-    def done(job, result):
-        state["flops_per_step"][job[2].name] = result
-        state.save()
-        say(options, f"    {job[2].name}: {result['average']:.3g} FLOPs a step")
-
-    workers.run_all(_arm_flops, [(quiet(options), scale, arm, out) for arm in todo], done)
-    _SHARED.pop("documents", None)
-
-
-def _arm_flops(options, scale, arm, out):
-    family = get_family(arm.model)
-    if "documents" not in _SHARED:  # read once per process
-        _SHARED["documents"] = read_documents(options)
-    documents = _SHARED["documents"]
-    probe = arm_pretrain_options(options, scale, arm, steps=PROBE_STEPS, out=None, study_dir=out)
-    context = family.run_context(probe.family_options)
-    tokenizer = arm_tokenizer(family, documents, probe, out / "tokenizers" / arm.name, context.tokenizer)
-    average, stages, _ = probe_step(family, tokenizer, documents, probe, context)
-    keras.backend.clear_session()
-    return {"average": average, "stages": stages}
-
-
 def _pretrain_all(options, scale, runs, state, out, workers):
     todo = [run for run in runs if run.arm.name not in state["pretrain"]]
-    progress = _Progress(len(todo), "pretraining")
+    progress = Progress(len(todo), "pretraining")
     if todo and options.workers > 1:
         say(options, f"arms to pretrain: {len(todo)}, {min(options.workers, len(todo))} at a time")
 
@@ -177,12 +139,6 @@ def _pretrain_all(options, scale, runs, state, out, workers):
                      f"{run.flops:.3g} FLOPs, done in {result['seconds']:.0f} s{progress.step()}")
 
     workers.run_all(_pretrain, [(quiet(options), scale, run, out) for run in todo], done)
-
-
-def quiet(options):
-    """The options a run gets: progress bars of runs side by side would interleave, so a worker's run
-    reports only its end."""
-    return dataclasses.replace(options, verbose=0) if options.workers > 1 else options
 
 
 def _label_counts(scale, task):
@@ -205,41 +161,6 @@ def _arm_jobs(points, reference, label_counts, tasks, out):
     """Every other point (each arm at each share of the budget) on `tasks`, at their verdict count."""
     return [(point.key, point.folder(out), False, task, label_counts[task]["verdict"])
             for task in tasks for point in points if point is not reference]
-
-
-def finetune_all(options, scale, jobs, state, out, workers):
-    """Every seed of `jobs` [(key, run folder, random init, task, label count)] not done yet; returns the
-    study.json keys of all of them, done before or now."""
-    every = [(finetune_key(key, task, labels, seed), run_dir, random_init, task, labels, seed)
-             for key, run_dir, random_init, task, labels in jobs for seed in range(options.seed_count)]
-    todo = [job for job in every if job[0] not in state["finetune"]]
-    progress = _Progress(len(todo), "fine-tuning")
-
-    def done(job, result):
-        key = job[1]
-        state["finetune"][key] = result
-        state.save()
-        say(options, f"[finetune {progress.done + 1}/{len(todo)}] {key}: test {result['metric']} "
-                     f"{result['score']:.4f} ({result['wall_seconds']:.0f} s){progress.step()}")
-
-    workers.run_all(_finetune, [(scale, *job, out) for job in todo], done)
-    _SHARED.clear()
-    keras.backend.clear_session()
-    return [job[0] for job in every]
-
-
-class _Progress:
-    """The time left of `total` runs to do in this process, from the pace of the ones done so far."""
-
-    def __init__(self, total, what):
-        self.total, self.what, self.done, self.started = total, what, 0, time.perf_counter()
-
-    def step(self):
-        self.done += 1
-        if self.done >= self.total:
-            return ""
-        left = (time.perf_counter() - self.started) / self.done * (self.total - self.done)
-        return f"; {self.what} left: about {left / 60:.0f} min"
 
 
 class ArmRun:
@@ -279,23 +200,10 @@ class _Point:
         return run_dir if self.steps == self.run.steps else run_dir / "snapshots" / f"step-{self.steps:07d}"
 
 
-def arm_pretrain_options(options, scale, arm, steps, out, snapshots=(), study_dir=None):
-    """The `PretrainOptions` of an arm's run of `steps` steps into `out` (None for a probe), in the study
-    folder `study_dir`."""
-    return PretrainOptions(
-        model=arm.model, preset=arm.preset, corpus=options.corpus, corpus_format=options.corpus_format,
-        text_field=options.text_field, steps=steps, batch_size=scale.batch_size, seq_len=scale.seq_len,
-        out=out, no_export=True, vocab_size=options.vocab_size, masking=arm.masking,
-        masking_units=arm.masking_units, seed=options.seed,
-        resume=True, family_options=arm.options_for(steps, study_dir), encoder=arm.encoder_for(scale.encoder),
-        snapshots=snapshots,
-        verbose=options.verbose)
-
-
 def _pretrain(options, scale, run, out):
     from keras_bertology.training.pretrain import pretrain
 
-    _SHARED.pop("documents", None)  # a worker's copy of the corpus, read to count FLOPs
+    drop_corpus()  # a worker's copy of the corpus, read to count FLOPs
     started = time.perf_counter()
     run_dir = arm_run_folder(out, run.arm.name)
     seed_run_folder(run_dir, out / "tokenizers" / run.arm.name)
@@ -306,26 +214,6 @@ def _pretrain(options, scale, run, out):
             "objectives": {name: {"first": summary["first"], "last": summary["last"]}
                            for name, summary in metrics["objectives"].items()},
             "seconds": time.perf_counter() - started}
-
-
-def _finetune(scale, key, run_dir, random_init, task, labels, seed, out):
-    """One fine-tuning run on `labels` examples drawn by `seed`, into out/finetune/`key`; a folder an
-    interrupted run left is cleared first."""
-    from keras_bertology.finetune.run import finetune
-
-    started = time.perf_counter()
-    folder = out / "finetune" / key
-    if folder.exists():
-        shutil.rmtree(folder)
-    batch_size, epochs = scale.finetune_recipe(labels)
-    results = finetune(FinetuneOptions(
-        task=task, from_dir=str(run_dir), epochs=epochs, batch_size=batch_size,
-        learning_rate=scale.finetune_learning_rate, seq_len=scale.finetune_seq_len, seed=seed, out=str(folder),
-        results_only=True, max_examples=scale.finetune_max_examples, train_examples=labels, last_epoch=True,
-        random_init=random_init, summary=scale.finetune_summary, verbose=0), _SHARED.setdefault("work", SharedWork()))
-    metric = results["primary_metric"]
-    return {"metric": metric, "score": results["test"][metric], "dev": results["dev"][metric],
-            "seconds": results["train_seconds"], "wall_seconds": time.perf_counter() - started}
 
 
 class _State(dict):
@@ -353,8 +241,3 @@ class _State(dict):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_file(self.path) as staging:
             staging.write_text(json.dumps(self, indent=2))
-
-
-def say(options, message):
-    if options.verbose:
-        print(message, flush=True)
