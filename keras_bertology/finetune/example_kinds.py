@@ -26,7 +26,7 @@ import re
 
 from keras_bertology.errors import DataError
 
-TAG = re.compile(r"O|[BI]-\S+")
+_TAG = re.compile(r"O|[BI]-\S+")
 _WHOLE_NUMBER = re.compile(r"[+-]?\d+")
 
 
@@ -166,11 +166,11 @@ class Tagging(ExampleKind):
     token_lines = True
 
     def claims(self, names) -> bool:
-        return len(names) == 2 and "text" not in names and bool(TAG.fullmatch(names[1]))
+        return len(names) == 2 and "text" not in names and bool(_TAG.fullmatch(names[1]))
 
     @staticmethod
     def check_tag(tag, path, line):
-        if not TAG.fullmatch(tag):
+        if not _TAG.fullmatch(tag):
             raise DataError(f"{path} line {line}: tag {tag!r} is not O, B-TYPE or I-TYPE; use BIO tags")
 
     def labels(self, examples) -> tuple:
