@@ -7,8 +7,8 @@ SPLITS = ("train", "dev", "test")
 
 @dataclass(frozen=True)
 class TaskData:
-    """A fine-tuning task: its kind (a name of `example_kinds.EXAMPLE_KINDS`), label set and train/dev/test
-    examples (see finetune/datasets.py)."""
+    """A fine-tuning task: its kind (a name of `example_kinds.EXAMPLE_KINDS`, which says what its examples
+    and labels look like), label set and train/dev/test examples (`datasets.load_task`)."""
 
     name: str
     kind: str
