@@ -5,6 +5,7 @@ as its greedy `generate`; and the family's own vocabulary, stream and data stage
 import contextlib
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -308,3 +309,20 @@ def test_text_to_text_predictions_are_the_greedy_answers_of_the_whole_decoder(se
     expected = [kind._text(row[1:]) for row in written]
     assert len(set(expected)) > 1 and all(expected)  # answers that tell a wrong decoding apart
     assert kind.predict(pretrainer, encoded, task, examples, batch_size=2) == expected
+
+
+@pytest.mark.parametrize("kind, head, has_decoder, message", [
+    ("tagging", "text-to-text", True, "--head text-to-text takes classification and seq2seq tasks; t is tagging"),
+    ("seq2seq", "encoder", True, "task t is seq2seq: its answers are written by a decoder"),
+    ("seq2seq", "auto", False, "task t (seq2seq) needs an encoder-decoder run"),
+])
+def test_a_task_kind_text_to_text_cannot_take_is_refused_in_one_line(kind, head, has_decoder, message):
+    """Which kinds a decoder writes comes from the data kinds (`answer_field`, `free_text_answers`)."""
+    from types import SimpleNamespace
+
+    from keras_bertology.finetune.task_data import TaskData
+    from keras_bertology.finetune.text_to_text import text_to_text_kind
+
+    task = TaskData("t", kind, (), False, {}, "test")
+    with pytest.raises(ConfigError, match="^" + re.escape(message)):
+        text_to_text_kind(task, SimpleNamespace(has_decoder=has_decoder, objectives=["spans"]), None, head)
