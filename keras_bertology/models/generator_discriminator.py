@@ -168,6 +168,8 @@ class GeneratorDiscriminator(Pretrainer):
         self.set_stage(None)
         super().compile_from_config(config)
 
+    output_kinds = ()  # the generator is discarded after pretraining; only the discriminator is served
+
     def masked_lm_model(self, mask_id=None):
         """None: the generator is discarded after pretraining; only the discriminator is served."""
         return None

@@ -47,13 +47,13 @@ from keras_bertology.data.shards import (
     FORMAT, MANIFEST_FILE, TOKENIZER_DIR, VERSION, shard_name, tokenizer_fingerprint, write_shard)
 from keras_bertology.data.static_masking import masked_batches
 from keras_bertology.data.tokenizers import CONFIG_FILE as TOKENIZER_CONFIG
+from keras_bertology.data.held_out_lines import hold_out_sentences
 from keras_bertology.data.tokenizers import WordPieceTokenizer, load_tokenizer
 from keras_bertology.errors import BertologyError, ConfigError, CorpusError
 from keras_bertology.extras import require_extra
 from keras_bertology.models.registry import get_family
 from keras_bertology.output_paths import PREPARED_DATA, claim_output_folder
 from keras_bertology.prepare.options import GZIP_RATIO
-from keras_bertology.training.fill_mask import hold_out_sentences
 from keras_bertology.training.options import RECIPE_FIELDS
 
 require_extra("apache_beam", "bertology prepare")

@@ -71,6 +71,8 @@ class ElmoPretrainer(Pretrainer):
         super().__init__(backbone, inputs, outputs, objectives, **kwargs)
         self.softmax_samples = softmax_samples
 
+    output_kinds = ("word_in_context",)  # the backbone's per-word `context_output`, served by `serve`
+
     def served_backbone(self):
         """A copy of the backbone whose scalar mix trains again (held still here, where no loss reaches it):
         what the run saves, exports and fine-tunes."""

@@ -31,6 +31,8 @@ class GPTPretrainer(Pretrainer):
             backbone.token_embedding(states, reverse=True))
         super().__init__(backbone, inputs, {"clm": logits}, [CLM], **kwargs)
 
+    output_kinds = ("continuation",)
+
     def causal_lm_model(self):
         """backbone inputs -> the next-token logits [B, L, V], for serving `score` and `generate`."""
         return keras.Model(self.input, self.output["clm"])

@@ -44,6 +44,7 @@ class T5Pretrainer(Pretrainer):
         self.tie_embeddings, self.scale_logits, self._head = tie_embeddings, scale_logits, head
 
     has_decoder = True
+    output_kinds = ("span_fill",)
 
     def start_decoding(self, encoder_states):
         """Each decoder layer's cross-attention heads of `encoder_states` [B, L, H], computed once for

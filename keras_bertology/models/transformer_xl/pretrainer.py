@@ -69,6 +69,8 @@ class TransformerXLPretrainer(Pretrainer):
         self.batch_size = batch_size
         self.tie_projections = head.tie_projections
 
+    output_kinds = ("continuation", "stream_perplexity")
+
     def causal_lm_model(self):
         """backbone inputs -> next-token log-probabilities [B, L, V] without memory, for serving."""
         inputs = self.backbone.input

@@ -147,6 +147,8 @@ class XLNetPretrainer(Pretrainer):
         self.bi_data = bi_data
         self.tie_decoder = tie_decoder
 
+    output_kinds = ("fill_in",)  # its permutation LM fills in blanks through the query stream
+
     def masked_lm_model(self, mask_id=None):
         """backbone inputs + `mask_positions` -> [B, P, V] query-stream logits there, the blanks
         (`mask_id`) last in the order (`FillInOrder`): the export's fill-in signature (plain text:
