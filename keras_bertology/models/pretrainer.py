@@ -204,6 +204,20 @@ class Pretrainer(keras.Model):
         "stream_perplexity" output kind); None for a model without segment memory."""
         return None
 
+    # The constructor argument that takes the backbone, and its key in the saved config.
+    backbone_argument = "backbone"
+
+    def get_config(self):
+        """The name, trainability and serialized backbone; a subclass adds its own constructor arguments."""
+        return {"name": self.name, "trainable": self.trainable,
+                self.backbone_argument: keras.saving.serialize_keras_object(self.backbone)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config[cls.backbone_argument] = keras.saving.deserialize_keras_object(config[cls.backbone_argument])
+        return cls(**config)
+
     def get_compile_config(self):
         if not self.compiled:
             return None

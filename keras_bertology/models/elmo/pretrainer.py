@@ -81,11 +81,4 @@ class ElmoPretrainer(Pretrainer):
         return served
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable, "softmax_samples": self.softmax_samples,
-                "backbone": keras.saving.serialize_keras_object(self.backbone)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)
+        return {**super().get_config(), "softmax_samples": self.softmax_samples}

@@ -163,11 +163,5 @@ class XLNetPretrainer(Pretrainer):
         return keras.Model(inputs, self.get_layer("plm_head")(query), name="fill_in")
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.saving.serialize_keras_object(self.backbone),
-                "mem_len": self.mem_len, "batch_size": self.batch_size, "reuse_len": self.reuse_len, "bi_data": self.bi_data,
-                "tie_decoder": self.tie_decoder}
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**dict(config, backbone=keras.saving.deserialize_keras_object(config["backbone"])))
+        return {**super().get_config(), "mem_len": self.mem_len, "batch_size": self.batch_size,
+                "reuse_len": self.reuse_len, "bi_data": self.bi_data, "tie_decoder": self.tie_decoder}
