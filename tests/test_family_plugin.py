@@ -12,12 +12,13 @@ import pytest
 import keras_bertology
 from cli_runs import pretrain_two_plays
 from keras_bertology.data.instances import pack_sentences
+from keras_bertology.errors import ConfigError
 from keras_bertology.layers import MaskedLMHead, PooledClassificationHead
 from keras_bertology.models import FAMILIES, register_family
 from keras_bertology.models.bert.pretrainer import MLM
 from keras_bertology.models.family import FamilyOption, ModelFamily
 from keras_bertology.models.pretrainer import Objective, Pretrainer
-from keras_bertology.outputs import OUTPUT_KINDS, Endpoints, OutputKind, register_output_kind
+from keras_bertology.outputs import OUTPUT_KINDS, Endpoints, OutputKind, kinds_of, register_output_kind
 
 LONG = Objective("long", label_key="long_labels")
 LONG_SENTENCE = 12  # tokens
@@ -149,10 +150,20 @@ def test_a_family_defined_outside_trains_exports_and_serves(toy_family, tmp_path
         in out_text
 
 
+def test_a_pretrainer_declaring_an_unregistered_kind_is_refused_naming_it():
+    class Declares:
+        output_kinds = ("fill_in", "long_lines")
+
+    with pytest.raises(ConfigError, match="declares the output kinds long_lines, which are not registered"):
+        kinds_of(Declares())
+
+
 GENERIC_MODULES = ["training/pretrain.py", "training/options.py", "training/report.py", "export/saved_model.py",
                    "convert/hf_checkpoint.py", "convert/hf_tokenizer.py", "cli.py", "runs.py",
                    "models/family.py", "models/pretrainer.py", "data/masking.py",
-                   "data/span_masking.py", "data/static_masking.py", "data/pipeline.py"]
+                   "data/span_masking.py", "data/static_masking.py", "data/pipeline.py",
+                   *(f"outputs/{name}.py" for name in ("kind", "registry", "fill_in", "continuation", "span_fill",
+                                                       "word_in_context", "stream_perplexity"))]
 
 
 @pytest.mark.parametrize("module", GENERIC_MODULES)
