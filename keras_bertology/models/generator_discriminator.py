@@ -98,6 +98,9 @@ class GeneratorDiscriminator(Pretrainer):
             shape and no shared embeddings.
     """
 
+    backbone_argument = "discriminator"
+    output_kinds = ()  # the generator is discarded after pretraining; only the discriminator is served
+
     def __init__(self, discriminator, generator_config, generator_cls=None, embedding_sharing=FULL,
                  rtd_weight=50.0, rtd_reads_context=False, temperature=1.0, seed=None, two_stage_steps=0,
                  **kwargs):
@@ -167,9 +170,6 @@ class GeneratorDiscriminator(Pretrainer):
         """A reloaded model's optimizer covers both stages' variables, as when it was saved."""
         self.set_stage(None)
         super().compile_from_config(config)
-
-    backbone_argument = "discriminator"
-    output_kinds = ()  # the generator is discarded after pretraining; only the discriminator is served
 
     def masked_lm_model(self, mask_id=None):
         """None: the generator is discarded after pretraining; only the discriminator is served."""
