@@ -145,7 +145,7 @@ def test_pretrain_writes_run_and_export_that_serves_the_same_numbers(tmp_path, m
 
 def _check_fill_mask_examples(examples, stdout):
     """Held-out lines with one masked word, ranked by the exported model."""
-    from keras_bertology.training.fill_mask import HELD_OUT
+    from keras_bertology.data.held_out_lines import HELD_OUT
 
     assert 1 <= len(examples) <= HELD_OUT
     for example in examples:

@@ -253,7 +253,7 @@ def _sixty_documents(folder):
 
 
 def test_a_file_reached_twice_is_read_once_and_held_out_lines_stay_out(tmp_path):
-    from keras_bertology.training.fill_mask import HELD_OUT, hold_out_sentences  # imports TensorFlow
+    from keras_bertology.data.held_out_lines import HELD_OUT, hold_out_sentences
 
     file = _sixty_documents(tmp_path)
     os.symlink("..", tmp_path / "a" / "b" / "loop")  # a symlink loop: glob follows it 40 times
@@ -275,7 +275,7 @@ def test_the_masked_word_of_a_held_out_line_is_drawn_by_seed_among_single_token_
     import random
 
     from keras_bertology.data.tokenizers import WordPieceTokenizer
-    from keras_bertology.training.fill_mask import _masked_queries  # imports TensorFlow
+    from keras_bertology.outputs.fill_in import _masked_queries  # imports TensorFlow
 
     vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "king", "sword", "of", "is", "gone",
                   "kingdom", "##s"]

@@ -1,5 +1,6 @@
 """A new family costs its own record: one defined here, outside the library, trains, exports
-and serves through the generic path and the command line, which never name a family."""
+and serves through the generic path and the command line, which never name a family; so does a new
+output kind, which its pretrainer declares."""
 
 import re
 from pathlib import Path
@@ -11,11 +12,13 @@ import pytest
 import keras_bertology
 from cli_runs import pretrain_two_plays
 from keras_bertology.data.instances import pack_sentences
+from keras_bertology.errors import ConfigError
 from keras_bertology.layers import MaskedLMHead, PooledClassificationHead
 from keras_bertology.models import FAMILIES, register_family
 from keras_bertology.models.bert.pretrainer import MLM
 from keras_bertology.models.family import FamilyOption, ModelFamily
 from keras_bertology.models.pretrainer import Objective, Pretrainer
+from keras_bertology.outputs import OUTPUT_KINDS, Endpoints, OutputKind, kinds_of, register_output_kind
 
 LONG = Objective("long", label_key="long_labels")
 LONG_SENTENCE = 12  # tokens
@@ -48,7 +51,10 @@ def toy_pack_segments(segments, seq_len, cls_id, sep_id, pad_id):
 
 @keras.saving.register_keras_serializable(package="toy_family")
 class ToyPretrainer(Pretrainer):
-    """MLM plus a sentence-length objective nothing in the library knows."""
+    """MLM plus a sentence-length objective nothing in the library knows, served and shown by an output
+    kind of its own. Its config is the base's: the backbone alone."""
+
+    output_kinds = ("fill_in", "long_lines")
 
     def __init__(self, backbone, **kwargs):
         inputs = dict(backbone.input)
@@ -61,14 +67,38 @@ class ToyPretrainer(Pretrainer):
         }
         super().__init__(backbone, inputs, outputs, [MLM, LONG], **kwargs)
 
-    def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.saving.serialize_keras_object(self.backbone)}
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config, backbone=keras.saving.deserialize_keras_object(config["backbone"]))
-        return cls(**config)
+class LongLines(OutputKind):
+    """How likely the model finds each held-out line long: a `long_probability` endpoint, the held-out
+    lines' probabilities from the export, and a summary line."""
+
+    name = "long_lines"
+
+    def endpoints(self, serving):
+        import tensorflow as tf
+
+        pretrainer = serving.pretrainer
+        long_head = keras.Model({name: pretrainer.input[name] for name in pretrainer.backbone.input},
+                                pretrainer.output["long"])
+        judge = serving.compile(long_head)
+
+        def long_probability(text):
+            packed = serving.pack(text)
+            logits = judge({name: packed[name] for name in serving.input_names})
+            return {"probability": tf.nn.softmax(tf.cast(logits, tf.float32))[:, 1]}
+
+        return Endpoints({"long_probability": (long_probability, [serving.strings])}, model=long_head)
+
+    def examples(self, run):
+        import tensorflow as tf
+
+        served = tf.saved_model.load(str(run.export_dir))
+        probabilities = served.long_probability(tf.constant(run.held_out))["probability"].numpy()
+        return {"long_lines": [{"text": text, "probability": float(p)} for text, p in zip(run.held_out, probabilities)]}
+
+    def summary_lines(self, metrics):
+        lines = metrics.get("long_lines", [])
+        return [f"long lines: {sum(line['probability'] > 0.5 for line in lines)} of {len(lines)} held-out lines"]
 
 
 TOY = ModelFamily(
@@ -90,8 +120,10 @@ TOY = ModelFamily(
 @pytest.fixture
 def toy_family():
     register_family(TOY)
+    register_output_kind(LongLines())
     yield TOY
     FAMILIES.pop("toy")
+    OUTPUT_KINDS.pop("long_lines")
 
 
 @pytest.mark.slow
@@ -104,16 +136,34 @@ def test_a_family_defined_outside_trains_exports_and_serves(toy_family, tmp_path
     assert set(metrics["objectives"]) == {"mlm", "long"}
     assert metrics["instances"] == "single_sentence_instances"
     assert 0.5 <= metrics["objectives"]["long"]["chance"]["accuracy"] < 1.0
-    assert "long accuracy" in capsys.readouterr().out
+    out_text = capsys.readouterr().out
+    assert "long accuracy" in out_text
     assert served.mlm_logits(tf.constant(["To be, or not to [MASK]."]))["logits"].shape[-1] <= 600
     out = served.serve(tf.constant(["To be, or not to be."]))
     np.testing.assert_array_equal(out["segment_ids"].numpy(), out["padding_mask"].numpy())
+    # The plug-in's own output kind: its endpoint, its examples (computed by that endpoint) and its line.
+    examples = metrics["long_lines"]
+    assert examples and metrics["fill_mask"]  # beside the fill-in kind it also declares
+    served_probabilities = served.long_probability(tf.constant([line["text"] for line in examples]))["probability"]
+    np.testing.assert_allclose(served_probabilities.numpy(), [line["probability"] for line in examples], rtol=1e-5)
+    assert f"long lines: {sum(line['probability'] > 0.5 for line in examples)} of {len(examples)} held-out lines" \
+        in out_text
+
+
+def test_a_pretrainer_declaring_an_unregistered_kind_is_refused_naming_it():
+    class Declares:
+        output_kinds = ("fill_in", "long_lines")
+
+    with pytest.raises(ConfigError, match="declares the output kinds long_lines, which are not registered"):
+        kinds_of(Declares())
 
 
 GENERIC_MODULES = ["training/pretrain.py", "training/options.py", "training/report.py", "export/saved_model.py",
                    "convert/hf_checkpoint.py", "convert/hf_tokenizer.py", "cli.py", "runs.py",
                    "models/family.py", "models/pretrainer.py", "data/masking.py",
-                   "data/span_masking.py", "data/static_masking.py", "data/pipeline.py"]
+                   "data/span_masking.py", "data/static_masking.py", "data/pipeline.py",
+                   *(f"outputs/{name}.py" for name in ("kind", "registry", "fill_in", "continuation", "span_fill",
+                                                       "word_in_context", "stream_perplexity"))]
 
 
 @pytest.mark.parametrize("module", GENERIC_MODULES)

@@ -11,13 +11,13 @@ import pytest
 
 from keras_bertology.cli import main
 from keras_bertology.data.corpus import default_corpus_paths, read_corpus
+from keras_bertology.data.held_out_lines import HELD_OUT
 from keras_bertology.data.recipe import tokenize_documents
 from keras_bertology.data.shards import sample_instances, shard_name
 from keras_bertology.data.tokenizers import load_tokenizer
 from keras_bertology.models.registry import get_family
 from keras_bertology.prepare.options import PrepareOptions
 from keras_bertology.prepare.pipeline import prepare
-from keras_bertology.training.fill_mask import HELD_OUT
 from keras_bertology.training.options import PretrainOptions
 
 PLAYS = [str(path) for path in default_corpus_paths()[:8]]

@@ -136,3 +136,26 @@ def test_one_device_traces_the_pretraining_step_once(monkeypatch):
     fit(model, dataset, tf.distribute.get_strategy(), global_batch=8, epochs=2, initial_step=0,
         steps_per_epoch=2, callbacks=[], verbose=0)
     assert len(traces) == 1 and model.optimizer.iterations.numpy() == 4
+
+
+@keras.saving.register_keras_serializable(package="test_pretrainer")
+class ConfiglessPretrainer(Pretrainer):
+    """A pretrainer with no config of its own: the base's saves and rebuilds it."""
+
+    def __init__(self, backbone, **kwargs):
+        inputs = dict(backbone.input)
+        order = PooledClassificationHead(2, name="order_head")(backbone(inputs)["pooled_output"])
+        super().__init__(backbone, inputs, {"order": order}, [ORDER], **kwargs)
+
+
+def test_the_base_saves_and_rebuilds_a_pretrainer_and_its_backbone(tmp_path):
+    model = ConfiglessPretrainer(_backbone(), name="configless")
+    config = model.get_config()
+    assert set(config) == {"name", "trainable", "backbone"}
+    assert config["backbone"]["config"]["vocab_size"] == 50
+    model.save(tmp_path / "model.keras")
+    restored = keras.saving.load_model(tmp_path / "model.keras")
+    assert type(restored) is ConfiglessPretrainer and type(restored.backbone) is BertBackbone
+    assert restored.name == "configless"
+    inputs = {name: value for name, value in _features(rows=2).items() if name != "order_labels"}
+    np.testing.assert_allclose(np.asarray(restored(inputs)["order"]), np.asarray(model(inputs)["order"]), rtol=1e-6)

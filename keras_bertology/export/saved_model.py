@@ -13,10 +13,12 @@ tokenizer ops):
     model.mlm_logits(tf.constant(["a [MASK] sentence"]))       # MLM logits, every position: [B, L, V]
     model.signatures["serve_ids"](token_ids=ids, padding_mask=mask, ...)  # pre-tokenized, [B, L] int32
 
-A causal LM's export (GPT) adds `score` and `generate` / `generate_sampling`
-(see `export.causal_lm`) in place of the fill-mask endpoints; an
-encoder-decoder's (T5) serves its encoder as `serve` and `encode`, and
-`generate` / `generate_sampling` from its decoder (see `export.seq2seq`).
+The endpoints beyond `serve`, `serve_pairs` and `serve_ids` are those of the
+output kinds the model's pretrainer declares (`keras_bertology.outputs`): a
+masked LM's the fill-mask ones (see `outputs.masked_lm`); a causal LM's (GPT)
+`score` and `generate` / `generate_sampling` in their place (see
+`outputs.causal_lm`); an encoder-decoder's (T5) `encode`, `serve`'s twin, and
+`generate` / `generate_sampling` from its decoder (see `outputs.seq2seq`).
 
 Text is laid out as the family packs it, or, for a converted checkpoint whose
 Hugging Face tokenizer lays it out otherwise, as that tokenizer does (the
@@ -46,7 +48,7 @@ first `CHARS_PER_TOKEN * seq_len` UTF-8 characters (at most 4 bytes each;
 `max_text_chars` and `max_word_chars` in assets/bertology.json), and a word the
 cut splits is dropped. A causal LM's `score`, `generate` and
 `generate_sampling` read a text's end instead: the string keeps its last
-characters, and the tokens kept are its last (`export.causal_lm`). Real text
+characters, and the tokens kept are its last (`outputs.causal_lm`). Real text
 averages 4-6 characters per token, so the tokens that fit `seq_len` are the
 same as without the cut. A longer word is what WordPiece reads as one [UNK]
 anyway (as transformers does), and ELMo spells its first 48 bytes anyway;
@@ -74,20 +76,19 @@ from keras_bertology import __version__
 from keras_bertology.atomic import atomic_directory
 from keras_bertology.data.packing import WHITESPACE, fit_to_batch
 from keras_bertology.data.tokenizers import MAX_BYTES_PER_WORD, WORD_DELIMITER
-from keras_bertology.export.causal_lm import causal_lm_endpoints
-from keras_bertology.export.seq2seq import seq2seq_endpoints
 from keras_bertology.errors import CheckpointError
 from keras_bertology.flag_ranges import check_length_buckets
 from keras_bertology.export.archive import write_saved_model
 from keras_bertology.export.warmup import write_warmup_requests
 from keras_bertology.models.registry import get_family
+from keras_bertology.outputs import Serving, kinds_of
+from keras_bertology.outputs.masked_lm import TOP_K
 
 _STRINGS = tf.TensorSpec([None], tf.string)
 CHARS_PER_TOKEN = 16  # 3-4x the average token of real text, so the cut never reaches the first seq_len tokens
 # A longer word is read as its first MAX_WORD_CHARS characters: WordPiece makes it [UNK] either way (as
 # transformers does), ELMo spells its first 48 bytes either way, and others read a long run's start.
 MAX_WORD_CHARS = MAX_BYTES_PER_WORD + 1
-TOP_K = 5  # fill_mask's default number of tokens per mask
 # The warm-up requests' values of the scalar inputs, by name (fill_mask_top_k's, generate_sampling's).
 WARMUP_SCALARS = {"top_k": TOP_K, "max_new_tokens": 2, "temperature": 1.0, "seed": 0}
 
@@ -127,30 +128,23 @@ def export_saved_model(run, export_dir, length_buckets=(), xla=False):
         outputs = {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
         return backbone.served_outputs(outputs, packed)
 
-    pretrainer = run.pretrainer
-    masked_lm = pretrainer.masked_lm_model(tokenizer.mask_id) if pretrainer and tokenizer.has_role("mask") else None
-    causal_lm = pretrainer.causal_lm_model() if pretrainer is not None else None
-    seq2seq = pretrainer is not None and pretrainer.has_decoder
     endpoints = {"serve": (lambda text: encode(text), [_STRINGS]),
                  "serve_ids": ids_endpoint(text_encoder, seq_len, encoder, backbone.input_limits())}
     if "segment_ids" in input_names:
         endpoints["serve_pairs"] = (encode, [_STRINGS, _STRINGS])
-    if masked_lm is not None:
-        endpoints.update(_masked_lm_endpoints(compiled(masked_lm, xla), tokenizer, input_names, pack))
-    prompt_endpoints = {}
-    if causal_lm is not None:  # generation's loop grows the sequence every step: XLA would compile each length
-        prompt_endpoints = causal_lm_endpoints(causal_lm, tokenizer, seq_len, input_names, buckets, _STRINGS)
-        endpoints.update(prompt_endpoints)
-    if seq2seq:  # the decoder's loop, like generation's above, is left to TensorFlow
-        endpoints.update(encode=endpoints["serve"],
-                         **seq2seq_endpoints(encoder, pretrainer, tokenizer, seq_len, pack, _STRINGS))
-    endpoints = cut_text_inputs(endpoints, seq_len, from_end=prompt_endpoints)
+    serving = Serving(run.pretrainer, tokenizer, seq_len, input_names, buckets, pack, encoder,
+                      lambda model: compiled(model, xla), endpoints["serve"], _STRINGS)
+    parts = [part for part in (kind.endpoints(serving) for kind in kinds_of(run.pretrainer)) if part is not None]
+    for part in parts:
+        endpoints.update(part.functions)
+    from_end = [name for part in parts if part.keep_text_end for name in part.functions]
+    endpoints = cut_text_inputs(endpoints, seq_len, from_end=from_end)
     signatures = list(endpoints)
     specials = {f"{role}_token": tokenizer.vocabulary[getattr(tokenizer, f"{role}_id")]
                 for role in ("mask", "eot") if tokenizer.has_role(role)}
     with atomic_directory(export_dir) as staging:
-        outputs = write_saved_model(staging, [masked_lm or causal_lm or (pretrainer if seq2seq else backbone),
-                                              tokenizer], endpoints)
+        served_models = [part.model for part in parts if part.model is not None] or [backbone]
+        outputs = write_saved_model(staging, [*served_models, tokenizer], endpoints)
         (staging / "assets").mkdir(exist_ok=True)
         (staging / "assets" / "bertology.json").write_text(
             json.dumps({"bertology_version": __version__, "family": run.family, "preset": run.preset, "seq_len": seq_len,
@@ -262,43 +256,3 @@ def cut_words(text):
     joined = tf.strings.reduce_join(runs.with_flat_values(tf.strings.join([cut, "\x00"])), axis=-1)
     length = tf.strings.length(joined)
     return tf.strings.substr(joined, tf.zeros_like(length), length - 1)
-
-
-def _masked_lm_endpoints(masked_lm, tokenizer, input_names, pack):
-    """fill_mask (k = TOP_K), fill_mask_top_k and mlm_logits (see the module docstring); `masked_lm` is
-    called on a dict of inputs (`compiled`)."""
-    vocabulary = tf.constant(tokenizer.vocabulary)
-
-    def logits_at(packed, positions):
-        inputs = {name: packed[name] for name in input_names}
-        return tf.cast(masked_lm(dict(inputs, mask_positions=positions)), tf.float32)
-
-    def fill_mask_top_k(text, top_k):
-        check = tf.debugging.Assert((top_k >= 1) & (top_k <= tokenizer.vocab_size),
-                                    [f"fill_mask_top_k: top_k must be in [1, {tokenizer.vocab_size}]; got", top_k])
-        packed = pack(text)
-        is_mask = tf.equal(packed["token_ids"], tokenizer.mask_id)
-        # Each row's mask positions, in order, padded with -1 to the most masks of one row.
-        positions = tf.ragged.boolean_mask(tf.broadcast_to(tf.range(tf.shape(is_mask)[1]), tf.shape(is_mask)),
-                                           is_mask).to_tensor(default_value=-1)
-        most = tf.shape(positions)[1]
-        # A batch without masks reads one position, cut off again: the head's gather fails on an empty batch
-        # of zero positions (an empty request).
-        read = tf.pad(tf.maximum(positions, 0), [[0, 0], [0, tf.cast(most == 0, tf.int32)]])
-        probabilities = tf.nn.softmax(logits_at(packed, read))[:, :most]
-        with tf.control_dependencies([check]):
-            top = tf.math.top_k(probabilities, k=top_k)
-        present = (positions >= 0)[:, :, None]
-        return {"top_ids": tf.where(present, top.indices, -1),
-                "top_tokens": tf.where(present, tf.gather(vocabulary, top.indices), ""),
-                "top_probabilities": tf.where(present, top.values, 0.0),
-                "mask_positions": positions}
-
-    def mlm_logits(text):
-        packed = pack(text)
-        positions = tf.broadcast_to(tf.range(tf.shape(packed["token_ids"])[1]), tf.shape(packed["token_ids"]))
-        return dict(logits=logits_at(packed, positions), **packed)
-
-    return {"fill_mask": (lambda text: fill_mask_top_k(text, tf.constant(TOP_K)), [_STRINGS]),
-            "fill_mask_top_k": (fill_mask_top_k, [_STRINGS, tf.TensorSpec([], tf.int32, name="top_k")]),
-            "mlm_logits": (mlm_logits, [_STRINGS])}

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from keras_bertology.data.packing import fit_to_batch
 from keras_bertology.export.saved_model import compiled
-from keras_bertology.export.seq2seq import seq2seq_endpoints
+from keras_bertology.outputs.seq2seq import seq2seq_endpoints
 from keras_bertology.finetune import encoding, metrics
 from keras_bertology.errors import ConfigError
 from keras_bertology.finetune.example_kinds import EXAMPLE_KINDS

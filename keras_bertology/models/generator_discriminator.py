@@ -98,6 +98,9 @@ class GeneratorDiscriminator(Pretrainer):
             shape and no shared embeddings.
     """
 
+    backbone_argument = "discriminator"
+    output_kinds = ()  # the generator is discarded after pretraining; only the discriminator is served
+
     def __init__(self, discriminator, generator_config, generator_cls=None, embedding_sharing=FULL,
                  rtd_weight=50.0, rtd_reads_context=False, temperature=1.0, seed=None, two_stage_steps=0,
                  **kwargs):
@@ -184,18 +187,17 @@ class GeneratorDiscriminator(Pretrainer):
         return backbone
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "discriminator": keras.saving.serialize_keras_object(self.backbone),
-                "generator_config": self.generator_config, "generator_cls": self.generator_cls,
-                "embedding_sharing": self.embedding_sharing, "rtd_weight": self.rtd_weight,
-                "rtd_reads_context": self.rtd_reads_context, "temperature": self.temperature, "seed": self.seed, "two_stage_steps": self.two_stage_steps}
+        return {**super().get_config(), "generator_config": self.generator_config,
+                "generator_cls": self.generator_cls, "embedding_sharing": self.embedding_sharing,
+                "rtd_weight": self.rtd_weight, "rtd_reads_context": self.rtd_reads_context,
+                "temperature": self.temperature, "seed": self.seed, "two_stage_steps": self.two_stage_steps}
 
     @classmethod
     def from_config(cls, config):
-        config = dict(config, discriminator=keras.saving.deserialize_keras_object(config["discriminator"]))
+        config = dict(config)
         if "share_embeddings" in config:  # saved before sharing had modes
             config["embedding_sharing"] = FULL if config.pop("share_embeddings") else NONE
-        return cls(**config)
+        return super().from_config(config)
 
 
 class TwoStageSchedule(keras.callbacks.Callback):
@@ -264,11 +266,3 @@ class ReplacedTokenDetector(Pretrainer):
         rtd = ReplacedTokenHead(backbone.activation, backbone.initializer_range, dtype=backbone.dtype_policy,
                                 name="rtd_head")(judged)
         super().__init__(backbone, inputs, {"rtd": rtd}, [replaced_token_detection(1.0)], **kwargs)
-
-    def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.saving.serialize_keras_object(self.backbone)}
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**dict(config, backbone=keras.saving.deserialize_keras_object(config["backbone"])))

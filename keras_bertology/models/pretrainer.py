@@ -172,10 +172,17 @@ class Pretrainer(keras.Model):
         itself, unless its weights mean something only beside the pretrainer's other models."""
         return self.backbone
 
+    @property
+    def output_kinds(self):
+        """The names of the end-of-run output kinds this pretrainer has (`keras_bertology.outputs`): what its
+        export serves beyond the encoder and its run shows of what it learned. A masked LM's fill-ins by
+        default; a subclass sets its own tuple."""
+        return ("fill_in",) if "mlm" in self.objectives else ()
+
     def masked_lm_model(self, mask_id=None):
-        """backbone inputs + `mask_positions` -> the "mlm" logits, for serving fill-in-the-blank;
-        None when the pretrainer has no masked LM over its backbone to serve. `mask_id` is the
-        blank's token id, for models that must hide the blanks themselves (XLNet)."""
+        """backbone inputs + `mask_positions` -> the "mlm" logits, for serving fill-in-the-blank (the
+        "fill_in" output kind); None when the pretrainer has no masked LM over its backbone to serve.
+        `mask_id` is the blank's token id, for models that must hide the blanks themselves (XLNet)."""
         if "mlm" not in self.objectives:
             return None
         names = [*self.backbone.input, "mask_positions"]
@@ -187,14 +194,29 @@ class Pretrainer(keras.Model):
 
     def causal_lm_model(self):
         """backbone inputs -> next-token logits [B, L, V] (position t scores token t + 1), for serving
-        `score` and `generate`; None when the pretrainer has no causal LM to serve."""
+        `score` and `generate` (the "continuation" output kind); None when the pretrainer has no causal LM
+        to serve."""
         return None
 
     def stream_perplexity(self, token_ids, segment_length, mem_len=None):
         """Perplexity of one token stream read in consecutive segments, with a memory of `mem_len` states
-        carried from segment to segment (0: none; None: the model's own), as a dict with the settings;
-        None for a model without segment memory."""
+        carried from segment to segment (0: none; None: the model's own), as a dict with the settings (the
+        "stream_perplexity" output kind); None for a model without segment memory."""
         return None
+
+    # The constructor argument that takes the backbone, and its key in the saved config.
+    backbone_argument = "backbone"
+
+    def get_config(self):
+        """The name, trainability and serialized backbone; a subclass adds its own constructor arguments."""
+        return {"name": self.name, "trainable": self.trainable,
+                self.backbone_argument: keras.saving.serialize_keras_object(self.backbone)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config[cls.backbone_argument] = keras.saving.deserialize_keras_object(config[cls.backbone_argument])
+        return cls(**config)
 
     def get_compile_config(self):
         if not self.compiled:

@@ -36,13 +36,13 @@ from keras_bertology.data.recipe import masking_of, unit_marker
 from keras_bertology.data.recipe_fields import RECIPE_FIELDS
 from keras_bertology.data.shards import FORMAT, MANIFEST_FILE, TOKENIZER_DIR, VERSION, tokenizer_fingerprint
 from keras_bertology.data.tokenizers import CONFIG_FILE as TOKENIZER_CONFIG
+from keras_bertology.data.held_out_lines import hold_out_sentences
 from keras_bertology.data.tokenizers import WordPieceTokenizer, load_tokenizer
 from keras_bertology.errors import BertologyError, ConfigError, CorpusError
 from keras_bertology.output_paths import PREPARED_DATA, claim_output_folder
 from keras_bertology.prepare.beam_stage import (
     ERRORS_FILE, PARTS_DIR, REPORTS_FILE, SUMMARY_FILE, ShardJob, run_pipeline)
 from keras_bertology.prepare.options import GZIP_RATIO
-from keras_bertology.training.fill_mask import hold_out_sentences
 
 # The family options that the instances and masking use (the others configure the model).
 _DATA_BUILDERS = ("instances", "masker")

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from keras_bertology.atomic import atomic_directory, atomic_file
 from keras_bertology.data.corpus import BadRecords, read_corpus
+from keras_bertology.data.held_out_lines import hold_out_sentences
 from keras_bertology.data.pipeline import make_dataset
 from keras_bertology.data.instances import coverage_line
 from keras_bertology.data.knowledge_units import MARKER_FILE, level_boundaries, marking_line
@@ -35,20 +36,13 @@ from keras_bertology.export import export_saved_model
 from keras_bertology.export.from_other_backend import export_in_tensorflow
 from keras_bertology.layers.remat import set_remat
 from keras_bertology.output_paths import PRETRAINING_RUN, claim_outputs
+from keras_bertology.outputs import FinishedRun, every_run_entries, kinds_of
 from keras_bertology.runs import RunModel, load_run_model, save_run_model
 from keras_bertology.training.callbacks import (
     CheckpointEveryWindow, MetricHistory, SnapshotAtSteps, StopAtCheckpointOnSignal, StopOnNonFiniteLoss)
 from keras_bertology.training.checkpoints import RunCheckpoints, weights_digest
 from keras_bertology.training.held_out import (
     KeepTrainingState, eval_dataset, eval_records, eval_windows, split_off_eval_documents)
-from keras_bertology.training.fill_mask import (
-    continuation_examples,
-    context_examples,
-    fill_mask_examples,
-    hold_out_sentences,
-    memory_perplexities,
-    span_fill_examples,
-)
 from keras_bertology.training.model_batches import micro_batches, model_batches
 from keras_bertology.training.init_from import init_context, load_initial_weights
 from keras_bertology.training.optimization import layerwise_decay, make_optimizer
@@ -252,28 +246,24 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         metrics["eval"] = eval_records(history.records, pretrainer.declared_objectives)
     metrics.update(masking=masking, instances=family.instance_kind(options.packing),
                    family_options=family.option_values(options.family_options),
-                   windows=len(history.records), steps_per_window=steps_per_window, fill_mask=[])
-    stream = memory_perplexities(pretrainer, tokenizer, held_out, options.seq_len)
-    if stream:
-        metrics["held_out_stream"] = stream
+                   windows=len(history.records), steps_per_window=steps_per_window, **every_run_entries())
+    kinds = kinds_of(pretrainer)
+    finished = FinishedRun(pretrainer, tokenizer, held_out, options.seed, options.seq_len)
+    for kind in kinds:
+        if not kind.reads_export:
+            metrics.update(kind.examples(finished))
     # Metrics and loss plot before the export: an export that fails (a full disk) must not lose them.
     write_metrics(run_dir / "metrics.json", metrics)
     plot_training_curves(history.records, pretrainer.objectives, run_dir / "loss_curve.png",
                          f"{_model_name(options)} on {_corpus_label(options)}")
     if export_dir:
         _export(run, run_dir, export_dir, options)
-        metrics["fill_mask"] = fill_mask_examples(export_dir, tokenizer, held_out, options.seed)
-        continuations, perplexity = continuation_examples(export_dir, held_out)
-        if continuations:
-            metrics.update(continuations=continuations, held_out_perplexity=perplexity)
-        span_fills = span_fill_examples(export_dir, tokenizer, held_out, options.seed)
-        if span_fills:
-            metrics["span_fills"] = span_fills
-        in_context = context_examples(export_dir, tokenizer)
-        if in_context:
-            metrics["word_in_context"] = in_context
+        exported = dataclasses.replace(finished, export_dir=export_dir)
+        for kind in kinds:
+            if kind.reads_export:
+                metrics.update(kind.examples(exported))
         write_metrics(run_dir / "metrics.json", metrics)  # with the examples the export serves
-    _say(options, summary_text(metrics, run_dir))
+    _say(options, summary_text(metrics, run_dir, kinds))
     return metrics
 
 

@@ -74,8 +74,9 @@ def _entropy(shares):
     return float(-(shares * np.log(shares)).sum())
 
 
-def summary_text(metrics, run_dir):
-    """The end-of-run report: speed, each objective against chance, the fill-in examples, paths."""
+def summary_text(metrics, run_dir, kinds):
+    """The end-of-run report: speed, each objective against chance, the examples of each output kind of
+    the model (`keras_bertology.outputs`), paths."""
     rows = [(f"{name} {metric.replace('_', ' ')}", summary, metric)
             for name, summary in metrics["objectives"].items()
             for metric in summary["first"] if metric != "step" and summary["first"][metric] is not None]
@@ -90,42 +91,8 @@ def summary_text(metrics, run_dir):
         lines.append(f"{label:<{width}}{summary['first'][metric]:>13.3f} -> {summary['last'][metric]:<12.3f} "
                      + _chance_words(summary.get("chance", {}), metric))
     lines += _held_out_lines(metrics)
-    if metrics.get("fill_mask"):
-        lines.append(f"what the model learned: top-{len(metrics['fill_mask'][0]['top'])} fill-ins for one "
-                     "masked word in lines held out of training")
-        for example in metrics["fill_mask"]:
-            guesses = ", ".join(f"{g['token']} {g['probability']:.2f}" for g in example["top"])
-            lines.append(f"  {example['text']}")
-            lines.append(f"      answer '{example['answer']}' ranked {example['answer_rank']:,}; "
-                         f"model: {guesses}")
-    if metrics.get("continuations"):
-        level = next((summary["chance"]["perplexity"] for summary in metrics["objectives"].values()
-                      if "perplexity" in summary["last"] and "perplexity" in summary.get("chance", {})), None)
-        lines.append(f"what the model learned: perplexity {metrics['held_out_perplexity']:.1f} on lines held out of "
-                     f"training" + (f" (unigram level {level:.1f})" if level else "")
-                     + "; its greedy continuations of their first halves")
-        for example in metrics["continuations"]:
-            lines.append(f"  {example['prompt']} | {example['continuation'].strip()}")
-            lines.append(f"      true rest: {example['reference']}")
-    if metrics.get("span_fills"):
-        lines.append("what the model learned: its greedy fill-ins of spans replaced by sentinels in lines held out "
-                     "of training")
-        for example in metrics["span_fills"]:
-            lines.append(f"  {example['text']}")
-            lines.append(f"      model: {example['fill_in'].strip()}")
-            lines.append(f"      truth: {example['truth']}")
-    if metrics.get("word_in_context"):
-        example = metrics["word_in_context"]
-        sentences, cosine = example["sentences"], example["cosine"]
-        lines.append(f"what the model learned: '{example['word']}' in context, cosine similarity of its vectors")
-        lines += [f"  {sentences[i]!r} ~ {sentences[j]!r}: {cosine[i][j]:.4f}"
-                  for i in range(len(sentences)) for j in range(i + 1, len(sentences))]
-        lines.append(f"  for scale, two different words of these sentences: {example['other_words']:.4f} on average")
-    if metrics.get("held_out_stream"):
-        carried, alone = metrics["held_out_stream"]["with_memory"], metrics["held_out_stream"]["without_memory"]
-        lines.append(f"the held-out lines as one stream of {carried['tokens']:,} tokens in segments of "
-                     f"{carried['segment_length']}: perplexity {carried['perplexity']:.1f} with a memory of "
-                     f"{carried['mem_len']} states carried across segments, {alone['perplexity']:.1f} without")
+    for kind in kinds:
+        lines += kind.summary_lines(metrics)
     lines += [f"metrics and loss curve: {run_dir}", f"SavedModel: {metrics['export_dir'] or 'none (--no-export)'}"]
     return "\n".join(lines)
 

@@ -57,11 +57,4 @@ class AlbertPretrainer(Pretrainer):
         return {"use_pooler": True} if sentence_task is not None else {}
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.saving.serialize_keras_object(self.backbone),
-                "sentence_task": self.sentence_task, "tie_decoder": self.tie_decoder}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config, backbone=keras.saving.deserialize_keras_object(config["backbone"]))
-        return cls(**config)
+        return {**super().get_config(), "sentence_task": self.sentence_task, "tie_decoder": self.tie_decoder}

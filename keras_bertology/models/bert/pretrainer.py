@@ -81,20 +81,8 @@ class BertPretrainer(Pretrainer):
         return {"use_pooler": True} if cls.takes_next_sentence_prediction and next_sentence_prediction else {}
 
     def get_config(self):
-        config = {
-            "name": self.name,
-            "trainable": self.trainable,
-            "backbone": keras.saving.serialize_keras_object(self.backbone),
-            "next_sentence_prediction": self.next_sentence_prediction,
-            "mlm_activation": self.mlm_activation,
-            "tie_decoder": self.tie_decoder,
-        }
+        config = {**super().get_config(), "next_sentence_prediction": self.next_sentence_prediction,
+                  "mlm_activation": self.mlm_activation, "tie_decoder": self.tie_decoder}
         if self.mlm_head_options:
             config["mlm_head_options"] = self.mlm_head_options
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)

@@ -55,14 +55,8 @@ class DebertaPretrainer(Pretrainer):
         self.enhanced_mask_decoder, self.tie_decoder = bool(enhanced_mask_decoder), tie_decoder
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable, "enhanced_mask_decoder": self.enhanced_mask_decoder,
-                "tie_decoder": self.tie_decoder, "backbone": keras.saving.serialize_keras_object(self.backbone)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)
+        return {**super().get_config(), "enhanced_mask_decoder": self.enhanced_mask_decoder,
+                "tie_decoder": self.tie_decoder}
 
 
 def _enhanced_mask_decoder(backbone, inputs):

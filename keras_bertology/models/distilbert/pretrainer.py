@@ -123,9 +123,7 @@ class DistilBertPretrainer(Pretrainer):
 
     def get_config(self):
         return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "backbone": keras.saving.serialize_keras_object(self.backbone),
+            **super().get_config(),
             "teacher": None if self.teacher is None else keras.saving.serialize_keras_object(self.teacher),
             "temperature": self.temperature,
             "alpha_kl": self.alpha_kl,
@@ -138,11 +136,9 @@ class DistilBertPretrainer(Pretrainer):
 
     @classmethod
     def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
         if config.get("teacher") is not None:
-            config["teacher"] = keras.saving.deserialize_keras_object(config["teacher"])
-        return cls(**config)
+            config = dict(config, teacher=keras.saving.deserialize_keras_object(config["teacher"]))
+        return super().from_config(config)
 
 
 def _teacher_view(teacher, restrict):

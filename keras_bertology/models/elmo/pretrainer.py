@@ -71,6 +71,8 @@ class ElmoPretrainer(Pretrainer):
         super().__init__(backbone, inputs, outputs, objectives, **kwargs)
         self.softmax_samples = softmax_samples
 
+    output_kinds = ("word_in_context",)  # the backbone's per-word `context_output`, served by `serve`
+
     def served_backbone(self):
         """A copy of the backbone whose scalar mix trains again (held still here, where no loss reaches it):
         what the run saves, exports and fine-tunes."""
@@ -79,11 +81,4 @@ class ElmoPretrainer(Pretrainer):
         return served
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable, "softmax_samples": self.softmax_samples,
-                "backbone": keras.saving.serialize_keras_object(self.backbone)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)
+        return {**super().get_config(), "softmax_samples": self.softmax_samples}

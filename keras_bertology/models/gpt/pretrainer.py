@@ -31,16 +31,8 @@ class GPTPretrainer(Pretrainer):
             backbone.token_embedding(states, reverse=True))
         super().__init__(backbone, inputs, {"clm": logits}, [CLM], **kwargs)
 
+    output_kinds = ("continuation",)
+
     def causal_lm_model(self):
         """backbone inputs -> the next-token logits [B, L, V], for serving `score` and `generate`."""
         return keras.Model(self.input, self.output["clm"])
-
-    def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.saving.serialize_keras_object(self.backbone)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)

@@ -54,11 +54,5 @@ class SpanBertPretrainer(Pretrainer):
         self.position_embedding_size = position_embedding_size
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.saving.serialize_keras_object(self.backbone),
-                "max_span_positions": self.max_span_positions,
+        return {**super().get_config(), "max_span_positions": self.max_span_positions,
                 "position_embedding_size": self.position_embedding_size}
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**dict(config, backbone=keras.saving.deserialize_keras_object(config["backbone"])))

@@ -44,6 +44,7 @@ class T5Pretrainer(Pretrainer):
         self.tie_embeddings, self.scale_logits, self._head = tie_embeddings, scale_logits, head
 
     has_decoder = True
+    output_kinds = ("span_fill",)
 
     def start_decoding(self, encoder_states):
         """Each decoder layer's cross-attention heads of `encoder_states` [B, L, H], computed once for
@@ -65,14 +66,7 @@ class T5Pretrainer(Pretrainer):
         return self._head(stack.final_norm(x))[:, 0], heads
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable, "tie_embeddings": self.tie_embeddings,
-                "scale_logits": self.scale_logits, "backbone": keras.saving.serialize_keras_object(self.backbone)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)
+        return {**super().get_config(), "tie_embeddings": self.tie_embeddings, "scale_logits": self.scale_logits}
 
 
 class _LMHead:

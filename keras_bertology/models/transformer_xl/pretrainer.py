@@ -69,6 +69,8 @@ class TransformerXLPretrainer(Pretrainer):
         self.batch_size = batch_size
         self.tie_projections = head.tie_projections
 
+    output_kinds = ("continuation", "stream_perplexity")
+
     def causal_lm_model(self):
         """backbone inputs -> next-token log-probabilities [B, L, V] without memory, for serving."""
         inputs = self.backbone.input
@@ -100,10 +102,5 @@ class TransformerXLPretrainer(Pretrainer):
                 "segment_length": segment_length, "mem_len": mem_len}
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.saving.serialize_keras_object(self.backbone),
-                "mem_len": self.mem_len, "batch_size": self.batch_size, "tie_projections": self.tie_projections}
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**dict(config, backbone=keras.saving.deserialize_keras_object(config["backbone"])))
+        return {**super().get_config(), "mem_len": self.mem_len, "batch_size": self.batch_size,
+                "tie_projections": self.tie_projections}

@@ -147,6 +147,8 @@ class XLNetPretrainer(Pretrainer):
         self.bi_data = bi_data
         self.tie_decoder = tie_decoder
 
+    output_kinds = ("fill_in",)  # its permutation LM fills in blanks through the query stream
+
     def masked_lm_model(self, mask_id=None):
         """backbone inputs + `mask_positions` -> [B, P, V] query-stream logits there, the blanks
         (`mask_id`) last in the order (`FillInOrder`): the export's fill-in signature (plain text:
@@ -161,11 +163,5 @@ class XLNetPretrainer(Pretrainer):
         return keras.Model(inputs, self.get_layer("plm_head")(query), name="fill_in")
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.saving.serialize_keras_object(self.backbone),
-                "mem_len": self.mem_len, "batch_size": self.batch_size, "reuse_len": self.reuse_len, "bi_data": self.bi_data,
-                "tie_decoder": self.tie_decoder}
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**dict(config, backbone=keras.saving.deserialize_keras_object(config["backbone"])))
+        return {**super().get_config(), "mem_len": self.mem_len, "batch_size": self.batch_size,
+                "reuse_len": self.reuse_len, "bi_data": self.bi_data, "tie_decoder": self.tie_decoder}

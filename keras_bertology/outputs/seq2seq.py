@@ -17,7 +17,7 @@ tokens without </s>, detokenized: a span-corrupted input's fill-ins read
 
 import tensorflow as tf
 
-from keras_bertology.export.causal_lm import GENERATED_TOKENS, choose_tokens, generation_checks
+from keras_bertology.outputs.causal_lm import GENERATED_TOKENS, choose_tokens, generation_checks
 
 
 def seq2seq_endpoints(encode, pretrainer, tokenizer, seq_len, pack, strings_spec):
