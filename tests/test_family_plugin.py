@@ -78,7 +78,7 @@ TOY = ModelFamily(
                           "params": 0, "description": "a test family"}},
     backbone_path="keras_bertology.models.bert.backbone:BertBackbone",
     pretrainer_path=f"{__name__}:ToyPretrainer",
-    tokenizer_path="keras_bertology.data.tokenizers:train_wordpiece",
+    tokenizer_path="keras_bertology.tokenizers.wordpiece:train_wordpiece",
     instances_path=f"{__name__}:single_sentence_instances",
     masking="dynamic",
     masker_path=f"{__name__}:toy_masker",

