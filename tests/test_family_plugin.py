@@ -111,7 +111,7 @@ def test_a_family_defined_outside_trains_exports_and_serves(toy_family, tmp_path
 
 
 GENERIC_MODULES = ["training/pretrain.py", "training/options.py", "training/report.py", "export/saved_model.py",
-                   "convert/hf_checkpoint.py", "convert/hf_tokenizer.py", "cli.py", "runs.py",
+                   "convert/hf_checkpoint.py", "convert/hf_tokenizer.py", "convert/hf_export.py", "cli.py", "runs.py",
                    "models/family.py", "models/pretrainer.py", "data/masking.py",
                    "data/span_masking.py", "data/static_masking.py", "data/pipeline.py"]
 
@@ -122,3 +122,33 @@ def test_generic_modules_never_name_a_family(module):
     code = re.sub(r'"""[\s\S]*?"""', "", source)  # docstrings may mention families
     for name in FAMILIES:
         assert not re.search(rf"""["']{name}["']""", code), f"{module} names the family {name!r}"
+
+
+GENERIC_FOLDERS = ("convert", "training", "export", "finetune", "data")
+
+
+def test_generic_folders_never_name_a_transformers_tokenizer_class():
+    """The transformers tokenizer classes are the families' to declare (`ModelFamily.hf_tokenizer_path`): the
+    generic code looks a folder's class up in what families declare."""
+    from keras_bertology.convert.hf_tokenizer import declared_formats
+
+    classes = sorted(declared_formats())
+    assert {"BertTokenizer", "T5Tokenizer", "BigBirdTokenizer", "PreTrainedTokenizerFast"} <= set(classes)
+    root = Path(keras_bertology.__file__).parent
+    for folder in GENERIC_FOLDERS:
+        for path in sorted((root / folder).rglob("*.py")):
+            code = re.sub(r'"""[\s\S]*?"""', "", path.read_text())
+            for name in classes:
+                assert not re.search(rf"""["']{name}(Fast)?["']""", code), f"{path} names {name!r}"
+
+
+def test_each_family_reads_its_default_tokenizer_class_with_its_own_format():
+    """A class two families declared differently would be read with either's format; the class AutoTokenizer
+    builds for a family's models is read as that family declares."""
+    from keras_bertology.convert.hf_tokenizer import declared_formats
+
+    formats = declared_formats()
+    declaring = [family for family in FAMILIES.values() if family.hf_tokenizer is not None]
+    assert len(declaring) >= 12
+    for family in declaring:
+        assert all(formats[name] is family.hf_tokenizer for name in family.hf_tokenizer.classes), family.name

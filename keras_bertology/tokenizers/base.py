@@ -46,7 +46,8 @@ def register_tokenizer_type(cls):
 def tokenizer_type(name: str, config_path: Path) -> type:
     """The registered class of the tokenizer type `name`, read from `config_path`."""
     if name not in _TYPES:
-        expected = ", ".join(repr(known) for known in list(_TYPES)[:-1]) + f" or {list(_TYPES)[-1]!r}"
+        known = sorted(_TYPES)
+        expected = ", ".join(repr(kind) for kind in known[:-1]) + f" or {known[-1]!r}"
         raise ConfigError(f"{config_path} has type {name!r}; expected {expected} (was it written by "
                           "keras-bertology?).")
     return _TYPES[name]

@@ -10,6 +10,7 @@ import tensorflow as tf
 from tensorflow.autograph.experimental import do_not_convert
 import tensorflow_text as tf_text
 from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer
+from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as wordpiece_learner
 
 from keras_bertology.errors import ConfigError
 from keras_bertology.tokenizers.base import (
