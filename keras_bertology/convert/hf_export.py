@@ -8,7 +8,9 @@
       generator/           ELECTRA's generator, a model folder of its own
 
 The family's exporter (`ModelFamily.hf_exporter_path`) maps the tensors and
-names the transformers class; this module writes the files into a staging
+names the transformers class; the tokenizer's files are written by the format a
+family declares for the tokenizer class (`convert.hf_tokenizer.HFTokenizerFormat`),
+with the writers of this module; this module writes the files into a staging
 folder that replaces DIR whole once complete (`atomic.atomic_directory`).
 """
 

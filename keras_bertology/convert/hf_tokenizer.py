@@ -18,7 +18,7 @@ from pathlib import Path
 from keras_bertology.errors import CheckpointError, ConfigError
 from keras_bertology.tokenizers.base import read_json_object, tokens_by_id
 from keras_bertology.tokenizers.byte_bpe import ByteLevelBPETokenizer
-from keras_bertology.tokenizers.sentencepiece import sentencepiece_pieces, with_user_pieces
+from keras_bertology.tokenizers.sentencepiece import SentencePieceTokenizer, sentencepiece_pieces, with_user_pieces
 from keras_bertology.tokenizers.wordpiece import WORDPIECE_SPECIAL_TOKENS, WordPieceTokenizer
 
 # Text layouts as templates (`HFTokenizerFormat.layout`): roles (the folder's cls and sep tokens) and texts
@@ -224,6 +224,19 @@ def read_model_file(hf_dir, name):
     """The bytes of the folder's SentencePiece model `name`, None without one."""
     path = Path(hf_dir) / name
     return path.read_bytes() if path.is_file() else None
+
+
+def read_sentencepiece(hf_dir, name, defaults, options=None):
+    """The folder's SentencePiece model `name` with tokenizer_config.json's specials (`defaults` where it
+    names none; those the model lacks appended, `with_missing_specials`) and the preprocessing that
+    `options(tokenizer_config)` gives (none without it); None without the model."""
+    model_proto = read_model_file(hf_dir, name)
+    if model_proto is None:
+        return None
+    config = tokenizer_config(hf_dir)
+    specials = configured_specials(config, defaults)
+    return SentencePieceTokenizer(with_missing_specials(model_proto, specials), specials,
+                                  **(options(config) if options else {}))
 
 
 _WORDPIECE_ROLES = ("pad", "unk", "cls", "sep", "mask")  # the order of WORDPIECE_SPECIAL_TOKENS

@@ -12,15 +12,8 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_bertology.errors import ConfigError
-from keras_bertology.tokenizers.base import (
-    DEFAULT_SPECIAL_TOKENS,
-    PathLike,
-    Tokenizer,
-    as_ragged_ids,
-    check_training_input,
-    read_bytes,
-    register_tokenizer_type,
-)
+from keras_bertology.tokenizers.base import (DEFAULT_SPECIAL_TOKENS, PathLike, Tokenizer, as_ragged_ids,
+                                             check_training_input, read_bytes, register_tokenizer_type)
 
 SENTENCEPIECE_MODEL_FILE = "sentencepiece.model"
 SPECIAL_ROLES = ("cls", "pad", "sep", "unk", "mask")

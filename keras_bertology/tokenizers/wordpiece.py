@@ -13,14 +13,8 @@ from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as wordpiece_learner
 
 from keras_bertology.errors import ConfigError
-from keras_bertology.tokenizers.base import (
-    PathLike,
-    Tokenizer,
-    as_ragged_ids,
-    check_training_input,
-    read_bytes,
-    register_tokenizer_type,
-)
+from keras_bertology.tokenizers.base import (PathLike, Tokenizer, as_ragged_ids, check_training_input, read_bytes,
+                                             register_tokenizer_type)
 from keras_bertology.tokenizers.bert_text import CJK_CHARS, MAX_BYTES_PER_WORD, PUNCTUATION, WHITESPACE, bert_normalize
 from keras_bertology.tokenizers.wordpiece_vocab import WordPieceVocabLearner
 

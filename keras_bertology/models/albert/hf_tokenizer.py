@@ -4,31 +4,20 @@
 from functools import partial
 
 from keras_bertology.convert.hf_export import check_unknown_characters, special_entries
-from keras_bertology.convert.hf_tokenizer import (
-    CLS_SEP_LAYOUT,
-    HFTokenizerFormat,
-    configured_specials,
-    read_model_file,
-    tokenizer_config,
-    with_missing_specials,
-)
+from keras_bertology.convert.hf_tokenizer import CLS_SEP_LAYOUT, HFTokenizerFormat, read_sentencepiece
 from keras_bertology.errors import CheckpointError
 from keras_bertology.models.albert.tokenizer import ALBERT_SPECIAL_TOKENS
-from keras_bertology.tokenizers.sentencepiece import SentencePieceTokenizer
 
 
 def read_spiece(hf_dir, defaults, cased):
     """spiece.model with the specials and preprocessing of tokenizer_config.json (`defaults` and the
     vocabulary's case, `cased`, where it names none): `` and '' become ", accents are stripped unless
     keep_accents, text is lowercased when do_lower_case."""
-    model_proto = read_model_file(hf_dir, "spiece.model")
-    if model_proto is None:
-        return None
-    config = tokenizer_config(hf_dir)
-    specials = configured_specials(config, defaults)
-    return SentencePieceTokenizer(with_missing_specials(model_proto, specials), specials,
-                                  lower_case=bool(config.get("do_lower_case", not cased)),
-                                  strip_accents=not config.get("keep_accents", False), replace_quotes=True)
+    def preprocessing(config):
+        return dict(lower_case=bool(config.get("do_lower_case", not cased)),
+                    strip_accents=not config.get("keep_accents", False), replace_quotes=True)
+
+    return read_sentencepiece(hf_dir, "spiece.model", defaults, preprocessing)
 
 
 def write_spiece(tokenizer, folder, tokenizer_class, layout=None):

@@ -2,12 +2,8 @@
 text passed to SentencePiece unchanged, </s> closing each text."""
 
 from keras_bertology.convert.hf_export import check_unknown_characters, refuse_preprocessing, special_entries
-from keras_bertology.convert.hf_tokenizer import (
-    HFTokenizerFormat,
-    configured_specials,
-    read_model_file,
-    tokenizer_config,
-)
+from keras_bertology.convert.hf_tokenizer import (HFTokenizerFormat, configured_specials, read_model_file,
+                                                 tokenizer_config)
 from keras_bertology.models.t5.tokenizer import T5_SENTINELS, T5_SPECIAL_TOKENS
 from keras_bertology.tokenizers.sentencepiece import SentencePieceTokenizer, with_sentinels, without_sentinels
 
