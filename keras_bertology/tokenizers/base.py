@@ -56,8 +56,8 @@ def tokenizer_type(name: str, config_path: Path) -> type:
 class Tokenizer(tf.Module, metaclass=abc.ABCMeta):
     """Common interface: string tensor [N] in, int32 ragged ids [N, None] out.
 
-    Subclasses provide `_tokenize`, `detokenize`, `save` and the token
-    strings; ids of the specials are looked up by their token string.
+    Subclasses provide `_tokenize`, `detokenize`, `save`, `from_saved` and the
+    token strings; ids of the specials are looked up by their token string.
     """
 
     type_name: str
