@@ -31,7 +31,8 @@ def _folder(args, work):
     from safetensors.torch import save_file
 
     from keras_bertology.data.corpus import default_corpus_paths, read_corpus
-    from keras_bertology.data.tokenizers import T5_SPECIAL_TOKENS, train_sentencepiece
+    from keras_bertology.models.t5.tokenizer import T5_SPECIAL_TOKENS
+    from keras_bertology.tokenizers.sentencepiece import train_sentencepiece
 
     sentences = [s for document in read_corpus(default_corpus_paths()[:2]) for s in document]
     pieces = train_sentencepiece(sentences, 2000, model_type="unigram", byte_fallback=False,

@@ -58,7 +58,7 @@ def prepare_ours(spec):
 
 def _tokenizer(spec, family, sentences):
     """BERT's real uncased WordPiece vocabulary where the family uses it, else the family's own trained one."""
-    from keras_bertology.data.tokenizers import WordPieceTokenizer
+    from keras_bertology.tokenizers.wordpiece import WordPieceTokenizer
 
     if spec["vocab_file"]:
         vocab = Path(spec["vocab_file"]).read_text(encoding="utf-8").splitlines()

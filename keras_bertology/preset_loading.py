@@ -14,7 +14,7 @@ One argument, four sources, resolved in this order:
   the repository the preset names.
 
 The family is found from the source, so the base classes
-(`models.Backbone`, `models.Pretrainer`, `data.tokenizers.Tokenizer`) load any
+(`models.Backbone`, `models.Pretrainer`, `tokenizers.Tokenizer`) load any
 family; a family's own class refuses a source that holds another.
 """
 
@@ -183,13 +183,11 @@ def tokenizer(cls, name_or_path, weights=None):
     return check_class(loaded, cls, source)
 
 
-def task_model(cls, name_or_path, weights=None, **head_kwargs):
-    """A `cls` task model on the backbone of `name_or_path`, with the head arguments that follow its family
-    (`cls.family_defaults`) unless given."""
-    from keras_bertology.models.backbone import Backbone
-
+def task_model(cls, backbone_cls, name_or_path, weights=None, **head_kwargs):
+    """A `cls` task model on the backbone (a `backbone_cls`, the caller's base class) of `name_or_path`, with
+    the head arguments that follow its family (`cls.family_defaults`) unless given."""
     source = locate(name_or_path, weights)
-    encoder = _backbone(Backbone, source, {}).encoder_backbone()  # a head reads an encoder-decoder's encoder
+    encoder = _backbone(backbone_cls, source, {}).encoder_backbone()  # a head reads an encoder-decoder's encoder
     return cls(encoder, **{**cls.family_defaults(source.family), **head_kwargs})
 
 

@@ -95,7 +95,7 @@ def read_run_description(run_dir):
 def load_run_tokenizer(run_dir, description=None):
     """The tokenizer of RUN_DIR/model/, or None where the run has none (`description`: its run.json,
     when already read)."""
-    from keras_bertology.data.tokenizers import load_tokenizer
+    from keras_bertology.tokenizers.saved import load_tokenizer
 
     description = description or read_run_description(run_dir)
     return load_tokenizer(Path(run_dir) / MODEL_DIR / "tokenizer") if description["has_tokenizer"] else None

@@ -71,7 +71,7 @@ def pretrainer(case, scratch):
 
 
 def tokenizer(case, scratch):
-    from keras_bertology.data.tokenizers import Tokenizer
+    from keras_bertology.tokenizers.base import Tokenizer
 
     loaded = Tokenizer.from_preset(case["run"])
     return loaded.tokenize(tf.constant(TEXTS[:1])).to_list()

@@ -16,10 +16,10 @@ import pytest
 import tensorflow as tf
 import transformers
 
-from keras_bertology.data.byte_bpe import ByteLevelBPETokenizer, byte_symbols
+from keras_bertology.tokenizers.byte_bpe import ByteLevelBPETokenizer, byte_symbols
 from keras_bertology.data.corpus import default_corpus_paths, read_corpus
 from keras_bertology.data.packing import pack_text
-from keras_bertology.data.tokenizers import load_tokenizer
+from keras_bertology.tokenizers.saved import load_tokenizer
 from keras_bertology.errors import ConfigError
 from test_tokenizers import _Exported
 

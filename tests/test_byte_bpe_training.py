@@ -5,10 +5,10 @@ import json
 import pytest
 import tensorflow as tf
 
-from keras_bertology.data.byte_bpe import ByteLevelBPETokenizer, byte_symbols
-from keras_bertology.data.byte_bpe_training import train_byte_level_bpe
+from keras_bertology.tokenizers.byte_bpe import ByteLevelBPETokenizer, byte_symbols
+from keras_bertology.tokenizers.byte_bpe_training import train_byte_level_bpe
 from keras_bertology.data.corpus import default_corpus_paths, read_corpus
-from keras_bertology.data.tokenizers import load_tokenizer
+from keras_bertology.tokenizers.saved import load_tokenizer
 from keras_bertology.errors import ConfigError, CorpusError
 
 EOT = "<|endoftext|>"

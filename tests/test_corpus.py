@@ -274,7 +274,7 @@ def test_a_file_reached_twice_is_read_once_and_held_out_lines_stay_out(tmp_path)
 def test_the_masked_word_of_a_held_out_line_is_drawn_by_seed_among_single_token_words():
     import random
 
-    from keras_bertology.data.tokenizers import WordPieceTokenizer
+    from keras_bertology.tokenizers.wordpiece import WordPieceTokenizer
     from keras_bertology.outputs.fill_in import _masked_queries  # imports TensorFlow
 
     vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "king", "sword", "of", "is", "gone",

@@ -164,7 +164,7 @@ def test_sentences_run_on_between_their_marks_cut_into_rows():
 def test_the_data_stage_spells_every_word_and_targets_both_neighbours():
     import tensorflow as tf
 
-    from keras_bertology.data.word_tokenizer import WordTokenizer
+    from keras_bertology.tokenizers.word import WordTokenizer
     from keras_bertology.models.elmo.characters import word_characters
     from keras_bertology.models.elmo.instances import bidirectional_stage
 
@@ -361,7 +361,7 @@ def test_the_savedmodel_serves_tf_hubs_outputs_for_raw_strings(tmp_path):
 def test_a_pair_is_two_sentences_of_the_stream_each_word_spelled_where_its_id_lands():
     import tensorflow as tf
 
-    from keras_bertology.data.word_tokenizer import WordTokenizer
+    from keras_bertology.tokenizers.word import WordTokenizer
     from keras_bertology.models.elmo.characters import pack_spelled_words, word_characters
 
     tokenizer = WordTokenizer(["<pad>", "<S>", "</S>", "<UNK>", "the", "vase", "broke", "."])
@@ -382,7 +382,7 @@ def test_a_pair_is_two_sentences_of_the_stream_each_word_spelled_where_its_id_la
 def test_layouts_built_from_ids_spell_each_ids_word():
     import tensorflow as tf
 
-    from keras_bertology.data.word_tokenizer import WordTokenizer
+    from keras_bertology.tokenizers.word import WordTokenizer
     from keras_bertology.finetune import encoding
     from keras_bertology.models import FAMILIES
     from keras_bertology.models.elmo.characters import word_characters

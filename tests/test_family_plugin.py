@@ -108,7 +108,7 @@ TOY = ModelFamily(
                           "params": 0, "description": "a test family"}},
     backbone_path="keras_bertology.models.bert.backbone:BertBackbone",
     pretrainer_path=f"{__name__}:ToyPretrainer",
-    tokenizer_path="keras_bertology.data.tokenizers:train_wordpiece",
+    tokenizer_path="keras_bertology.tokenizers.wordpiece:train_wordpiece",
     instances_path=f"{__name__}:single_sentence_instances",
     masking="dynamic",
     masker_path=f"{__name__}:toy_masker",
@@ -159,7 +159,7 @@ def test_a_pretrainer_declaring_an_unregistered_kind_is_refused_naming_it():
 
 
 GENERIC_MODULES = ["training/pretrain.py", "training/options.py", "training/report.py", "export/saved_model.py",
-                   "convert/hf_checkpoint.py", "convert/hf_tokenizer.py", "cli.py", "runs.py",
+                   "convert/hf_checkpoint.py", "convert/hf_tokenizer.py", "convert/hf_export.py", "cli.py", "runs.py",
                    "models/family.py", "models/pretrainer.py", "data/masking.py",
                    "data/span_masking.py", "data/static_masking.py", "data/pipeline.py",
                    *(f"outputs/{name}.py" for name in ("kind", "registry", "fill_in", "continuation", "span_fill",
@@ -172,3 +172,33 @@ def test_generic_modules_never_name_a_family(module):
     code = re.sub(r'"""[\s\S]*?"""', "", source)  # docstrings may mention families
     for name in FAMILIES:
         assert not re.search(rf"""["']{name}["']""", code), f"{module} names the family {name!r}"
+
+
+GENERIC_FOLDERS = ("convert", "training", "export", "finetune", "data")
+
+
+def test_generic_folders_never_name_a_transformers_tokenizer_class():
+    """The transformers tokenizer classes are the families' to declare (`ModelFamily.hf_tokenizer_path`): the
+    generic code looks a folder's class up in what families declare."""
+    from keras_bertology.convert.hf_tokenizer import declared_formats
+
+    classes = sorted(declared_formats())
+    assert {"BertTokenizer", "T5Tokenizer", "BigBirdTokenizer", "PreTrainedTokenizerFast"} <= set(classes)
+    root = Path(keras_bertology.__file__).parent
+    for folder in GENERIC_FOLDERS:
+        for path in sorted((root / folder).rglob("*.py")):
+            code = re.sub(r'"""[\s\S]*?"""', "", path.read_text())
+            for name in classes:
+                assert not re.search(rf"""["']{name}(Fast)?["']""", code), f"{path} names {name!r}"
+
+
+def test_each_family_reads_its_default_tokenizer_class_with_its_own_format():
+    """A class two families declared differently would be read with either's format; the class AutoTokenizer
+    builds for a family's models is read as that family declares."""
+    from keras_bertology.convert.hf_tokenizer import declared_formats
+
+    formats = declared_formats()
+    declaring = [family for family in FAMILIES.values() if family.hf_tokenizer is not None]
+    assert len(declaring) >= 12
+    for family in declaring:
+        assert all(formats[name] is family.hf_tokenizer for name in family.hf_tokenizer.classes), family.name

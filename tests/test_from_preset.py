@@ -14,7 +14,7 @@ import transformers
 
 from hf_reference import perturbed_hf_model, save_hf_model
 from keras_bertology.data.preprocessor import TextPreprocessor
-from keras_bertology.data.tokenizers import Tokenizer
+from keras_bertology.tokenizers import Tokenizer  # the package's face, as README names it
 from keras_bertology.errors import BertologyError
 from keras_bertology.models import FAMILIES, Backbone, Pretrainer, SequenceClassifier
 from keras_bertology.runs import RunModel, save_run_model

@@ -206,7 +206,8 @@ def test_untied_roberta_decoder_converts_and_serves_like_transformers(tmp_path, 
 def albert_spiece(tmp_path_factory):
     """A unigram spiece.model with ALBERT's specials and no byte fallback, as ALBERT ships."""
     from keras_bertology.data.corpus import default_corpus_paths, read_corpus
-    from keras_bertology.data.tokenizers import ALBERT_SPECIAL_TOKENS, train_sentencepiece
+    from keras_bertology.models.albert.tokenizer import ALBERT_SPECIAL_TOKENS
+    from keras_bertology.tokenizers.sentencepiece import train_sentencepiece
 
     sentences = [s for document in read_corpus(default_corpus_paths()[:2]) for s in document]
     trained = train_sentencepiece([s.lower() for s in sentences], 1500, model_type="unigram", byte_fallback=False,
@@ -276,13 +277,14 @@ def _bpe_files(*special_tokens):
 
 
 def _spm_files(name, special_tokens, sentinels=0):
-    """A unigram SentencePiece model with `special_tokens` (by name in keras_bertology.data.tokenizers) as
-    `name`; its vocabulary size for the model, with T5's `sentinels` that its tokenizer appends."""
+    """A unigram SentencePiece model with `special_tokens` ("module:NAME" of a family's) as `name`; its
+    vocabulary size for the model, with T5's `sentinels` that its tokenizer appends."""
     def write(folder, sentences):
-        from keras_bertology.data import tokenizers
+        from keras_bertology.lazy_imports import import_object
+        from keras_bertology.tokenizers.sentencepiece import train_sentencepiece
 
-        trained = tokenizers.train_sentencepiece(sentences, 300, model_type="unigram", byte_fallback=False,
-                                                 special_tokens=getattr(tokenizers, special_tokens))
+        trained = train_sentencepiece(sentences, 300, model_type="unigram", byte_fallback=False,
+                                      special_tokens=import_object(special_tokens))
         (folder / name).write_bytes(trained.model_proto)
         return trained.vocab_size + sentinels
     return write
@@ -307,6 +309,7 @@ def _tokenizer_json_files(folder, sentences):
     return vocab_size
 
 
+ALBERT_SPECIALS = "keras_bertology.models.albert.tokenizer:ALBERT_SPECIAL_TOKENS"
 DEBERTA_RELATIVE = dict(relative_attention=True, pos_att_type="p2c|c2p", max_relative_positions=9, layer_norm_eps=1e-7)
 LAYOUT_CHECKPOINTS = {  # family: (transformers model class, config class, config, tokenizer files)
     "bert": ("BertModel", "BertConfig", {}, _wordpiece_files),
@@ -315,15 +318,15 @@ LAYOUT_CHECKPOINTS = {  # family: (transformers model class, config class, confi
                    _wordpiece_files),
     "electra": ("ElectraModel", "ElectraConfig", dict(embedding_size=24), _wordpiece_files),
     "albert": ("AlbertModel", "AlbertConfig", dict(embedding_size=24),
-               _spm_files("spiece.model", "ALBERT_SPECIAL_TOKENS")),
+               _spm_files("spiece.model", ALBERT_SPECIALS)),
     "bigbird": ("BigBirdModel", "BigBirdConfig", dict(attention_type="original_full"),
-                _spm_files("spiece.model", "ALBERT_SPECIAL_TOKENS")),
+                _spm_files("spiece.model", ALBERT_SPECIALS)),
     "deberta": ("DebertaModel", "DebertaConfig", dict(DEBERTA_RELATIVE, position_biased_input=True, type_vocab_size=2),
                 _bpe_files(DEBERTA_SPECIALS)),
     "deberta-v3": ("DebertaV2Model", "DebertaV2Config", dict(DEBERTA_RELATIVE, position_biased_input=False,
                                                              type_vocab_size=0, share_att_key=True, position_buckets=8,
                                                              norm_rel_ebd="layer_norm"),
-                   _spm_files("spm.model", "DEBERTA_SPECIAL_TOKENS")),
+                   _spm_files("spm.model", "keras_bertology.models.deberta.tokenizer:DEBERTA_SPECIAL_TOKENS")),
     "roberta": ("RobertaModel", "RobertaConfig", dict(type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1,
                                                       bos_token_id=0, eos_token_id=2,
                                                       max_position_embeddings=SEQ_LEN + 2),
@@ -335,10 +338,10 @@ LAYOUT_CHECKPOINTS = {  # family: (transformers model class, config class, confi
                    _tokenizer_json_files),
     "t5": ("T5EncoderModel", "T5Config", dict(d_model=32, d_kv=12, d_ff=40, num_heads=4, num_layers=2,
                                               relative_attention_num_buckets=6, relative_attention_max_distance=9),
-           _spm_files("spiece.model", "T5_SPECIAL_TOKENS", sentinels=100)),
+           _spm_files("spiece.model", "keras_bertology.models.t5.tokenizer:T5_SPECIAL_TOKENS", sentinels=100)),
     "xlnet": ("XLNetModel", "XLNetConfig", dict(d_model=36, n_layer=2, n_head=3, d_inner=52,
                                                 max_position_embeddings=None),  # XLNet's config refuses one
-              _spm_files("spiece.model", "XLNET_SPECIAL_TOKENS")),
+              _spm_files("spiece.model", "keras_bertology.models.xlnet.tokenizer:XLNET_SPECIAL_TOKENS")),
 }
 
 

@@ -151,7 +151,8 @@ def test_electra_round_trip(tmp_path, capsys, cls_name):
 @pytest.fixture(scope="module")
 def albert_spiece(tmp_path_factory, sentences):
     """A unigram spiece.model with ALBERT's specials and no byte fallback, as ALBERT ships."""
-    from keras_bertology.data.tokenizers import ALBERT_SPECIAL_TOKENS, train_sentencepiece
+    from keras_bertology.models.albert.tokenizer import ALBERT_SPECIAL_TOKENS
+    from keras_bertology.tokenizers.sentencepiece import train_sentencepiece
 
     trained = train_sentencepiece([s.lower() for s in sentences], 300, model_type="unigram", byte_fallback=False,
                                   special_tokens=ALBERT_SPECIAL_TOKENS)
@@ -296,12 +297,12 @@ def test_bert_run_exports_to_transformers(tmp_path, capsys, bert_run):
 def test_roberta_run_exports_to_transformers(tmp_path, capsys, sentences):
     """A byte-level BPE vocabulary with RoBERTa's specials: RobertaTokenizer's ids (the mask taking the
     spaces before it) and RobertaForMaskedLM's numbers, positions numbered after the padding id."""
-    from keras_bertology.data.byte_bpe import SPECIAL_TOKENS
-    from keras_bertology.data.byte_bpe_training import train_byte_level_bpe
+    from keras_bertology.models.roberta.tokenizer import ROBERTA_SPECIAL_TOKENS
+    from keras_bertology.tokenizers.byte_bpe_training import train_byte_level_bpe
 
     run_dir, out = tmp_path / "run", tmp_path / "hf"
     run = _native_run("roberta", "roberta-tiny", sentences, run_dir, vocab_size=400)
-    assert run.tokenizer.vocabulary == train_byte_level_bpe(sentences, 400, SPECIAL_TOKENS).vocabulary
+    assert run.tokenizer.vocabulary == train_byte_level_bpe(sentences, 400, ROBERTA_SPECIAL_TOKENS).vocabulary
     assert _export(run_dir, out, capsys).startswith(f"RobertaForMaskedLM written to {out}")
     texts = ["Now is the <mask> of our discontent.", "  To be,  or not\tto be? 東京!", "Hi."]
     _assert_matches_transformers(run, out, "RobertaForMaskedLM", transformers.AutoModelForMaskedLM, texts, None)
@@ -391,7 +392,8 @@ def test_xlnet_run_exports_to_transformers(tmp_path, capsys, sentences):
 def test_a_tokenizer_transformers_cannot_express_is_refused(tmp_path, capsys, sentences):
     """A SentencePiece model that falls back to bytes, which AlbertTokenizer cannot: one line, and no
     --out folder."""
-    from keras_bertology.data.tokenizers import ALBERT_SPECIAL_TOKENS, train_sentencepiece
+    from keras_bertology.models.albert.tokenizer import ALBERT_SPECIAL_TOKENS
+    from keras_bertology.tokenizers.sentencepiece import train_sentencepiece
 
     run_dir, out = tmp_path / "run", tmp_path / "hf"
     bytes_too = train_sentencepiece(sentences, 500, model_type="unigram", special_tokens=ALBERT_SPECIAL_TOKENS,
@@ -437,7 +439,8 @@ def test_gpt_run_exports_to_transformers(tmp_path, capsys, sentences):
 
 def test_xlnet_round_trip(tmp_path, capsys, sentences):
     """Per-layer relative biases, and a cased SentencePiece model read back by XLNetTokenizer."""
-    from keras_bertology.data.tokenizers import XLNET_SPECIAL_TOKENS, train_sentencepiece
+    from keras_bertology.models.xlnet.tokenizer import XLNET_SPECIAL_TOKENS
+    from keras_bertology.tokenizers.sentencepiece import train_sentencepiece
 
     hf_dir = tmp_path / "hf"
     hf_dir.mkdir()
@@ -469,7 +472,7 @@ def test_wordpiece_options_off_bert_defaults_reach_transformers(tmp_path, bert_r
     import tensorflow as tf
 
     from keras_bertology.convert.hf_export import save_hf_tokenizer
-    from keras_bertology.data.tokenizers import WordPieceTokenizer
+    from keras_bertology.tokenizers.wordpiece import WordPieceTokenizer
 
     vocabulary = bert_run[1].tokenizer.vocabulary + ["café", "naïve", "cafe", "東京"]
     ours = WordPieceTokenizer(vocabulary, **options)

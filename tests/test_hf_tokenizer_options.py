@@ -17,7 +17,8 @@ import transformers
 
 from keras_bertology.cli import main
 from keras_bertology.convert.hf_tokenizer import load_hf_tokenizer
-from keras_bertology.data.tokenizers import WORDPIECE_SPECIAL_TOKENS, train_sentencepiece
+from keras_bertology.tokenizers.sentencepiece import train_sentencepiece
+from keras_bertology.tokenizers.wordpiece import WORDPIECE_SPECIAL_TOKENS
 from keras_bertology.errors import CheckpointError, ConfigError
 
 SENTENCES = [
@@ -90,7 +91,7 @@ def test_tokenizer_json_normalizer_options_match_transformers(tmp_path, vocab, l
 
 def test_options_survive_save_and_load(tmp_path, vocab):
     """The run folder keeps the options: a reloaded tokenizer gives the same ids."""
-    from keras_bertology.data.tokenizers import load_tokenizer
+    from keras_bertology.tokenizers.saved import load_tokenizer
 
     transformers.BertTokenizer(vocab=dict(vocab), strip_accents=False, tokenize_chinese_chars=False) \
         .save_pretrained(str(tmp_path / "hf"))

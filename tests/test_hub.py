@@ -303,7 +303,7 @@ def test_handles_are_parsed_and_malformed_ones_refused(tmp_path, monkeypatch):
 
 
 def test_a_preset_with_weights_pretrained_loads_its_repository(loopback, hub_env, tmp_path, capsys):
-    from keras_bertology.data.tokenizers import Tokenizer
+    from keras_bertology.tokenizers.base import Tokenizer
     from keras_bertology.errors import ConfigError
     from keras_bertology.models import FAMILIES
 

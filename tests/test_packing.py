@@ -7,7 +7,8 @@ import tensorflow_text as tf_text
 
 from keras_bertology.data.corpus import read_corpus, default_corpus_paths
 from keras_bertology.data.packing import pack_segments, pack_text, tokenize_keeping_mask
-from keras_bertology.data.tokenizers import train_sentencepiece, train_wordpiece
+from keras_bertology.tokenizers.sentencepiece import train_sentencepiece
+from keras_bertology.tokenizers.wordpiece import train_wordpiece
 from keras_bertology.models.xlnet.packing import pack_segments as pack_xlnet_segments
 
 

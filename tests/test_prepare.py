@@ -14,7 +14,7 @@ from keras_bertology.data.corpus import default_corpus_paths, read_corpus
 from keras_bertology.data.held_out_lines import HELD_OUT
 from keras_bertology.data.recipe import tokenize_documents
 from keras_bertology.data.shards import sample_instances, shard_name
-from keras_bertology.data.tokenizers import load_tokenizer
+from keras_bertology.tokenizers.saved import load_tokenizer
 from keras_bertology.models.registry import get_family
 from keras_bertology.prepare.options import PrepareOptions
 from keras_bertology.prepare.pipeline import prepare

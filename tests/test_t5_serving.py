@@ -21,7 +21,9 @@ from hf_reference import perturbed_hf_model, save_hf_model
 from keras_bertology.cli import main
 from keras_bertology.data.corpus import default_corpus_paths, read_corpus
 from keras_bertology.data.span_corruption import row_lengths
-from keras_bertology.data.tokenizers import T5_SPECIAL_TOKENS, load_tokenizer, train_sentencepiece
+from keras_bertology.models.t5.tokenizer import T5_SPECIAL_TOKENS
+from keras_bertology.tokenizers.saved import load_tokenizer
+from keras_bertology.tokenizers.sentencepiece import train_sentencepiece
 from keras_bertology.errors import ConfigError
 from keras_bertology.models.t5 import T5
 from keras_bertology.models.t5.instances import stream_chunks

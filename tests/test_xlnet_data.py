@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from keras_bertology.data.corpus import default_corpus_paths, read_corpus
 from keras_bertology.data.pipeline import make_dataset
-from keras_bertology.data.tokenizers import train_sentencepiece
+from keras_bertology.tokenizers.sentencepiece import train_sentencepiece
 from keras_bertology.errors import ConfigError
 from keras_bertology.models.xlnet.instances import stream_instances
 from keras_bertology.models.xlnet.permutation import PermutationMasker, permutation_masker

@@ -117,9 +117,9 @@ def convert_hf_checkpoint(hf_dir, seq_len=None, with_tokenizer=True):
                               notes=list(notes[0]) if notes else [])
     renamed = rename_legacy_layer_norm(weights)
     report.skipped = sorted(name for name in renamed if name not in used and not name.endswith(BUFFERS))
-    tokenizer = load_hf_tokenizer(hf_dir, backbone.vocab_size) if with_tokenizer else None
+    tokenizer = load_hf_tokenizer(hf_dir, backbone.vocab_size, family=family) if with_tokenizer else None
     if tokenizer is not None:  # recorded where the family's own packing lays text out otherwise
-        layout = hf_text_layout(hf_dir, tokenizer, family.hf_tokenizer_class)
+        layout = hf_text_layout(hf_dir, tokenizer, family)
         tokenizer.with_layout(None if layout == family.text_layout(tokenizer, own_layout=True) else layout)
     return RunModel(family.name, backbone, tokenizer, seq_len, pretrainer=pretrainer), report
 

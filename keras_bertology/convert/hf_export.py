@@ -8,7 +8,9 @@
       generator/           ELECTRA's generator, a model folder of its own
 
 The family's exporter (`ModelFamily.hf_exporter_path`) maps the tensors and
-names the transformers class; this module writes the files into a staging
+names the transformers class; the tokenizer's files are written by the format a
+family declares for the tokenizer class (`convert.hf_tokenizer.HFTokenizerFormat`),
+with the writers of this module; this module writes the files into a staging
 folder that replaces DIR whole once complete (`atomic.atomic_directory`).
 """
 
@@ -19,9 +21,6 @@ from pathlib import Path
 from keras_bertology.errors import CheckpointError
 
 MARKER_FILE = "bertology.json"
-# The tokenizer class that runs tokenizer.json as written (transformers 5's TokenizersBackend), which
-# transformers builds for model types without a class of their own (ModernBERT).
-GENERIC_CLASS = "PreTrainedTokenizerFast"
 
 
 @dataclass
@@ -102,123 +101,104 @@ def dropped_heads_note(pretrainer, exported, architecture):
     return [f"dropped the pretraining head {name}: transformers' {architecture} has no such head" for name in dropped]
 
 
-# Tokenizer files -----------------------------------------------------------------------------------
+# Tokenizer files: the family's format writes them (`convert.hf_tokenizer.HFTokenizerFormat.write`) with the
+# writers below, one per kind of vocabulary file. ------------------------------------------------------------
 
 
 def save_hf_tokenizer(tokenizer, folder, tokenizer_classes, seq_len, segments=True, layout=None):
     """The files the transformers tokenizer class of `tokenizer`'s kind (`tokenizer_classes`) reads to
-    give the ids `tokenizer` gives; a CheckpointError where that class cannot express its options.
-    With `segments` (a model with segment embeddings) the tokenizer returns token_type_ids too, which
-    some classes (AlbertTokenizer, XLNetTokenizer) leave out by default: the model would then read
-    every pair as one segment. The generic class (`GENERIC_CLASS`, ModernBERT's) runs tokenizer.json as
-    written: it is written too, its post-processor placing the specials as `layout` (a
-    `Tokenizer.layout`: the run's) says."""
-    writers = {"wordpiece": _wordpiece, "sentencepiece": _sentencepiece, "byte_bpe": _byte_bpe}
+    give the ids `tokenizer` gives, written by the format a family declares for that class; a
+    CheckpointError where that class cannot express its options. With `segments` (a model with segment
+    embeddings) the tokenizer returns token_type_ids too, which some classes (ALBERT's, XLNet's) leave out
+    by default: the model would then read every pair as one segment. `layout` (a `Tokenizer.layout`: the
+    run's) is for a class that runs tokenizer.json as written, where the post-processor places the specials."""
+    from keras_bertology.convert.hf_tokenizer import format_for_class
+
     kind = tokenizer.type_name
     if kind not in tokenizer_classes:
         wanted = ", ".join(f"{theirs} ({ours})" for ours, theirs in tokenizer_classes.items()) or "none"
         raise CheckpointError(f"the run's {kind} tokenizer has no transformers form for this model; its "
                               f"tokenizers: {wanted}")
     tokenizer_class = tokenizer_classes[kind]
-    config = writers[kind](tokenizer, Path(folder), tokenizer_class)
-    if tokenizer_class == GENERIC_CLASS:
-        if kind != "byte_bpe" or layout is None:
-            raise CheckpointError(f"the run's {kind} tokenizer has no tokenizer.json form")
-        spec = _byte_bpe_tokenizer_json(tokenizer, layout)
-        (Path(folder) / "tokenizer.json").write_text(json.dumps(spec, ensure_ascii=False), encoding="utf-8")
+    form = format_for_class(tokenizer_class)
+    if form.write is None:
+        raise CheckpointError(f"transformers' {tokenizer_class} is read, not written")
+    config = form.write(tokenizer, Path(folder), tokenizer_class, layout)
     inputs = ["input_ids", "token_type_ids", "attention_mask"] if segments else ["input_ids", "attention_mask"]
     config = {"tokenizer_class": tokenizer_class, "model_max_length": seq_len, "model_input_names": inputs,
               **config}
     (Path(folder) / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
 
-def _specials(tokenizer, roles):
+def special_entries(tokenizer, roles):
     """`{role}_token` entries of tokenizer_config.json for the roles the tokenizer has."""
     tokens = tokenizer.vocabulary
     return {f"{role}_token": tokens[getattr(tokenizer, f"{role}_id")] for role in roles if tokenizer.has_role(role)}
 
 
-def _wordpiece(tokenizer, folder, tokenizer_class):
+ALL_ROLES = ("unk", "sep", "pad", "cls", "mask")
+
+
+def write_wordpiece(tokenizer, folder, tokenizer_class, layout=None):
+    """vocab.txt, and the BERT normaliser's options."""
     if not tokenizer.options["clean_text"]:
         raise CheckpointError(f"the run's WordPiece tokenizer keeps control characters (clean_text off); "
                               f"transformers' {tokenizer_class} always deletes them")
     (folder / "vocab.txt").write_text("".join(token + "\n" for token in tokenizer.vocabulary), encoding="utf-8")
     return dict(do_lower_case=tokenizer.lower_case, strip_accents=tokenizer.options["strip_accents"],
-                tokenize_chinese_chars=tokenizer.options["chinese_chars"],
-                **_specials(tokenizer, ("unk", "sep", "pad", "cls", "mask")))
+                tokenize_chinese_chars=tokenizer.options["chinese_chars"], **special_entries(tokenizer, ALL_ROLES))
 
 
-def _sentencepiece(tokenizer, folder, tokenizer_class):
+def check_unknown_characters(tokenizer, tokenizer_class):
+    """A CheckpointError where the SentencePiece model falls back to bytes, which transformers' classes do not."""
     import sentencepiece as spm
 
     processor = spm.SentencePieceProcessor(model_proto=tokenizer.model_proto)
     if any(processor.is_byte(i) for i in range(processor.get_piece_size())):
         raise CheckpointError(f"the run's SentencePiece model falls back to bytes for unknown characters; "
                               f"transformers' {tokenizer_class} maps them to the unknown token instead")
-    layout = {"T5Tokenizer": _t5_sentencepiece, "DebertaV2Tokenizer": _deberta_v2_sentencepiece,
-              "BigBirdTokenizer": _bigbird_sentencepiece}.get(
-        tokenizer_class, _spiece_model)
-    return layout(tokenizer, folder, tokenizer_class)
 
 
-def _spiece_model(tokenizer, folder, tokenizer_class):
-    """ALBERT's and XLNet's layout: spiece.model, with the quote, accent and case preprocessing the class
-    applies itself."""
-    if not tokenizer.preprocessing["replace_quotes"]:
-        raise CheckpointError(f"the run's SentencePiece tokenizer keeps `` and ''; transformers' {tokenizer_class} "
-                              "always turns them into \"")
-    (folder / "spiece.model").write_bytes(tokenizer.model_proto)
-    return dict(do_lower_case=tokenizer.preprocessing["lower_case"],
-                keep_accents=not tokenizer.preprocessing["strip_accents"],
-                **_specials(tokenizer, ("unk", "sep", "pad", "cls", "mask")))
-
-
-def _t5_sentencepiece(tokenizer, folder, tokenizer_class):
-    """T5's layout: spiece.model without the sentinels, which the tokenizer class appends (`extra_ids`)."""
-    from keras_bertology.data.tokenizers import without_sentinels
-
-    changed = sorted(name for name, value in tokenizer.preprocessing.items() if value)
-    if changed:
-        raise CheckpointError(f"the run's SentencePiece tokenizer preprocesses text ({', '.join(changed)}); "
-                              f"transformers' {tokenizer_class} passes it to SentencePiece unchanged")
-    (folder / "spiece.model").write_bytes(without_sentinels(tokenizer.model_proto, tokenizer.sentinels))
-    return dict(extra_ids=tokenizer.sentinels, eos_token=tokenizer.vocabulary[tokenizer.sep_id],
-                **_specials(tokenizer, ("unk", "pad")))
-
-
-def _deberta_v2_sentencepiece(tokenizer, folder, tokenizer_class):
-    """DeBERTa-v2/v3's layout: spm.model, text passed to SentencePiece as it is (cased unless lowercased)."""
-    config = _unchanged_text_model(tokenizer, folder / "spm.model", tokenizer_class, ("strip_accents", "replace_quotes"))
-    return dict(do_lower_case=tokenizer.preprocessing["lower_case"], split_by_punct=False, vocab_type="spm", **config)
-
-
-def _bigbird_sentencepiece(tokenizer, folder, tokenizer_class):
-    """BigBird's layout: spiece.model, text passed to SentencePiece exactly as it is."""
-    return _unchanged_text_model(tokenizer, folder / "spiece.model", tokenizer_class, tuple(tokenizer.preprocessing))
-
-
-def _unchanged_text_model(tokenizer, path, tokenizer_class, refused):
-    """The model written to `path` for a class that preprocesses none of `refused`, and its specials, the
-    beginning and end tokens being [CLS] and [SEP] (the model has no others)."""
+def refuse_preprocessing(tokenizer, tokenizer_class, refused):
+    """A CheckpointError where the tokenizer applies any of the `refused` preprocessing steps."""
     changed = sorted(name for name in refused if tokenizer.preprocessing[name])
     if changed:
         raise CheckpointError(f"the run's SentencePiece tokenizer preprocesses text ({', '.join(changed)}); "
                               f"transformers' {tokenizer_class} passes it to SentencePiece unchanged")
+
+
+def write_unchanged_text_model(tokenizer, path, tokenizer_class, refused):
+    """The model written to `path` for a class that preprocesses none of `refused`, and its specials, the
+    beginning and end tokens being [CLS] and [SEP] (the model has no others)."""
+    check_unknown_characters(tokenizer, tokenizer_class)
+    refuse_preprocessing(tokenizer, tokenizer_class, refused)
     path.write_bytes(tokenizer.model_proto)
-    specials = _specials(tokenizer, ("unk", "sep", "pad", "cls", "mask"))
+    specials = special_entries(tokenizer, ALL_ROLES)
     return dict(bos_token=specials["cls_token"], eos_token=specials["sep_token"], **specials)
 
 
-def _byte_bpe(tokenizer, folder, tokenizer_class):
+def write_byte_bpe(tokenizer, folder, tokenizer_class, layout=None):
+    """vocab.json + merges.txt, and the specials (the mask taking the spaces before it as `mask_lstrip` says)."""
     tokenizer.save(folder)  # vocab.json + merges.txt, and our own tokenizer.json, which transformers must not read
     (folder / "tokenizer.json").unlink()
-    config = dict(add_prefix_space=False, **_specials(tokenizer, ("unk", "sep", "pad", "cls", "mask")))
+    config = dict(add_prefix_space=False, **special_entries(tokenizer, ALL_ROLES))
     if tokenizer.has_role("cls"):
         config.update(bos_token=config["cls_token"], eos_token=config["sep_token"])
     if tokenizer.has_role("mask"):
         config["mask_token"] = {"content": config["mask_token"], "lstrip": tokenizer.mask_lstrip, "rstrip": False,
                                 "normalized": False, "single_word": False, "special": True,
                                 "__type": "AddedToken"}
+    return config
+
+
+def write_tokenizer_json(tokenizer, folder, tokenizer_class, layout):
+    """A byte-level BPE for a class that runs tokenizer.json as written: `write_byte_bpe`'s files, and
+    tokenizer.json with the specials placed as `layout` says."""
+    if tokenizer.type_name != "byte_bpe" or layout is None:
+        raise CheckpointError(f"the run's {tokenizer.type_name} tokenizer has no tokenizer.json form")
+    config = write_byte_bpe(tokenizer, folder, tokenizer_class)
+    spec = _byte_bpe_tokenizer_json(tokenizer, layout)
+    (folder / "tokenizer.json").write_text(json.dumps(spec, ensure_ascii=False), encoding="utf-8")
     return config
 
 

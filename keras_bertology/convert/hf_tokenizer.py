@@ -1,75 +1,118 @@
-"""The in-graph tokenizer of a Hugging Face model folder, from whichever files it ships.
+"""The in-graph tokenizer of a Hugging Face model folder, read as its transformers tokenizer class reads it.
 
-transformers 4 writes `vocab.txt` (WordPiece) or `vocab.json` + `merges.txt`
-(byte-level BPE); transformers 5 writes only `tokenizer.json`; ALBERT-style
-models ship `spiece.model` (SentencePiece; T5's gains its `extra_ids` sentinels at the end), DeBERTa-v2/v3
-`spm.model`. All are read into tokenizers that run inside the SavedModel graph.
+Each family declares how the transformers tokenizer classes of its models are
+read and written (`HFTokenizerFormat`, named by `ModelFamily.hf_tokenizer_path`):
+the class that tokenizer_config.json names is looked up among what families
+declare, else the format of the model's family (config.json's `model_type`)
+serves. The readers share the helpers below, one per kind of vocabulary file:
+`vocab.txt` (WordPiece) or `vocab.json` + `merges.txt` (byte-level BPE), as
+transformers 4 writes them; `tokenizer.json`, which transformers 5 writes alone;
+SentencePiece models (`spiece.model`, `spm.model`). All are read into tokenizers
+that run inside the SavedModel graph.
 """
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from keras_bertology.data.byte_bpe import END_OF_TEXT, GPT2_SPECIAL_TOKENS, SPECIAL_TOKENS, ByteLevelBPETokenizer
-from keras_bertology.data.tokenizers import (
-    ALBERT_SPECIAL_TOKENS,
-    DEBERTA_SPECIAL_TOKENS,
-    T5_SENTINELS,
-    T5_SPECIAL_TOKENS,
-    WORDPIECE_SPECIAL_TOKENS,
-    XLNET_SPECIAL_TOKENS,
-    SentencePieceTokenizer,
-    WordPieceTokenizer,
-    read_json_object,
-    sentencepiece_pieces,
-    tokens_by_id,
-    with_sentinels,
-    with_user_pieces,
-)
 from keras_bertology.errors import CheckpointError, ConfigError
+from keras_bertology.tokenizers.base import read_json_object, tokens_by_id
+from keras_bertology.tokenizers.byte_bpe import ByteLevelBPETokenizer
+from keras_bertology.tokenizers.sentencepiece import SentencePieceTokenizer, sentencepiece_pieces, with_user_pieces
+from keras_bertology.tokenizers.wordpiece import WORDPIECE_SPECIAL_TOKENS, WordPieceTokenizer
 
-# tokenizer_config.json classes that run tokenizer.json as written; every other class (BertTokenizer and
-# its kin) rebuilds its normaliser from tokenizer_config.json, as transformers 5 does.
-_GENERIC_CLASSES = ("PreTrainedTokenizerFast", "TokenizersBackend")
-_WORDPIECE_ROLES = ("pad", "unk", "cls", "sep", "mask")  # the order of WORDPIECE_SPECIAL_TOKENS
-# WordPieceTokenizer's options, BertNormalizer's defaults, and their keys in each file.
-_WORDPIECE_DEFAULTS = dict(lower_case=True, strip_accents=None, chinese_chars=True, clean_text=True)
-_CONFIG_KEYS = dict(lower_case="do_lower_case", strip_accents="strip_accents", chinese_chars="tokenize_chinese_chars")
-_NORMALIZER_KEYS = dict(lower_case="lowercase", strip_accents="strip_accents", chinese_chars="handle_chinese_chars",
-                        clean_text="clean_text")
+# Text layouts as templates (`HFTokenizerFormat.layout`): roles (the folder's cls and sep tokens) and texts
+# ($A, $B), each with its segment id after a colon (0 if none); a text alone, then a pair.
+CLS_SEP_LAYOUT = ("cls $A sep", "cls $A sep $B:1 sep:1")
+DOUBLE_SEP_LAYOUT = ("cls $A sep", "cls $A sep sep $B sep")
 
 
-# How transformers 5's tokenizer classes lay out one text and a pair (the post-processor each builds): roles
-# (the folder's cls and sep tokens) and texts ($A, $B), each with its segment id after a colon (0 if none).
-# A class not named here runs tokenizer.json's post_processor as written.
-_BERT_LAYOUT = ("cls $A sep", "cls $A sep $B:1 sep:1")
-_CLASS_LAYOUTS = {
-    **dict.fromkeys(("BertTokenizer", "DistilBertTokenizer", "ElectraTokenizer", "AlbertTokenizer",
-                     "BigBirdTokenizer", "DebertaV2Tokenizer"), _BERT_LAYOUT),
-    **dict.fromkeys(("RobertaTokenizer", "DebertaTokenizer"), ("cls $A sep", "cls $A sep sep $B sep")),
-    "GPT2Tokenizer": ("$A", "$A $B:1"),
-    "T5Tokenizer": ("$A sep", "$A sep $B:1 sep:1"),
-    "XLNetTokenizer": ("$A sep cls:2", "$A sep $B:1 sep:1 cls:2"),
-}
-def hf_text_layout(hf_dir, tokenizer, default_class=None):
+@dataclass(frozen=True)
+class HFTokenizerFormat:
+    """How transformers tokenizer classes of a family are read into our tokenizers and written from them.
+
+    Attributes:
+        classes: the transformers tokenizer classes read so (tokenizer_config.json's `tokenizer_class`,
+            without "Fast"); the first is the one AutoTokenizer builds for the family's model types where
+            tokenizer_config.json names none.
+        read: `read(hf_dir) -> Tokenizer`, None where the folder lacks the files these classes read.
+        write: `write(tokenizer, folder, tokenizer_class, layout) -> dict`: writes the files the class
+            reads and returns tokenizer_config.json's entries for them (`layout` is the run's, for a class
+            that writes its placement of specials into tokenizer.json); None: the classes are not written.
+        layout: how the classes lay out a text and a pair (templates, see `CLS_SEP_LAYOUT`); None: as
+            tokenizer.json's post_processor says.
+    """
+
+    classes: tuple
+    read: Callable
+    write: Callable | None = None
+    layout: tuple | None = None
+
+    @property
+    def default_class(self):
+        return self.classes[0]
+
+
+def declared_formats():
+    """{transformers tokenizer class: the `HFTokenizerFormat` a registered family declares for it}."""
+    from keras_bertology.models import FAMILIES
+
+    formats = (family.hf_tokenizer for family in FAMILIES.values())
+    return {name: form for form in formats if form is not None for name in form.classes}
+
+
+def format_for_class(tokenizer_class):
+    """The format that reads and writes `tokenizer_class`, or a CheckpointError naming those declared."""
+    formats = declared_formats()
+    if tokenizer_class not in formats:
+        raise CheckpointError(f"transformers' {tokenizer_class} is no tokenizer class a family declares; "
+                              f"declared: {', '.join(sorted(formats))}")
+    return formats[tokenizer_class]
+
+
+def _folder_format(hf_dir, family):
+    """(format, transformers class) of the folder's tokenizer: tokenizer_config.json's class where a family
+    declares it, else the default class of `family` (given, or config.json's model type's). (None, None)
+    where neither names one."""
+    named = tokenizer_config(hf_dir).get("tokenizer_class")
+    named = str(named).removesuffix("Fast") if named is not None else None
+    formats = declared_formats()
+    if named in formats:
+        return formats[named], named
+    family = family or _model_family(hf_dir)
+    form = family.hf_tokenizer if family is not None else None
+    return (form, form.default_class) if form is not None else (None, None)
+
+
+def _model_family(hf_dir):
+    """The family of config.json's model type; None without config.json or for a type no family imports."""
+    from keras_bertology.models import FAMILIES
+
+    path = hf_dir / "config.json"
+    model_type = read_json_object(path, "config.json").get("model_type") if path.is_file() else None
+    return next((family for family in FAMILIES.values() if model_type in family.hf_model_types), None)
+
+
+def hf_text_layout(hf_dir, tokenizer, family=None):
     """How the folder's transformers tokenizer lays out a text and a pair (`Tokenizer.layout`, tokens as
-    `tokenizer` writes them): its class's way (tokenizer_config.json's class, else `default_class`, the
-    one AutoTokenizer builds for the model type), or, for the generic class, tokenizer.json's
-    post_processor. None where the folder does not say (no class, no post_processor to read)."""
+    `tokenizer` writes them): its class's way (tokenizer_config.json's class, else the default class of
+    `family`, which AutoTokenizer builds for the model type), or, where the class runs tokenizer.json as
+    written, its post_processor. None where the folder does not say (no class, no post_processor to read)."""
     hf_dir = Path(hf_dir)
     try:
-        return _text_layout(hf_dir, tokenizer, default_class)
+        return _text_layout(hf_dir, tokenizer, *_folder_format(hf_dir, family))
     except ConfigError as error:
         raise CheckpointError(f"the tokenizer in {hf_dir} cannot be read: {error}") from None
 
 
-def _text_layout(hf_dir, tokenizer, default_class):
-    tokenizer_class = str(_tokenizer_config(hf_dir).get("tokenizer_class", default_class)).removesuffix("Fast")
-    if tokenizer_class in _CLASS_LAYOUTS:
+def _text_layout(hf_dir, tokenizer, form, tokenizer_class):
+    if form is not None and form.layout is not None:
         tokens = tokenizer.vocabulary
         roles = {role: tokens[tokenizer.optional_id(role)] for role in ("cls", "sep")
                  if tokenizer.optional_id(role) is not None}
         try:
             return {kind: [_template_piece(item, roles) for item in template.split()]
-                    for kind, template in zip(("single", "pair"), _CLASS_LAYOUTS[tokenizer_class])}
+                    for kind, template in zip(("single", "pair"), form.layout)}
         except KeyError as error:
             raise ConfigError(f"transformers' {tokenizer_class} places a {error.args[0]} token, which the "
                               "tokenizer lacks") from None
@@ -98,7 +141,7 @@ def _post_processor_layout(processor):
         return {"single": [["$A", 0]], "pair": [["$A", 0], ["$B", 1]]}
     if kind in ("BertProcessing", "RobertaProcessing"):
         roles = {role: processor[role][0] for role in ("cls", "sep")}
-        template = _BERT_LAYOUT if kind == "BertProcessing" else _CLASS_LAYOUTS["RobertaTokenizer"]
+        template = CLS_SEP_LAYOUT if kind == "BertProcessing" else DOUBLE_SEP_LAYOUT
         return {name: [_template_piece(item, roles) for item in text.split()]
                 for name, text in zip(("single", "pair"), template)}
     if kind == "TemplateProcessing":
@@ -121,11 +164,13 @@ def _template_item(item, specials):
     return [[token, int(special.get("type_id", 0))] for token in tokens]
 
 
-def load_hf_tokenizer(hf_dir, model_vocab_size):
-    """The folder's tokenizer, or None when it ships none; ids must fit the model's vocabulary."""
+def load_hf_tokenizer(hf_dir, model_vocab_size, family=None):
+    """The folder's tokenizer, or None when it ships none that its class (see `hf_text_layout`; `family`
+    is the model's where the folder has no config.json) reads; ids must fit the model's vocabulary."""
     hf_dir = Path(hf_dir)
     try:
-        tokenizer = _read_tokenizer(hf_dir)
+        form, _ = _folder_format(hf_dir, family)
+        tokenizer = form.read(hf_dir) if form is not None else None
     except ConfigError as error:
         raise CheckpointError(f"the tokenizer in {hf_dir} cannot be read: {error}") from None
     if tokenizer is not None and tokenizer.vocab_size > model_vocab_size:
@@ -136,84 +181,21 @@ def load_hf_tokenizer(hf_dir, model_vocab_size):
     return tokenizer
 
 
-def _read_tokenizer(hf_dir):
-    if (hf_dir / "spiece.model").is_file():
-        return _sentencepiece(hf_dir)
-    if (hf_dir / "spm.model").is_file():
-        return _deberta_v2_sentencepiece(hf_dir)
-    spec = read_json_object(hf_dir / "tokenizer.json", "tokenizer.json") \
-        if (hf_dir / "tokenizer.json").is_file() else None
-    if (hf_dir / "vocab.txt").is_file() and not _runs_tokenizer_json(hf_dir, spec):
-        return _wordpiece(hf_dir, hf_dir / "vocab.txt", spec)
-    if (hf_dir / "vocab.json").is_file() and (hf_dir / "merges.txt").is_file():
-        vocab = read_json_object(hf_dir / "vocab.json", "byte-level BPE vocabulary")
-        specials = _byte_bpe_specials(vocab)
-        return ByteLevelBPETokenizer.from_files(hf_dir, mask_lstrip=_mask_lstrip(hf_dir, spec, specials),
-                                                special_tokens=specials)
-    if spec is None:
-        return None
-    model = spec.get("model") or {}
-    kind = model.get("type")
-    if kind == "WordPiece":
-        if model.get("continuing_subword_prefix", "##") != "##":
-            raise ConfigError("only the '##' continuation prefix of BERT WordPiece is supported")
-        if model.get("unk_token", "[UNK]") != "[UNK]":
-            raise ConfigError(f"tokenizer.json's unk_token {model['unk_token']!r} is not supported: "
-                              "only BERT's '[UNK]'")
-        return _wordpiece(hf_dir, tokens_by_id(model.get("vocab")), spec)
-    if kind == "BPE":
-        merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model.get("merges", [])]
-        vocab = model.get("vocab") or {}
-        specials = _byte_bpe_specials(vocab)
-        return ByteLevelBPETokenizer(vocab, merges, mask_lstrip=_mask_lstrip(hf_dir, spec, specials),
-                                     special_tokens=specials)
-    raise ConfigError(f"tokenizer.json has a {kind!r} model; supported: WordPiece, BPE (byte-level)")
+# Readers of each kind of vocabulary file, which the families' formats call with their own settings --------
 
 
-def _byte_bpe_specials(vocab):
-    """RoBERTa's special tokens; DeBERTa's where the vocabulary has [CLS] and not RoBERTa's <s>; GPT-2's
-    where it has <|endoftext|> and neither."""
-    if SPECIAL_TOKENS["cls"] in vocab:
-        return SPECIAL_TOKENS
-    if DEBERTA_SPECIAL_TOKENS["cls"] in vocab:
-        return DEBERTA_SPECIAL_TOKENS
-    return GPT2_SPECIAL_TOKENS if END_OF_TEXT in vocab else SPECIAL_TOKENS
+def tokenizer_config(hf_dir):
+    path = Path(hf_dir) / "tokenizer_config.json"
+    return read_json_object(path, "tokenizer_config.json") if path.is_file() else {}
 
 
-def _sentencepiece(hf_dir):
-    """spiece.model with the specials and preprocessing of tokenizer_config.json: `` and '' become ",
-    accents are stripped unless keep_accents, lowercased when do_lower_case. Without that file, the
-    defaults of the model's kind: XLNet's (<cls> <sep>, cased) when it has a <cls> piece, else
-    ALBERT's ([CLS] [SEP], uncased)."""
-    config = _tokenizer_config(hf_dir)
-    model_proto = (hf_dir / "spiece.model").read_bytes()
-    if _names_class(hf_dir, config, "BigBirdTokenizer", "big_bird"):  # text reaches SentencePiece as it is
-        specials = _configured_specials(config, ALBERT_SPECIAL_TOKENS)
-        return SentencePieceTokenizer(_with_missing_specials(model_proto, specials), specials)
-    pieces = sentencepiece_pieces(model_proto)
-    cased = "<cls>" in pieces
-    defaults = XLNET_SPECIAL_TOKENS if cased else ALBERT_SPECIAL_TOKENS
-    if "</s>" in pieces and "<cls>" not in pieces and "[CLS]" not in pieces:  # T5's: no beginning token
-        defaults = T5_SPECIAL_TOKENS
-    specials = _configured_specials(config, defaults)
-    if defaults is T5_SPECIAL_TOKENS:
-        sentinels = int(config.get("extra_ids", T5_SENTINELS))
-        return SentencePieceTokenizer(with_sentinels(model_proto, sentinels), specials, sentinels=sentinels)
-    return SentencePieceTokenizer(
-        _with_missing_specials(model_proto, specials), specials,
-        lower_case=bool(config.get("do_lower_case", not cased)), strip_accents=not config.get("keep_accents", False), replace_quotes=True)
+def tokenizer_spec(hf_dir):
+    """tokenizer.json's content, None without one."""
+    path = Path(hf_dir) / "tokenizer.json"
+    return read_json_object(path, "tokenizer.json") if path.is_file() else None
 
 
-def _names_class(hf_dir, config, tokenizer_class, model_type):
-    """Whether the folder's tokenizer is `tokenizer_class`: tokenizer_config.json says so, or, without a
-    class there, config.json's model is `model_type`."""
-    if "tokenizer_class" in config:
-        return config["tokenizer_class"].removesuffix("Fast") == tokenizer_class
-    model_config = hf_dir / "config.json"
-    return model_config.is_file() and read_json_object(model_config, "config.json").get("model_type") == model_type
-
-
-def _configured_specials(config, defaults):
+def configured_specials(config, defaults):
     """{role: token} of tokenizer_config.json's `{role}_token` entries, `defaults` where it has none."""
     specials = {}
     for role, default in defaults.items():
@@ -222,25 +204,12 @@ def _configured_specials(config, defaults):
     return specials
 
 
-def _deberta_v2_sentencepiece(hf_dir):
-    """spm.model as transformers' DebertaV2Tokenizer reads it: DeBERTa's specials (those the model lacks
-    appended, `_with_missing_specials`), text cased unless do_lower_case and otherwise unchanged."""
-    config = _tokenizer_config(hf_dir)
-    if config.get("split_by_punct"):
-        raise ConfigError("tokenizer_config.json sets split_by_punct (punctuation split off before "
-                          "SentencePiece), which is not supported")
-    model_proto = (hf_dir / "spm.model").read_bytes()
-    specials = _configured_specials(config, DEBERTA_SPECIAL_TOKENS)
-    return SentencePieceTokenizer(_with_missing_specials(model_proto, specials), specials,
-                                  lower_case=bool(config.get("do_lower_case", False)))
-
-
 # The order in which transformers appends the special tokens a SentencePiece model lacks: bos (these models'
 # cls), eos (their sep), unk, pad, mask.
 _ADDED_ORDER = ("cls", "sep", "unk", "pad", "mask")
 
 
-def _with_missing_specials(model_proto, specials):
+def with_missing_specials(model_proto, specials):
     """The model with the configured `specials` it lacks appended as pieces of their own, new ids after its
     pieces in transformers' order, as transformers adds them: DeBERTa-v3's [MASK] (id 128,000 after the
     released model's 128,000 pieces), or a [UNK] that tokenizer_config.json names over a model whose unknown
@@ -251,34 +220,69 @@ def _with_missing_specials(model_proto, specials):
     return with_user_pieces(model_proto, missing) if missing else model_proto
 
 
-def _runs_tokenizer_json(hf_dir, spec):
-    """Whether transformers runs tokenizer.json as written (the generic tokenizer class), rather than a
-    BERT class built from vocab.txt and tokenizer_config.json."""
-    return spec is not None and _tokenizer_config(hf_dir).get("tokenizer_class") in _GENERIC_CLASSES
+def read_model_file(hf_dir, name):
+    """The bytes of the folder's SentencePiece model `name`, None without one."""
+    path = Path(hf_dir) / name
+    return path.read_bytes() if path.is_file() else None
 
 
-def _tokenizer_config(hf_dir):
-    path = hf_dir / "tokenizer_config.json"
-    return read_json_object(path, "tokenizer_config.json") if path.is_file() else {}
+def read_sentencepiece(hf_dir, name, defaults, options=None):
+    """The folder's SentencePiece model `name` with tokenizer_config.json's specials (`defaults` where it
+    names none; those the model lacks appended, `with_missing_specials`) and the preprocessing that
+    `options(tokenizer_config)` gives (none without it); None without the model."""
+    model_proto = read_model_file(hf_dir, name)
+    if model_proto is None:
+        return None
+    config = tokenizer_config(hf_dir)
+    specials = configured_specials(config, defaults)
+    return SentencePieceTokenizer(with_missing_specials(model_proto, specials), specials,
+                                  **(options(config) if options else {}))
 
 
-def _wordpiece(hf_dir, vocab, spec):
-    """BERT WordPiece with the options transformers 5 would run, refusing those it cannot honour."""
-    config = _tokenizer_config(hf_dir)
+_WORDPIECE_ROLES = ("pad", "unk", "cls", "sep", "mask")  # the order of WORDPIECE_SPECIAL_TOKENS
+# WordPieceTokenizer's options, BertNormalizer's defaults, and their keys in each file.
+_WORDPIECE_DEFAULTS = dict(lower_case=True, strip_accents=None, chinese_chars=True, clean_text=True)
+_CONFIG_KEYS = dict(lower_case="do_lower_case", strip_accents="strip_accents", chinese_chars="tokenize_chinese_chars")
+_NORMALIZER_KEYS = dict(lower_case="lowercase", strip_accents="strip_accents", chinese_chars="handle_chinese_chars",
+                        clean_text="clean_text")
+
+
+def read_wordpiece(hf_dir, as_written):
+    """BERT WordPiece from vocab.txt, else from tokenizer.json's WordPiece model, with the options
+    transformers 5 would run, refusing those it cannot honour. A class that runs tokenizer.json `as_written`
+    (the generic one) reads its model and normalizer and leaves a vocab.txt beside it unread; a BERT class
+    rebuilds its normaliser from tokenizer_config.json. None where the folder has neither file."""
+    hf_dir = Path(hf_dir)
+    spec = tokenizer_spec(hf_dir)
+    if (hf_dir / "vocab.txt").is_file() and not (as_written and spec is not None):
+        vocab = hf_dir / "vocab.txt"
+    elif spec is not None:
+        model = spec.get("model") or {}
+        if model.get("type") != "WordPiece":
+            raise ConfigError(f"tokenizer.json has a {model.get('type')!r} model, not the WordPiece expected")
+        if model.get("continuing_subword_prefix", "##") != "##":
+            raise ConfigError("only the '##' continuation prefix of BERT WordPiece is supported")
+        if model.get("unk_token", "[UNK]") != "[UNK]":
+            raise ConfigError(f"tokenizer.json's unk_token {model['unk_token']!r} is not supported: "
+                              "only BERT's '[UNK]'")
+        vocab = tokens_by_id(model.get("vocab"))
+    else:
+        return None
+    config = tokenizer_config(hf_dir)
     for role, default in zip(_WORDPIECE_ROLES, WORDPIECE_SPECIAL_TOKENS):
         token = config.get(f"{role}_token", default)
         token = token.get("content") if isinstance(token, dict) else token
         if token != default:
             raise ConfigError(f"tokenizer_config.json's {role}_token {token!r} is not supported: "
                               f"only BERT's {default!r}")
-    return WordPieceTokenizer(vocab, **_wordpiece_options(config, spec))
+    return WordPieceTokenizer(vocab, **_wordpiece_options(config, spec if as_written else None))
 
 
 def _wordpiece_options(config, spec):
-    """A BERT tokenizer class builds its BertNormalizer from tokenizer_config.json (clean_text always on)
-    and ignores tokenizer.json's; the generic class runs tokenizer.json's normalizer and pre-tokenizer as
-    written. Absent options take BertNormalizer's defaults; strip_accents None follows lower-casing."""
-    if spec is None or config.get("tokenizer_class") not in _GENERIC_CLASSES:
+    """The options of tokenizer_config.json (clean_text always on), or of `spec`, tokenizer.json run as
+    written, with its normalizer and pre-tokenizer. Absent options take BertNormalizer's defaults;
+    strip_accents None follows lower-casing."""
+    if spec is None:
         source, values, keys = "tokenizer_config.json", config, _CONFIG_KEYS
     else:
         normalizer, pre_tokenizer = spec.get("normalizer"), spec.get("pre_tokenizer") or {}
@@ -298,14 +302,43 @@ def _wordpiece_options(config, spec):
     return options
 
 
+def read_byte_bpe(hf_dir, special_tokens):
+    """Byte-level BPE with `special_tokens` (role -> token) from vocab.json + merges.txt, else from
+    tokenizer.json's BPE model; None where the folder has neither."""
+    hf_dir = Path(hf_dir)
+    spec = tokenizer_spec(hf_dir)
+    lstrip = _mask_lstrip(hf_dir, spec, special_tokens)
+    if (hf_dir / "vocab.json").is_file() and (hf_dir / "merges.txt").is_file():
+        return ByteLevelBPETokenizer.from_files(hf_dir, mask_lstrip=lstrip, special_tokens=special_tokens)
+    if spec is None:
+        return None
+    model = spec.get("model") or {}
+    if model.get("type") != "BPE":
+        raise ConfigError(f"tokenizer.json has a {model.get('type')!r} model, not the byte-level BPE expected")
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model.get("merges", [])]
+    return ByteLevelBPETokenizer(model.get("vocab") or {}, merges, mask_lstrip=lstrip, special_tokens=special_tokens)
+
+
+def read_tokenizer_json(hf_dir, default_specials):
+    """tokenizer.json run as written: its WordPiece or byte-level BPE model, the latter with
+    tokenizer_config.json's special tokens (`default_specials` where it names none); None without one."""
+    spec = tokenizer_spec(hf_dir)
+    if spec is None:
+        return None
+    kind = (spec.get("model") or {}).get("type")
+    if kind == "WordPiece":
+        return read_wordpiece(hf_dir, as_written=True)
+    if kind == "BPE":
+        return read_byte_bpe(hf_dir, configured_specials(tokenizer_config(hf_dir), default_specials))
+    raise ConfigError(f"tokenizer.json has a {kind!r} model; supported: WordPiece, BPE (byte-level)")
+
+
 def _mask_lstrip(hf_dir, spec, specials):
     """Whether the mask token of `specials` (`<mask>`, `[MASK]`) takes the spaces before it: from
     tokenizer.json's added tokens, else tokenizer_config.json's, else RoBERTa's convention (True)."""
     entries = list((spec or {}).get("added_tokens") or [])
-    config_path = hf_dir / "tokenizer_config.json"
-    if config_path.is_file():
-        decoder = read_json_object(config_path, "tokenizer_config.json").get("added_tokens_decoder") or {}
-        entries += list(decoder.values()) if isinstance(decoder, dict) else []
+    decoder = tokenizer_config(hf_dir).get("added_tokens_decoder") or {}
+    entries += list(decoder.values()) if isinstance(decoder, dict) else []
     for entry in entries:
         if isinstance(entry, dict) and entry.get("content") == specials.get("mask"):
             return bool(entry.get("lstrip", False))

@@ -16,7 +16,7 @@ class TextPreprocessor(keras.layers.Layer):
     """Strings (one text, or two for pairs) -> {input name: [B, seq_len] int32}.
 
     Args:
-        tokenizer: the vocabulary (`data.tokenizers.Tokenizer`).
+        tokenizer: the vocabulary (`tokenizers.base.Tokenizer`).
         family: the `models.family.ModelFamily` whose text layout to follow.
         seq_len: tokens per row, specials included; longer text is cut.
         input_names: the backbone's input names (`list(backbone.input)`): the keys returned.
@@ -26,7 +26,7 @@ class TextPreprocessor(keras.layers.Layer):
     Example:
         >>> import tensorflow as tf
         >>> from keras_bertology.data.preprocessor import TextPreprocessor
-        >>> from keras_bertology.data.tokenizers import train_wordpiece
+        >>> from keras_bertology.tokenizers.wordpiece import train_wordpiece
         >>> from keras_bertology.models import BERT
         >>> tokenizer = train_wordpiece(["the cat sat on the mat", "a dog ran"] * 20, 60)
         >>> layer = TextPreprocessor(tokenizer, BERT, 8, ["token_ids", "padding_mask", "segment_ids"])

@@ -75,7 +75,7 @@ import tensorflow_text as tf_text
 from keras_bertology import __version__
 from keras_bertology.atomic import atomic_directory
 from keras_bertology.data.packing import WHITESPACE, fit_to_batch
-from keras_bertology.data.tokenizers import MAX_BYTES_PER_WORD, WORD_DELIMITER
+from keras_bertology.tokenizers.bert_text import MAX_BYTES_PER_WORD, WORD_DELIMITER
 from keras_bertology.errors import CheckpointError
 from keras_bertology.flag_ranges import check_length_buckets
 from keras_bertology.export.archive import write_saved_model

@@ -154,10 +154,10 @@ class ModelFamily:
         packings: the `--packing` choices the instance builder takes, default
             first; empty when it takes none.
         hf_model_types: the Hugging Face `model_type`s this family imports.
-        hf_tokenizer_class: the transformers tokenizer class that AutoTokenizer builds for those model
-            types where tokenizer_config.json names none; its layout of text is what a converted
-            checkpoint serves with (`convert.hf_tokenizer`). None: transformers' generic class, which
-            runs tokenizer.json as written.
+        hf_tokenizer_path: the `convert.hf_tokenizer.HFTokenizerFormat` of the transformers tokenizer
+            classes the family's folder reads and writes: their special tokens, files and layout of text
+            (what a converted checkpoint serves with); its first class is the one AutoTokenizer builds for
+            the model types where tokenizer_config.json names none. None: the family has none.
         stream_batches: the instances are consecutive batches of text streams
             (batch row r continues row r's text, for a Transformer-XL memory):
             the input pipeline keeps their order, and the instance and
@@ -221,7 +221,7 @@ class ModelFamily:
     masking: str
     packings: tuple = ()
     hf_model_types: tuple = ()
-    hf_tokenizer_class: str | None = None
+    hf_tokenizer_path: str | None = None
     converter_path: str | None = None
     hf_exporter_path: str | None = None
     masker_path: str = "keras_bertology.data.masking:token_masker"
@@ -253,6 +253,11 @@ class ModelFamily:
     @property
     def pretrainer_cls(self):
         return import_object(self.pretrainer_path)
+
+    @property
+    def hf_tokenizer(self):
+        """The `HFTokenizerFormat` of `hf_tokenizer_path`, None without one."""
+        return import_object(self.hf_tokenizer_path) if self.hf_tokenizer_path else None
 
     def train_tokenizer(self, sentences, vocab_size):
         """The family's tokenizer, trained on `sentences`."""

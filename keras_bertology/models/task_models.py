@@ -43,8 +43,9 @@ class TaskModel(keras.Model):
             ('last', (None, 3))
         """
         from keras_bertology import preset_loading
+        from keras_bertology.models.backbone import Backbone
 
-        return preset_loading.task_model(cls, name_or_path, weights=weights, **head_kwargs)
+        return preset_loading.task_model(cls, Backbone, name_or_path, weights=weights, **head_kwargs)
 
     @classmethod
     def family_defaults(cls, family):

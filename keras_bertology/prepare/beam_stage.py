@@ -29,10 +29,10 @@ from keras_bertology.data.recipe import (
     build_instances, build_masker, instance_coverage, masking_of, tokenize_documents)
 from keras_bertology.data.shards import TOKENIZER_DIR, shard_name, write_shard
 from keras_bertology.data.static_masking import masked_batches
-from keras_bertology.data.tokenizers import load_tokenizer
 from keras_bertology.errors import ConfigError, CorpusError
 from keras_bertology.extras import require_extra
 from keras_bertology.models.registry import get_family
+from keras_bertology.tokenizers.saved import load_tokenizer
 from keras_bertology.training.options import PretrainOptions
 
 require_extra("apache_beam", "bertology prepare")

@@ -30,19 +30,20 @@ import numpy as np
 from keras_bertology.atomic import atomic_directory
 from keras_bertology.convert.hf_tokenizer import load_hf_tokenizer
 from keras_bertology.data.corpus import BadRecords, corpus_files, default_corpus_paths, iter_documents
+from keras_bertology.data.held_out_lines import hold_out_sentences
 from keras_bertology.data.instances import coverage_line
 from keras_bertology.data.knowledge_units import MARKER_FILE
 from keras_bertology.data.recipe import masking_of, unit_marker
 from keras_bertology.data.recipe_fields import RECIPE_FIELDS
 from keras_bertology.data.shards import FORMAT, MANIFEST_FILE, TOKENIZER_DIR, VERSION, tokenizer_fingerprint
-from keras_bertology.data.tokenizers import CONFIG_FILE as TOKENIZER_CONFIG
-from keras_bertology.data.held_out_lines import hold_out_sentences
-from keras_bertology.data.tokenizers import WordPieceTokenizer, load_tokenizer
 from keras_bertology.errors import BertologyError, ConfigError, CorpusError
 from keras_bertology.output_paths import PREPARED_DATA, claim_output_folder
 from keras_bertology.prepare.beam_stage import (
     ERRORS_FILE, PARTS_DIR, REPORTS_FILE, SUMMARY_FILE, ShardJob, run_pipeline)
 from keras_bertology.prepare.options import GZIP_RATIO
+from keras_bertology.tokenizers.base import CONFIG_FILE as TOKENIZER_CONFIG
+from keras_bertology.tokenizers.saved import load_tokenizer
+from keras_bertology.tokenizers.wordpiece import WordPieceTokenizer
 
 # The family options that the instances and masking use (the others configure the model).
 _DATA_BUILDERS = ("instances", "masker")
@@ -229,7 +230,7 @@ def _tokenizer(family, sample, options):
         folder = given / TOKENIZER_DIR if (given / TOKENIZER_DIR).is_dir() else given
         if (folder / TOKENIZER_CONFIG).is_file() and "type" in json.loads((folder / TOKENIZER_CONFIG).read_text()):
             return load_tokenizer(folder)
-        tokenizer = load_hf_tokenizer(folder, model_vocab_size=2**31) if folder.is_dir() else None
+        tokenizer = load_hf_tokenizer(folder, model_vocab_size=2**31, family=family) if folder.is_dir() else None
         if tokenizer is None:
             raise ConfigError(f"--tokenizer {given}: no tokenizer there (a saved tokenizer, a run folder, a "
                               "Hugging Face folder or a vocab.txt)")

@@ -19,7 +19,7 @@ from keras_bertology.data.corpus import BadRecords, read_corpus
 from keras_bertology.data.held_out_lines import hold_out_sentences
 from keras_bertology.data.pipeline import make_dataset
 from keras_bertology.data.recipe import build_instances, build_masker, tokenize_documents, unit_marker
-from keras_bertology.data.tokenizers import load_tokenizer
+from keras_bertology.tokenizers.saved import load_tokenizer
 from keras_bertology.models.family import RunContext
 from keras_bertology.training.flops import pretraining_flops
 from keras_bertology.training.model_batches import model_batches

@@ -29,7 +29,7 @@ from keras_bertology.data.recipe import (
 from keras_bertology.data.shards import (
     TOKENIZER_DIR, read_manifest, sample_instances, shard_dataset, tokenizer_fingerprint)
 from keras_bertology.data.static_masking import write_static_tfrecords
-from keras_bertology.data.tokenizers import load_tokenizer
+from keras_bertology.tokenizers.saved import load_tokenizer
 from keras_bertology.errors import ConfigError, CorpusError, warn
 from keras_bertology.models.family import RunContext
 from keras_bertology.export import export_saved_model

@@ -12,7 +12,7 @@ ALBERT = FAMILY = ModelFamily(
     tokenizer_path="keras_bertology.models.albert.tokenizer:train_tokenizer",
     instances_path="keras_bertology.models.albert.instances:sentence_pairs",
     hf_model_types=("albert",),
-    hf_tokenizer_class="AlbertTokenizer",
+    hf_tokenizer_path="keras_bertology.models.albert.hf_tokenizer:HF_TOKENIZER",
     converter_path="keras_bertology.models.albert.convert:convert",
     hf_exporter_path="keras_bertology.models.albert.convert:export",
     masking="static",

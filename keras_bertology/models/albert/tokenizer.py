@@ -1,6 +1,9 @@
 """ALBERT's vocabulary: a SentencePiece unigram model with [CLS] [SEP] [MASK] <pad> <unk>."""
 
-from keras_bertology.data.tokenizers import ALBERT_SPECIAL_TOKENS, train_sentencepiece
+from keras_bertology.tokenizers.sentencepiece import train_sentencepiece
+
+# ALBERT's special-token roles and pieces, in id order (the mask last).
+ALBERT_SPECIAL_TOKENS = {"pad": "<pad>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
 
 
 def train_tokenizer(sentences, vocab_size):

@@ -18,7 +18,7 @@ BIGBIRD = FAMILY = ModelFamily(
     tokenizer_path="keras_bertology.models.bigbird.tokenizer:train_tokenizer",
     instances_path="keras_bertology.data.instances:packed_instances",
     hf_model_types=("big_bird",),
-    hf_tokenizer_class="BigBirdTokenizer",
+    hf_tokenizer_path="keras_bertology.models.bigbird.hf_tokenizer:HF_TOKENIZER",
     converter_path="keras_bertology.models.bigbird.convert:convert",
     hf_exporter_path="keras_bertology.models.bigbird.convert:export",
     masking="dynamic",

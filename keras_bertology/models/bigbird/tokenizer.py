@@ -1,6 +1,7 @@
 """BigBird's vocabulary: a cased SentencePiece unigram model with [CLS] [SEP] [MASK] <pad> <unk>."""
 
-from keras_bertology.data.tokenizers import ALBERT_SPECIAL_TOKENS, train_sentencepiece
+from keras_bertology.models.albert.tokenizer import ALBERT_SPECIAL_TOKENS
+from keras_bertology.tokenizers.sentencepiece import train_sentencepiece
 
 
 def train_tokenizer(sentences, vocab_size):

@@ -17,7 +17,7 @@ DEBERTA = FAMILY = ModelFamily(
     tokenizer_path="keras_bertology.models.deberta.tokenizer:train_tokenizer",
     instances_path="keras_bertology.data.instances:packed_instances",
     hf_model_types=("deberta",),  # DebertaV2 checkpoints (v3's layout) are the deberta-v3 family's
-    hf_tokenizer_class="DebertaTokenizer",
+    hf_tokenizer_path="keras_bertology.models.deberta.hf_tokenizer:HF_TOKENIZER",
     converter_path="keras_bertology.models.deberta.convert:convert",
     hf_exporter_path="keras_bertology.models.deberta.convert:export",
     masking="dynamic",

@@ -21,7 +21,7 @@ DEBERTA_V3 = FAMILY = ModelFamily(
     tokenizer_path="keras_bertology.models.deberta_v3.tokenizer:train_tokenizer",
     instances_path="keras_bertology.data.instances:packed_instances",
     hf_model_types=("deberta-v2",),
-    hf_tokenizer_class="DebertaV2Tokenizer",
+    hf_tokenizer_path="keras_bertology.models.deberta_v3.hf_tokenizer:HF_TOKENIZER",
     converter_path="keras_bertology.models.deberta.convert:convert",
     hf_exporter_path="keras_bertology.models.deberta.convert:export",
     masking="dynamic",

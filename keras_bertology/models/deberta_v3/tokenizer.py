@@ -1,6 +1,7 @@
 """DeBERTa-v3's vocabulary: a cased SentencePiece unigram model with [PAD] [CLS] [SEP] [UNK] [MASK]."""
 
-from keras_bertology.data.tokenizers import DEBERTA_SPECIAL_TOKENS, train_sentencepiece
+from keras_bertology.models.deberta.tokenizer import DEBERTA_SPECIAL_TOKENS
+from keras_bertology.tokenizers.sentencepiece import train_sentencepiece
 
 
 def train_tokenizer(sentences, vocab_size):

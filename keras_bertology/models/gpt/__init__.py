@@ -18,7 +18,7 @@ GPT = FAMILY = ModelFamily(
     tokenizer_path="keras_bertology.models.gpt.tokenizer:train_tokenizer",
     instances_path="keras_bertology.models.gpt.instances:block_instances",
     hf_model_types=("gpt2",),
-    hf_tokenizer_class="GPT2Tokenizer",
+    hf_tokenizer_path="keras_bertology.models.gpt.hf_tokenizer:HF_TOKENIZER",
     converter_path="keras_bertology.models.gpt.convert:convert",
     hf_exporter_path="keras_bertology.models.gpt.convert:export",
     masking="dynamic",

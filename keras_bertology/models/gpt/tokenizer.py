@@ -1,7 +1,11 @@
 """GPT's tokenizer: byte-level BPE learned from the corpus, with GPT-2's one special token."""
 
-from keras_bertology.data.byte_bpe import GPT2_SPECIAL_TOKENS
-from keras_bertology.data.byte_bpe_training import train_byte_level_bpe
+from keras_bertology.tokenizers.byte_bpe_training import train_byte_level_bpe
+
+END_OF_TEXT = "<|endoftext|>"
+# GPT-2's one special token ends every document and plays every role a causal LM has: it opens a served
+# text (whose first token is then predicted as after a document boundary in training), closes it, and pads.
+GPT2_SPECIAL_TOKENS = {"eot": END_OF_TEXT, "cls": END_OF_TEXT, "sep": END_OF_TEXT, "pad": END_OF_TEXT}
 
 
 def train_tokenizer(sentences, vocab_size):

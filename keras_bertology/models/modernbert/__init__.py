@@ -18,6 +18,7 @@ MODERNBERT = FAMILY = ModelFamily(
     tokenizer_path="keras_bertology.models.deberta.tokenizer:train_tokenizer",
     instances_path="keras_bertology.data.instances:packed_instances",
     hf_model_types=("modernbert",),
+    hf_tokenizer_path="keras_bertology.models.modernbert.hf_tokenizer:HF_TOKENIZER",
     converter_path="keras_bertology.models.modernbert.convert:convert",
     hf_exporter_path="keras_bertology.models.modernbert.convert:export",
     masking="dynamic",

@@ -141,8 +141,9 @@ def export(family, run):
     `ModernBertModel`; the inverse of `convert` (Wqkv and Wi fused again). The byte-level vocabulary goes
     out as tokenizer.json (with vocab.json + merges.txt), which transformers runs as written for ModernBERT
     (it has no tokenizer class of its own), placing [CLS] and [SEP] as ModernBERT does."""
-    from keras_bertology.convert.hf_export import GENERIC_CLASS, HFExport, dropped_heads_note, find_layer
+    from keras_bertology.convert.hf_export import HFExport, dropped_heads_note, find_layer
     from keras_bertology.convert.hf_weights import WeightSink, hf_activation
+    from keras_bertology.models.modernbert.hf_tokenizer import HF_TOKENIZER
 
     backbone, pretrainer, tokenizer = run.backbone, run.pretrainer, run.tokenizer
     c = backbone.get_config()
@@ -174,7 +175,7 @@ def export(family, run):
         sink.put("decoder.weight", backbone.token_embedding.embeddings, prefixed=False)
         sink.put("decoder.bias", mlm_head.output_bias, prefixed=False)
     notes = dropped_heads_note(pretrainer, ("mlm_head",), architecture)
-    return HFExport(architecture, config, sink.tensors, {"byte_bpe": GENERIC_CLASS}, notes)
+    return HFExport(architecture, config, sink.tensors, {"byte_bpe": HF_TOKENIZER.default_class}, notes)
 
 
 def _export_backbone(sink, backbone):

@@ -14,7 +14,7 @@ ROBERTA = FAMILY = ModelFamily(
     tokenizer_path="keras_bertology.models.roberta.tokenizer:train_tokenizer",
     instances_path="keras_bertology.data.instances:packed_instances",
     hf_model_types=("roberta",),
-    hf_tokenizer_class="RobertaTokenizer",
+    hf_tokenizer_path="keras_bertology.models.roberta.hf_tokenizer:HF_TOKENIZER",
     converter_path="keras_bertology.models.bert.convert:convert",
     hf_exporter_path="keras_bertology.models.bert.convert:export_roberta",
     masking="dynamic",

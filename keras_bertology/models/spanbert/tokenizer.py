@@ -1,6 +1,6 @@
 """SpanBERT keeps case: a cased WordPiece vocabulary, as the published models use."""
 
-from keras_bertology.data.tokenizers import train_wordpiece
+from keras_bertology.tokenizers.wordpiece import train_wordpiece
 
 
 def train_tokenizer(sentences, vocab_size):

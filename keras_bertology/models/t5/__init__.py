@@ -28,7 +28,7 @@ T5 = FAMILY = ModelFamily(
     masks_tokens=False,
     masker_takes_seq_len=True,
     hf_model_types=("t5",),
-    hf_tokenizer_class="T5Tokenizer",
+    hf_tokenizer_path="keras_bertology.models.t5.hf_tokenizer:HF_TOKENIZER",
     converter_path="keras_bertology.models.t5.convert:convert",
     hf_exporter_path="keras_bertology.models.t5.convert:export",
     options=(

@@ -1,6 +1,10 @@
 """T5's vocabulary: a SentencePiece unigram model with <pad> </s> <unk> and 100 sentinels at its end."""
 
-from keras_bertology.data.tokenizers import T5_SENTINELS, T5_SPECIAL_TOKENS, train_sentencepiece
+from keras_bertology.tokenizers.sentencepiece import train_sentencepiece
+
+# T5's: pad 0, end of sequence 1, unk 2, no beginning token and no mask.
+T5_SPECIAL_TOKENS = {"pad": "<pad>", "sep": "</s>", "unk": "<unk>"}
+T5_SENTINELS = 100  # <extra_id_0> .. <extra_id_99> after T5's pieces, <extra_id_0> the last id
 
 
 def train_tokenizer(sentences, vocab_size):

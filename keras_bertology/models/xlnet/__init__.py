@@ -19,7 +19,7 @@ XLNET = FAMILY = ModelFamily(
     tokenizer_path="keras_bertology.models.xlnet.tokenizer:train_tokenizer",
     instances_path="keras_bertology.models.xlnet.instances:stream_instances",
     hf_model_types=("xlnet",),
-    hf_tokenizer_class="XLNetTokenizer",
+    hf_tokenizer_path="keras_bertology.models.xlnet.hf_tokenizer:HF_TOKENIZER",
     converter_path="keras_bertology.models.xlnet.convert:convert",
     hf_exporter_path="keras_bertology.models.xlnet.convert:export",
     masking="dynamic",

@@ -84,7 +84,7 @@ def permutation_masker(tokenizer, max_predictions, whole_word=False, *, replicas
 
     Example:
         >>> import tensorflow as tf
-        >>> from keras_bertology.data.tokenizers import WordPieceTokenizer
+        >>> from keras_bertology.tokenizers.wordpiece import WordPieceTokenizer
         >>> from keras_bertology.models.xlnet.permutation import permutation_masker
         >>> tokenizer = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "to", "be", "##e"])
         >>> masker = permutation_masker(tokenizer, max_predictions=5, partial_k=4)

@@ -1,6 +1,9 @@
 """XLNet's vocabulary: a cased SentencePiece unigram model with <cls> <sep> <pad> <mask> <unk>."""
 
-from keras_bertology.data.tokenizers import XLNET_SPECIAL_TOKENS, train_sentencepiece
+from keras_bertology.tokenizers.sentencepiece import train_sentencepiece
+
+# XLNet's special-token roles and pieces, in id order (the mask last).
+XLNET_SPECIAL_TOKENS = {"unk": "<unk>", "cls": "<cls>", "sep": "<sep>", "pad": "<pad>", "mask": "<mask>"}
 
 
 def train_tokenizer(sentences, vocab_size):

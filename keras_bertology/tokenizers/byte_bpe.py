@@ -31,16 +31,19 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_bertology.data.packing import WHITESPACE
-from keras_bertology.data.tokenizers import CONFIG_FILE, Tokenizer, read_json_object, tokens_by_id
 from keras_bertology.errors import ConfigError
+from keras_bertology.tokenizers.base import (
+    CONFIG_FILE,
+    DEFAULT_SPECIAL_TOKENS,
+    Tokenizer,
+    as_ragged_ids,
+    read_json_object,
+    register_tokenizer_type,
+    tokens_by_id,
+)
 
 VOCAB_FILE = "vocab.json"
 MERGES_FILE = "merges.txt"
-SPECIAL_TOKENS = {"cls": "<s>", "pad": "<pad>", "sep": "</s>", "unk": "<unk>", "mask": "<mask>"}  # RoBERTa's
-END_OF_TEXT = "<|endoftext|>"
-# GPT-2's one special token ends every document and plays every role a causal LM has: it opens a served
-# text (whose first token is then predicted as after a document boundary in training), closes it, and pads.
-GPT2_SPECIAL_TOKENS = {"eot": END_OF_TEXT, "cls": END_OF_TEXT, "sep": END_OF_TEXT, "pad": END_OF_TEXT}
 WORD_START = "\u0120"  # GPT-2's stand-in for the space byte
 
 _SENTINEL = "\ue000"
@@ -64,6 +67,7 @@ def byte_symbols():
     return symbols
 
 
+@register_tokenizer_type
 class ByteLevelBPETokenizer(Tokenizer):
     """GPT-2's and RoBERTa's byte-level BPE, in-graph, giving the ids of Hugging Face's tokenizers.
 
@@ -74,8 +78,8 @@ class ByteLevelBPETokenizer(Tokenizer):
         mask_lstrip: bool, whether a literal `<mask>` in text takes the spaces
             before it, as roberta-base's does ("the <mask> of" -> 'Ġthe',
             '<mask>', 'Ġof'); Hugging Face records it per tokenizer.
-        special_tokens: role -> token string (see `data.tokenizers`), RoBERTa's
-            by default; `GPT2_SPECIAL_TOKENS` for GPT-2's vocabulary.
+        special_tokens: role -> token string (see `tokenizers.base`), RoBERTa's
+            by default; GPT-2's for its vocabulary (`models.gpt.tokenizer`).
     """
 
     type_name = "byte_bpe"
@@ -84,7 +88,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         vocab = _read_vocab_json(Path(vocab)) if isinstance(vocab, (str, Path)) else vocab
         merges = _read_merges(Path(merges)) if isinstance(merges, (str, Path)) else [tuple(m) for m in merges]
         tokens = tokens_by_id(vocab)
-        special_tokens = dict(special_tokens or SPECIAL_TOKENS)
+        special_tokens = dict(special_tokens or DEFAULT_SPECIAL_TOKENS)
         missing = sorted({token for token in special_tokens.values() if token not in vocab})
         if missing:
             raise ConfigError(f"byte-level BPE vocabulary lacks the special tokens {missing}")
@@ -109,6 +113,11 @@ class ByteLevelBPETokenizer(Tokenizer):
         directory = Path(directory)
         return cls(directory / VOCAB_FILE, directory / MERGES_FILE, mask_lstrip=mask_lstrip,
                    special_tokens=special_tokens)
+
+    @classmethod
+    def from_saved(cls, directory, config):
+        return cls.from_files(directory, mask_lstrip=config.get("mask_lstrip", True),
+                              special_tokens=config.get("special_tokens"))
 
     word_prefix = " "
 
@@ -136,9 +145,7 @@ class ByteLevelBPETokenizer(Tokenizer):
 
     def detokenize(self, ids):
         """The text of the ids: token strings joined, stand-in characters turned back into bytes."""
-        from keras_bertology.data.tokenizers import _as_ragged_ids
-
-        ids = _as_ragged_ids(ids)
+        ids = as_ragged_ids(ids)
         text = tf.strings.reduce_join(tf.gather(self._token_strings, ids), axis=-1)
         characters = tf.strings.unicode_split(text, "UTF-8")
         return tf.strings.reduce_join(self._unbyte_table.lookup(characters), axis=-1)

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import tensorflow as tf
 
-from keras_bertology.data.byte_bpe import ByteLevelBPETokenizer, _pretokenize, byte_symbols
+from keras_bertology.tokenizers.byte_bpe import ByteLevelBPETokenizer, _pretokenize, byte_symbols
 from keras_bertology.errors import ConfigError, CorpusError
 
 _BATCH = 4096  # sentences per pre-tokenizer call

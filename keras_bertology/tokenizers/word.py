@@ -16,15 +16,9 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from keras_bertology.data.tokenizers import (
-    _BERT_DELETED_CHARS,
-    _BERT_PUNCTUATION,
-    _BERT_WHITESPACE,
-    Tokenizer,
-    _as_ragged_ids,
-    _check_training_input,
-)
 from keras_bertology.errors import ConfigError
+from keras_bertology.tokenizers.base import Tokenizer, as_ragged_ids, check_training_input, register_tokenizer_type
+from keras_bertology.tokenizers.bert_text import DELETED_CHARS, PUNCTUATION, WHITESPACE
 
 WORDS_FILE = "words.txt"
 # ELMo's vocabulary files begin with <S>, </S> and <UNK>; padding comes first here, so that id 0 pads.
@@ -36,10 +30,11 @@ MAX_WORDS = 1_000_000
 def split_words(strings):
     """Ragged [N, None] words of a string tensor [N]: control characters dropped, whitespace splits,
     punctuation stands alone."""
-    cleaned = tf.strings.regex_replace(strings, _BERT_DELETED_CHARS, "")
-    return tf_text.regex_split(cleaned, f"{_BERT_WHITESPACE}|{_BERT_PUNCTUATION}", _BERT_PUNCTUATION)
+    cleaned = tf.strings.regex_replace(strings, DELETED_CHARS, "")
+    return tf_text.regex_split(cleaned, f"{WHITESPACE}|{PUNCTUATION}", PUNCTUATION)
 
 
+@register_tokenizer_type
 class WordTokenizer(Tokenizer):
     """Words -> ids, in-graph, over a vocabulary of which the first `vocab_size` entries are predicted.
 
@@ -63,6 +58,10 @@ class WordTokenizer(Tokenizer):
             tf.lookup.KeyValueTensorInitializer(tf.constant(words), tf.range(len(words), dtype=tf.int32)),
             default_value=self.unk_id)
 
+    @classmethod
+    def from_saved(cls, directory, config):
+        return cls(directory / WORDS_FILE, predicted=config.get("predicted"))
+
     @property
     def vocab_size(self):
         """The words a language model predicts (its softmax); ids at or above it are spelled only."""
@@ -81,7 +80,7 @@ class WordTokenizer(Tokenizer):
         return split_words(tf.convert_to_tensor(strings, tf.string))
 
     def detokenize(self, ids):
-        tokens = tf.gather(tf.constant(self._tokens.tolist()), _as_ragged_ids(ids))
+        tokens = tf.gather(tf.constant(self._tokens.tolist()), as_ragged_ids(ids))
         return tf.strings.reduce_join(tokens, axis=-1, separator=" ")
 
     @property
@@ -98,7 +97,7 @@ class WordTokenizer(Tokenizer):
 def train_word_tokenizer(sentences, vocab_size):
     """A WordTokenizer of every word of `sentences` (most frequent first, ties in order of appearance, up to
     MAX_WORDS), predicting the specials and the `vocab_size` - 4 most frequent."""
-    _check_training_input(sentences, vocab_size, len(WORD_SPECIAL_TOKENS) + 1)
+    check_training_input(sentences, vocab_size, len(WORD_SPECIAL_TOKENS) + 1)
     counts = collections.Counter()
     for batch in range(0, len(sentences), 8192):
         words = split_words(tf.constant(sentences[batch:batch + 8192])).flat_values.numpy()
