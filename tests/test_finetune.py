@@ -236,7 +236,7 @@ def _keras_predictions(out, task_path, max_examples=None):
 
     results = json.loads((out / "results.json").read_text())
     task = load_task(task_path, max_examples)
-    run = load_run_model(out.parent / "run")
+    run = load_run_model(results["encoder"]["from"])
     kind = TASK_KINDS[task.kind]
     model = keras.saving.load_model(out / "model.keras", compile=False)
     encoded = kind.encode(task, task.splits["test"], FAMILIES[run.family], run.tokenizer,
