@@ -8,7 +8,7 @@ PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 RUNTIME := $(VENV)/.runtime-installed
 TESTING := $(VENV)/.test-installed
 
-.PHONY: run test test-all check-wheel benchmark study clean
+.PHONY: run test durations test-all check-wheel benchmark study clean
 
 # The package's dependencies and every extra (jax, beam, hub), pinned in requirements/; then the protobuf
 # that both Beam and the tests' transformers run on (requirements/protobuf.txt says why).
@@ -82,10 +82,19 @@ JAX_TESTS := tests/test_hf_parity.py tests/test_large_batch.py tests/test_minilm
 	'tests/test_resume.py::test_runs_killed_at_random_moments_end_with_the_weights_of_an_uninterrupted_run[mixed_bfloat16]'
 # CI leaves out the tests marked extended (pytest.ini): the other benchmarks' smokes and the families'
 # repeats of a path it checks on the families whose code on that path differs. `make test-all` runs them too.
+# Each stage is held to its time budget in tests/durations.json (tests/stage_budget.py): a stage over it fails.
+MAIN_STAGE := -n 2 --dist loadfile --no-loadscope-reorder --durations=30 -m "not extended and not alone"
+JAX_STAGE := -n 2 --dist loadfile --no-loadscope-reorder --durations=15 -m "not extended and not alone" $(JAX_TESTS)
+ALONE_STAGE := -p no:xdist --durations=5 -m "alone and not extended"
 test: $(TESTING)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=30 -m "not extended and not alone"
-	KERAS_BACKEND=jax $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 -m "not extended and not alone" $(JAX_TESTS)
-	$(BIN)/python -m pytest -q -p no:xdist --durations=5 -m "alone and not extended"
+	BERTOLOGY_TEST_STAGE=main $(BIN)/python -m pytest -q $(MAIN_STAGE)
+	BERTOLOGY_TEST_STAGE=jax KERAS_BACKEND=jax $(BIN)/python -m pytest -q $(JAX_STAGE)
+	BERTOLOGY_TEST_STAGE=alone $(BIN)/python -m pytest -q $(ALONE_STAGE)
+
+# Runs `make test`'s stages and rewrites the time they took, per stage and per file, in tests/durations.json
+# (their order in the next runs), leaving the budgets as they are. Run it on a quiet 2-core machine.
+durations: $(TESTING)
+	BERTOLOGY_RECORD_DURATIONS=1 $(MAKE) test
 
 # The package as users install it (.ci/wheel-check): the wheel alone in a fresh virtualenv runs the main
 # job and a built-in fine-tuning task from a folder outside the checkout.

@@ -1,8 +1,11 @@
 """Shared test set-up: quiet TensorFlow, CPU only, Keras on the TensorFlow backend."""
 
 import os
+import time
 
-import pytest
+STARTED = time.monotonic()  # a stage's wall time (stage_budget.py) counts from here, TensorFlow's import included
+
+import pytest  # noqa: E402
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -28,6 +31,7 @@ os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 
 
+import stage_budget  # noqa: E402
 import tensorflow as tf  # noqa: E402  (after the environment above, which TensorFlow reads on import)
 
 # Grappler rewrites every tf.function graph the first time it runs: for the suite's tiny models that costs
@@ -45,21 +49,8 @@ def graph_rewrites_as_in_commands():
     yield
     tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
 
-# The two workers take whole files (`--dist loadfile --no-loadscope-reorder`, see the Makefile) in
-# collection order: the longest files first (measured on 2 cores, without the extended tests), so that the
-# files handed out last are short ones and both workers finish close together. The JAX subset's order
-# follows too: its longest files are test_resume.py, test_transformer_xl.py, test_xlnet.py, test_electra.py.
-LONGEST_FILES = (
-    "test_finetune.py", "test_fresh_process.py", "test_distribute.py", "test_resume.py", "test_serving_lengths.py",
-    "test_study.py",
-    "test_cli.py", "test_t5_serving.py", "test_transformer_xl.py", "test_xla.py", "test_xlnet.py",
-    "test_electra.py", "test_hf_convert.py", "test_prepare.py", "test_gpt.py", "test_prepare_families.py",
-    "test_benchmark_smoke.py", "test_notebooks.py", "test_jax_backend.py", "test_task_models.py", "test_presets.py",
-    "test_spanbert.py", "test_nsp_data.py", "test_output_folders.py", "test_from_preset.py", "test_hf_export.py",
-    "test_albert.py", "test_family_plugin.py",
-)
 
-
-def pytest_collection_modifyitems(config, items):
-    rank = {name: index for index, name in enumerate(LONGEST_FILES)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's own order stays
+# The two workers take whole files (`--dist loadfile --no-loadscope-reorder`, see the Makefile) in collection
+# order, the longest first by tests/durations.json; `make test` holds each stage to its budget there.
+def pytest_configure(config):
+    stage_budget.register(config, STARTED)

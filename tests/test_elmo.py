@@ -248,7 +248,7 @@ def test_pretraining_on_the_default_corpus_beats_the_unigram_level_resumes_exact
 
     folder = _user_folders(tmp_path / "data")["pairs"]
     assert main(["finetune", "--task", str(folder), "--from", str(tmp_path / "run"), "--epochs", "10",
-                 "--batch-size", "16", "--seq-len", "32", "--out", str(tmp_path / "ft"), "--no-export"]) == 0
+                 "--batch-size", "16", "--seq-len", "16", "--out", str(tmp_path / "ft"), "--no-export"]) == 0
     results = json.loads((tmp_path / "ft" / "results.json").read_text())
     assert results["recipe"]["learning_rate"] == 1e-3 and results["test"]["accuracy"] >= 0.8, results["history"]
     # The scalar mix, held still while the language models trained, is the task's to learn: the run's backbone

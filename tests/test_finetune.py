@@ -33,6 +33,12 @@ def sentences():
 
 
 @pytest.fixture(scope="module")
+def bert_run(tmp_path_factory, sentences):
+    """A BERT run folder (make_run) that the tests fine-tune from and only read."""
+    return make_run(tmp_path_factory.mktemp("bert") / "run", "bert", sentences)
+
+
+@pytest.fixture(scope="module")
 def tokenizers(sentences):
     return {name: FAMILIES[name].train_tokenizer(sentences, 600) for name in ("bert", "xlnet", "roberta")}
 
@@ -230,7 +236,7 @@ def _keras_predictions(out, task_path, max_examples=None):
 
     results = json.loads((out / "results.json").read_text())
     task = load_task(task_path, max_examples)
-    run = load_run_model(out.parent / "run")
+    run = load_run_model(results["encoder"]["from"])
     kind = TASK_KINDS[task.kind]
     model = keras.saving.load_model(out / "model.keras", compile=False)
     encoded = kind.encode(task, task.splits["test"], FAMILIES[run.family], run.tokenizer,
@@ -239,13 +245,12 @@ def _keras_predictions(out, task_path, max_examples=None):
 
 
 @pytest.mark.slow
-def test_user_folders_train_export_and_serve_like_the_keras_model(tmp_path, sentences, capsys):
-    run = make_run(tmp_path / "run", "bert", sentences)
+def test_user_folders_train_export_and_serve_like_the_keras_model(tmp_path, bert_run, capsys):
     folders = _user_folders(tmp_path / "data")
     requests, expected = [], {}
     for name, folder in folders.items():
         out = tmp_path / f"ft-{name}"
-        assert _finetune(folder, run, out, "--epochs", "8") == 0, capsys.readouterr().err
+        assert _finetune(folder, bert_run, out, "--epochs", "8") == 0, capsys.readouterr().err
         results = json.loads((out / "results.json").read_text())
         assert (out / "results.md").read_text().startswith(f"# {folder.name}")
         assert (out / "training_curve.png").read_bytes()[:4] == b"\x89PNG"
@@ -276,12 +281,11 @@ def test_user_folders_train_export_and_serve_like_the_keras_model(tmp_path, sent
 
 
 @pytest.mark.slow
-def test_a_built_in_task_runs_from_the_cli_and_serves_raw_strings(tmp_path, sentences, capsys):
+def test_a_built_in_task_runs_from_the_cli_and_serves_raw_strings(tmp_path, bert_run, capsys):
     """BBC News by name. WNUT-16's reading: tests/test_finetune_data.py; a tagging export answering as its
     Keras model does: the user-folders test."""
-    run = make_run(tmp_path / "run", "bert", sentences)
     out = tmp_path / "ft"
-    assert _finetune("bbc-news", run, out, "--max-examples", "48", "--epochs", "1", "--layer-decay", "0.8",
+    assert _finetune("bbc-news", bert_run, out, "--max-examples", "48", "--epochs", "1", "--layer-decay", "0.8",
                      "--remat") == 0, capsys.readouterr().err
     results = json.loads((out / "results.json").read_text())
     assert results["recipe"]["layer_decay"] == 0.8 and results["recipe"]["remat"] is True
@@ -294,16 +298,16 @@ def test_a_built_in_task_runs_from_the_cli_and_serves_raw_strings(tmp_path, sent
     np.testing.assert_allclose(served["probabilities"], probabilities, atol=1e-5)
 
 
-def test_a_learning_curve_point_draws_its_labels_and_keeps_the_last_epoch(tmp_path, sentences, capsys,
+def test_a_learning_curve_point_draws_its_labels_and_keeps_the_last_epoch(tmp_path, bert_run, capsys,
                                                                          monkeypatch):
-    run = make_run(tmp_path / "run", "bert", sentences)
     out = tmp_path / "ft"
     traces, train_step = [], keras.Model.train_step
     monkeypatch.setattr(keras.Model, "train_step", lambda model, data: traces.append(1) or train_step(model, data))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert _finetune("bbc-news", run, out, "--train-examples", "10", "--seed", "4", "--last-epoch", "--epochs",
-                         "3", "--results-only", "--no-export", "--summary", "mean") == 0, capsys.readouterr().err
+        assert _finetune("bbc-news", bert_run, out, "--train-examples", "10", "--seed", "4", "--last-epoch",
+                         "--epochs", "3", "--results-only", "--no-export", "--summary", "mean") == 0, \
+            capsys.readouterr().err
     # The mean state, not BERT's pooler: the pooler trains no more, and that is no warning.
     assert not [str(w.message) for w in caught if "pooler" in str(w.message)]
     assert not (out / "model.keras").exists() and (out / "results.md").is_file()
@@ -319,16 +323,15 @@ def test_a_learning_curve_point_draws_its_labels_and_keeps_the_last_epoch(tmp_pa
     assert len(traces) == 1
 
 
-def test_a_run_on_a_kept_compiled_model_computes_what_a_run_of_its_own_does(tmp_path, sentences):
+def test_a_run_on_a_kept_compiled_model_computes_what_a_run_of_its_own_does(tmp_path, bert_run, sentences):
     from keras_bertology.finetune.shared_work import SharedWork
     from keras_bertology.finetune.run import FinetuneOptions, finetune
 
-    run = make_run(tmp_path / "run", "bert", sentences)
     other = make_run(tmp_path / "other", "bert", sentences)  # same shapes and vocabulary, other weights
     folder = _user_folders(tmp_path / "data")["pairs"]
     kept = SharedWork()
 
-    def fine_tune(name, seed, compiled, from_dir=run, random_init=False, summary=None):
+    def fine_tune(name, seed, compiled, from_dir=bert_run, random_init=False, summary=None):
         return finetune(FinetuneOptions(
             task=str(folder), from_dir=str(from_dir), epochs=2, batch_size=8, learning_rate=5e-3, seed=seed,
             train_examples=24, last_epoch=True, random_init=random_init, out=str(tmp_path / name), no_export=True,
@@ -336,7 +339,7 @@ def test_a_run_on_a_kept_compiled_model_computes_what_a_run_of_its_own_does(tmp_
 
     fine_tune("fills", 0, kept)  # compiles and keeps its model
     # another encoder; re-initialised; another head (the mean state, not BERT's pooler: a recipe of its own)
-    runs = ((2, other, False, None), (3, run, True, None), (4, run, False, "mean"))
+    runs = ((2, other, False, None), (3, bert_run, True, None), (4, bert_run, False, "mean"))
     for seed, from_dir, random_init, summary in runs:
         lent = fine_tune(f"kept-{seed}", seed, kept, from_dir, random_init, summary)
         alone = fine_tune(f"alone-{seed}", seed, None, from_dir, random_init, summary)
@@ -377,24 +380,22 @@ def test_every_family_fine_tunes_from_its_run_folder(family_name, tmp_path, sent
     (["--train-examples", "1000"], "cannot draw 1,000"),
     (["--results-only", "--export", "elsewhere"], "contradict"),
 ])
-def test_bad_flags_fail_with_one_line(flags, message, tmp_path, sentences, capsys):
-    run = make_run(tmp_path / "run", "bert", sentences)
+def test_bad_flags_fail_with_one_line(flags, message, tmp_path, bert_run, capsys):
     folder = _user_folders(tmp_path / "data")["pairs"]
-    code = _cli(["finetune", "--task", str(folder), "--from", str(run), "--out", str(tmp_path / "ft"), *flags])
+    code = _cli(["finetune", "--task", str(folder), "--from", str(bert_run), "--out", str(tmp_path / "ft"), *flags])
     error = capsys.readouterr().err
     assert code == 2 and message in error and len(error.strip().splitlines()) == 1, error
     assert not (tmp_path / "ft").exists()
 
 
-def test_bad_data_and_run_folders_fail_with_one_line(tmp_path, sentences, capsys):
-    run = make_run(tmp_path / "run", "bert", sentences)
+def test_bad_data_and_run_folders_fail_with_one_line(tmp_path, bert_run, capsys):
     folder = _user_folders(tmp_path / "data")["pairs"]
     (folder / "test.tsv").unlink()
     headless = tmp_path / "no-tokenizer"
-    loaded = load_run_model(run)
+    loaded = load_run_model(bert_run)
     save_run_model(headless, RunModel("bert", loaded.backbone, None, 32))
     tags = _user_folders(tmp_path / "more")["tags"]
-    cases = [(folder, run, "test"), (tmp_path / "nowhere", run, "nowhere"),
+    cases = [(folder, bert_run, "test"), (tmp_path / "nowhere", bert_run, "nowhere"),
              (tags, tmp_path / "not-a-run", "not a finished run folder"), (tags, headless, "no tokenizer")]
     for task, run_dir, message in cases:
         code = _cli(["finetune", "--task", str(task), "--from", str(run_dir), "--out", str(tmp_path / "ft")])
@@ -403,10 +404,9 @@ def test_bad_data_and_run_folders_fail_with_one_line(tmp_path, sentences, capsys
         assert not (tmp_path / "ft").exists()
 
 
-def test_results_are_written_before_an_export_that_fills_the_disk(tmp_path, sentences, capsys, monkeypatch):
+def test_results_are_written_before_an_export_that_fills_the_disk(tmp_path, bert_run, capsys, monkeypatch):
     """A full disk while the SavedModel is written is one line naming it; results and model are already saved.
     The data's one 'rare' example is carved into dev, which is reported, not refused."""
-    run = make_run(tmp_path / "run", "bert", sentences)
     rows = "".join(f"the {'rain' if i % 2 else 'sun'} {i}\t{'rare' if i == 19 else i % 2}\n" for i in range(20))
     _write(tmp_path / "data", "train.tsv", "text\tlabel\n" + rows)
     _write(tmp_path / "data", "test.tsv", "text\tlabel\nthe rain\t1\nthe sun\trare\n")
@@ -416,7 +416,7 @@ def test_results_are_written_before_an_export_that_fills_the_disk(tmp_path, sent
 
     monkeypatch.setattr(tf.saved_model, "save", full_disk)
     out = tmp_path / "ft"
-    assert _finetune(tmp_path / "data", run, out, "--epochs", "1") == 2
+    assert _finetune(tmp_path / "data", bert_run, out, "--epochs", "1") == 2
     captured = capsys.readouterr()
     error = captured.err.strip().splitlines()
     assert len(error) == 1 and "no space left" in error[0] and f".{out.name}-export." in error[0], captured.err
@@ -427,7 +427,7 @@ def test_results_are_written_before_an_export_that_fills_the_disk(tmp_path, sent
     assert not (tmp_path / "ft-export").exists()
 
 
-def test_a_full_disk_under_out_names_the_path(tmp_path, sentences, capsys, monkeypatch):
+def test_a_full_disk_under_out_names_the_path(tmp_path, bert_run, capsys, monkeypatch):
     """Writing the results into a full disk (an OSError that names no file) is one line naming the output."""
     import errno
     import pathlib
@@ -435,11 +435,11 @@ def test_a_full_disk_under_out_names_the_path(tmp_path, sentences, capsys, monke
     def full(self, *args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    run = make_run(tmp_path / "run", "bert", sentences)
     folder = _user_folders(tmp_path / "data")["pairs"]
     out = tmp_path / "ft"
     monkeypatch.setattr(pathlib.Path, "write_text", full)
-    assert _finetune(folder, run, out, "--epochs", "1", "--no-export", "--max-examples", "8", "--seq-len", "16") == 2
+    assert _finetune(folder, bert_run, out, "--epochs", "1", "--no-export", "--max-examples", "8",
+                     "--seq-len", "16") == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and re.fullmatch(f"bertology: error: {re.escape(str(out))}/[\\w.]+: No space left on "
                                             "device", error[0]), error

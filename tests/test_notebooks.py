@@ -13,7 +13,7 @@ from simulated_devices import xla_flags
 COLAB = Path(__file__).parent.parent / "colab"
 # The notebooks read their settings from the environment: a few steps of the tiny presets on one play here.
 TINY = {
-    "BERTOLOGY_MODEL": "electra", "BERTOLOGY_PRESET": "electra-tiny", "BERTOLOGY_STEPS": "20",
+    "BERTOLOGY_MODEL": "electra", "BERTOLOGY_PRESET": "electra-tiny", "BERTOLOGY_STEPS": "4",
     "BERTOLOGY_BATCH": "8", "BERTOLOGY_SEQ_LEN": "32", "BERTOLOGY_VOCAB": "400",
     "BERTOLOGY_EPOCHS": "1", "BERTOLOGY_MAX_EXAMPLES": "64",
 }

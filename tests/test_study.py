@@ -5,12 +5,12 @@ import json
 import math
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from keras_bertology.cli import main
 from keras_bertology.errors import ConfigError
 from keras_bertology.study.arms import ARM_NAMES, ARMS, CLAIMS, SCALES
 from keras_bertology.study.options import StudyOptions
@@ -32,9 +32,11 @@ def _smoke_args(out, workers=2):
             "--workers", str(workers), "--all-tasks"]
 
 
-def _bertology(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "keras_bertology.cli", *args], capture_output=True, text=True,
-                          cwd=cwd)
+def _bertology(capsys, *args):
+    """`bertology *args` in this process (the study's runs go to processes of their own, or run here)."""
+    status = main(list(args))
+    captured = capsys.readouterr()
+    return subprocess.CompletedProcess(args, status, captured.out, captured.err)
 
 
 def test_claims_name_arms_of_the_study_and_relations_the_report_knows():
@@ -283,21 +285,21 @@ def test_a_study_folder_refuses_a_scale_whose_recipe_changed_since(tmp_path, mon
         _State.open(tmp_path, options)
 
 
-def test_bad_input_gets_one_line_and_nothing_is_trained(tmp_path):
-    missing = _bertology("study", *SMOKE, "--out", str(tmp_path / "s"), "--tasks", str(tmp_path / "nowhere"))
+def test_bad_input_gets_one_line_and_nothing_is_trained(tmp_path, capsys):
+    missing = _bertology(capsys, "study", *SMOKE, "--out", str(tmp_path / "s"), "--tasks", str(tmp_path / "nowhere"))
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "bertology: error:" in missing.stderr
     assert not (tmp_path / "s" / "pretrain").exists()
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
-    busy = _bertology("study", *SMOKE, "--out", str(tmp_path / "busy"))
+    busy = _bertology(capsys, "study", *SMOKE, "--out", str(tmp_path / "busy"))
     assert busy.returncode == 2 and "holds files that bertology did not write" in busy.stderr
     assert sorted(p.name for p in (tmp_path / "busy").iterdir()) == ["notes.txt"]
 
 
 @pytest.mark.slow
-def test_the_smoke_study_gives_every_arm_equal_compute_and_resumes(tmp_path):
+def test_the_smoke_study_gives_every_arm_equal_compute_and_resumes(tmp_path, capsys):
     out = tmp_path / "study"
-    first = _bertology("study", *_smoke_args(out))
+    first = _bertology(capsys, "study", *_smoke_args(out))
     assert first.returncode == 0, first.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
     pretrained = json.loads((out / "study.json").read_text())["pretrain"].values()
@@ -357,7 +359,7 @@ def test_the_smoke_study_gives_every_arm_equal_compute_and_resumes(tmp_path):
     (out / "study.json").write_text(json.dumps(state))
     kept = (out / "finetune" / "electra-two-stage" / "budget-1" / "bbc-news" / "labels-16" / "seed-0" /
             "results.json").stat().st_mtime_ns
-    again = _bertology("study", *_smoke_args(out, workers=1))  # the runs left, in the study's process
+    again = _bertology(capsys, "study", *_smoke_args(out, workers=1))  # the runs left, in the study's process
     assert again.returncode == 0, again.stderr[-3000:]
     assert again.stdout.count("[pretrain") == 1 and again.stdout.count("[finetune") == 1
     assert (out / "finetune" / "electra-two-stage" / "budget-1" / "bbc-news" / "labels-16" / "seed-0" /
