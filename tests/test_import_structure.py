@@ -1,0 +1,176 @@
+"""The package's structure as docs/architecture.md states it, read from the source: no import circle, model
+code without TensorFlow, and generic code that names no family and no transformers tokenizer class."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from keras_bertology.models.registry import FAMILIES
+
+PACKAGE = Path(__file__).resolve().parents[1] / "keras_bertology"
+# The generic layers that iterate over what families declare (docs/architecture.md).
+GENERIC = ("convert", "training", "export", "finetune", "data", "outputs", "tokenizers")
+# Strings that spell a family's name and mean something else.
+NOT_A_FAMILY = {("data/corpus.py", "bert")}  # the corpus format of BERT's original data (--corpus-format bert)
+
+
+def module_name(path):
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def source_modules():
+    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imported_modules(path, known, top_level_only=False):
+    """The modules of this package that `path` imports, at any depth (a function's import counts: it runs
+    whenever the function does), or only those its own import runs. `from package import name` is the module
+    package.name where that exists."""
+    found = set()
+    for node in (import_time_nodes if top_level_only else ast.walk)(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in known else node.module
+                     for alias in node.names]
+        else:
+            continue
+        found.update(name for name in names if name in known)
+    return found
+
+
+def circles(graph):
+    """The strongly connected components of more than one module (Tarjan's algorithm, iteratively)."""
+    index, low, on_stack, stack, found, counter = {}, {}, set(), [], [], [0]
+
+    def visit(start):
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter[0]
+        counter[0] += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            for target in edges:
+                if target not in index:
+                    index[target] = low[target] = counter[0]
+                    counter[0] += 1
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = set()
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.add(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def import_time_nodes(tree):
+    """The nodes that importing a module runs: all but the bodies of its functions."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        todo += [child for child in ast.iter_child_nodes(node)
+                 if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
+
+
+def import_graph(top_level_only=False):
+    modules = source_modules()
+    graph = {}
+    for name, path in modules.items():
+        # A package's __init__ is imported by its submodules' import: an edge to the parent package is not a
+        # dependency the submodule chose, so it is left out (the parent's own imports still count).
+        parents = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
+        graph[name] = imported_modules(path, modules, top_level_only) - parents - {name}
+    return graph
+
+
+def test_no_module_of_the_package_imports_one_that_imports_it_back():
+    found = circles(import_graph())
+    assert not found, "import circles: " + "; ".join(" <-> ".join(circle) for circle in found)
+
+
+def test_the_circle_finder_finds_a_circle_of_three_and_ignores_a_chain():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def model_code():
+    """The modules a model is built from: layers/, every family's backbone and pretrainer, and what importing
+    them imports of this package (a family's folder also holds its tf.data stages, which are input pipelines;
+    `from_preset` loads a tokenizer when called)."""
+    graph = import_graph(top_level_only=True)
+    roots = {name for name in graph if name.startswith("keras_bertology.layers")}
+    roots |= {path.split(":")[0] for family in FAMILIES.values()
+              for path in (family.backbone_path, family.pretrainer_path)}
+    found, todo = set(), list(roots)
+    while todo:
+        name = todo.pop()
+        if name not in found:
+            found.add(name)
+            todo += graph[name]
+    return found
+
+
+def test_model_code_imports_keras_and_never_tensorflow():
+    """Model code runs on JAX too (the GPU path): it is written in keras and keras.ops only."""
+    modules = source_modules()
+    code = model_code()
+    assert "keras_bertology.layers.attention" in code and "keras_bertology.models.bert.backbone" in code
+    offenders = []
+    for name in sorted(code):
+        for node in ast.walk(ast.parse(modules[name].read_text(), str(modules[name]))):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            offenders += [f"{name}: {imported}" for imported in names
+                          if imported.split(".")[0] in ("tensorflow", "tensorflow_text")]
+    assert not offenders
+
+
+def declared_names():
+    """Every family's name and every transformers tokenizer class a family declares it reads or writes."""
+    names = set(FAMILIES)
+    for family in FAMILIES.values():
+        names.update(family.hf_tokenizer.classes if family.hf_tokenizer else ())
+    return names
+
+
+def string_constants(path):
+    tree = ast.parse(path.read_text(), str(path))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant)}
+    return [node for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
+
+
+def test_generic_code_names_no_family_and_no_transformers_tokenizer_class():
+    """A new family is its own folder: the generic layers ask the family record, never compare its name."""
+    declared = declared_names()
+    assert {"bert", "BertTokenizer"} <= declared  # the check reads what families declare
+    offenders = [f"{path.relative_to(PACKAGE)}:{node.lineno}: {node.value!r}"
+                 for folder in GENERIC for path in sorted((PACKAGE / folder).rglob("*.py"))
+                 for node in string_constants(path) if node.value in declared
+                 and (path.relative_to(PACKAGE).as_posix(), node.value) not in NOT_A_FAMILY]
+    assert not offenders
