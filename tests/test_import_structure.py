@@ -2,6 +2,7 @@
 code without TensorFlow, and generic code that names no family and no transformers tokenizer class."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,40 @@ def test_generic_code_names_no_family_and_no_transformers_tokenizer_class():
                  for node in string_constants(path) if node.value in declared
                  and (path.relative_to(PACKAGE).as_posix(), node.value) not in NOT_A_FAMILY]
     assert not offenders
+
+
+# docs/architecture.md's layers, bottom up: a module imports from its own layer and those below.
+LAYERS = (
+    ("errors", "flag_ranges", "atomic", "folder_lock", "output_paths", "lazy_imports", "extras", "runtime",
+     "native_logs", "supervise", "keras_archives"),
+    ("layers",), ("data",), ("tokenizers",), ("models",), ("runs",), ("convert",), ("preset_loading",),
+    ("outputs",), ("export",), ("training",), ("finetune", "prepare"), ("study",), ("cli",), ("cli_reference",),
+)
+# The two calls up that the design makes: `from_preset` on the base classes loads through preset_loading when
+# called, and a family's converter and tokenizer format use convert/'s helpers.
+UPWARD_CALLS = ((r"keras_bertology\.", r"keras_bertology\.preset_loading$"),
+                (r"keras_bertology\.models\.\w+\.(convert|hf_tokenizer)$",
+                 r"keras_bertology\.convert\.(hf_export|hf_weights|hf_tokenizer)$"))
+
+
+def layer_of(module):
+    unit = module.split(".")[1] if "." in module else ""
+    ranks = [rank for rank, units in enumerate(LAYERS) if unit in units]
+    assert ranks or not unit, f"{module}: its folder is in no layer of LAYERS (docs/architecture.md)"
+    return ranks[0] if ranks else -1  # the package's face imports nothing
+
+
+def upward_imports(graph):
+    return sorted(f"{source} -> {target}" for source, targets in graph.items() for target in targets
+                  if layer_of(target) > layer_of(source)
+                  and not any(re.match(a, source) and re.match(b, target) for a, b in UPWARD_CALLS))
+
+
+def test_each_layer_imports_only_its_own_and_the_layers_below():
+    assert not upward_imports(import_graph())
+
+
+def test_an_import_up_a_layer_is_found():
+    graph = {"keras_bertology.data.masking": {"keras_bertology.training.pretrain"},
+             "keras_bertology.models.bert.convert": {"keras_bertology.convert.hf_weights"}}
+    assert upward_imports(graph) == ["keras_bertology.data.masking -> keras_bertology.training.pretrain"]
