@@ -1,15 +1,12 @@
 """A new family costs its own record: one defined here, outside the library, trains, exports
 and serves through the generic path and the command line, which never name a family; so does a new
-output kind, which its pretrainer declares."""
-
-import re
-from pathlib import Path
+output kind, which its pretrainer declares (tests/test_import_structure.py checks that generic code names no
+family)."""
 
 import keras
 import numpy as np
 import pytest
 
-import keras_bertology
 from cli_runs import pretrain_two_plays
 from keras_bertology.data.instances import pack_sentences
 from keras_bertology.errors import ConfigError
@@ -156,40 +153,6 @@ def test_a_pretrainer_declaring_an_unregistered_kind_is_refused_naming_it():
 
     with pytest.raises(ConfigError, match="declares the output kinds long_lines, which are not registered"):
         kinds_of(Declares())
-
-
-GENERIC_MODULES = ["training/pretrain.py", "training/options.py", "training/report.py", "export/saved_model.py",
-                   "convert/hf_checkpoint.py", "convert/hf_tokenizer.py", "convert/hf_export.py", "cli.py", "runs.py",
-                   "models/family.py", "models/pretrainer.py", "data/masking.py",
-                   "data/span_masking.py", "data/static_masking.py", "data/pipeline.py",
-                   *(f"outputs/{name}.py" for name in ("kind", "registry", "fill_in", "continuation", "span_fill",
-                                                       "word_in_context", "stream_perplexity"))]
-
-
-@pytest.mark.parametrize("module", GENERIC_MODULES)
-def test_generic_modules_never_name_a_family(module):
-    source = (Path(keras_bertology.__file__).parent / module).read_text()
-    code = re.sub(r'"""[\s\S]*?"""', "", source)  # docstrings may mention families
-    for name in FAMILIES:
-        assert not re.search(rf"""["']{name}["']""", code), f"{module} names the family {name!r}"
-
-
-GENERIC_FOLDERS = ("convert", "training", "export", "finetune", "data")
-
-
-def test_generic_folders_never_name_a_transformers_tokenizer_class():
-    """The transformers tokenizer classes are the families' to declare (`ModelFamily.hf_tokenizer_path`): the
-    generic code looks a folder's class up in what families declare."""
-    from keras_bertology.convert.hf_tokenizer import declared_formats
-
-    classes = sorted(declared_formats())
-    assert {"BertTokenizer", "T5Tokenizer", "BigBirdTokenizer", "PreTrainedTokenizerFast"} <= set(classes)
-    root = Path(keras_bertology.__file__).parent
-    for folder in GENERIC_FOLDERS:
-        for path in sorted((root / folder).rglob("*.py")):
-            code = re.sub(r'"""[\s\S]*?"""', "", path.read_text())
-            for name in classes:
-                assert not re.search(rf"""["']{name}(Fast)?["']""", code), f"{path} names {name!r}"
 
 
 def test_each_family_reads_its_default_tokenizer_class_with_its_own_format():
