@@ -37,6 +37,7 @@ from keras_bertology.data.recipe import masking_of, unit_marker
 from keras_bertology.data.recipe_fields import RECIPE_FIELDS
 from keras_bertology.data.shards import FORMAT, MANIFEST_FILE, TOKENIZER_DIR, VERSION, tokenizer_fingerprint
 from keras_bertology.errors import BertologyError, ConfigError, CorpusError
+from keras_bertology.extras import require_extra
 from keras_bertology.output_paths import PREPARED_DATA, claim_output_folder
 from keras_bertology.prepare.beam_stage import (
     ERRORS_FILE, PARTS_DIR, REPORTS_FILE, SUMMARY_FILE, ShardJob, run_pipeline)
@@ -51,6 +52,9 @@ _DATA_BUILDERS = ("instances", "masker")
 
 def prepare(options):
     """Run `bertology prepare`; returns the manifest written to `options.out`."""
+    # Asked here too, not only where beam_stage is first imported: a process that imported it before
+    # (a notebook, the tests) must give the same one line when the extra is gone.
+    require_extra("apache_beam", "bertology prepare")
     family = options.validate()
     with claim_output_folder(options.out, "--out", PREPARED_DATA, replaced=True):
         manifest = _prepare(family, options)
