@@ -413,3 +413,13 @@ def test_conll_tagging_also_reads_from_txt_and_headerless_tsv(tmp_path, ext):
     assert task.kind == "tagging" and task.labels == ("O", "B-person")
     assert task.splits["test"] == [{"words": ["Romeo", "falls"], "tags": ["B-person", "O"]},
                                    {"words": ["the", "rain"], "tags": ["O", "O"]}]
+
+
+def test_a_kind_asked_for_a_format_it_does_not_read_says_which():
+    """The extension table offers a file only to the kinds that read it; a wrong entry fails naming the kind."""
+    from keras_bertology.finetune.example_kinds import SPANS, TAGGING
+
+    with pytest.raises(TypeError, match="spans examples are not read from TSV records"):
+        SPANS.tsv_columns(["question", "context"], "train.tsv", None)
+    with pytest.raises(TypeError, match="tagging examples are not read one record at a time"):
+        TAGGING.example({"text": "a"}, "train.jsonl", 1, False)

@@ -55,12 +55,14 @@ class ExampleKind:
 
     def tsv_columns(self, names, path, pairs) -> list:
         """The columns to read from a TSV header `names` (`pairs`: None for the train file, else whether its
-        examples are pairs); a DataError when the header lacks one. Only kinds read from TSV records have it."""
-        raise NotImplementedError
+        examples are pairs); a DataError when the header lacks one. Only kinds read from TSV records have it:
+        user_folders.py offers a .tsv file to those alone, so reaching this is a wrong entry in its table."""
+        raise TypeError(f"{self.name} examples are not read from TSV records")
 
     def example(self, fields, path, line, pairs) -> dict:
-        """The example of a record (a TSV row or JSON object as a dict), checked; a DataError naming the line."""
-        raise NotImplementedError
+        """The example of a record (a TSV row or JSON object as a dict), checked; a DataError naming the line.
+        Tagging data is read a sentence at a time (CoNLL) and has none: reaching this is a wrong table entry."""
+        raise TypeError(f"{self.name} examples are not read one record at a time")
 
     def labels(self, examples) -> tuple:
         """The label set of `examples`, in the order of the model's outputs (none for label-free kinds)."""
