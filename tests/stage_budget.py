@@ -6,7 +6,7 @@
 - in the controlling process, adds up each file's setup, call and teardown time and, at the end, fails a run
   whose wall time exceeds the stage's budget, naming the costliest files against their stored durations;
 - with BERTOLOGY_RECORD_DURATIONS=1 (`make durations`), rewrites the stage's measured times in the file
-  instead, leaving its budget as it is: a budget is raised by hand, in review.
+  instead (per file, and per test for the tests of SLOW_TEST_S or more), leaving its budget as it is: a budget is raised by hand, in review.
 A developer running a file or two sets neither variable: the files are still ordered, nothing is enforced.
 """
 
@@ -22,6 +22,7 @@ DURATIONS = Path(__file__).with_name("durations.json")
 STAGE_VARIABLE = "BERTOLOGY_TEST_STAGE"
 RECORD_VARIABLE = "BERTOLOGY_RECORD_DURATIONS"
 COSTLIEST_SHOWN = 5
+SLOW_TEST_S = 5  # a test at least this long is recorded by name too: where the next cut in a file would come from
 
 
 def stage_name():
@@ -48,6 +49,7 @@ class StageClock:
         self.record = json.loads(path.read_text()) if path.exists() else {"stages": {}}
         self.stored = self.record["stages"].get(stage, {}).get("files", {})
         self.measured = defaultdict(float)
+        self.measured_tests = defaultdict(float)
         self.verdict = None
 
     def pytest_collection_modifyitems(self, items):
@@ -57,6 +59,7 @@ class StageClock:
 
     def pytest_runtest_logreport(self, report):
         self.measured[file_of(report.nodeid)] += report.duration
+        self.measured_tests[report.nodeid] += report.duration
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session):
@@ -81,6 +84,9 @@ class StageClock:
         stage["wall_s"] = round(wall)
         stage["files"] = {name: round(seconds, 1) for name, seconds
                           in sorted(self.measured.items(), key=lambda entry: -entry[1])}
+        stage["slow_tests"] = {name: round(seconds, 1) for name, seconds
+                               in sorted(self.measured_tests.items(), key=lambda entry: -entry[1])
+                               if seconds >= SLOW_TEST_S}
         self.path.write_text(json.dumps(self.record, indent=2) + "\n")
 
 

@@ -66,6 +66,9 @@ def test_files_run_longest_first_by_their_stored_durations_and_new_files_first_o
 
 
 def test_recording_rewrites_the_stages_times_and_keeps_its_budget(tiny_suite, pytester, monkeypatch):
+    import stage_budget
+
+    monkeypatch.setattr(stage_budget, "SLOW_TEST_S", 0.2)  # test_slow's test sleeps 0.3 s
     tiny_suite({"jax": {"budget_s": 0.1, "files": {"gone.py": 9.0}}, "main": {"budget_s": 7, "files": {}}})
     monkeypatch.setenv("BERTOLOGY_TEST_STAGE", "jax")
     monkeypatch.setenv("BERTOLOGY_RECORD_DURATIONS", "1")
@@ -77,4 +80,5 @@ def test_recording_rewrites_the_stages_times_and_keeps_its_budget(tiny_suite, py
     assert stages["jax"]["budget_s"] == 0.1
     assert list(stages["jax"]["files"]) == ["test_slow.py", "test_quick.py"]
     assert stages["jax"]["files"]["test_slow.py"] >= 0.3
+    assert list(stages["jax"]["slow_tests"]) == ["test_slow.py::test_takes_its_time"]  # not the quick one
     assert stages["jax"]["wall_s"] >= 0
