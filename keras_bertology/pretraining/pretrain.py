@@ -38,27 +38,21 @@ from keras_bertology.layers.remat import set_remat
 from keras_bertology.output_paths import PRETRAINING_RUN, claim_outputs
 from keras_bertology.outputs import FinishedRun, every_run_entries, kinds_of
 from keras_bertology.runs import RunModel, load_run_model, save_run_model
-from keras_bertology.training.callbacks import (
+from keras_bertology.engine.callbacks import (
     CheckpointEveryWindow, MetricHistory, SnapshotAtSteps, StopAtCheckpointOnSignal, StopOnNonFiniteLoss)
-from keras_bertology.training.checkpoints import RunCheckpoints, weights_digest
-from keras_bertology.training.held_out import (
+from keras_bertology.engine.checkpoints import RunCheckpoints, weights_digest
+from keras_bertology.pretraining.held_out import (
     KeepTrainingState, eval_dataset, eval_records, eval_windows, split_off_eval_documents)
-from keras_bertology.training.model_batches import micro_batches, model_batches
-from keras_bertology.training.init_from import init_context, load_initial_weights
-from keras_bertology.training.optimization import layerwise_decay, make_optimizer
-from keras_bertology.training.options import PretrainOptions  # noqa: F401  re-exported
-from keras_bertology.training.report import (
-    chance_levels,
-    objective_summary,
-    plot_training_curves,
-    summary_text,
-    write_metrics,
-)
-from keras_bertology.training.distributed_fit import fit, replica_batch_size
-from keras_bertology.training.precision import dtype_policy_scope, resolve_precision
-from keras_bertology.training.keras_distribution import KerasDistribution, outside_distribution
-from keras_bertology.training.strategy import data_parallel_devices, is_chief, lay_out, make_strategy, strategy_name
-from keras_bertology.training.xla import resolve_jit_compile
+from keras_bertology.engine.model_batches import micro_batches, model_batches
+from keras_bertology.pretraining.init_from import init_context, load_initial_weights
+from keras_bertology.engine.optimization import layerwise_decay, make_optimizer
+from keras_bertology.pretraining.options import PretrainOptions  # noqa: F401  re-exported
+from keras_bertology.pretraining.report import chance_levels, objective_summary, plot_training_curves, summary_text
+from keras_bertology.engine.distributed_fit import fit, replica_batch_size
+from keras_bertology.engine.precision import dtype_policy_scope, resolve_precision
+from keras_bertology.engine.keras_distribution import KerasDistribution, outside_distribution
+from keras_bertology.engine.strategy import data_parallel_devices, is_chief, lay_out, make_strategy, strategy_name
+from keras_bertology.engine.xla import resolve_jit_compile
 
 
 def pretrain(options, given=()):
