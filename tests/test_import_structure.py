@@ -222,3 +222,12 @@ def test_an_import_up_a_layer_is_found():
     graph = {"keras_bertology.data.masking": {"keras_bertology.pretraining.pretrain"},
              "keras_bertology.models.bert.convert": {"keras_bertology.convert.hf_weights"}}
     assert upward_imports(graph) == ["keras_bertology.data.masking -> keras_bertology.pretraining.pretrain"]
+
+
+def test_fine_tuning_trains_with_the_engine_and_imports_nothing_of_pretraining():
+    """engine/ is what pretraining and fine-tuning share; pretraining/ is pretraining's own."""
+    graph = import_graph()
+    finetune = {name: targets for name, targets in graph.items() if name.startswith("keras_bertology.finetune")}
+    assert any(target.startswith("keras_bertology.engine.") for targets in finetune.values() for target in targets)
+    assert not sorted(f"{name} -> {target}" for name, targets in finetune.items() for target in targets
+                      if target.startswith("keras_bertology.pretraining"))
