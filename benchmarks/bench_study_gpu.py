@@ -106,7 +106,7 @@ def time_arms(folder, out, precision, warmup, steps):
     import keras
 
     from keras_bertology.models.registry import get_family
-    from keras_bertology.training.optimization import bert_adamw
+    from keras_bertology.engine.optimization import bert_adamw
 
     plan = json.loads((folder / PLAN).read_text(encoding="utf-8"))
     results = {"plan": plan, "precision": precision, "backend": keras.config.backend(), "device": _device(),

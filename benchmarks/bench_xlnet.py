@@ -91,7 +91,7 @@ def measure(build, shape, warmup, steps):
     """
     import keras
 
-    from keras_bertology.training.optimization import bert_adamw
+    from keras_bertology.engine.optimization import bert_adamw
 
     model, features = build(shape)
     model.compile(optimizer=bert_adamw(1e-4, 10**6))

@@ -36,7 +36,7 @@ def _batches(x, y, weights, batch_size):
 def build_ours(model, shape, precision, xla="auto"):
     """Our family's pretrainer at `shape`, compiled with its declared objectives as `bertology pretrain
     --xla` compiles it, and its batches."""
-    from keras_bertology.training.xla import resolve_jit_compile
+    from keras_bertology.engine.xla import resolve_jit_compile
 
     from keras_bertology.models.registry import FAMILIES
 

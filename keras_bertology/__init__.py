@@ -2,7 +2,7 @@
 
 Subpackages: `layers` (model-agnostic building blocks), `models` (one folder
 per family: backbone, presets, pretrainer), `data` (corpus, tokenizers,
-instances, masking, tf.data pipelines), `training`, `export`, `convert`.
+instances, masking, tf.data pipelines), `engine`, `pretraining`, `export`, `convert`.
 """
 
 __version__ = "0.2.0"

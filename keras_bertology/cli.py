@@ -91,7 +91,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser():
     from keras_bertology.models import FAMILIES
-    from keras_bertology.training.options import (MIN_WINDOWS, OPTIMIZERS, PRECISIONS, SCHEDULES, STRATEGIES,
+    from keras_bertology.pretraining.options import (MIN_WINDOWS, OPTIMIZERS, PRECISIONS, SCHEDULES, STRATEGIES,
                                                    XLA_CHOICES, PretrainOptions)
 
     defaults = PretrainOptions()
@@ -321,7 +321,7 @@ def _add_study(commands):
 def _add_data_flags(parser, defaults, families):
     """The flags that decide a run's data, shared by `pretrain` and `prepare`."""
     from keras_bertology.data.corpus import CORPUS_FORMATS
-    from keras_bertology.training.options import MASKINGS, PACKINGS
+    from keras_bertology.pretraining.options import MASKINGS, PACKINGS
 
     parser.add_argument("--model", choices=sorted(families), default=defaults.model, metavar="FAMILY",
                         help=f"the model family: {', '.join(sorted(families))}")
@@ -426,7 +426,7 @@ def _options(args, options_class, **extra):
 
 
 def _run_pretrain(args):
-    from keras_bertology.training.pretrain import PretrainOptions, pretrain
+    from keras_bertology.pretraining.pretrain import PretrainOptions, pretrain
 
     pretrain(_options(args, PretrainOptions), given=args.given)
 
@@ -597,7 +597,7 @@ def main(argv=None):
 
     def on_sigterm(number, frame):
         """A pretraining stops at its next checkpoint; anything else (or a second SIGTERM) at once."""
-        callbacks = sys.modules.get("keras_bertology.training.callbacks")  # imported with Keras, when needed
+        callbacks = sys.modules.get("keras_bertology.engine.callbacks")  # imported with Keras, when needed
         if callbacks is None or not callbacks.StopAtCheckpointOnSignal.request(signal.Signals(number)):
             stop = KeyboardInterrupt("stopped by SIGTERM")
             stop.exit_status = 128 + number

@@ -147,7 +147,7 @@ def test_pretrain_albert_from_the_command_line(tmp_path, capsys, task):
 ])
 def test_family_options_are_checked_from_python_too(options, message):
     from keras_bertology.errors import ConfigError
-    from keras_bertology.training.options import PretrainOptions
+    from keras_bertology.pretraining.options import PretrainOptions
 
     with pytest.raises(ConfigError, match=message):
         PretrainOptions(model="albert", preset="albert-tiny", family_options=options).validate()

@@ -12,7 +12,7 @@ import pytest
 
 from keras_bertology.cli import main
 from keras_bertology.data.corpus import default_corpus_paths
-from keras_bertology.training.checkpoints import RunCheckpoints
+from keras_bertology.engine.checkpoints import RunCheckpoints
 
 BERTOLOGY = [sys.executable, "-m", "keras_bertology.cli"]
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")

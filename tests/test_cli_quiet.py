@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from keras_bertology.native_logs import is_noise
-from keras_bertology.training.options import PretrainOptions
+from keras_bertology.pretraining.options import PretrainOptions
 
 ENV = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
 

@@ -362,9 +362,9 @@ def test_a_whole_word_is_drawn_with_the_weight_of_its_heaviest_piece():
 
 
 def test_a_distillation_step_counts_the_teachers_forward_and_no_teacher_gradients():
-    """The study charges a student its teacher's forward passes (`training.flops` reads the traced step):
+    """The study charges a student its teacher's forward passes (`pretraining.flops` reads the traced step):
     one teacher layer more adds exactly that layer's forward, not its backward."""
-    from keras_bertology.training.flops import step_flops
+    from keras_bertology.pretraining.flops import step_flops
 
     batch, length, hidden, ffn = 3, 12, 16, 24
     counts = []

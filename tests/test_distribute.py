@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from keras_bertology.data.corpus import default_corpus_paths
-from keras_bertology.training.checkpoints import RunCheckpoints
+from keras_bertology.engine.checkpoints import RunCheckpoints
 
 # One step sequence trained twice in one process: on the default strategy, then on MirroredStrategy over two
 # logical CPUs with the same global batch. Dropout is 0: each replica draws its own masks. XLNet keeps
@@ -30,11 +30,11 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 from keras_bertology.data.pipeline import make_dataset
 from keras_bertology.models.registry import get_family
-from keras_bertology.training.distributed_fit import fit
-from keras_bertology.training.model_batches import micro_batches
-from keras_bertology.training.optimization import make_optimizer
-from keras_bertology.training.checkpoints import RunCheckpoints
-from keras_bertology.training.strategy import make_strategy
+from keras_bertology.engine.distributed_fit import fit
+from keras_bertology.engine.model_batches import micro_batches
+from keras_bertology.engine.optimization import make_optimizer
+from keras_bertology.engine.checkpoints import RunCheckpoints
+from keras_bertology.engine.strategy import make_strategy
 
 name, preset = sys.argv[1], sys.argv[2]
 family = get_family(name)
@@ -138,10 +138,10 @@ import json
 import numpy as np, tensorflow as tf, keras
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-from keras_bertology.training.distributed_fit import fit
-from keras_bertology.training.model_batches import micro_batches
-from keras_bertology.training.optimization import make_optimizer
-from keras_bertology.training.strategy import make_strategy
+from keras_bertology.engine.distributed_fit import fit
+from keras_bertology.engine.model_batches import micro_batches
+from keras_bertology.engine.optimization import make_optimizer
+from keras_bertology.engine.strategy import make_strategy
 
 GLOBAL_BATCH, UPDATES = 8, 2
 rng = np.random.default_rng(0)
@@ -316,7 +316,7 @@ def _newest_step(run_dir):
 def test_auto_picks_a_tpu_only_when_the_runtime_announces_one(monkeypatch):
     import pathlib
 
-    from keras_bertology.training import strategy
+    from keras_bertology.engine import strategy
 
     for name in ("COLAB_TPU_ADDR", "TPU_NAME"):
         monkeypatch.delenv(name, raising=False)
@@ -332,8 +332,8 @@ def test_auto_picks_a_tpu_only_when_the_runtime_announces_one(monkeypatch):
 
 def test_unusable_strategies_are_refused_with_one_clear_error(monkeypatch):
     from keras_bertology.errors import ConfigError
-    from keras_bertology.training.distributed_fit import replica_batch_size
-    from keras_bertology.training.strategy import make_strategy
+    from keras_bertology.engine.distributed_fit import replica_batch_size
+    from keras_bertology.engine.strategy import make_strategy
 
     monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 3}}')
     with pytest.raises(ConfigError, match="TF_CONFIG must be JSON like"):
@@ -353,7 +353,7 @@ def test_a_tpu_strategy_without_a_tpu_is_refused_in_one_line(monkeypatch):
     import pathlib
 
     from keras_bertology.errors import ConfigError
-    from keras_bertology.training import strategy
+    from keras_bertology.engine import strategy
 
     for name in ("COLAB_TPU_ADDR", "TPU_NAME"):
         monkeypatch.delenv(name, raising=False)

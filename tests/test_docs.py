@@ -146,7 +146,7 @@ def _made(commands_args):
     write; a converted run's options are None."""
     from keras_bertology import cli
     from keras_bertology.prepare.options import PrepareOptions
-    from keras_bertology.training.options import PretrainOptions
+    from keras_bertology.pretraining.options import PretrainOptions
 
     made = {}
     for _, args in commands_args:
@@ -172,8 +172,8 @@ def _cheap_checks(args, made):
     from keras_bertology.finetune.options import FinetuneOptions
     from keras_bertology.flag_ranges import check_length_buckets
     from keras_bertology.prepare.options import PrepareOptions
-    from keras_bertology.training.checkpoints import recorded_options
-    from keras_bertology.training.options import PretrainOptions
+    from keras_bertology.engine.checkpoints import recorded_options
+    from keras_bertology.pretraining.options import PretrainOptions
 
     taken = {"export": [args.run_dir] if args.command == "export" else [],
              "finetune": [getattr(args, "from_dir", None)],

@@ -18,7 +18,7 @@ from keras_bertology.models.electra import ELECTRA
 from keras_bertology.models.electra.masking import electra_masker
 from keras_bertology.models.electra.pretrainer import electra_pretrainer, generator_config
 from keras_bertology.models.generator_discriminator import GeneratorDiscriminator
-from keras_bertology.training.optimization import bert_adamw
+from keras_bertology.engine.optimization import bert_adamw
 
 TOLERANCE = 1e-5
 VOCAB = 97

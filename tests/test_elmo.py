@@ -220,9 +220,9 @@ def test_each_language_model_scores_a_word_it_has_not_read():
 def test_pretraining_on_the_default_corpus_beats_the_unigram_level_resumes_exactly_and_fine_tunes(tmp_path):
     import shutil
 
-    from keras_bertology.training.checkpoints import RunCheckpoints
-    from keras_bertology.training.options import PretrainOptions
-    from keras_bertology.training.pretrain import pretrain
+    from keras_bertology.engine.checkpoints import RunCheckpoints
+    from keras_bertology.pretraining.options import PretrainOptions
+    from keras_bertology.pretraining.pretrain import pretrain
 
     options = PretrainOptions(model="elmo", preset="elmo-tiny", steps=40, batch_size=16, seq_len=32,
                               out=str(tmp_path / "run"), no_export=True, log_every=10, verbose=0)
@@ -266,8 +266,8 @@ import json, sys
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-from keras_bertology.training.options import PretrainOptions
-from keras_bertology.training.pretrain import pretrain
+from keras_bertology.pretraining.options import PretrainOptions
+from keras_bertology.pretraining.pretrain import pretrain
 metrics = pretrain(PretrainOptions(model="elmo", preset="elmo-tiny", steps=6, batch_size=16, seq_len=16,
                                    strategy="mirrored", out=sys.argv[1], no_export=True, log_every=3, verbose=0))
 print(json.dumps([record["loss"] for record in metrics["history"]]))
@@ -293,8 +293,8 @@ def test_the_savedmodel_serves_tf_hubs_outputs_for_raw_strings(tmp_path):
 
     from keras_bertology.models.elmo.characters import word_characters
     from keras_bertology.runs import load_run_model
-    from keras_bertology.training.options import PretrainOptions
-    from keras_bertology.training.pretrain import pretrain
+    from keras_bertology.pretraining.options import PretrainOptions
+    from keras_bertology.pretraining.pretrain import pretrain
 
     metrics = pretrain(PretrainOptions(model="elmo", preset="elmo-tiny", steps=4, batch_size=8, seq_len=16,
                                        out=str(tmp_path / "run"), export=str(tmp_path / "export"), log_every=2,
@@ -400,7 +400,7 @@ def test_layouts_built_from_ids_spell_each_ids_word():
 def test_the_studys_transformer_sizes_map_to_the_projection_and_the_cells():
     from keras_bertology.models import FAMILIES
     from keras_bertology.study.arms import SCALES
-    from keras_bertology.training.options import PretrainOptions
+    from keras_bertology.pretraining.options import PretrainOptions
 
     scale = SCALES["small"]
     options = PretrainOptions(model="elmo", preset="elmo-tiny", encoder=scale.encoder)
@@ -427,12 +427,12 @@ def test_pretraining_with_a_sampled_softmax(tmp_path):
     words, the loss falls, a resumed run draws the same words, and the saved pretrainer rebuilds with the
     setting."""
     from keras_bertology.runs import load_run_model
-    from keras_bertology.training.options import PretrainOptions
-    from keras_bertology.training.pretrain import pretrain
+    from keras_bertology.pretraining.options import PretrainOptions
+    from keras_bertology.pretraining.pretrain import pretrain
 
     import shutil
 
-    from keras_bertology.training.checkpoints import RunCheckpoints
+    from keras_bertology.engine.checkpoints import RunCheckpoints
 
     options = PretrainOptions(model="elmo", preset="elmo-tiny", steps=12, batch_size=8, seq_len=16, vocab_size=2000,
                               family_options={"softmax_samples": 64}, out=str(tmp_path / "run"), no_export=True,

@@ -12,9 +12,9 @@ from keras_bertology.data.corpus import default_corpus_paths
 from keras_bertology.data.knowledge_units import MARKER_FILE, UnitMarker
 from keras_bertology.data.shards import shard_dataset
 from keras_bertology.data.unit_stages import UNIT_JOINS
-from keras_bertology.training.checkpoints import RunCheckpoints
-from keras_bertology.training.options import PretrainOptions
-from keras_bertology.training.pretrain import pretrain
+from keras_bertology.engine.checkpoints import RunCheckpoints
+from keras_bertology.pretraining.options import PretrainOptions
+from keras_bertology.pretraining.pretrain import pretrain
 
 PLAYS = [str(path) for path in default_corpus_paths()[:2]]  # NSP pairs need two documents
 

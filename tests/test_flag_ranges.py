@@ -17,7 +17,7 @@ from keras_bertology.finetune.options import FinetuneOptions
 from keras_bertology.flag_ranges import Range
 from keras_bertology.models import FAMILIES
 from keras_bertology.prepare.options import PrepareOptions
-from keras_bertology.training.options import PretrainOptions
+from keras_bertology.pretraining.options import PretrainOptions
 
 HUGE = 10**22
 
@@ -215,7 +215,7 @@ def test_a_diverging_fine_tuning_stops_at_its_first_bad_step_and_writes_nothing(
 
 
 def test_the_step_stop_names_the_step_across_epochs():
-    from keras_bertology.training.callbacks import StopOnNonFiniteStepLoss
+    from keras_bertology.engine.callbacks import StopOnNonFiniteStepLoss
 
     stop = StopOnNonFiniteStepLoss(5, advice="Lower it.")
     stop.on_epoch_begin(0)

@@ -1,4 +1,4 @@
-"""Training FLOPs counted from the traced step (`training.flops`), against counts written out by hand."""
+"""Training FLOPs counted from the traced step (`pretraining.flops`), against counts written out by hand."""
 
 import keras
 import numpy as np
@@ -7,7 +7,7 @@ import tensorflow as tf
 from keras_bertology.models import BertBackbone
 from keras_bertology.models.bert.pretrainer import BertPretrainer
 from keras_bertology.models.registry import FAMILIES
-from keras_bertology.training.flops import graph_flops, pretraining_flops, step_flops
+from keras_bertology.pretraining.flops import graph_flops, pretraining_flops, step_flops
 
 B, L, H, F, N, V, S = 4, 16, 32, 64, 2, 97, 3  # batch, length, hidden, FFN, layers, vocabulary, MLM slots
 

@@ -12,7 +12,7 @@ from keras_bertology.models.registry import FAMILIES
 PACKAGE = Path(__file__).resolve().parents[1] / "keras_bertology"
 # The generic code, which iterates over what families declare (docs/architecture.md); study/arms.py is the
 # study's table of its arms, which names them as a preset names its family.
-GENERIC = ("convert", "training", "export", "finetune", "prepare", "data", "outputs", "tokenizers",
+GENERIC = ("convert", "engine", "pretraining", "export", "finetune", "prepare", "data", "outputs", "tokenizers",
            "cli.py", "runs.py", "preset_loading.py", "models/family.py", "models/registry.py", "models/backbone.py",
            "models/pretrainer.py", "models/task_models.py")
 # Strings that spell a family's name and mean something else.
@@ -191,8 +191,8 @@ def test_generic_code_names_no_family_and_no_transformers_tokenizer_class():
 LAYERS = (
     ("errors", "flag_ranges", "atomic", "folder_lock", "output_paths", "lazy_imports", "extras", "runtime",
      "native_logs", "supervise", "keras_archives"),
-    ("layers",), ("data",), ("tokenizers",), ("models",), ("runs",), ("convert",), ("preset_loading",),
-    ("outputs",), ("export",), ("training",), ("finetune", "prepare"), ("study",), ("cli",), ("cli_reference",),
+    ("layers",), ("engine",), ("data",), ("tokenizers",), ("models",), ("runs",), ("convert",), ("preset_loading",),
+    ("outputs",), ("export",), ("pretraining",), ("finetune", "prepare"), ("study",), ("cli",), ("cli_reference",),
 )
 # The two calls up that the design makes: `from_preset` on the base classes loads through preset_loading when
 # called, and a family's converter and tokenizer format use convert/'s helpers.
@@ -219,6 +219,15 @@ def test_each_layer_imports_only_its_own_and_the_layers_below():
 
 
 def test_an_import_up_a_layer_is_found():
-    graph = {"keras_bertology.data.masking": {"keras_bertology.training.pretrain"},
+    graph = {"keras_bertology.data.masking": {"keras_bertology.pretraining.pretrain"},
              "keras_bertology.models.bert.convert": {"keras_bertology.convert.hf_weights"}}
-    assert upward_imports(graph) == ["keras_bertology.data.masking -> keras_bertology.training.pretrain"]
+    assert upward_imports(graph) == ["keras_bertology.data.masking -> keras_bertology.pretraining.pretrain"]
+
+
+def test_fine_tuning_trains_with_the_engine_and_imports_nothing_of_pretraining():
+    """engine/ is what pretraining and fine-tuning share; pretraining/ is pretraining's own."""
+    graph = import_graph()
+    finetune = {name: targets for name, targets in graph.items() if name.startswith("keras_bertology.finetune")}
+    assert any(target.startswith("keras_bertology.engine.") for targets in finetune.values() for target in targets)
+    assert not sorted(f"{name} -> {target}" for name, targets in finetune.items() for target in targets
+                      if target.startswith("keras_bertology.pretraining"))

@@ -55,7 +55,7 @@ def test_a_run_is_named_by_the_preset_of_the_run_it_starts_from(tmp_path):
     """The run keeps its source's shape: without --preset it takes the source's preset, and a preset of
     other sizes is refused (it named bert-tiny's shape bert-mini in run.json and the export)."""
     from keras_bertology.errors import ConfigError
-    from keras_bertology.training.options import PretrainOptions
+    from keras_bertology.pretraining.options import PretrainOptions
 
     source = tmp_path / "mini"
     (source / "model").mkdir(parents=True)

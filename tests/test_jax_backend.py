@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from keras_bertology.data.corpus import default_corpus_paths
 from keras_bertology.runs import load_run_model
-from keras_bertology.training.checkpoints import weights_digest
+from keras_bertology.engine.checkpoints import weights_digest
 
 PLAYS = [str(path) for path in default_corpus_paths()[:2]]
 

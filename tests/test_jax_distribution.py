@@ -119,8 +119,8 @@ def test_a_process_killed_mid_run_stops_the_other_which_resumes_to_the_uninterru
     its newest checkpoint and ends with the weights of the uninterrupted one-device run."""
     import time
 
-    from keras_bertology.training.checkpoints import RunCheckpoints
-    from keras_bertology.training.keras_distribution import SILENCE_BOUND_S
+    from keras_bertology.engine.checkpoints import RunCheckpoints
+    from keras_bertology.engine.keras_distribution import SILENCE_BOUND_S
 
     _, reference = one_device
     run_dir = tmp_path / "run"

@@ -11,13 +11,13 @@ from keras_bertology.data.corpus import default_corpus_paths
 from keras_bertology.data.pipeline import make_dataset
 from keras_bertology.errors import ConfigError
 from keras_bertology.models.registry import get_family
-from keras_bertology.training import pretrain as pretrain_module
-from keras_bertology.training.held_out import eval_windows, split_off_eval_documents
-from keras_bertology.training.optimization import (
+from keras_bertology.pretraining import pretrain as pretrain_module
+from keras_bertology.pretraining.held_out import eval_windows, split_off_eval_documents
+from keras_bertology.engine.optimization import (
     OPTIMIZERS, WarmupCosineDecay, WarmupPolynomialDecay, learning_rate_schedule, make_optimizer)
-from keras_bertology.training.model_batches import micro_batches, model_batches
-from keras_bertology.training.optimizer_names import RATE_FACTORS
-from keras_bertology.training.options import PretrainOptions
+from keras_bertology.engine.model_batches import micro_batches, model_batches
+from keras_bertology.engine.choices import RATE_FACTORS
+from keras_bertology.pretraining.options import PretrainOptions
 
 VOCAB, LENGTH, BATCH = 120, 24, 16
 TOKENIZER = type("Tokenizer", (), dict(vocab_size=VOCAB, pad_id=0, cls_id=2, sep_id=3, mask_id=4,
@@ -216,7 +216,7 @@ def test_held_out_evaluation_leaves_no_trace_on_training():
     """ELECTRA draws its replaced tokens from a seed generator, which evaluating advances too: with the
     generator's state put back after each evaluation (KeepTrainingState), training with evaluations gives
     the weights of training without them."""
-    from keras_bertology.training.held_out import KeepTrainingState
+    from keras_bertology.pretraining.held_out import KeepTrainingState
 
     family = get_family("electra")
 

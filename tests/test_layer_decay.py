@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from keras_bertology.models import BertBackbone, BertPretrainer
 from keras_bertology.models.albert.backbone import AlbertBackbone
-from keras_bertology.training.optimization import LayerwiseAdamW, WarmupLinearDecay, bert_adamw, layerwise_decay
+from keras_bertology.engine.optimization import LayerwiseAdamW, WarmupLinearDecay, bert_adamw, layerwise_decay
 
 
 def _bert():

@@ -15,7 +15,7 @@ from keras_bertology.data.masking import DynamicMasker, MaskingConfig
 from keras_bertology.data.pipeline import make_dataset
 from keras_bertology.data.static_masking import read_static_tfrecords, write_static_tfrecords
 from keras_bertology.models import BertBackbone, BertPretrainer
-from keras_bertology.training.pretrain import PretrainOptions, pretrain
+from keras_bertology.pretraining.pretrain import PretrainOptions, pretrain
 from test_instances import CLS, FIRST_ID, PAD, SEP, Corpus, _is_contiguous, _segments
 
 UNK, MASK = 1, 4

@@ -68,7 +68,7 @@ def test_elmos_flop_formula_is_what_its_traced_step_counts():
     library's count of the traced training step's matmuls, convolutions and loop bodies."""
     from benchmarks.peer_keras import build_ours
     from benchmarks.peer_models import train_flops
-    from keras_bertology.training.flops import pretraining_flops
+    from keras_bertology.pretraining.flops import pretraining_flops
 
     model = MODELS["elmo"]
     pretrainer, _ = build_ours(model, TINY, "float32", xla="off")

@@ -4,8 +4,8 @@ import keras
 import pytest
 import tensorflow as tf
 
-from keras_bertology.training import precision
-from keras_bertology.training.precision import cpu_flags, dtype_policy_scope, resolve_precision
+from keras_bertology.engine import precision
+from keras_bertology.engine.precision import cpu_flags, dtype_policy_scope, resolve_precision
 
 DEFAULT = tf.distribute.get_strategy()
 

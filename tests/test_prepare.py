@@ -18,7 +18,7 @@ from keras_bertology.tokenizers.saved import load_tokenizer
 from keras_bertology.models.registry import get_family
 from keras_bertology.prepare.options import PrepareOptions
 from keras_bertology.prepare.pipeline import prepare
-from keras_bertology.training.options import PretrainOptions
+from keras_bertology.pretraining.options import PretrainOptions
 
 PLAYS = [str(path) for path in default_corpus_paths()[:8]]
 
@@ -127,7 +127,7 @@ def test_prepared_and_in_memory_instances_have_the_same_statistics(tmp_path):
 def test_a_run_from_shards_resumes_exactly(tmp_path):
     """Checkpoints after every step (the newest two kept); the step-4 one removed as if the run had
     died after step 3: resumed, it ends with the weights of the run that never stopped."""
-    from keras_bertology.training.pretrain import pretrain
+    from keras_bertology.pretraining.pretrain import pretrain
 
     data = tmp_path / "data"
     prepare(PrepareOptions(out=str(data), model="roberta", preset="roberta-tiny", corpus=PLAYS[:2], seq_len=32,

@@ -10,7 +10,7 @@ from keras_bertology.data.corpus import default_corpus_paths
 from keras_bertology.data.shards import shard_dataset
 from keras_bertology.prepare.options import PrepareOptions
 from keras_bertology.prepare.pipeline import prepare
-from keras_bertology.training.options import PretrainOptions
+from keras_bertology.pretraining.options import PretrainOptions
 
 PLAYS = [str(path) for path in default_corpus_paths()[:2]]  # a document per shard
 
@@ -33,7 +33,7 @@ PLAYS = [str(path) for path in default_corpus_paths()[:2]]  # a document per sha
     ("roberta", "roberta-tiny", {"packing": "unpadded", "masking": "static"}, None),  # masked when prepared
 ])
 def test_every_family_prepares_and_pretrains_from_its_shards(tmp_path, model, preset, flags, trained):
-    from keras_bertology.training.pretrain import pretrain
+    from keras_bertology.pretraining.pretrain import pretrain
 
     data = tmp_path / "data"
     manifest = prepare(PrepareOptions(out=str(data), model=model, preset=preset, corpus=PLAYS, seq_len=32,

@@ -125,7 +125,7 @@ def test_one_device_traces_the_pretraining_step_once(monkeypatch):
     trace that created them (most of a short run's time)."""
     import tensorflow as tf
 
-    from keras_bertology.training.distributed_fit import fit
+    from keras_bertology.engine.distributed_fit import fit
 
     model = OrderPretrainer(_backbone())
     model.compile(optimizer=keras.optimizers.AdamW(1e-2))

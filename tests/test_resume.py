@@ -17,10 +17,10 @@ from keras_bertology.errors import CheckpointError, ConfigError, TrainingError
 from keras_bertology.folder_lock import LOCK_FILE
 from keras_bertology.models.roberta import ROBERTA
 from keras_bertology.runs import MODEL_DIR, load_run_model
-from keras_bertology.training.callbacks import (
+from keras_bertology.engine.callbacks import (
     CheckpointEveryWindow, MetricHistory, StopAtCheckpointOnSignal, StopOnNonFiniteLoss, StoppedBySignal)
-from keras_bertology.training.checkpoints import HISTORY_FILE, MODEL_FILE, RANDOM_STATE_FILE, RunCheckpoints
-from keras_bertology.training.pretrain import PretrainOptions, pretrain
+from keras_bertology.engine.checkpoints import HISTORY_FILE, MODEL_FILE, RANDOM_STATE_FILE, RunCheckpoints
+from keras_bertology.pretraining.pretrain import PretrainOptions, pretrain
 
 
 # The kill test runs once per backend in CI: float32 on TensorFlow, bfloat16 under JAX (the Makefile's
@@ -156,7 +156,7 @@ def test_a_non_finite_loss_stops_the_run_before_its_weights_reach_a_checkpoint(t
 @pytest.mark.slow
 def test_a_diverging_pretraining_ends_with_one_line_and_a_non_zero_exit(tmp_path, monkeypatch, capsys):
     from keras_bertology.cli import main
-    from keras_bertology.training import pretrain
+    from keras_bertology.pretraining import pretrain
 
     make = pretrain.make_optimizer
     monkeypatch.setattr(pretrain, "make_optimizer",

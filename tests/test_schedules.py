@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_bertology.training.optimization import WarmupLinearDecay, WarmupStableDecay, learning_rate_schedule
+from keras_bertology.engine.optimization import WarmupLinearDecay, WarmupStableDecay, learning_rate_schedule
 
 
 def _rates(schedule, steps):
@@ -32,7 +32,7 @@ def test_a_schedule_is_chosen_by_name_and_survives_a_keras_round_trip():
 def test_modernbert_trains_with_wsd_unless_told_otherwise():
     from keras_bertology.errors import ConfigError
     from keras_bertology.models import get_family
-    from keras_bertology.training.options import PretrainOptions
+    from keras_bertology.pretraining.options import PretrainOptions
 
     modern = PretrainOptions(model="modernbert", preset="modernbert-tiny")
     assert modern.learning_rate_schedule(get_family("modernbert")) == "wsd"

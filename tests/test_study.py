@@ -426,7 +426,7 @@ def test_the_gate_runs_first_and_other_arms_fine_tune_only_where_pretraining_pay
 
 def test_encoder_sizes_replace_a_presets_and_bad_ones_are_refused():
     from keras_bertology.models.registry import get_family
-    from keras_bertology.training.options import PretrainOptions
+    from keras_bertology.pretraining.options import PretrainOptions
 
     sizes = {"num_layers": 1, "hidden_size": 32, "num_heads": 2, "intermediate_size": 64}
     options = PretrainOptions(model="electra", preset="electra-tiny", encoder=sizes)
@@ -448,7 +448,7 @@ def test_encoder_sizes_replace_a_presets_and_bad_ones_are_refused():
 
 
 def test_snapshots_must_end_a_logged_window():
-    from keras_bertology.training.options import PretrainOptions
+    from keras_bertology.pretraining.options import PretrainOptions
 
     PretrainOptions(steps=600, snapshots=(300, 600)).validate()  # windows of 50 steps
     for bad in (310, 0, 650, "300"):

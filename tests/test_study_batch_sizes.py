@@ -91,7 +91,7 @@ def test_the_flow_pretrains_the_grid_then_the_chosen_rates_seeds_then_fine_tunes
     """The study with its training faked at `pretrain` and `_finetune`: held-out perplexity falls with the
     batch and with the middle rate; every run's options are the axis's; the scores are the same for every
     size (a wash, "at least" holds), so the trend holds; a second call runs nothing."""
-    import keras_bertology.training.pretrain as pretraining
+    import keras_bertology.pretraining.pretrain as pretraining
 
     runs, finetunes = [], []
     scale = SCALES["smoke"]

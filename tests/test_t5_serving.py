@@ -28,8 +28,8 @@ from keras_bertology.errors import ConfigError
 from keras_bertology.models.t5 import T5
 from keras_bertology.models.t5.instances import stream_chunks
 from keras_bertology.models.t5.tokenizer import train_tokenizer
-from keras_bertology.training.checkpoints import RunCheckpoints
-from keras_bertology.training.pretrain import PretrainOptions, pretrain
+from keras_bertology.engine.checkpoints import RunCheckpoints
+from keras_bertology.pretraining.pretrain import PretrainOptions, pretrain
 
 SEQ_LEN = 24
 PROMPTS = ["The <extra_id_0> of the <extra_id_1> king", "<extra_id_0> good lord",

@@ -268,9 +268,9 @@ def test_a_resumed_run_goes_on_with_the_memory_it_stopped_with(tmp_path):
     import shutil
 
     from keras_bertology.data.corpus import default_corpus_paths
-    from keras_bertology.training.checkpoints import RunCheckpoints
-    from keras_bertology.training.options import PretrainOptions
-    from keras_bertology.training.pretrain import pretrain
+    from keras_bertology.engine.checkpoints import RunCheckpoints
+    from keras_bertology.pretraining.options import PretrainOptions
+    from keras_bertology.pretraining.pretrain import pretrain
 
     def options(folder, **extra):
         return PretrainOptions(model="transformer-xl", preset="transformer-xl-tiny", steps=6, log_every=3,

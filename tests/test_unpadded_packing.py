@@ -150,7 +150,7 @@ def test_static_masks_keep_each_rows_document_numbers_and_feed_them_as_the_mask(
 
 def test_unpadded_packing_is_refused_where_it_cannot_apply():
     from keras_bertology.errors import ConfigError
-    from keras_bertology.training.options import PretrainOptions
+    from keras_bertology.pretraining.options import PretrainOptions
 
     with pytest.raises(ConfigError, match="does not apply to --model bert"):
         PretrainOptions(model="bert", preset="bert-tiny", packing="unpadded").validate()

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from keras_bertology.errors import ConfigError
 from keras_bertology.models.registry import FAMILIES
-from keras_bertology.training.xla import resolve_jit_compile
+from keras_bertology.engine.xla import resolve_jit_compile
 from tiny_steps import tiny_pretrainer
 
 STEPS = 3

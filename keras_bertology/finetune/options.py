@@ -6,7 +6,7 @@ from keras_bertology import flag_ranges as ranges
 from keras_bertology.errors import ConfigError
 
 
-# Strategies fine-tuning runs under (`training.strategy`); multi-worker is pretraining only so far.
+# Strategies fine-tuning runs under (`engine.strategy`); multi-worker is pretraining only so far.
 FINETUNE_STRATEGIES = ("auto", "default", "mirrored", "tpu")
 # Where a classifier sums up a text (models.task_models.SUMMARY_POSITIONS, kept here free of Keras).
 SUMMARY_POSITIONS = ("first", "last", "last_text", "mean")

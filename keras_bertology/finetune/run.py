@@ -31,11 +31,11 @@ from keras_bertology.layers.remat import set_remat
 from keras_bertology.models.registry import get_family
 from keras_bertology.output_paths import FINETUNING, claim_outputs
 from keras_bertology.runs import load_run_model
-from keras_bertology.training.callbacks import StopOnNonFiniteStepLoss
-from keras_bertology.training.distributed_fit import build_before_tracing, replica_batch_size
-from keras_bertology.training.optimization import bert_adamw, layerwise_decay
-from keras_bertology.training.report import write_metrics
-from keras_bertology.training.strategy import make_strategy
+from keras_bertology.engine.callbacks import StopOnNonFiniteStepLoss
+from keras_bertology.engine.distributed_fit import build_before_tracing, replica_batch_size
+from keras_bertology.engine.optimization import bert_adamw, layerwise_decay
+from keras_bertology.engine.run_metrics import write_metrics
+from keras_bertology.engine.strategy import make_strategy
 
 
 def finetune(options, shared=None):

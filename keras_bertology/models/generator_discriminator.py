@@ -214,7 +214,7 @@ class TwoStageSchedule(keras.callbacks.Callback):
     holds one state for the whole run; each step updates only the weights
     that train. On JAX that takes an optimizer that can update a part of the
     weights it was built for (`updates_a_part`, as
-    the optimizers of `keras_bertology.training.optimization`): Keras's JAX
+    the optimizers of `keras_bertology.engine.optimization`): Keras's JAX
     trainer hands an optimizer only the weights that train.
     """
 
@@ -228,7 +228,7 @@ class TwoStageSchedule(keras.callbacks.Callback):
         if keras.config.backend() == "jax" and not getattr(model.optimizer, "updates_a_part", False):
             raise ValueError(
                 f"the two-stage variant trains on JAX with an optimizer that updates a part of the weights it was "
-                f"built for (those of keras_bertology.training.optimization, as bertology pretrain uses); "
+                f"built for (those of keras_bertology.engine.optimization, as bertology pretrain uses); "
                 f"{type(model.optimizer).__name__} updates all of them, and each stage trains a part")
         if not model.optimizer.built:  # slots for both stages' variables, whichever trains first
             model.set_stage(None)

@@ -159,7 +159,7 @@ class Pretrainer(keras.Model):
 
     def training_stages(self, total_steps):
         """[(steps, stage)] of a run of `total_steps`: what trains when, for counting its compute
-        (`training.flops`). One stage, `None` (everything trains), by default."""
+        (`pretraining.flops`). One stage, `None` (everything trains), by default."""
         return [(total_steps, None)]
 
     def set_stage(self, stage):

@@ -33,7 +33,7 @@ from keras_bertology.errors import ConfigError, CorpusError
 from keras_bertology.extras import require_extra
 from keras_bertology.models.registry import get_family
 from keras_bertology.tokenizers.saved import load_tokenizer
-from keras_bertology.training.options import PretrainOptions
+from keras_bertology.pretraining.options import PretrainOptions
 
 require_extra("apache_beam", "bertology prepare")
 logging.disable(logging.WARNING)  # Beam's import warns about cloud clients that local runs do not use

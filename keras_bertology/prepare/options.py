@@ -8,7 +8,7 @@ from keras_bertology import flag_ranges as ranges
 from keras_bertology.data.corpus import CORPUS_FORMATS
 from keras_bertology.errors import ConfigError
 from keras_bertology.models.registry import DEFAULT_MODEL, default_preset
-from keras_bertology.training.options import PretrainOptions
+from keras_bertology.pretraining.options import PretrainOptions
 
 # Text per shard when --shards is not given: a shard's documents are held in memory while its instances
 # are built, so this bounds the memory of a worker.

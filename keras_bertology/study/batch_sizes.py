@@ -130,7 +130,7 @@ def _pretrain_settings(options, scale, settings, state, out, workers, what):
 
 def _pretrain_setting(options, scale, setting, out):
     """One run of the axis; its held-out perplexity at the end (None where the loss diverged)."""
-    from keras_bertology.training.pretrain import pretrain
+    from keras_bertology.pretraining.pretrain import pretrain
 
     started = time.perf_counter()
     run_dir = out / "pretrain" / setting.name

@@ -4,7 +4,7 @@ Each arm's tokenizer is trained once, on the documents its run will read
 (less the sentences pretraining holds out), and kept: the run starts from
 it, so the vocabulary the FLOPs were counted with is the one it trains with.
 One batch of the arm's own instances and masking goes through its
-pretrainer's traced step (`training.flops`), stage by stage.
+pretrainer's traced step (`pretraining.flops`), stage by stage.
 """
 
 import dataclasses
@@ -21,8 +21,8 @@ from keras_bertology.data.pipeline import make_dataset
 from keras_bertology.data.recipe import build_instances, build_masker, tokenize_documents, unit_marker
 from keras_bertology.tokenizers.saved import load_tokenizer
 from keras_bertology.models.family import RunContext
-from keras_bertology.training.flops import pretraining_flops
-from keras_bertology.training.model_batches import model_batches
+from keras_bertology.pretraining.flops import pretraining_flops
+from keras_bertology.engine.model_batches import model_batches
 
 # Steps of the run the per-step average is taken over (step-share options, the two stages, scale with it).
 PROBE_STEPS = 1000

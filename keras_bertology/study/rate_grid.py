@@ -60,7 +60,7 @@ def grid(arm, scale, batch_sizes):
 
 
 def base_rate(arm):
-    from keras_bertology.training.options import PretrainOptions
+    from keras_bertology.pretraining.options import PretrainOptions
 
     return PretrainOptions(model=arm.model, preset=arm.preset).peak_learning_rate(get_family(arm.model))
 

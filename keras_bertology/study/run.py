@@ -45,7 +45,7 @@ from keras_bertology.study.report import gate, write_report
 from keras_bertology.study.steps import (
     RANDOM_INIT, Progress, arm_pretrain_options, count_flops, drop_corpus, finetune_all, quiet, say)
 from keras_bertology.study.workers import Workers
-from keras_bertology.training.options import PretrainOptions
+from keras_bertology.pretraining.options import PretrainOptions
 
 STATE_FILE = "study.json"
 
@@ -201,7 +201,7 @@ class _Point:
 
 
 def _pretrain(options, scale, run, out):
-    from keras_bertology.training.pretrain import pretrain
+    from keras_bertology.pretraining.pretrain import pretrain
 
     drop_corpus()  # a worker's copy of the corpus, read to count FLOPs
     started = time.perf_counter()

@@ -13,7 +13,7 @@ from keras_bertology.finetune.shared_work import SharedWork
 from keras_bertology.models.registry import get_family
 from keras_bertology.study.compute import PROBE_STEPS, arm_tokenizer, probe_step, read_documents
 from keras_bertology.study.report import finetune_key
-from keras_bertology.training.options import PretrainOptions
+from keras_bertology.pretraining.options import PretrainOptions
 
 # The fine-tuning key of the encoder without pretraining, the baseline of every gate.
 RANDOM_INIT = "random-init"

@@ -18,7 +18,7 @@ import keras
 import tensorflow as tf
 
 from keras_bertology.errors import ConfigError, TrainingError
-from keras_bertology.training.keras_distribution import KerasDistribution, batch_flags, own_rows
+from keras_bertology.engine.keras_distribution import KerasDistribution, batch_flags, own_rows
 
 
 def replica_batch_size(global_batch, strategy, accumulate=1):

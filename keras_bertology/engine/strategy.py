@@ -8,8 +8,8 @@ import tensorflow as tf
 
 from keras_bertology.errors import ConfigError
 from keras_bertology.runtime import tpu_reachable
-from keras_bertology.training.keras_distribution import KerasDistribution, make_keras_distribution
-from keras_bertology.training.options import STRATEGIES
+from keras_bertology.engine.keras_distribution import KerasDistribution, make_keras_distribution
+from keras_bertology.engine.choices import STRATEGIES
 
 
 def make_strategy(name="default"):

@@ -10,16 +10,16 @@ import os
 
 from keras_bertology import flag_ranges as ranges
 from keras_bertology.data.recipe_fields import RECIPE_FIELDS
+from keras_bertology.engine.choices import (  # noqa: F401  (re-exported)
+    OPTIMIZERS, RATE_FACTORS, SCHEDULES, STRATEGIES)
 from keras_bertology.errors import ConfigError
 from keras_bertology.models.family import ENCODER_SIZES
 from keras_bertology.models.registry import DEFAULT_MODEL, check_preset, default_preset, get_family
-from keras_bertology.training.optimizer_names import OPTIMIZERS, RATE_FACTORS, SCHEDULES  # noqa: F401  (re-exported)
 
 PRECISIONS = ("auto", "float32", "mixed_bfloat16")
 XLA_CHOICES = ("auto", "on", "off")
 MASKINGS = ("static", "dynamic")
 PACKINGS = ("full-sentences", "doc-sentences", "unpadded")
-STRATEGIES = ("auto", "default", "mirrored", "multiworker", "tpu")
 
 # A run logs at least this many windows when it has the steps for them, so
 # that its first and last window (and the loss curve) say something.
@@ -66,21 +66,21 @@ class PretrainOptions:
     max_predictions: int | None = None  # None: the family's rule (BERT: 20 for 128 tokens)
     learning_rate: float | None = None  # None: the family's peak rate (1e-3 for BERT's quick runs)
     layer_decay: float = 1.0  # ELECTRA's layer-wise learning-rate decay (0.8); 1 turns it off
-    schedule: str | None = None  # None: the family's ("linear"; ModernBERT's "wsd"), see training.optimization
+    schedule: str | None = None  # None: the family's ("linear"; ModernBERT's "wsd"), see engine.optimization
     decay_share: float = 0.1  # the share of the steps a "wsd" schedule decays over
     warmup_steps: int | None = None  # None: 10% of the steps
     decay_power: float = 1.0  # a "polynomial" schedule's power
-    optimizer: str | None = None  # None: the family's ("adamw"; ALBERT's "lamb"), see training.optimization
+    optimizer: str | None = None  # None: the family's ("adamw"; ALBERT's "lamb"), see engine.optimization
     accumulate: int = 1  # micro-batches per update: --batch-size is the update's batch, split in this many
     eval_every: int | None = None  # updates between held-out evaluations (None: none during training)
     log_every: int = 50
     # auto: mixed_bfloat16 where the processor has native bf16, else float32; BERTOLOGY_PRECISION sets the default
     precision: str = dataclasses.field(default_factory=lambda: os.environ.get("BERTOLOGY_PRECISION", "auto"))
-    # auto: XLA-compiled steps on one device (see training/xla.py); BERTOLOGY_XLA sets the default
+    # auto: XLA-compiled steps on one device (see engine/xla.py); BERTOLOGY_XLA sets the default
     xla: str = dataclasses.field(default_factory=lambda: os.environ.get("BERTOLOGY_XLA", "auto"))
     remat: bool = False  # recompute each block's activations in the backward pass (see layers.remat)
     strategy: str = "default"
-    model_parallel: int = 1  # devices each weight is split over (--backend jax), see training.keras_distribution
+    model_parallel: int = 1  # devices each weight is split over (--backend jax), see engine.keras_distribution
     seed: int = 0
     resume: bool = False
     verbose: int = 1
@@ -129,7 +129,7 @@ class PretrainOptions:
                 + (f"which takes {', '.join(family.packings)}" if family.packings else "which takes none")
             )
         if self.init_from is not None:
-            from keras_bertology.training.init_from import check_source, check_source_sizes
+            from keras_bertology.pretraining.init_from import check_source, check_source_sizes
 
             if family.context_path is not None:
                 raise ConfigError(f"--init-from and --model {family.name}'s own context (its teacher) both give the "
@@ -259,7 +259,7 @@ class PretrainOptions:
         have its sizes (checked by `validate`)."""
         if not self.init_from or self.preset is not None:
             return self
-        from keras_bertology.training.init_from import check_source
+        from keras_bertology.pretraining.init_from import check_source
 
         return dataclasses.replace(self, preset=check_source(self.init_from, get_family(self.model)).get("preset"))
 
@@ -273,7 +273,7 @@ class PretrainOptions:
 
     def peak_learning_rate(self, family):
         """--learning-rate, or the family's default (for the family's optimizer; for another, scaled by
-        the ratio of their `optimizer_names.RATE_FACTORS`)."""
+        the ratio of their `engine.choices.RATE_FACTORS`)."""
         if self.learning_rate is not None:
             return self.learning_rate
         optimizer = self.optimizer_name(family)

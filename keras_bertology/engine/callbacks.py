@@ -6,7 +6,7 @@ import time
 import keras
 
 from keras_bertology.errors import TrainingError
-from keras_bertology.training.report import HELD_OUT_PREFIX
+from keras_bertology.engine.run_metrics import HELD_OUT_PREFIX
 
 # What a stopped pretraining run should try instead.
 RESTART_ADVICE = "Start a new run (another --out) with a lower --learning-rate, or in --precision float32"

@@ -1,7 +1,8 @@
-"""The optimizers and schedules a run can name, importable without Keras (the options check them)."""
+"""The optimizers, schedules and strategies a run can name, importable without Keras (the options check them)."""
 
-SCHEDULES = ("linear", "polynomial", "cosine", "wsd")  # see training.optimization.learning_rate_schedule
-OPTIMIZERS = ("adamw", "lamb", "lion", "adafactor")  # see training.optimization.make_optimizer
+SCHEDULES = ("linear", "polynomial", "cosine", "wsd")  # see engine.optimization.learning_rate_schedule
+OPTIMIZERS = ("adamw", "lamb", "lion", "adafactor")  # see engine.optimization.make_optimizer
+STRATEGIES = ("auto", "default", "mirrored", "multiworker", "tpu")  # see engine.strategy.make_strategy
 
 # The families' default rates are AdamW's. The others take that rate times this factor unless a rate is
 # given: Lion's sign steps are as large as the rate in every coordinate (its paper: a rate 3-10x below

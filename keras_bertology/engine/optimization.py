@@ -7,7 +7,7 @@ import math
 
 import keras
 
-from keras_bertology.training.optimizer_names import OPTIMIZERS, SCHEDULES
+from keras_bertology.engine.choices import OPTIMIZERS, SCHEDULES
 
 
 class _WarmupThenDecay(keras.optimizers.schedules.LearningRateSchedule):

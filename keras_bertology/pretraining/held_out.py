@@ -15,8 +15,8 @@ import numpy as np
 from keras_bertology.data.pipeline import make_dataset
 from keras_bertology.data.recipe import build_instances
 from keras_bertology.errors import ConfigError
-from keras_bertology.training.report import HELD_OUT_PREFIX as PREFIX
-from keras_bertology.training.model_batches import model_batches
+from keras_bertology.engine.run_metrics import HELD_OUT_PREFIX as PREFIX
+from keras_bertology.engine.model_batches import model_batches
 
 # The share of the corpus' sentences kept out of training for evaluation.
 EVAL_SHARE = 0.05

@@ -20,45 +20,40 @@ import tensorflow as tf
 from keras_bertology.atomic import atomic_directory, atomic_file
 from keras_bertology.data.corpus import BadRecords, read_corpus
 from keras_bertology.data.held_out_lines import hold_out_sentences
-from keras_bertology.data.pipeline import make_dataset
 from keras_bertology.data.instances import coverage_line
 from keras_bertology.data.knowledge_units import MARKER_FILE, level_boundaries, marking_line
+from keras_bertology.data.pipeline import make_dataset
 from keras_bertology.data.recipe import (
     build_instances, build_masker, copies_of, corpus_token_counts, instance_coverage, masking_of, tokenize_documents,
     unit_marker, units_of)
 from keras_bertology.data.shards import (
     TOKENIZER_DIR, read_manifest, sample_instances, shard_dataset, tokenizer_fingerprint)
 from keras_bertology.data.static_masking import write_static_tfrecords
-from keras_bertology.tokenizers.saved import load_tokenizer
+from keras_bertology.engine.callbacks import (
+    CheckpointEveryWindow, MetricHistory, SnapshotAtSteps, StopAtCheckpointOnSignal, StopOnNonFiniteLoss)
+from keras_bertology.engine.checkpoints import RunCheckpoints, weights_digest
+from keras_bertology.engine.distributed_fit import fit, replica_batch_size
+from keras_bertology.engine.keras_distribution import KerasDistribution, outside_distribution
+from keras_bertology.engine.model_batches import micro_batches, model_batches
+from keras_bertology.engine.optimization import layerwise_decay, make_optimizer
+from keras_bertology.engine.precision import dtype_policy_scope, resolve_precision
+from keras_bertology.engine.run_metrics import write_metrics
+from keras_bertology.engine.strategy import data_parallel_devices, is_chief, lay_out, make_strategy, strategy_name
+from keras_bertology.engine.xla import resolve_jit_compile
 from keras_bertology.errors import ConfigError, CorpusError, warn
-from keras_bertology.models.family import RunContext
 from keras_bertology.export import export_saved_model
 from keras_bertology.export.from_other_backend import export_in_tensorflow
 from keras_bertology.layers.remat import set_remat
+from keras_bertology.models.family import RunContext
 from keras_bertology.output_paths import PRETRAINING_RUN, claim_outputs
 from keras_bertology.outputs import FinishedRun, every_run_entries, kinds_of
-from keras_bertology.runs import RunModel, load_run_model, save_run_model
-from keras_bertology.training.callbacks import (
-    CheckpointEveryWindow, MetricHistory, SnapshotAtSteps, StopAtCheckpointOnSignal, StopOnNonFiniteLoss)
-from keras_bertology.training.checkpoints import RunCheckpoints, weights_digest
-from keras_bertology.training.held_out import (
+from keras_bertology.pretraining.held_out import (
     KeepTrainingState, eval_dataset, eval_records, eval_windows, split_off_eval_documents)
-from keras_bertology.training.model_batches import micro_batches, model_batches
-from keras_bertology.training.init_from import init_context, load_initial_weights
-from keras_bertology.training.optimization import layerwise_decay, make_optimizer
-from keras_bertology.training.options import PretrainOptions  # noqa: F401  re-exported
-from keras_bertology.training.report import (
-    chance_levels,
-    objective_summary,
-    plot_training_curves,
-    summary_text,
-    write_metrics,
-)
-from keras_bertology.training.distributed_fit import fit, replica_batch_size
-from keras_bertology.training.precision import dtype_policy_scope, resolve_precision
-from keras_bertology.training.keras_distribution import KerasDistribution, outside_distribution
-from keras_bertology.training.strategy import data_parallel_devices, is_chief, lay_out, make_strategy, strategy_name
-from keras_bertology.training.xla import resolve_jit_compile
+from keras_bertology.pretraining.init_from import init_context, load_initial_weights
+from keras_bertology.pretraining.options import PretrainOptions  # noqa: F401  re-exported
+from keras_bertology.pretraining.report import chance_levels, objective_summary, plot_training_curves, summary_text
+from keras_bertology.runs import RunModel, load_run_model, save_run_model
+from keras_bertology.tokenizers.saved import load_tokenizer
 
 
 def pretrain(options, given=()):
@@ -124,86 +119,179 @@ class _Source:
 
 
 def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strategy):
-    """Every worker of a multi-worker run trains; only the chief (`checkpoints.writer`) writes files."""
-    accumulate = options.accumulate
-    replica_batch = replica_batch_size(options.batch_size // accumulate, strategy, accumulate)
+    """The run in its phases. Every worker of a multi-worker run trains; only the chief
+    (`checkpoints.writer`) writes the run folder, its metrics and the export."""
     replicas = strategy.num_replicas_in_sync
+    replica_batch = replica_batch_size(options.batch_size // options.accumulate, strategy, options.accumulate)
     checkpoints.start(options)
     keras.utils.set_random_seed(options.seed)
     _say(options, f"run folder: {run_dir}")
-    masking, copies = masking_of(family, options), copies_of(family, options)
-    units_record = {}  # metrics.json's account of the marked phrases and entities, where there are any
     context = _run_context(family, options, checkpoints)
-    if source.manifest:
-        manifest = source.manifest
-        tokenizer = _prepared_tokenizer(options, checkpoints, manifest, context)
-        if manifest["recipe"].get("stream_batches") and manifest["recipe"]["replicas"] != replicas:
-            raise ConfigError(f"the shards in {options.data} lay their streams out for "
-                              f"{manifest['recipe']['replicas']} replicas, and this run has {replicas}; "
-                              "prepare them with --replicas " + str(replicas))
-        instances, held_out = sample_instances(options.data, manifest), manifest.get("held_out", [])
-        _say(options, f"data: {options.data}: {manifest['instances']} instances in {len(manifest['shards'])} "
-                      f"shards, from {manifest['documents']} documents")
-        if "corpus_tokens" in manifest:  # not in the manifests of earlier versions
-            _say(options, coverage_line(manifest["reached_tokens"], manifest["corpus_tokens"]))
-    else:
-        documents, eval_documents = source.documents, []
-        if options.eval_every:
-            documents, eval_documents = split_off_eval_documents(documents, np.random.default_rng(options.seed))
-        documents, held_out = hold_out_sentences(documents, np.random.default_rng(options.seed))
-        _say(options, f"corpus: {len(documents)} documents, {sum(map(len, documents))} sentences "
-                      f"({len(held_out)} held out for the fill-in examples"
-                      + (f"; {sum(map(len, eval_documents))} sentences of {len(eval_documents)} documents held out "
-                         f"for evaluation every {options.eval_every} steps)" if eval_documents else ")"))
-        tokenizer = _tokenizer_for_run(family, documents, checkpoints, options, context)
-        marker, marking = _units_for_run(family, options, documents, run_dir, checkpoints), {}
-        tokenized = tokenize_documents(documents, tokenizer, marker, marking)
-        if marker is not None:
-            _say(options, marking_line(marking))
-            units_record = {"knowledge_units": {**marker.counts(), **marking}}
-        instances = build_instances(family, tokenized, tokenizer, options, replicas)
-        _say(options, f"instances: {len(instances['token_ids'])} sequences of {instances['token_ids'].shape[1]} tokens"
-                      + (f" ({copies} builds of the corpus)" if copies > 1 else ""))
-        _say(options, coverage_line(*instance_coverage(family, instances, tokenized, tokenizer, options)))
-        del tokenized
-        eval_tokenized = tokenize_documents(eval_documents, tokenizer, marker, {}) if eval_documents else None
+    data = _read_data(family, options, source, run_dir, checkpoints, context, replicas)
+    pretrainer, done_steps = _build_model(family, options, data.tokenizer, checkpoints, strategy, replica_batch,
+                                          context)
+    batches = _batches(family, options, source, data, pretrainer, done_steps, run_dir, checkpoints, replicas)
+    fitted = _fit(family, options, pretrainer, data.tokenizer, batches, done_steps, run_dir, checkpoints, strategy)
+    if not checkpoints.writer:  # another worker of the cluster: the chief saves and exports
+        return _worker_result(options, pretrainer, fitted.history)
+    run, pretrainer = _save_run(options, pretrainer, data.tokenizer, run_dir, strategy)
+    metrics = _metrics(family, options, pretrainer, data, context, fitted, export_dir, strategy)
+    kinds = kinds_of(pretrainer)
+    finished = FinishedRun(pretrainer, data.tokenizer, data.held_out, options.seed, options.seq_len)
+    metrics.update(_examples(kinds, finished, from_export=False))
+    _write_report(options, metrics, fitted.history, pretrainer, run_dir)
+    if export_dir:
+        _export(run, run_dir, export_dir, options)
+        metrics.update(_examples(kinds, dataclasses.replace(finished, export_dir=export_dir), from_export=True))
+        write_metrics(run_dir / "metrics.json", metrics)  # with the examples the export serves
+    _say(options, summary_text(metrics, run_dir, kinds))
+    return metrics
 
-    steps_per_window, windows = options.steps_per_window, options.windows
-    total_steps = windows * steps_per_window
+
+@dataclasses.dataclass
+class _RunData:
+    """What the data phase hands on: the tokenizer and instances to train on, the sentences held out for the
+    end-of-run examples, the held-out evaluation's documents (tokenized; None without --eval-every) and
+    metrics.json's account of the marked phrases and entities, where there are any."""
+    tokenizer: object
+    instances: dict
+    held_out: list
+    eval_tokenized: list | None = None
+    units_record: dict = dataclasses.field(default_factory=dict)
+
+
+def _read_data(family, options, source, run_dir, checkpoints, context, replicas):
+    """Data phase: the tokenizer and the instances, from prepared shards or from the corpus read now."""
+    if source.manifest:
+        return _prepared_data(options, source.manifest, checkpoints, context, replicas)
+    return _corpus_data(family, options, source.documents, run_dir, checkpoints, context, replicas)
+
+
+def _prepared_data(options, manifest, checkpoints, context, replicas):
+    """The shards' tokenizer and a sample of their instances (for the chance levels); their streams must be
+    laid out for this run's replicas."""
+    tokenizer = _prepared_tokenizer(options, checkpoints, manifest, context)
+    if manifest["recipe"].get("stream_batches") and manifest["recipe"]["replicas"] != replicas:
+        raise ConfigError(f"the shards in {options.data} lay their streams out for "
+                          f"{manifest['recipe']['replicas']} replicas, and this run has {replicas}; "
+                          "prepare them with --replicas " + str(replicas))
+    instances, held_out = sample_instances(options.data, manifest), manifest.get("held_out", [])
+    _say(options, f"data: {options.data}: {manifest['instances']} instances in {len(manifest['shards'])} "
+                  f"shards, from {manifest['documents']} documents")
+    if "corpus_tokens" in manifest:  # not in the manifests of earlier versions
+        _say(options, coverage_line(manifest["reached_tokens"], manifest["corpus_tokens"]))
+    return _RunData(tokenizer, instances, held_out)
+
+
+def _corpus_data(family, options, documents, run_dir, checkpoints, context, replicas):
+    """The corpus split into training documents, the end-of-run examples' sentences and (--eval-every) the
+    evaluation's documents, each drawn with the run's seed; then its tokenizer and instances."""
+    eval_documents = []
+    if options.eval_every:
+        documents, eval_documents = split_off_eval_documents(documents, np.random.default_rng(options.seed))
+    documents, held_out = hold_out_sentences(documents, np.random.default_rng(options.seed))
+    _say(options, f"corpus: {len(documents)} documents, {sum(map(len, documents))} sentences "
+                  f"({len(held_out)} held out for the fill-in examples"
+                  + (f"; {sum(map(len, eval_documents))} sentences of {len(eval_documents)} documents held out "
+                     f"for evaluation every {options.eval_every} steps)" if eval_documents else ")"))
+    tokenizer = _tokenizer_for_run(family, documents, checkpoints, options, context)
+    marker, marking = _units_for_run(family, options, documents, run_dir, checkpoints), {}
+    tokenized = tokenize_documents(documents, tokenizer, marker, marking)
+    units_record = {}
+    if marker is not None:
+        _say(options, marking_line(marking))
+        units_record = {"knowledge_units": {**marker.counts(), **marking}}
+    instances = build_instances(family, tokenized, tokenizer, options, replicas)
+    copies = copies_of(family, options)
+    _say(options, f"instances: {len(instances['token_ids'])} sequences of {instances['token_ids'].shape[1]} tokens"
+                  + (f" ({copies} builds of the corpus)" if copies > 1 else ""))
+    _say(options, coverage_line(*instance_coverage(family, instances, tokenized, tokenizer, options)))
+    del tokenized
+    eval_tokenized = tokenize_documents(eval_documents, tokenizer, marker, {}) if eval_documents else None
+    return _RunData(tokenizer, instances, held_out, eval_tokenized, units_record)
+
+
+def _build_model(family, options, tokenizer, checkpoints, strategy, replica_batch, context):
+    """Model phase: the compiled pretrainer under the strategy, with its XLA and rematerialisation settings,
+    and the steps it has already done."""
     with strategy.scope():
-        pretrainer, done_steps = _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options,
+        pretrainer, done_steps = _pretrainer_for_run(family, tokenizer, checkpoints, _total_steps(options), options,
                                                      options.precision, replica_batch, context)
         pretrainer.jit_compile = resolve_jit_compile(options.xla, pretrainer.dtype_policy.name, family.xla_compiles)
         set_remat(pretrainer, options.remat)
-    worker_dataset = None
-    if source.manifest:
-        masker = (build_masker(family, tokenizer, options, replicas, corpus_token_counts(family, instances, tokenizer))
-                  if masking == "dynamic" else None)
-        dataset = shard_dataset(options.data, source.manifest, options.batch_size, seed=options.seed,
-                                start_step=done_steps, masker=masker)
-        if not source.manifest["recipe"]["stream_batches"]:
-            def worker_dataset(context):  # a cluster's worker reads its own shards
-                pipelines = context.num_input_pipelines
-                shards = shard_dataset(options.data, source.manifest, options.batch_size // pipelines,
-                                       seed=options.seed, start_step=done_steps, masker=masker,
-                                       pipeline=(context.input_pipeline_id, pipelines))
-                return micro_batches(model_batches(shards, pretrainer), options.batch_size // pipelines, accumulate)
-    else:
-        dataset = _masked_dataset(family, instances, tokenizer, masking, _data_dir(run_dir, checkpoints),
-                                  options, done_steps, replicas)
-    validation = None
-    if options.eval_every:
-        held_out_batches, count = eval_dataset(
-            family, eval_tokenized, tokenizer, options,
-            build_masker(family, tokenizer, options, replicas, corpus_token_counts(family, instances, tokenizer)),
-            pretrainer, options.batch_size // accumulate, replicas)
-        validation = (held_out_batches, count, eval_windows(windows, steps_per_window, options.eval_every))
-        _say(options, f"held-out evaluation: {count} batches of {options.batch_size // accumulate} instances")
-    _say(options, f"model: {_model_name(options)}, {pretrainer.backbone.count_params():,} encoder parameters, "
-                  f"{pretrainer.dtype_policy.name}{', XLA' if pretrainer.jit_compile else ''}, {masking} masking{_units_said(family, options, total_steps)}, {total_steps} steps of batch {options.batch_size} "
-                  f"in {windows} logged windows"
-                  + (f", resuming after step {done_steps}" if done_steps else ""))
+    return pretrainer, done_steps
 
+
+@dataclasses.dataclass
+class _Batches:
+    """What the fit phase reads: the run's masked batches from its next step on; for a cluster reading shards,
+    how each worker reads its own (None otherwise); the held-out evaluation (None without --eval-every)."""
+    dataset: object
+    worker_dataset: object = None
+    validation: tuple | None = None
+
+
+def _batches(family, options, source, data, pretrainer, done_steps, run_dir, checkpoints, replicas):
+    """Batches phase: the masked batches from the shards or the instances, and the held-out evaluation's."""
+    batches = (_shard_batches(family, options, source.manifest, data, pretrainer, done_steps, replicas)
+               if source.manifest else
+               _Batches(_masked_dataset(family, data.instances, data.tokenizer, _data_dir(run_dir, checkpoints),
+                                        options, done_steps, replicas)))
+    if options.eval_every:
+        batches.validation = _validation(family, options, data, pretrainer, replicas)
+    return batches
+
+
+def _shard_batches(family, options, manifest, data, pretrainer, done_steps, replicas):
+    """The prepared shards' batches, masked now where the masking is dynamic; each worker of a cluster reads
+    its own shards unless the batches are streams."""
+    masker = (build_masker(family, data.tokenizer, options, replicas,
+                           corpus_token_counts(family, data.instances, data.tokenizer))
+              if masking_of(family, options) == "dynamic" else None)
+    dataset = shard_dataset(options.data, manifest, options.batch_size, seed=options.seed,
+                            start_step=done_steps, masker=masker)
+    if manifest["recipe"]["stream_batches"]:
+        return _Batches(dataset)
+
+    def worker_dataset(context):  # a cluster's worker reads its own shards
+        pipelines = context.num_input_pipelines
+        shards = shard_dataset(options.data, manifest, options.batch_size // pipelines,
+                               seed=options.seed, start_step=done_steps, masker=masker,
+                               pipeline=(context.input_pipeline_id, pipelines))
+        return micro_batches(model_batches(shards, pretrainer), options.batch_size // pipelines, options.accumulate)
+
+    return _Batches(dataset, worker_dataset)
+
+
+def _validation(family, options, data, pretrainer, replicas):
+    """(batches, count, windows) of the held-out evaluation that `fit` runs every --eval-every steps."""
+    batch_size = options.batch_size // options.accumulate
+    held_out_batches, count = eval_dataset(
+        family, data.eval_tokenized, data.tokenizer, options,
+        build_masker(family, data.tokenizer, options, replicas,
+                     corpus_token_counts(family, data.instances, data.tokenizer)),
+        pretrainer, batch_size, replicas)
+    _say(options, f"held-out evaluation: {count} batches of {batch_size} instances")
+    return held_out_batches, count, eval_windows(options.windows, options.steps_per_window, options.eval_every)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Fitted:
+    """What the fit phase leaves: the metric history, the seconds it trained, the weights split over devices."""
+    history: MetricHistory
+    train_seconds: float
+    split_weights: int
+
+
+def _fit(family, options, pretrainer, tokenizer, batches, done_steps, run_dir, checkpoints, strategy):
+    """Fit phase: Keras `fit` in logged windows, the chief checkpointing each; said in one line first."""
+    steps_per_window, windows, accumulate = options.steps_per_window, options.windows, options.accumulate
+    total_steps = _total_steps(options)
+    _say(options, f"model: {_model_name(options)}, {pretrainer.backbone.count_params():,} encoder parameters, "
+                  f"{pretrainer.dtype_policy.name}{', XLA' if pretrainer.jit_compile else ''}, "
+                  f"{masking_of(family, options)} masking{_units_said(family, options, total_steps)}, "
+                  f"{total_steps} steps of batch {options.batch_size} in {windows} logged windows"
+                  + (f", resuming after step {done_steps}" if done_steps else ""))
     history = MetricHistory(steps_per_window, options.batch_size, checkpoints.load_history(), accumulate)
     started = time.perf_counter()
     writes = [CheckpointEveryWindow(checkpoints, history),
@@ -211,21 +299,31 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
               _snapshots(options, run_dir, pretrainer, tokenizer, history),
               StopAtCheckpointOnSignal(history)] if checkpoints.writer else []
     # Keras counts micro-batches: `accumulate` of them make each update that the run's steps count.
-    fit(pretrainer, micro_batches(model_batches(dataset, pretrainer), options.batch_size, accumulate), strategy,
+    fit(pretrainer, micro_batches(model_batches(batches.dataset, pretrainer), options.batch_size, accumulate),
+        strategy,
         global_batch=options.batch_size // accumulate,
         epochs=windows,
         initial_step=done_steps * accumulate,
         steps_per_epoch=steps_per_window * accumulate,
         callbacks=[StopOnNonFiniteLoss(steps_per_window, checkpoints), history, *writes,
-                   *pretrainer.training_callbacks(), *([KeepTrainingState()] if validation else [])],
-        verbose=options.verbose, worker_dataset=worker_dataset, validation=validation)
+                   *pretrainer.training_callbacks(), *([KeepTrainingState()] if batches.validation else [])],
+        verbose=options.verbose, worker_dataset=batches.worker_dataset, validation=batches.validation)
     train_seconds = time.perf_counter() - started
     split = strategy.split_weights(pretrainer) if isinstance(strategy, KerasDistribution) else 0
-    if not checkpoints.writer:  # another worker of the cluster: the chief saves and exports
-        digest = weights_digest(pretrainer)
-        _say(options, f"worker done after {total_steps} steps; weights sha256 {digest} (the chief writes the run)")
-        return {"steps": total_steps, "weights_sha256": digest, "history": history.records}
+    return _Fitted(history, train_seconds, split)
 
+
+def _worker_result(options, pretrainer, history):
+    """A worker other than the chief reports its weights' digest (equal to the chief's) and writes nothing."""
+    digest = weights_digest(pretrainer)
+    total_steps = _total_steps(options)
+    _say(options, f"worker done after {total_steps} steps; weights sha256 {digest} (the chief writes the run)")
+    return {"steps": total_steps, "weights_sha256": digest, "history": history.records}
+
+
+def _save_run(options, pretrainer, tokenizer, run_dir, strategy):
+    """Run folder phase: the pretrainer as a `.keras` archive beside its tokenizer; (the saved run, the
+    pretrainer the rest of the run computes with)."""
     with outside_distribution():
         run = RunModel(options.model, pretrainer.served_backbone(), tokenizer, options.seq_len, pretrainer,
                        options.preset)
@@ -235,36 +333,25 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
         keras.distribution.set_distribution(None)
         run = load_run_model(run_dir)
         run.pretrainer.jit_compile, pretrainer = pretrainer.jit_compile, run.pretrainer
-    metrics = _metrics(family, options, pretrainer, history.records, total_steps, train_seconds, export_dir,
-                       strategy, split)
-    last = {name: summary["last"] for name, summary in metrics["objectives"].items()}
-    chance = chance_levels(instances, tokenizer, pretrainer.declared_objectives, last)
-    for name, levels in chance.items():
-        metrics["objectives"][name]["chance"] = levels
-    metrics.update(context.record, **units_record)
-    if options.eval_every:
-        metrics["eval"] = eval_records(history.records, pretrainer.declared_objectives)
-    metrics.update(masking=masking, instances=family.instance_kind(options.packing),
-                   family_options=family.option_values(options.family_options),
-                   windows=len(history.records), steps_per_window=steps_per_window, **every_run_entries())
-    kinds = kinds_of(pretrainer)
-    finished = FinishedRun(pretrainer, tokenizer, held_out, options.seed, options.seq_len)
+    return run, pretrainer
+
+
+def _examples(kinds, finished, from_export):
+    """The end-of-run examples of each output kind the pretrainer declares: those drawn from the pretrainer,
+    or (`from_export`) those served by the export."""
+    examples = {}
     for kind in kinds:
-        if not kind.reads_export:
-            metrics.update(kind.examples(finished))
-    # Metrics and loss plot before the export: an export that fails (a full disk) must not lose them.
+        if kind.reads_export == from_export:
+            examples.update(kind.examples(finished))
+    return examples
+
+
+def _write_report(options, metrics, history, pretrainer, run_dir):
+    """metrics.json and the loss plot, written before the export: an export that fails (a full disk) must not
+    lose them."""
     write_metrics(run_dir / "metrics.json", metrics)
     plot_training_curves(history.records, pretrainer.objectives, run_dir / "loss_curve.png",
                          f"{_model_name(options)} on {_corpus_label(options)}")
-    if export_dir:
-        _export(run, run_dir, export_dir, options)
-        exported = dataclasses.replace(finished, export_dir=export_dir)
-        for kind in kinds:
-            if kind.reads_export:
-                metrics.update(kind.examples(exported))
-        write_metrics(run_dir / "metrics.json", metrics)  # with the examples the export serves
-    _say(options, summary_text(metrics, run_dir, kinds))
-    return metrics
 
 
 def _export(run, run_dir, export_dir, options):
@@ -425,10 +512,10 @@ def _train_tokenizer(family, documents, options):
     return family.train_tokenizer(sentences, options.vocab_size)
 
 
-def _masked_dataset(family, instances, tokenizer, masking, data_dir, options, start_step, replicas):
+def _masked_dataset(family, instances, tokenizer, data_dir, options, start_step, replicas):
     """The run's batches from `start_step` on: a resumed run goes on where its checkpoint stopped."""
     masker = build_masker(family, tokenizer, options, replicas, corpus_token_counts(family, instances, tokenizer))
-    if masking == "dynamic":
+    if masking_of(family, options) == "dynamic":
         # Stream batches stay in order: row r of each batch continues row r's text.
         return make_dataset(instances, options.batch_size, masker=masker, seed=options.seed,
                             shuffle=not family.stream_batches, start_step=start_step)
@@ -452,15 +539,17 @@ def _data_dir(run_dir, checkpoints):
     return Path(private)
 
 
-def _metrics(family, options, pretrainer, records, total_steps, train_seconds, export_dir, strategy, split):
+def _metrics(family, options, pretrainer, data, context, fitted, export_dir, strategy):
+    """Metrics phase: what metrics.json records of the run, its objectives against their chance levels."""
+    records = fitted.history.records
     steady = [record["samples_per_second"] for record in records[1:]] or [records[0]["samples_per_second"]]
-    return {
+    metrics = {
         "model": options.model,
         "preset": options.preset,
         "encoder": options.encoder,
         "whole_word": options.whole_word,
         "masking_units": ",".join(units_of(family, options)),
-        "steps": total_steps,
+        "steps": _total_steps(options),
         "batch_size": options.batch_size,
         "seq_len": options.seq_len,
         "max_predictions": options.prediction_slots(family),
@@ -472,13 +561,29 @@ def _metrics(family, options, pretrainer, records, total_steps, train_seconds, e
         "backend": keras.config.backend(),
         "strategy": strategy_name(strategy),
         "devices": data_parallel_devices(strategy),
-        "model_parallel": {"devices": options.model_parallel, "split_weights": split},
+        "model_parallel": {"devices": options.model_parallel, "split_weights": fitted.split_weights},
         "xla": bool(pretrainer.jit_compile),
         "remat": options.remat,
         "objectives": objective_summary(records, pretrainer.objectives),
         "samples_per_second": float(np.median(steady)),
         "weights_sha256": weights_digest(pretrainer),
-        "train_seconds": train_seconds,
+        "train_seconds": fitted.train_seconds,
         "export_dir": str(export_dir) if export_dir else None,
         "history": records,
     }
+    last = {name: summary["last"] for name, summary in metrics["objectives"].items()}
+    chance = chance_levels(data.instances, data.tokenizer, pretrainer.declared_objectives, last)
+    for name, levels in chance.items():
+        metrics["objectives"][name]["chance"] = levels
+    metrics.update(context.record, **data.units_record)
+    if options.eval_every:
+        metrics["eval"] = eval_records(records, pretrainer.declared_objectives)
+    metrics.update(masking=masking_of(family, options), instances=family.instance_kind(options.packing),
+                   family_options=family.option_values(options.family_options),
+                   windows=len(records), steps_per_window=options.steps_per_window, **every_run_entries())
+    return metrics
+
+
+def _total_steps(options):
+    """The run's optimizer updates: its logged windows times the steps of each."""
+    return options.windows * options.steps_per_window

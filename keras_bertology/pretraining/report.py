@@ -1,6 +1,6 @@
-"""What a finished run reports: metrics.json, a loss-curve PNG and a summary in words."""
+"""What a finished pretraining run reports: the numbers of its metrics.json (written by
+`engine.run_metrics`), a loss-curve PNG and a summary in words."""
 
-import json
 import math
 
 import numpy as np
@@ -10,10 +10,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from keras_bertology import __version__  # noqa: E402
 from keras_bertology.atomic import atomic_file  # noqa: E402
+from keras_bertology.engine.run_metrics import HELD_OUT_PREFIX  # noqa: E402
 
-HELD_OUT_PREFIX = "val_"  # what Keras' validation (the held-out evaluation, --eval-every) reports
 
 
 def objective_summary(records, objectives):
@@ -125,12 +124,6 @@ def _chance_words(chance, metric):
         return f"{chance[metric]:.3f} unigram, {chance['uniform_' + metric]:.3f} uniform"
     return (f"{chance['accuracy']:.3f} always '{chance['most_frequent_token']}', "
             f"{chance['uniform_accuracy']:.5f} uniform")
-
-
-def write_metrics(path, payload):
-    """Write metrics.json atomically, with the version of the library that wrote it."""
-    with atomic_file(path) as staging:
-        staging.write_text(json.dumps({"bertology_version": __version__, **payload}, indent=2))
 
 
 def plot_training_curves(records, objectives, path, title):

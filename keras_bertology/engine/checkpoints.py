@@ -34,8 +34,8 @@ import tensorflow as tf
 from keras_bertology.atomic import atomic_directory, atomic_file, clear_leftovers, remove_directory
 from keras_bertology.errors import CheckpointError, ConfigError
 from keras_bertology.keras_archives import load_keras_archive
-from keras_bertology.training.keras_distribution import outside_distribution
-from keras_bertology.training.precision import dtype_policy_scope
+from keras_bertology.engine.keras_distribution import outside_distribution
+from keras_bertology.engine.precision import dtype_policy_scope
 
 # Options that may change between the start of a run and its resumption.
 _FREE_ON_RESUME = {"resume", "verbose", "out", "export", "no_export", "length_buckets", "serving_xla", "strategy",
