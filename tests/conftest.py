@@ -2,12 +2,15 @@
 
 import os
 import shutil
+import sys
 import tempfile
 import time
 
 STARTED = time.monotonic()  # a stage's wall time (stage_budget.py) counts from here, TensorFlow's import included
 
 import pytest  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "support"))  # helpers: `from family_harness import ...`
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -1,0 +1,202 @@
+"""The checks every model family passes, each a function of a family (a `ModelFamily` of the registry or a
+plug-in's), so that tests/test_family_harness.py runs them on every registered family and a plug-in's test
+on its own.
+
+`family_case` builds what the checks share once per family: the smallest preset at one layer with a
+vocabulary learned here, weights moved off their initial values (a weight loaded into the wrong place
+shows), written as a run folder as pretraining writes it, and one batch of the family's own pretraining
+data. `check_in_a_fresh_process` takes every family's case at once: one new process, one TensorFlow
+start-up, for all of them (tests/support/family_harness_driver.py).
+"""
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from counting import shapes_only
+from keras_bertology.runs import RunModel, save_run_model
+
+SEQ_LEN = 16
+BATCH_SIZE = 2
+VOCAB_SIZE = 300
+TEXTS = ["Now is the winter of our discontent.", "To be, or not to be?", ""]
+DRIVER = Path(__file__).with_name("family_harness_driver.py")
+HF_TOLERANCE = 1e-5
+
+
+@dataclass
+class FamilyCase:
+    """A family's model as the checks share it: `run` saved in `folder`, `batch` the pretrainer's inputs."""
+
+    family: object
+    preset: str
+    run: RunModel
+    folder: Path
+    batch: dict
+
+    @property
+    def backbone_inputs(self):
+        return {name: self.batch[name] for name in self.run.backbone.input}
+
+
+def smallest_preset(family):
+    """The preset with the fewest parameters."""
+    return min(family.presets, key=lambda name: family.presets[name]["params"])
+
+
+def sentences_of_one_play(count=600):
+    from keras_bertology.data.corpus import default_corpus_paths, read_corpus
+
+    return [s for document in read_corpus(default_corpus_paths()[:1]) for s in document][:count]
+
+
+def family_case(family, folder, sentences, seed=0):
+    """`family`'s smallest preset at one layer, its weights perturbed, saved as a run folder in `folder`."""
+    keras.utils.set_random_seed(seed)
+    preset = smallest_preset(family)
+    tokenizer = family.train_tokenizer(sentences, VOCAB_SIZE)
+    sizes = family.sized_config({"num_layers": 1})
+    backbone = family.backbone_cls(**family.backbone_config(preset, vocab_size=tokenizer.vocab_size, **sizes))
+    pretrainer = family.build_pretrainer(backbone, preset=preset, batch_size=BATCH_SIZE)
+    rng = np.random.default_rng(seed)
+    for variable in pretrainer.trainable_weights:
+        variable.assign(variable + rng.normal(0, 0.1, variable.shape).astype(variable.dtype))
+    run = RunModel(family.name, backbone, tokenizer, SEQ_LEN, pretrainer=pretrainer, preset=preset)
+    save_run_model(folder, run)
+    return FamilyCase(family, preset, run, Path(folder), pretraining_batch(family, preset, run, sentences, seed))
+
+
+def pretraining_batch(family, preset, run, sentences, seed=0):
+    """The pretrainer's inputs of one batch as a run of `family` makes them (its instances, its masker)."""
+    from keras_bertology.data.recipe import build_masker, corpus_token_counts, tokenize_documents, unit_marker
+    from keras_bertology.training.held_out import eval_dataset
+    from keras_bertology.training.options import PretrainOptions
+
+    options = PretrainOptions(model=family.name, preset=preset, seq_len=SEQ_LEN, batch_size=BATCH_SIZE, seed=seed,
+                              dupe_factor=1, vocab_size=VOCAB_SIZE)
+    documents = [sentences[start:start + 20] for start in range(0, len(sentences), 20)]
+    tokenized = tokenize_documents(documents, run.tokenizer, unit_marker(family, options, documents))
+    masker = build_masker(family, run.tokenizer, options,
+                          token_counts=corpus_token_counts(family, {"token_ids": np.concatenate(
+                              [ids for document in tokenized for ids in document])[None]}, run.tokenizer))
+    dataset, _ = eval_dataset(family, tokenized, run.tokenizer, options, masker, run.pretrainer, BATCH_SIZE, 1)
+    x = next(iter(dataset))[0]
+    return {name: keras.ops.convert_to_numpy(value) for name, value in x.items()}
+
+
+def outputs_of(model, inputs):
+    """{output name: NumPy array} of `model` on `inputs` (the names it takes among them), in inference."""
+    taken = {name: inputs[name] for name in model.input}
+    return {name: keras.ops.convert_to_numpy(value) for name, value in model(taken, training=False).items()}
+
+
+def check_parameter_count(family):
+    """The smallest preset as its config says has the parameters its record says: its backbone's, or where
+    the record counts the original's trainable weights with its own output layer (Transformer-XL's softmax),
+    the pretrainer's trainable ones."""
+    preset = smallest_preset(family)
+    expected = family.presets[preset]["params"]
+    with shapes_only():
+        backbone = family.backbone_cls(**family.backbone_config(preset))
+        counts = [backbone.count_params()]
+        if counts[0] != expected:
+            pretrainer = family.build_pretrainer(backbone, preset=preset, batch_size=1)
+            counts.append(sum(int(np.prod(variable.shape)) for variable in pretrainer.trainable_weights))
+    assert expected in counts, (preset, expected, counts)
+
+
+def check_keras_round_trip(case, folder):
+    """The backbone and the pretrainer saved as `.keras` and loaded: the same class, config, weights (a tied
+    table stays one) and outputs, bit for bit."""
+    for model in (case.run.backbone, case.run.pretrainer):
+        path = Path(folder) / f"{model.name}.keras"
+        model.save(path)
+        loaded = keras.saving.load_model(path, compile=False)
+        assert type(loaded) is type(model)
+        assert loaded.get_config() == model.get_config()
+        assert [v.path for v in loaded.weights] == [v.path for v in model.weights]
+        _assert_same(outputs_of(loaded, case.batch), outputs_of(model, case.batch), 0, type(model).__name__)
+
+
+def check_mixed_precision(case):
+    """Built under mixed_bfloat16, the backbone computes in bfloat16 and every output of it and of the
+    pretrainer is finite."""
+    from keras_bertology.training.precision import dtype_policy_scope
+
+    config = {key: value for key, value in case.run.backbone.get_config().items() if key != "dtype"}
+    with dtype_policy_scope("mixed_bfloat16"):
+        backbone = type(case.run.backbone).from_config(config)
+        pretrainer = case.family.build_pretrainer(backbone, preset=case.preset, batch_size=BATCH_SIZE)
+    for name, value in backbone(case.backbone_inputs, training=False).items():
+        assert keras.backend.standardize_dtype(value.dtype) == "bfloat16", (name, value.dtype)
+    for model in (backbone, pretrainer):
+        for name, value in outputs_of(model, case.batch).items():
+            assert np.isfinite(value.astype("float32")).all(), name
+
+
+def check_from_preset(case):
+    """`Backbone`, `Pretrainer` and `Tokenizer.from_preset` of the run folder give the run's model back."""
+    from keras_bertology.models import Backbone, Pretrainer
+    from keras_bertology.tokenizers.base import Tokenizer
+
+    for base, model in ((Backbone, case.run.backbone), (Pretrainer, case.run.pretrainer)):
+        loaded = base.from_preset(str(case.folder))
+        assert type(loaded) is type(model)
+        _assert_same(outputs_of(loaded, case.batch), outputs_of(model, case.batch), 0, base.__name__)
+    tokenizer = Tokenizer.from_preset(str(case.folder))
+    assert tokenizer.tokenize(tf.constant(TEXTS)).to_list() == case.run.tokenizer.tokenize(tf.constant(TEXTS)).to_list()
+
+
+def check_hf_round_trip(case, folder):
+    """Where transformers has the family's model: the run exported as a transformers folder and converted
+    back computes what the run does, within HF_TOLERANCE, and tokenizes alike."""
+    from keras_bertology.convert.hf_checkpoint import convert_hf_checkpoint
+    from keras_bertology.convert.hf_export import export_hf
+
+    if case.family.hf_exporter_path is None:
+        return False
+    export_hf(case.folder, Path(folder) / "hf")
+    converted, _ = convert_hf_checkpoint(Path(folder) / "hf", seq_len=SEQ_LEN)
+    _assert_same(outputs_of(converted.backbone, case.batch), outputs_of(case.run.backbone, case.batch),
+                 HF_TOLERANCE, "backbone")
+    assert converted.tokenizer.tokenize(tf.constant(TEXTS)).to_list() == case.run.tokenizer.tokenize(tf.constant(TEXTS)).to_list()
+    return True
+
+
+def check_in_a_fresh_process(cases, folder, plugins=()):
+    """Every case in ONE new process: its run folder's `.keras` archives loaded as the library loads them
+    compute what the case's models do, bit for bit; it exports as a SavedModel, whose `serve` (strings) and
+    `serve_ids` (the ids `serve` packed) agree. `plugins`: "module:function"s the process calls first,
+    which register a plug-in's families (a plug-in's user imports it so)."""
+    folder = Path(folder)
+    entries = []
+    for case in cases:
+        expected = folder / f"{case.family.name}-expected.npz"
+        np.savez(expected, **{f"input/{k}": v for k, v in case.batch.items()},
+                 **{f"backbone/{k}": v for k, v in outputs_of(case.run.backbone, case.batch).items()},
+                 **{f"pretrainer/{k}": v for k, v in outputs_of(case.run.pretrainer, case.batch).items()})
+        entries.append({"family": case.family.name, "run": str(case.folder), "expected": str(expected),
+                        "export": str(folder / f"{case.family.name}-export"), "texts": TEXTS})
+    cases_file, results_file = folder / "cases.json", folder / "results.json"
+    cases_file.write_text(json.dumps({"plugins": list(plugins), "cases": entries}))
+    done = subprocess.run([sys.executable, str(DRIVER), str(cases_file), str(results_file)], capture_output=True,
+                          text=True, timeout=3000, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(results_file.read_text())
+    assert sorted(results) == sorted(case.family.name for case in cases)
+    failed = [f"{name}: {result['error']}\n{result['trace']}" for name, result in results.items() if not result["ok"]]
+    assert not failed, "\n".join(failed)
+    return results
+
+
+def _assert_same(got, expected, tolerance, what):
+    assert sorted(got) == sorted(expected), what
+    for name, value in expected.items():
+        np.testing.assert_allclose(got[name], value, rtol=0, atol=tolerance, err_msg=f"{what} {name}")

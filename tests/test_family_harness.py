@@ -1,0 +1,49 @@
+"""Every registered family through the family harness (tests/support/family_harness.py): its parameter count,
+`.keras` round trip, mixed precision, `from_preset`, transformers round trip where transformers has the model,
+and, all families in one new process, loading its run folder and serving the export."""
+
+import pytest
+
+from family_harness import (check_from_preset, check_hf_round_trip, check_in_a_fresh_process, check_keras_round_trip,
+                            check_mixed_precision, check_parameter_count, family_case, sentences_of_one_play)
+from keras_bertology.models import FAMILIES
+
+NAMES = sorted(FAMILIES)
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory):
+    """{family name: FamilyCase}, built once for all the checks."""
+    sentences = sentences_of_one_play()
+    root = tmp_path_factory.mktemp("families")
+    return {name: family_case(FAMILIES[name], root / name, sentences) for name in NAMES}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_smallest_preset_has_the_parameters_its_record_says(name):
+    check_parameter_count(FAMILIES[name])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_models_survive_a_keras_round_trip(cases, name, tmp_path):
+    check_keras_round_trip(cases[name], tmp_path)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_mixed_bfloat16_forward_is_finite(cases, name):
+    check_mixed_precision(cases[name])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_from_preset_gives_the_run_back(cases, name):
+    check_from_preset(cases[name])
+
+
+@pytest.mark.parametrize("name", [name for name in NAMES if FAMILIES[name].hf_exporter_path])
+def test_the_transformers_round_trip_computes_alike(cases, name, tmp_path):
+    assert check_hf_round_trip(cases[name], tmp_path)
+
+
+def test_every_family_loads_exports_and_serves_in_one_new_process(cases, tmp_path):
+    results = check_in_a_fresh_process(list(cases.values()), tmp_path)
+    assert all("serve_ids" in result["signatures"] for result in results.values())
