@@ -11,7 +11,6 @@ from hf_reference import perturbed_hf_model
 from keras_bertology.convert.hf_checkpoint import convert_hf_checkpoint
 from keras_bertology.data.instances import build_sop_instances
 from keras_bertology.layers import SharedEncoderStack
-from keras_bertology.models.albert.backbone import AlbertBackbone
 from test_instances import CLS, PAD, SEP, Corpus, _segments
 
 TOLERANCE = 1e-5
@@ -106,20 +105,6 @@ def test_albert_pretraining_heads_match_transformers(tmp_path, groups, inner):
     mlm = np.take_along_axis(expected.prediction_logits.numpy(), positions[..., None], axis=1)
     assert np.abs(ours["mlm"] - mlm).max() <= TOLERANCE
     assert np.abs(ours["sop"] - expected.sop_logits.numpy()).max() <= TOLERANCE
-
-
-def test_pretrainer_round_trip(tmp_path):
-    import keras
-
-    from keras_bertology.models.albert.pretrainer import AlbertPretrainer
-
-    backbone = AlbertBackbone(vocab_size=50, num_layers=3, num_heads=2, hidden_size=16, intermediate_size=32,
-                              embedding_size=8, num_groups=1)
-    model = AlbertPretrainer(backbone)
-    model.save(tmp_path / "albert.keras")
-    loaded = keras.saving.load_model(tmp_path / "albert.keras", compile=False)
-    assert loaded.objectives == ["mlm", "sop"] and loaded.count_params() == model.count_params()
-    assert loaded.get_layer("mlm_head").token_embedding is loaded.backbone.token_embedding
 
 
 @pytest.mark.slow

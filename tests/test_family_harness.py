@@ -1,11 +1,15 @@
 """Every registered family through the family harness (tests/support/family_harness.py): its parameter count,
 `.keras` round trip, mixed precision, `from_preset`, transformers round trip where transformers has the model,
-and, all families in one new process, loading its run folder and serving the export."""
+and, all families in one new process, loading its run folder and serving its export.
+
+The per-family copies these replace: ALBERT's, ELMo's, SpanBERT's, ELECTRA's and DeBERTa-v3's `.keras` round
+trips, ModernBERT's count of its tiny preset."""
 
 import pytest
 
 from family_harness import (check_from_preset, check_hf_round_trip, check_in_a_fresh_process, check_keras_round_trip,
-                            check_mixed_precision, check_parameter_count, family_case, sentences_of_one_play)
+                            check_mixed_precision, check_parameter_count, family_case, one_per_serving_path,
+                            sentences_of_one_play)
 from keras_bertology.models import FAMILIES
 
 NAMES = sorted(FAMILIES)
@@ -44,6 +48,18 @@ def test_the_transformers_round_trip_computes_alike(cases, name, tmp_path):
     assert check_hf_round_trip(cases[name], tmp_path)
 
 
-def test_every_family_loads_exports_and_serves_in_one_new_process(cases, tmp_path):
-    results = check_in_a_fresh_process(list(cases.values()), tmp_path)
+def test_every_family_loads_in_one_new_process_and_each_way_of_serving_serves(cases, tmp_path):
+    """Every family's run folder loads in the new process; one family of each way of serving
+    (`one_per_serving_path`) exports and serves there, the others in the extended test below (an export
+    costs seconds a family)."""
+    serving, _ = one_per_serving_path(list(cases.values()))
+    results = check_in_a_fresh_process(list(cases.values()), tmp_path, exported=serving)
+    assert {name for name, result in results.items() if "serve_ids" in result["signatures"]} == \
+        {case.family.name for case in serving}
+
+
+@pytest.mark.extended
+def test_every_family_exports_and_serves_in_one_new_process(cases, tmp_path):
+    _, others = one_per_serving_path(list(cases.values()))
+    results = check_in_a_fresh_process(others, tmp_path)
     assert all("serve_ids" in result["signatures"] for result in results.values())

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from cli_runs import pretrain_two_plays
+from family_harness import (check_from_preset, check_hf_round_trip, check_in_a_fresh_process, check_keras_round_trip,
+                            check_mixed_precision, check_parameter_count, family_case, sentences_of_one_play)
 from keras_bertology.data.instances import pack_sentences
 from keras_bertology.errors import ConfigError
 from keras_bertology.layers import MaskedLMHead, PooledClassificationHead
@@ -102,7 +104,7 @@ TOY = ModelFamily(
     name="toy",
     presets={"toy-tiny": {"config": dict(vocab_size=30522, num_layers=1, num_heads=2, hidden_size=32,
                                          intermediate_size=64, max_positions=64),
-                          "params": 0, "description": "a test family"}},
+                          "params": 988_480, "description": "a test family"}},
     backbone_path="keras_bertology.models.bert.backbone:BertBackbone",
     pretrainer_path=f"{__name__}:ToyPretrainer",
     tokenizer_path="keras_bertology.tokenizers.wordpiece:train_wordpiece",
@@ -114,10 +116,15 @@ TOY = ModelFamily(
 )
 
 
-@pytest.fixture
-def toy_family():
+def register_toy():
+    """What a user of the plug-in runs before using it (the harness's new process too)."""
     register_family(TOY)
     register_output_kind(LongLines())
+
+
+@pytest.fixture
+def toy_family():
+    register_toy()
     yield TOY
     FAMILIES.pop("toy")
     OUTPUT_KINDS.pop("long_lines")
@@ -165,3 +172,17 @@ def test_each_family_reads_its_default_tokenizer_class_with_its_own_format():
     assert len(declaring) >= 12
     for family in declaring:
         assert all(formats[name] is family.hf_tokenizer for name in family.hf_tokenizer.classes), family.name
+
+
+def test_a_family_defined_outside_passes_the_family_harness(toy_family, tmp_path):
+    """The checks every registered family passes (tests/test_family_harness.py), the new process
+    registering the plug-in as its user would; transformers has no toy model, so no round trip there."""
+    case = family_case(toy_family, tmp_path / "run", sentences_of_one_play())
+    check_parameter_count(toy_family)
+    check_keras_round_trip(case, tmp_path)
+    check_mixed_precision(case)
+    check_from_preset(case)
+    assert not check_hf_round_trip(case, tmp_path)
+    (tmp_path / "fresh").mkdir()
+    results = check_in_a_fresh_process([case], tmp_path / "fresh", plugins=[f"{__name__}:register_toy"])
+    assert "long_probability" in results["toy"]["signatures"]
