@@ -80,8 +80,8 @@ def family_case(family, folder, sentences, seed=0):
 def pretraining_batch(family, preset, run, sentences, seed=0):
     """The pretrainer's inputs of one batch as a run of `family` makes them (its instances, its masker)."""
     from keras_bertology.data.recipe import build_masker, corpus_token_counts, tokenize_documents, unit_marker
-    from keras_bertology.training.held_out import eval_dataset
-    from keras_bertology.training.options import PretrainOptions
+    from keras_bertology.pretraining.held_out import eval_dataset
+    from keras_bertology.pretraining.options import PretrainOptions
 
     options = PretrainOptions(model=family.name, preset=preset, seq_len=SEQ_LEN, batch_size=BATCH_SIZE, seed=seed,
                               dupe_factor=1, vocab_size=VOCAB_SIZE)
@@ -136,7 +136,7 @@ def check_keras_round_trip(case, folder):
 def check_mixed_precision(case):
     """Built under mixed_bfloat16, the backbone computes in bfloat16 and every output of it and of the
     pretrainer is finite."""
-    from keras_bertology.training.precision import dtype_policy_scope
+    from keras_bertology.engine.precision import dtype_policy_scope
 
     config = {key: value for key, value in case.run.backbone.get_config().items() if key != "dtype"}
     with dtype_policy_scope("mixed_bfloat16"):
