@@ -85,7 +85,11 @@ def test_a_run_folder_gives_back_the_trained_model_tokenizer_and_layout(runs, na
         np.testing.assert_array_equal(value, expected_value)
     tokenizer = Tokenizer.from_preset(folder)
     assert type(tokenizer) is type(run.tokenizer)
-    assert tokenizer.tokenize(tf.constant(TEXTS)).to_list() == run.tokenizer.tokenize(tf.constant(TEXTS)).to_list()
+    expected_ids = run.tokenizer.tokenize(tf.constant(TEXTS)).to_list()
+    assert tokenizer.tokenize(tf.constant(TEXTS)).to_list() == expected_ids
+    # In one line, the tokenizer held by nothing but the call (outside an assert, whose rewriting would hold it).
+    one_line = Tokenizer.from_preset(folder).tokenize(tf.constant(TEXTS)).to_list()
+    assert one_line == expected_ids
     # Unbatched strings (a dataset mapped before .batch) give rows of one sequence.
     row = next(iter(tf.data.Dataset.from_tensor_slices(TEXTS).map(preprocessor)))
     np.testing.assert_array_equal(row["token_ids"], packed["token_ids"][0])

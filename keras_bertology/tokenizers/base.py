@@ -88,9 +88,14 @@ class Tokenizer(tf.Module, metaclass=abc.ABCMeta):
     def from_saved(cls, directory: Path, config: dict) -> "Tokenizer":
         """The tokenizer that `save` wrote into `directory`, whose tokenizer.json holds `config`."""
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
         """Token ids of each string, int32 ragged [N, None]; no specials added."""
+        # A plain method around the traced one: a tf.function bound to an instance holds it only weakly, so
+        # `Tokenizer.from_preset(path).tokenize(texts)` lost its tokenizer before the call.
+        return self._traced_tokenize(strings)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+    def _traced_tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
         return self._tokenize(strings)
 
     @abc.abstractmethod
