@@ -48,6 +48,9 @@ def test_the_transformers_round_trip_computes_alike(cases, name, tmp_path):
     assert check_hf_round_trip(cases[name], tmp_path)
 
 
+# Extended: in CI, test_fresh_process.py loads every family's run folder in a new process by every loading path
+# and exports some, and test_family_plugin.py runs this whole check on its plug-in family.
+@pytest.mark.extended
 def test_every_family_loads_in_one_new_process_and_each_way_of_serving_serves(cases, tmp_path):
     """Every family's run folder loads in the new process; one family of each way of serving
     (`one_per_serving_path`) exports and serves there, the others in the extended test below (an export
