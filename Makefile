@@ -39,50 +39,50 @@ run: $(RUNTIME)
 # module fixtures are built once, the longest files first (tests/conftest.py). Then the model code on
 # the JAX backend: every family's parity with transformers at 1e-5, the real MiniLM weights and the
 # pretrainers (test_layers.py passes there too).
-JAX_TESTS := tests/test_hf_parity.py tests/test_large_batch.py tests/test_minilm_parity.py tests/test_pretrainer.py tests/test_dropout.py \
-	tests/test_attention_streams.py tests/test_ranked_precision.py \
-	tests/test_gpt.py::test_converted_gpt2_matches_transformers_on_both_padding_sides \
-	tests/test_remat.py::test_a_recomputed_step_has_the_plain_steps_gradients[bert] \
-	tests/test_remat.py::test_a_recomputed_step_has_the_plain_steps_gradients[elmo] \
-	tests/test_gpt.py::test_each_position_sees_only_itself_and_the_positions_before_it \
-	tests/test_transformer_xl.py::test_convert_matches_the_numpy_reference_with_memory \
-	tests/test_transformer_xl.py::test_training_steps_carry_the_memory_of_the_previous_segment \
-	tests/test_xlnet.py::test_content_stream_matches_transformers \
-	tests/test_xlnet.py::test_query_stream_logits_match_transformers \
-	tests/test_xlnet.py::test_tied_config_with_differing_layer_biases_converts_per_layer_and_serves \
-	tests/test_xlnet.py::test_untied_lm_head_matches_transformers \
-	tests/test_electra.py::test_discriminator_matches_transformers tests/test_electra.py::test_generator_matches_transformers \
-	tests/test_electra.py::test_two_stage_variant_trains_generator_then_discriminator_from_it \
-	tests/test_albert.py::test_albert_model_matches_transformers \
-	tests/test_albert.py::test_albert_pretraining_heads_match_transformers \
-	tests/test_spanbert.py::test_span_boundary_head_matches_a_numpy_reference \
-	tests/test_elmo_layers.py tests/test_elmo.py::test_every_output_matches_torch_composition_of_bilm_parts \
-	tests/test_elmo.py::test_each_language_model_scores_a_word_it_has_not_read \
-	tests/test_t5.py::test_encoder_and_decoder_states_match_transformers \
-	tests/test_t5.py::test_teacher_forced_logits_match_t5_for_conditional_generation \
-	tests/test_modernbert.py::test_converted_masked_lm_matches_transformers tests/test_rotary_window.py \
-	tests/test_t5.py::test_decoding_one_position_a_step_gives_the_teacher_forced_logits \
-	tests/test_t5.py::test_span_corruption_trains_the_pretrainer \
-	tests/test_bigbird.py::test_block_sparse_equals_dense_attention_under_the_block_mask \
-	tests/test_bigbird.py::test_converted_bigbird_matches_transformers \
-	tests/test_bigbird.py::test_compiled_block_sparse_training_steps_match_the_uncompiled_ones \
-	tests/test_linformer.py::test_low_rank_attention_matches_the_papers_equations \
-	tests/test_linformer.py::test_layerwise_sharing_gives_every_layer_one_matrix \
-	'tests/test_resume.py::test_the_long_sequence_attentions_resume_exactly[bigbird]' \
-	'tests/test_resume.py::test_the_long_sequence_attentions_resume_exactly[modernbert]' \
-	tests/test_distilbert.py::test_converted_distilbert_matches_transformers \
-	tests/test_distilbert.py::test_the_loss_is_the_three_weighted_losses_written_out \
-	tests/test_distilbert.py::test_only_the_student_trains_and_the_teacher_runs_without_dropout \
-	tests/test_ernie.py::test_converted_ernie_matches_transformers \
-	tests/test_deberta.py::test_v2_states_match_transformers tests/test_deberta.py::test_v1_states_match_transformers \
-	tests/test_deberta.py::test_the_enhanced_mask_decoder_matches_a_numpy_reference \
-	tests/test_deberta_v3.py::test_detection_trains_the_deltas_and_never_the_generators_embeddings \
-	tests/test_deberta_v3.py::test_the_served_discriminator_folds_the_deltas_and_survives_a_reload \
-	tests/test_deberta_v3.py::test_compiled_training_steps_run_and_change_both_tables \
-	'tests/test_resume.py::test_runs_killed_at_random_moments_end_with_the_weights_of_an_uninterrupted_run[mixed_bfloat16]'
+JAX_TESTS := tests/convert/test_hf_parity.py tests/engine/test_large_batch.py tests/convert/test_minilm_parity.py tests/models/test_pretrainer.py tests/layers/test_dropout.py \
+	tests/layers/test_attention_streams.py tests/models/test_ranked_precision.py \
+	tests/models/gpt/test_gpt.py::test_converted_gpt2_matches_transformers_on_both_padding_sides \
+	tests/layers/test_remat.py::test_a_recomputed_step_has_the_plain_steps_gradients[bert] \
+	tests/layers/test_remat.py::test_a_recomputed_step_has_the_plain_steps_gradients[elmo] \
+	tests/models/gpt/test_gpt.py::test_each_position_sees_only_itself_and_the_positions_before_it \
+	tests/models/transformer_xl/test_transformer_xl.py::test_convert_matches_the_numpy_reference_with_memory \
+	tests/models/transformer_xl/test_transformer_xl.py::test_training_steps_carry_the_memory_of_the_previous_segment \
+	tests/models/xlnet/test_xlnet.py::test_content_stream_matches_transformers \
+	tests/models/xlnet/test_xlnet.py::test_query_stream_logits_match_transformers \
+	tests/models/xlnet/test_xlnet.py::test_tied_config_with_differing_layer_biases_converts_per_layer_and_serves \
+	tests/models/xlnet/test_xlnet.py::test_untied_lm_head_matches_transformers \
+	tests/models/electra/test_electra.py::test_discriminator_matches_transformers tests/models/electra/test_electra.py::test_generator_matches_transformers \
+	tests/models/electra/test_electra.py::test_two_stage_variant_trains_generator_then_discriminator_from_it \
+	tests/models/albert/test_albert.py::test_albert_model_matches_transformers \
+	tests/models/albert/test_albert.py::test_albert_pretraining_heads_match_transformers \
+	tests/models/spanbert/test_spanbert.py::test_span_boundary_head_matches_a_numpy_reference \
+	tests/models/elmo/test_elmo_layers.py tests/models/elmo/test_elmo.py::test_every_output_matches_torch_composition_of_bilm_parts \
+	tests/models/elmo/test_elmo.py::test_each_language_model_scores_a_word_it_has_not_read \
+	tests/models/t5/test_t5.py::test_encoder_and_decoder_states_match_transformers \
+	tests/models/t5/test_t5.py::test_teacher_forced_logits_match_t5_for_conditional_generation \
+	tests/models/modernbert/test_modernbert.py::test_converted_masked_lm_matches_transformers tests/layers/test_rotary_window.py \
+	tests/models/t5/test_t5.py::test_decoding_one_position_a_step_gives_the_teacher_forced_logits \
+	tests/models/t5/test_t5.py::test_span_corruption_trains_the_pretrainer \
+	tests/models/bigbird/test_bigbird.py::test_block_sparse_equals_dense_attention_under_the_block_mask \
+	tests/models/bigbird/test_bigbird.py::test_converted_bigbird_matches_transformers \
+	tests/models/bigbird/test_bigbird.py::test_compiled_block_sparse_training_steps_match_the_uncompiled_ones \
+	tests/models/linformer/test_linformer.py::test_low_rank_attention_matches_the_papers_equations \
+	tests/models/linformer/test_linformer.py::test_layerwise_sharing_gives_every_layer_one_matrix \
+	'tests/pretraining/test_resume.py::test_the_long_sequence_attentions_resume_exactly[bigbird]' \
+	'tests/pretraining/test_resume.py::test_the_long_sequence_attentions_resume_exactly[modernbert]' \
+	tests/models/distilbert/test_distilbert.py::test_converted_distilbert_matches_transformers \
+	tests/models/distilbert/test_distilbert.py::test_the_loss_is_the_three_weighted_losses_written_out \
+	tests/models/distilbert/test_distilbert.py::test_only_the_student_trains_and_the_teacher_runs_without_dropout \
+	tests/models/ernie/test_ernie.py::test_converted_ernie_matches_transformers \
+	tests/models/deberta/test_deberta.py::test_v2_states_match_transformers tests/models/deberta/test_deberta.py::test_v1_states_match_transformers \
+	tests/models/deberta/test_deberta.py::test_the_enhanced_mask_decoder_matches_a_numpy_reference \
+	tests/models/deberta/test_deberta_v3.py::test_detection_trains_the_deltas_and_never_the_generators_embeddings \
+	tests/models/deberta/test_deberta_v3.py::test_the_served_discriminator_folds_the_deltas_and_survives_a_reload \
+	tests/models/deberta/test_deberta_v3.py::test_compiled_training_steps_run_and_change_both_tables \
+	'tests/pretraining/test_resume.py::test_runs_killed_at_random_moments_end_with_the_weights_of_an_uninterrupted_run[mixed_bfloat16]'
 # CI leaves out the tests marked extended (pytest.ini): the other benchmarks' smokes and the families'
 # repeats of a path it checks on the families whose code on that path differs. `make test-all` runs them too.
-# Each stage is held to its time budget in tests/durations.json (tests/stage_budget.py): a stage over it fails.
+# Each stage is held to its time budget in tests/support/durations.json (tests/support/stage_budget.py): a stage over it fails.
 MAIN_STAGE := -n 2 --dist loadfile --no-loadscope-reorder --durations=30 -m "not extended and not alone"
 JAX_STAGE := -n 2 --dist loadfile --no-loadscope-reorder --durations=15 -m "not extended and not alone" $(JAX_TESTS)
 ALONE_STAGE := -p no:xdist --durations=5 -m "alone and not extended"
@@ -91,7 +91,7 @@ test: $(TESTING)
 	BERTOLOGY_TEST_STAGE=jax KERAS_BACKEND=jax $(BIN)/python -m pytest -q $(JAX_STAGE)
 	BERTOLOGY_TEST_STAGE=alone $(BIN)/python -m pytest -q $(ALONE_STAGE)
 
-# Runs `make test`'s stages and rewrites the time they took, per stage and per file, in tests/durations.json
+# Runs `make test`'s stages and rewrites the time they took, per stage and per file, in tests/support/durations.json
 # (their order in the next runs), leaving the budgets as they are. Run it on a quiet 2-core machine.
 durations: $(TESTING)
 	BERTOLOGY_RECORD_DURATIONS=1 $(MAKE) test

@@ -7,7 +7,7 @@ transformers' `T5ForConditionalGeneration.generate` (greedy, its own cache), sam
 A random T5 of the shape is saved as transformers saves it, beside a SentencePiece vocabulary learned
 from the bundled plays, then converted and exported by this library; both generate greedily from the
 same raw prompts (ours tokenizes inside the graph, transformers' time covers its tokenizer too) until
-</s> or `--new-tokens` tokens. Greedy outputs are equal (tests/test_t5_serving.py), so both write the
+</s> or `--new-tokens` tokens. Greedy outputs are equal (tests/models/t5/test_t5_serving.py), so both write the
 same tokens; tokens/s is the tokens written over the median wall time of `--rounds` calls after one
 warm-up call. Writes benchmarks/results/generate_t5.json and .md.
 """

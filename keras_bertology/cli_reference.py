@@ -1,6 +1,6 @@
 """docs/cli.md, the command-line reference, generated from `cli.build_parser()`.
 
-`python -m keras_bertology.cli_reference` rewrites the page; tests/test_docs.py checks that it is current.
+`python -m keras_bertology.cli_reference` rewrites the page; tests/project/test_docs.py checks that it is current.
 Help is rendered at a fixed width, so the page does not depend on the terminal it is made in.
 """
 
@@ -30,7 +30,7 @@ def render():
         else:
             os.environ["COLUMNS"] = columns
     header = (f"# Command-line reference\n\nEvery command's `--help`, generated from the argument parser by\n"
-              f"`{COMMAND}`: do not edit by hand (`tests/test_docs.py` checks that it\n"
+              f"`{COMMAND}`: do not edit by hand (`tests/project/test_docs.py` checks that it\n"
               "is current). What the commands do, task by task: [README.md](README.md).\n")
     return "\n".join([header] + sections)
 

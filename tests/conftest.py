@@ -49,7 +49,7 @@ import tensorflow as tf  # noqa: E402  (after the environment above, which Tenso
 
 # Grappler rewrites every tf.function graph the first time it runs: for the suite's tiny models that costs
 # more than the run (a SavedModel's endpoints, each a tokenizer graph of thousands of ops, executed by its
-# warm-up requests). Measured on 2 cores beside other work, tests/test_task_models.py: 240 s -> 177 s.
+# warm-up requests). Measured on 2 cores beside other work, tests/models/test_task_models.py: 240 s -> 177 s.
 # Only this process: the commands and serving scripts the tests start run TensorFlow as users do.
 tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
 
@@ -64,7 +64,7 @@ def graph_rewrites_as_in_commands():
 
 
 # The two workers take whole files (`--dist loadfile --no-loadscope-reorder`, see the Makefile) in collection
-# order, the longest first by tests/durations.json; `make test` holds each stage to its budget there.
+# order, the longest first by tests/support/durations.json; `make test` holds each stage to its budget there.
 def pytest_configure(config):
     stage_budget.register(config, STARTED)
 

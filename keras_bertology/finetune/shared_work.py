@@ -15,7 +15,7 @@ more than the training. `SharedWork` keeps three things for the next run:
 * the tasks as loaded (a built-in task is built from its package's files).
 
 So a run computes what it would have computed on its own
-(tests/test_finetune.py checks the losses and scores).
+(tests/finetune/test_finetune.py checks the losses and scores).
 """
 
 import collections

@@ -1,5 +1,5 @@
 """The checks every model family passes, each a function of a family (a `ModelFamily` of the registry or a
-plug-in's), so that tests/test_family_harness.py runs them on every registered family and a plug-in's test
+plug-in's), so that tests/models/test_family_harness.py runs them on every registered family and a plug-in's test
 on its own.
 
 `family_case` builds what the checks share once per family: the smallest preset at one layer with a
@@ -199,7 +199,9 @@ def check_in_a_fresh_process(cases, folder, plugins=(), exported=None):
                         "export": str(folder / f"{case.family.name}-export") if case.family.name in exported else None,
                         "texts": TEXTS})
     cases_file, results_file = folder / "cases.json", folder / "results.json"
-    cases_file.write_text(json.dumps({"plugins": list(plugins), "cases": entries}))
+    # Where each plug-in's module lies, for the new process to find it as this one did.
+    paths = sorted({str(Path(sys.modules[plugin.partition(":")[0]].__file__).parent) for plugin in plugins})
+    cases_file.write_text(json.dumps({"plugins": list(plugins), "paths": paths, "cases": entries}))
     done = subprocess.run([sys.executable, str(DRIVER), str(cases_file), str(results_file)], capture_output=True,
                           text=True, timeout=3000, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert done.returncode == 0, done.stderr[-3000:]

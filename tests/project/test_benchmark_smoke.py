@@ -1,0 +1,280 @@
+"""The benchmarks run end to end (--smoke) and write complete reports.
+
+Only the reports' structure is checked: timings on a shared 2-core machine are
+far too noisy to assert which system is faster. CI runs the MLM benchmark's
+smoke (the harness the others share) and the study's GPU plan; the other
+benchmarks' smokes run under `make test-all` (marked extended).
+"""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+SYSTEM_KEYS = {
+    "samples_per_sec", "ms_per_step", "peak_mib", "baseline_mib", "cpu_busy", "cpu_ms_per_step",
+    "num_params", "num_trainable_variables", "rounds",
+}
+ROUND_KEYS = {
+    "system", "samples_per_sec", "ms_per_step", "median_step_ms", "peak_mib", "baseline_mib",
+    "cpu_busy", "cpu_ms_per_step", "timed_steps", "warmup_steps", "warmup_s", "build_s", "timed_s",
+    "num_params", "num_trainable_variables", "final_loss", "process_s", "loadavg_start",
+    "loadavg_end", "others_cpu_busy", "steal", "contended",
+}
+ENTRY_KEYS = {
+    "shape", "warmup_steps", "steps", "systems", "ratio_vs_keras_hub", "round_ratios",
+    "discarded_contended_rounds", "contended_rounds_kept",
+}
+SHAPE_KEYS = {
+    "num_layers", "hidden_size", "num_heads", "intermediate_size", "seq_len", "batch_size",
+    "num_predictions", "dtype", "vocab_size",
+}
+MACHINE_KEYS = {"cpu_count", "tensorflow", "keras", "keras_hub", "date", "python"}
+
+
+@pytest.mark.slow
+def test_smoke_benchmark_writes_complete_report(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_mlm", "--smoke", "--out", str(tmp_path)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "round 1/1" in proc.stdout
+
+    json_path = tmp_path / "mlm_throughput_smoke.json"
+    md_path = tmp_path / "mlm_throughput_smoke.md"
+    assert json_path.is_file() and md_path.is_file()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")], "temp files left"
+    report = json.loads(json_path.read_text())
+
+    assert report["smoke"] is True
+    assert report["settings"]["rounds"] == 1
+    assert MACHINE_KEYS <= set(report["machine"])
+    assert report["machine"]["cpu_count"] >= 1
+    assert report["configs"], "no configuration measured"
+
+    for name, entry in report["configs"].items():
+        assert ENTRY_KEYS <= set(entry), name
+        assert SHAPE_KEYS <= set(entry["shape"]), name
+        systems = entry["systems"]
+        assert set(systems) == {"ours", "keras_hub"}
+        for system, summary in systems.items():
+            assert SYSTEM_KEYS <= set(summary), (name, system)
+            for key in ("samples_per_sec", "ms_per_step", "peak_mib"):
+                assert summary[key] > 0 and math.isfinite(summary[key]), (name, system, key)
+            assert len(summary["rounds"]) == 1
+            for measured in summary["rounds"]:
+                assert ROUND_KEYS <= set(measured), (name, system)
+                assert measured["system"] == system
+                assert measured["samples_per_sec"] > 0 and measured["ms_per_step"] > 0
+                assert math.isfinite(measured["final_loss"])
+                # samples/s and ms/step describe the same timed interval
+                expected = entry["shape"]["batch_size"] * 1000.0 / measured["ms_per_step"]
+                assert measured["samples_per_sec"] == pytest.approx(expected, rel=1e-6)
+        # Same shape on both sides: identical parameter counts.
+        assert systems["ours"]["num_params"] == systems["keras_hub"]["num_params"]
+        ratio = systems["ours"]["samples_per_sec"] / systems["keras_hub"]["samples_per_sec"]
+        assert entry["ratio_vs_keras_hub"] == pytest.approx(ratio, rel=1e-9)
+        assert entry["ratio_vs_keras_hub"] > 0
+
+    table = md_path.read_text()
+    for name in report["configs"]:
+        assert f"| {name} |" in table
+
+
+@pytest.mark.extended
+@pytest.mark.slow
+def test_masking_benchmark_smoke_writes_complete_report(tmp_path):
+    from benchmarks.bench_masking import HF_PEERS, STAGES
+
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_masking", "--smoke", "--out", str(tmp_path)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads((tmp_path / "masking_throughput_smoke.json").read_text())
+    assert (tmp_path / "masking_throughput_smoke.md").is_file()
+    assert MACHINE_KEYS <= set(report["machine"]) and report["smoke"] is True
+    (entry,) = report["shapes"].values()
+    assert set(entry["rows_per_sec"]) == set(STAGES)
+    for name, value in entry["rows_per_sec"].items():
+        assert value > 0 and math.isfinite(value)
+        assert entry["ratio_vs_keras_hub"][name] == pytest.approx(value / entry["rows_per_sec"]["keras_hub_tokens"])
+        assert entry["ratio_vs_bert_tokens"][name] == pytest.approx(value / entry["rows_per_sec"]["bert_tokens"])
+    assert entry["ratio_vs_transformers"] == pytest.approx(
+        {name: entry["rows_per_sec"][name] / entry["rows_per_sec"][peer] for name, peer in HF_PEERS.items()})
+    consumed = report["consumer"]["tokens_per_sec"]  # our BERT pretrainer's training rate, measured here
+    assert consumed > 0 and entry["ratio_vs_consumption"] == pytest.approx(
+        {name: rows * entry["seq_len"] / consumed for name, rows in entry["rows_per_sec"].items()})
+
+
+@pytest.mark.extended
+@pytest.mark.slow
+def test_xlnet_benchmark_smoke_writes_complete_report(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_xlnet", "--smoke", "--out", str(tmp_path)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads((tmp_path / "xlnet_step_time_smoke.json").read_text())
+    assert MACHINE_KEYS <= set(report["machine"]) and report["smoke"] is True
+    (entry,) = report["results"].values()
+    bert, xlnet = entry["ms_per_step"]["bert_mlm"], entry["ms_per_step"]["xlnet_plm"]
+    assert bert > 0 and xlnet > 0 and entry["ratio_xlnet_vs_bert"] == pytest.approx(xlnet / bert)
+    assert entry["params"]["bert_mlm"] > 0 and entry["params"]["xlnet_plm"] > 0
+    assert "| tiny_seq32_batch4 |" in (tmp_path / "xlnet_step_time_smoke.md").read_text()
+
+
+@pytest.mark.extended
+@pytest.mark.slow
+def test_peer_suite_smoke_trains_the_same_architecture_in_every_system(tmp_path):
+    """The peer suite's smoke shape: each system trains, and ours and transformers' model hold exactly the
+    same parameters (the same architecture, so the ratio compares like with like). ELECTRA: the one whose
+    peer must share embeddings and tie the generator's output to them as ours does."""
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.peer_suite", "--smoke", "--out", str(tmp_path),
+                           "--models", "electra", "--systems", "ours", "torch_eager"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["peers_smoke.json", "peers_smoke.md", "peers_smoke.png"]
+    report = json.loads((tmp_path / "peers_smoke.json").read_text())
+    assert report["machine"]["cpu_model"] is not None and report["rooflines"]["float32"] > 0
+    by_model = {entry["model"]: entry for entry in report["entries"]}
+    assert sorted(by_model) == ["electra"]  # the model whose two encoders share one set of embeddings
+    assert set(by_model["electra"]["systems"]) == {"ours", "torch_eager"}
+    for name, entry in by_model.items():
+        systems = entry["systems"]
+        assert systems["ours"]["num_params"] == systems["torch_eager"]["num_params"], name
+        for system, summary in systems.items():
+            assert summary["samples_per_sec"] > 0 and math.isfinite(summary["rounds"][0]["final_loss"]), system
+            assert 0 < summary["mfu"] < 1, (name, system)
+        assert entry["ratios"] == pytest.approx(
+            {peer: systems["ours"]["samples_per_sec"] / systems[peer]["samples_per_sec"]
+             for peer in systems if peer != "ours"})
+    markdown = (tmp_path / "peers_smoke.md").read_text()
+    assert all(f"| {name} (" in markdown for name in by_model)
+
+
+@pytest.mark.extended
+@pytest.mark.slow
+def test_serving_benchmark_smoke_times_every_system_on_every_row(tmp_path):
+    """Every system has a number on every row, the ratios come from them (peer ms / ours ms at batch 1,
+    ours seq/s / peer seq/s at batch 32) for the plain and the XLA export, and the report names the processor
+    and our padded length."""
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_serving", "--smoke", "--out", str(tmp_path)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["serving.json", "serving.md", "serving.png"]
+    report = json.loads((tmp_path / "serving.json").read_text())
+    assert report["smoke"] is True and report["machine"]["cpu_model"] and "processor" in report["machine"]
+    assert report["machine"]["usable_cpus"] >= 1 and report["machine"]["versions"]["onnxruntime"]
+    (entry,) = report["models"]
+    assert entry["same_ids_share"] == {"short": 1.0}  # both sides tokenize the texts alike
+    assert [(row["length"], row["batch"]) for row in entry["rows"]] == [("short", 1), ("short", 32)]
+    for row in entry["rows"]:
+        systems = row["systems"]
+        assert set(systems) == {"ours", "ours_xla", "torch_eager", "onnxruntime"}
+        key = "p50_ms" if row["batch"] == 1 else "seqs_per_sec"
+        for name, values in systems.items():
+            assert values[key] > 0 and math.isfinite(values[key]), (row["length"], row["batch"], name)
+            assert values["seq_axis"] and all(axis >= 3 for axis in values["seq_axis"]), name
+        for peer in ("torch_eager", "onnxruntime"):
+            expected = {ours: systems[peer]["p50_ms"] / systems[ours]["p50_ms"] if row["batch"] == 1
+                        else systems[ours]["seqs_per_sec"] / systems[peer]["seqs_per_sec"]
+                        for ours in ("ours", "ours_xla")}
+            assert row["ratios"][peer] == pytest.approx(expected), peer
+    assert "## bert-tiny" in (tmp_path / "serving.md").read_text()
+
+
+@pytest.mark.extended
+@pytest.mark.slow
+def test_serving_kernel_profile_smoke_times_every_kernel_on_each_side(tmp_path):
+    """Each kernel has a TensorFlow, XLA and PyTorch time (the empty graph call no PyTorch one), and the
+    ratio column comes from them."""
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.profile_serving", "--smoke", "--out", str(tmp_path)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["serving_kernels.json", "serving_kernels.md"]
+    report = json.loads((tmp_path / "serving_kernels.json").read_text())
+    rows = {row["kernel"]: row for row in report["rows"]}
+    assert list(rows) == ["dense 768->3072", "layer norm", "GELU", "masked softmax", "call of an empty graph"]
+    for name, row in rows.items():
+        for system in ("TensorFlow graph", "XLA") + (("PyTorch eager",) if name != "call of an empty graph" else ()):
+            assert row[system] > 0 and math.isfinite(row[system]), (name, system)
+        if row["PyTorch eager"] is not None:
+            assert row["TensorFlow / PyTorch"] == pytest.approx(row["TensorFlow graph"] / row["PyTorch eager"])
+    operations = report["bert_mini_graph_operations"]
+    assert operations["MatMul"] + operations.get("BatchMatMulV2", 0) >= 4 * 6  # six projections per layer
+    assert "| 16 | layer norm |" in (tmp_path / "serving_kernels.md").read_text()
+
+
+@pytest.mark.extended
+@pytest.mark.slow
+def test_transformer_xl_benchmark_smoke_writes_complete_report(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_transformer_xl", "--smoke", "--out", str(tmp_path)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads((tmp_path / "transformer_xl_step_time_smoke.json").read_text())
+    assert MACHINE_KEYS <= set(report["machine"]) and report["smoke"] is True
+    (entry,) = report["results"].values()
+    gpt, txl = entry["ms_per_step"]["gpt"], entry["ms_per_step"]["transformer_xl"]
+    assert gpt > 0 and txl > 0 and entry["ratio_transformer_xl_vs_gpt"] == pytest.approx(txl / gpt)
+    assert entry["shape"]["mem_len"] == entry["shape"]["seq_len"] == 32
+
+
+def test_study_gpu_benchmark_plans_as_the_study_and_projects_each_arms_steps(tmp_path):
+    """Planned here at the smoke scale, timed in this process (on the GPU it runs on JAX): the plan's steps
+    and stages are the study's own (ArmRun at equal FLOPs), the saved batch trains the arm, and the report
+    projects steps x time per step."""
+    from benchmarks import bench_study_gpu
+    from keras_bertology.study.arms import ARMS, SCALES
+    from keras_bertology.study.run import ArmRun
+
+    plan = bench_study_gpu.prepare("smoke", ["electra-two-stage"], tmp_path / "plan", vocab_size=1000,
+                                  tasks=["bbc-news"])
+    arm = plan["arms"]["electra-two-stage"]
+    assert plan["budget_flops"] == SCALES["smoke"].reference_steps * arm["flops_per_step"]
+    cost = {"average": arm["flops_per_step"], "stages": [[1.0, arm["flops_per_step"]]]}
+    steps = ArmRun(ARMS[7], plan["budget_flops"], cost, SCALES["smoke"]).steps
+    assert arm["steps"] == steps and arm["family_options"] == {"two_stage_steps": max(1, round(steps / 2))}
+    times = bench_study_gpu.time_arms(tmp_path / "plan", tmp_path / "times", "float32", warmup=1, steps=2)
+    timing = times["arms"]["electra-two-stage"]
+    assert timing["ms_per_step"] > 0 and math.isfinite(timing["final_loss"])
+    assert timing["projected_seconds"] == pytest.approx(arm["steps"] * timing["ms_per_step"] / 1000)
+    bench_study_gpu.report(tmp_path / "times" / bench_study_gpu.TIMES, tmp_path / "results")
+    table = (tmp_path / "results" / "study_smoke_gpu.md").read_text()
+    assert f"| electra-two-stage | {arm['steps']:,} |" in table
+    assert json.loads((tmp_path / "results" / "study_smoke_gpu.json").read_text())[
+        "projected_pretraining_seconds"] == pytest.approx(timing["projected_seconds"])
+
+
+@pytest.mark.extended
+@pytest.mark.slow
+def test_t5_generation_benchmark_smoke_times_both_systems_on_the_same_tokens(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_generate", "--layers", "1", "--hidden", "32",
+                           "--heads", "2", "--ff", "64", "--batches", "1", "2", "--new-tokens", "4", "--rounds", "1",
+                           "--out", str(tmp_path)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads((tmp_path / "generate_t5.json").read_text())
+    assert MACHINE_KEYS <= set(report["machine"]) and [row["batch"] for row in report["rows"]] == [1, 2]
+    for row in report["rows"]:
+        assert 1 <= row["tokens"] <= 4 * row["batch"] and row["ours_tokens_per_s"] > 0
+        assert row["ratio"] == pytest.approx(row["ours_tokens_per_s"] / row["transformers_tokens_per_s"])
+    assert "| 2 |" in (tmp_path / "generate_t5.md").read_text()
+
+
+@pytest.mark.extended
+@pytest.mark.slow
+def test_packing_benchmark_smoke_measures_both_packings_on_both_corpora(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_packing", "--smoke", "--out", str(tmp_path)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads((tmp_path / "packing_unpadded_smoke.json").read_text())
+    assert MACHINE_KEYS <= set(report["machine"])
+    rows = {(row["corpus"], row["packing"]): row for row in report["rows"]}
+    assert set(rows) == {(corpus, packing) for corpus in ("plays", "bbc-news") for packing in ("doc-sentences",
+                                                                                             "unpadded")}
+    for corpus in ("plays", "bbc-news"):
+        padded, unpadded = rows[(corpus, "doc-sentences")], rows[(corpus, "unpadded")]
+        assert unpadded["real_token_share"] >= padded["real_token_share"] and unpadded["samples_per_second"] > 0
+    assert rows[("bbc-news", "unpadded")]["instances"] < rows[("bbc-news", "doc-sentences")]["instances"]
