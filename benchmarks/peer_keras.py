@@ -45,7 +45,7 @@ def build_ours(model, shape, precision, xla="auto"):
     backbone = family.backbone_cls(**config, dtype=precision)
     pretrainer = family.build_pretrainer(backbone, options=dict(model.options), preset=model.preset,
                                          batch_size=shape.batch_size, context=_teacher_context(model, shape, precision))
-    jit_compile = resolve_jit_compile(xla, precision, family.xla_compiles)
+    jit_compile = resolve_jit_compile(xla, precision, family.training.xla_compiles)
     pretrainer.compile(optimizer=keras.optimizers.AdamW(1e-4), jit_compile=jit_compile)
     features = synthetic_features(model, shape, config["vocab_size"])
     x, y, weights = pretrainer.split_features(features)

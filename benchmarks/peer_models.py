@@ -132,8 +132,8 @@ MODELS = {
                      targets="next", note="GPT: every system scores every position against the whole "
                                           "vocabulary (a causal LM's logits), with the head tied to the "
                                           "token table."),
-    # ELMo at the shape: hidden -> the LSTMs' projection, FFN -> their cells (the family's size_keys), elmo-tiny's
-    # 8,000 words and 512 filters; both directions score every word against the whole vocabulary.
+    # ELMo at the shape: hidden -> the LSTMs' projection, FFN -> their cells (the family's training.size_keys),
+    # elmo-tiny's 8,000 words and 512 filters; both directions score every word against the whole vocabulary.
     "elmo": PeerModel("elmo", "elmo-tiny", "forward + backward LSTM LMs over characters (full softmax)", None, None,
                       "torch.nn.LSTM(proj_size) stacks + the same character CNN", targets="bidirectional",
                       note="ELMo: the character CNN (50 characters a word), forward and backward stacks of "

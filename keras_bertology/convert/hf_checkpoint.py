@@ -88,7 +88,7 @@ def family_for_model_type(model_type):
     """The registered family that converts Hugging Face `model_type` checkpoints."""
     from keras_bertology.models import FAMILIES
 
-    supported = {t: family for family in FAMILIES.values() for t in family.hf_model_types}
+    supported = {t: family for family in FAMILIES.values() for t in family.conversion.hf_model_types}
     if model_type not in supported:
         raise CheckpointError(f"model_type {model_type!r} is not supported; supported: {', '.join(supported)}")
     return supported[model_type]

@@ -7,7 +7,7 @@
       bertology.json       what was exported from where (marks the folder as ours)
       generator/           ELECTRA's generator, a model folder of its own
 
-The family's exporter (`ModelFamily.hf_exporter_path`) maps the tensors and
+The family's exporter (`Conversion.hf_exporter_path`) maps the tensors and
 names the transformers class; the tokenizer's files are written by the format a
 family declares for the tokenizer class (`convert.hf_tokenizer.HFTokenizerFormat`),
 with the writers of this module; this module writes the files into a staging
@@ -53,8 +53,8 @@ def export_hf(run_dir, out):
 
     run = load_run_model(run_dir)
     family = get_family(run.family)
-    if family.hf_exporter_path is None:
-        exporting = ", ".join(name for name, other in FAMILIES.items() if other.hf_exporter_path)
+    if family.conversion.hf_exporter_path is None:
+        exporting = ", ".join(name for name, other in FAMILIES.items() if other.conversion.hf_exporter_path)
         raise CheckpointError(f"--format hf: transformers has no model for the {run.family} family; "
                               f"families that export: {exporting}")
     exported = family.export_hf(run)

@@ -1,7 +1,7 @@
 """The in-graph tokenizer of a Hugging Face model folder, read as its transformers tokenizer class reads it.
 
 Each family declares how the transformers tokenizer classes of its models are
-read and written (`HFTokenizerFormat`, named by `ModelFamily.hf_tokenizer_path`):
+read and written (`HFTokenizerFormat`, named by `Conversion.hf_tokenizer_path`):
 the class that tokenizer_config.json names is looked up among what families
 declare, else the format of the model's family (config.json's `model_type`)
 serves. The readers share the helpers below, one per kind of vocabulary file:
@@ -90,7 +90,7 @@ def _model_family(hf_dir):
 
     path = hf_dir / "config.json"
     model_type = read_json_object(path, "config.json").get("model_type") if path.is_file() else None
-    return next((family for family in FAMILIES.values() if model_type in family.hf_model_types), None)
+    return next((family for family in FAMILIES.values() if model_type in family.conversion.hf_model_types), None)
 
 
 def hf_text_layout(hf_dir, tokenizer, family=None):

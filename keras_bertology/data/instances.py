@@ -7,6 +7,7 @@ dicts of int32 numpy arrays padded to `seq_len`, ready for `pipeline.make_datase
 
 import numpy as np
 
+from keras_bertology.data.builder_contexts import InstanceContext
 from keras_bertology.errors import ConfigError
 
 Documents = list[list[np.ndarray]]
@@ -323,30 +324,30 @@ def _frame_rows(rows: list[np.ndarray], seq_len: int, cls_id: int, sep_id: int, 
     return token_ids
 
 
-def sentence_pair_instances(documents: Documents, seq_len: int, specials: dict, rng, copies: int = 1,
-                            packing: str | None = None) -> dict[str, np.ndarray]:
-    """BERT's recipe: NSP pairs, built `copies` times over the corpus (`packing` must be None)."""
-    return build_nsp_instances(documents, seq_len, rng=rng, dupe_factor=copies, **specials)
+def sentence_pair_instances(documents: Documents, context: InstanceContext) -> dict[str, np.ndarray]:
+    """BERT's recipe: NSP pairs, built the context's `copies` times over the corpus (it takes no packing)."""
+    return build_nsp_instances(documents, context.seq_len, rng=context.rng, dupe_factor=context.copies,
+                               **context.specials)
 
 
-def packed_instances(documents: Documents, seq_len: int, specials: dict, rng, copies: int = 1,
-                     packing: str | None = "full-sentences") -> dict[str, np.ndarray]:
-    """RoBERTa's recipe: FULL-SENTENCES (may cross documents) or DOC-SENTENCES packing; or unpadded
-    packing (`pack_documents`: several documents to a row, each attending within itself).
+def packed_instances(documents: Documents, context: InstanceContext) -> dict[str, np.ndarray]:
+    """RoBERTa's recipe: FULL-SENTENCES (may cross documents; without a packing too) or DOC-SENTENCES
+    packing; or unpadded packing (`pack_documents`: several documents to a row, each attending within itself).
 
     Packing is deterministic, so the `copies` are the same sequences (to be masked differently).
     """
-    if packing == "unpadded":
-        packed = pack_documents(documents, seq_len, **specials)
+    if context.packing == "unpadded":
+        packed = pack_documents(documents, context.seq_len, **context.specials)
     else:
-        packed = pack_sentences(documents, seq_len, cross_documents=packing != "doc-sentences", **specials)
-    return {key: np.concatenate([value] * copies) for key, value in packed.items()}
+        packed = pack_sentences(documents, context.seq_len, cross_documents=context.packing != "doc-sentences",
+                                **context.specials)
+    return {key: np.concatenate([value] * context.copies) for key, value in packed.items()}
 
 
-def sentence_order_instances(documents: Documents, seq_len: int, specials: dict, rng, copies: int = 1,
-                             packing: str | None = None) -> dict[str, np.ndarray]:
-    """ALBERT's recipe: SOP pairs, built `copies` times over the corpus."""
-    return build_sop_instances(documents, seq_len, rng=rng, dupe_factor=copies, **specials)
+def sentence_order_instances(documents: Documents, context: InstanceContext) -> dict[str, np.ndarray]:
+    """ALBERT's recipe: SOP pairs, built the context's `copies` times over the corpus."""
+    return build_sop_instances(documents, context.seq_len, rng=context.rng, dupe_factor=context.copies,
+                               **context.specials)
 
 
 # Below this share of the corpus's tokens in the instances, a run warns. Measured on the default

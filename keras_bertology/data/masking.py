@@ -199,12 +199,13 @@ def masked_features(token_ids, masked_ids, chosen, pad_id, max_predictions):
     }
 
 
-def token_masker(tokenizer, max_predictions, whole_word=False, selection_weights=None, **rates):
-    """BERT's masking stage for `tokenizer`: 15% of tokens (or whole words), 80/10/10 unless
-    `rates` (MaskingConfig's mask_token_rate, random_token_rate, ...) say otherwise; chosen uniformly, or
-    in proportion to `selection_weights` (one per vocabulary id)."""
+def token_masker(context, selection_weights=None, **rates):
+    """BERT's masking stage for the `context`'s tokenizer (a `builder_contexts.MaskingContext`): 15% of tokens
+    (or whole words), 80/10/10 unless `rates` (MaskingConfig's mask_token_rate, random_token_rate, ...) say
+    otherwise; chosen uniformly, or in proportion to `selection_weights` (one per vocabulary id)."""
+    tokenizer = context.tokenizer
     return DynamicMasker(
-        MaskingConfig(max_predictions=max_predictions, whole_word=whole_word, **rates),
+        MaskingConfig(max_predictions=context.max_predictions, whole_word=context.whole_word, **rates),
         vocab_size=tokenizer.vocab_size,
         mask_id=tokenizer.mask_id,
         pad_id=tokenizer.pad_id,

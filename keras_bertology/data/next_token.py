@@ -1,6 +1,6 @@
 """The data stage of causal LMs: next-token targets, nothing masked.
 
-It takes the place of a masking stage (`ModelFamily.masker_path`) and is
+It takes the place of a masking stage (`DataRecipe.masker_path`) and is
 mapped over batches the same way, but it draws nothing: position t's target
 is the token at t + 1 of the same row, weighed 1 when both are real tokens,
 so a row's last position and padding (on either side) count for nothing.
@@ -50,9 +50,9 @@ class NextTokenTargets:
         return {**batch, "padding_mask": mask, "next_token_ids": next_ids, "next_token_weights": weights}
 
 
-def next_token_stage(tokenizer, max_predictions=None, whole_word=False, replicas=1):
+def next_token_stage(context):
     """The stage for `ModelFamily.build_masker`: a causal LM predicts every token, so masking settings do
-    not apply to it (nor does how `replicas` share a batch of streams: nothing is drawn)."""
-    if whole_word:
+    not apply to it (nor does how the context's `replicas` share a batch of streams: nothing is drawn)."""
+    if context.whole_word:
         raise ConfigError("--whole-word does not apply to a causal LM, which predicts every token")
     return NextTokenTargets()

@@ -63,7 +63,7 @@ def _with_unit_codes(sentences, ids, tokenizer, marker, batch_size, report):
 
 def masking_of(family, options):
     """"static" or "dynamic": --masking, or the family's own."""
-    return options.masking or family.masking
+    return options.masking or family.data.masking
 
 
 def copies_of(family, options):
@@ -85,7 +85,7 @@ def build_instances(family, tokenized, tokenizer, options, replicas=1, rng=None)
 def units_of(family, options):
     """The levels masked whole (`unit_stages.parse_units`): --masking-units, the family's, or tokens
     (words with --whole-word)."""
-    return parse_units(options.masking_units or family.masking_units
+    return parse_units(options.masking_units or family.data.masking_units
                        or ("words" if options.whole_word else "tokens"))
 
 
@@ -115,9 +115,7 @@ def build_masker(family, tokenizer, options, replicas=1, token_counts=None):
     return UnitStage(masker, tokenizer.word_start_table, levels, options.windows * options.steps_per_window)
 
 
-def corpus_token_counts(family, instances, tokenizer):
-    """How often each id occurs in `instances` ([vocab] ints), for a family whose masking weighs tokens
-    by frequency (`ModelFamily.masker_takes_token_counts`); None for the others."""
-    if not family.masker_takes_token_counts:
-        return None
+def corpus_token_counts(instances, tokenizer):
+    """How often each id occurs in `instances` ([vocab] ints), for a masking stage that weighs tokens by
+    frequency (`builder_contexts.MaskingContext.token_counts`)."""
     return np.bincount(np.asarray(instances["token_ids"]).ravel(), minlength=tokenizer.vocab_size)

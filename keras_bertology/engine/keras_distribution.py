@@ -6,7 +6,7 @@ every local device (GPUs, TPU cores, or the CPU devices that
 of several processes, started by `keras.distribution.initialize` from `KERAS_DISTRIBUTION_*` (CPU
 collectives through gloo, so CPU-only hosts take part too), `tpu` a TPU's cores, `auto` the widest of
 these. `--model-parallel N` lays the devices out as a (batch, model) mesh and splits the weights over its
-`model` axis as the family declares (`ModelFamily.model_parallel_layout`, `keras.distribution.ModelParallel`).
+`model` axis as the family declares (`TrainingDefaults.model_parallel_layout`, `keras.distribution.ModelParallel`).
 
 The step's code sees whole global batches, which XLA partitions over the mesh: to the training loop a
 run is one replica (`num_replicas_in_sync` 1) of `devices` data-parallel devices. Each process feeds its

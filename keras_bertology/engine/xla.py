@@ -12,7 +12,7 @@ So auto compiles with XLA on TensorFlow when the run trains on one device
 (Keras does not compile under a tf.distribute strategy), except in bfloat16
 on a machine without an accelerator; on JAX every step is compiled,
 as Keras does there. A family whose TensorFlow step XLA cannot compile
-(`ModelFamily.xla_compiles`: ELMo's recurrent loops) trains uncompiled on
+(`TrainingDefaults.xla_compiles`: ELMo's recurrent loops) trains uncompiled on
 TensorFlow, and `--xla on` is refused for it there.
 """
 

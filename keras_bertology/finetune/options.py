@@ -26,7 +26,7 @@ class FinetuneOptions:
     The defaults are BERT's fine-tuning recipe (AdamW, 10% warm-up then
     linear decay, weight decay 0.01, 3 epochs, peak rate 5e-5, batch 32);
     `seq_len` None takes the run's own sequence length, `learning_rate`
-    None the family's (`ModelFamily.finetune_learning_rate`).
+    None the family's (`TrainingDefaults.finetune_learning_rate`).
     """
 
     task: str = ""

@@ -68,7 +68,7 @@ def _finetune(options, out, export_dir, shared):
     with strategy.scope():
         run, family, seq_len = _load_encoder(options)
         if options.learning_rate is None:
-            options = dataclasses.replace(options, learning_rate=family.finetune_learning_rate)
+            options = dataclasses.replace(options, learning_rate=family.training.finetune_learning_rate)
         kind = text_to_text_kind(task, run.pretrainer, run.tokenizer, options.head) or TASK_KINDS[task.kind]
         # A text-to-text kind trains the pretrainer (decoder and head); the others a head on the encoder alone.
         backbone = run.pretrainer if kind.generates else run.backbone.encoder_backbone()

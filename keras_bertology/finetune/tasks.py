@@ -79,7 +79,7 @@ class Classification(TaskKind):
         return {"inputs": inputs, "targets": targets, "weights": np.ones(len(examples), np.float32)}
 
     def build_model(self, backbone, task, family, summary=None):
-        return SequenceClassifier(backbone, len(task.labels), summary=summary or family.summary_position)
+        return SequenceClassifier(backbone, len(task.labels), summary=summary or family.inputs.summary_position)
 
     def predict(self, model, encoded, task, examples, batch_size):
         logits = model.predict(encoded["inputs"], batch_size=batch_size, verbose=0)

@@ -4,13 +4,14 @@ import math
 import numbers
 from dataclasses import dataclass, field
 
+from keras_bertology.data.builder_contexts import InstanceContext, MaskingContext
 from keras_bertology.errors import ConfigError
 from keras_bertology.flag_ranges import Range
 from keras_bertology.lazy_imports import import_object
 from keras_bertology.models.layouts import TRANSFORMER_BLOCK_LAYOUT
 
 # The Transformer sizes a run may set (`PretrainOptions.encoder`, the study): a preset's architecture at
-# another depth and width, each renamed in a family's config by its `size_keys`.
+# another depth and width, each renamed in a family's config by its `TrainingDefaults.size_keys`.
 ENCODER_SIZES = ("num_layers", "hidden_size", "num_heads", "intermediate_size")
 
 
@@ -108,8 +109,135 @@ class RunContext:
 
 
 @dataclass(frozen=True)
+class DataRecipe:
+    """How a family's pretraining data is made from tokenized documents: its instances and the masking stage
+    mapped over their batches.
+
+    Attributes:
+        instances_path: `build(documents, context, **options) -> dict of arrays`, documents being lists of
+            token-id arrays and `context` a `data.builder_contexts.InstanceContext` (sequence length,
+            specials, random generator, copies, packing, batch size, replicas).
+        masking: default masking, "static" (written once) or "dynamic".
+        masker_path: `build(context, **options) -> masker`, `context` being a
+            `data.builder_contexts.MaskingContext` (tokenizer, prediction slots, whole words, sequence length,
+            replicas, the corpus' token counts) of which the stage reads what it needs; the masking stage is
+            mapped over batches of instances, called as `masker(batch, seed=[2] ints)` and draws every random
+            number from the seed.
+        packings: the `--packing` choices the instance builder takes, default first; empty when it takes
+            none.
+        prediction_share: masked-LM prediction slots per token when --max-predictions is not given (BERT: 20
+            for 128 tokens, 80 for 512).
+        stream_batches: the instances are consecutive batches of text streams (batch row r continues row
+            r's text, for a Transformer-XL memory): the input pipeline keeps their order, and the pretrainer
+            builder receives `batch_size` (per replica).
+        masks_tokens: False for a family whose data stage (`masker_path`) has no masked-LM slots: a causal
+            LM, which predicts every next token, or T5's span corruption: --masking static, --whole-word and
+            --max-predictions are refused for it.
+        masking_units: the units masked whole when --masking-units is not given (`data.unit_stages`; a
+            comma-separated list is a schedule of equal shares of the run's steps, ERNIE's
+            "words,phrases,entities"); None: tokens, or words with --whole-word.
+        masks_units: the masking stage reads a batch's own unit starts (`data.masking.UNIT_STARTS`), so
+            --masking-units may name phrases, entities or a schedule (False for XLNet's permutations).
+    """
+
+    instances_path: str
+    masking: str = "dynamic"
+    masker_path: str = "keras_bertology.data.masking:token_masker"
+    packings: tuple = ()
+    prediction_share: float = 0.15625
+    stream_batches: bool = False
+    masks_tokens: bool = True
+    masking_units: str | None = None
+    masks_units: bool = True
+
+
+@dataclass(frozen=True)
+class InputLayout:
+    """How text becomes a family's model inputs, for serving and fine-tuning.
+
+    Attributes:
+        segment_packer_path: `pack(segments, seq_len, cls_id, sep_id, pad_id) -> dict of [B, seq_len]
+            int32`: how one or two ragged segments of ids become model inputs (BERT's [CLS] A [SEP] B [SEP]
+            by default); served raw text and fine-tuning data are laid out with it.
+        text_packer_path: `pack(tokenizer, seq_len, first, second=None) -> dict` of the model inputs of raw
+            strings, in place of tokenizing them and laying the ids out with `segment_packer_path`: for a
+            family whose inputs are not only token ids (ELMo's words spelled in characters, from the text
+            itself). None: the default.
+        id_inputs_path: `complete(tokenizer, packed) -> packed` adding the model inputs a family derives from
+            laid-out token ids, for layouts built from ids (fine-tuning's tagging and span extraction; ELMo
+            spells each id's word). None: the ids are all.
+        summary_position: the token whose state sums up a sequence for sequence classification: "first"
+            ([CLS]), "last" (XLNet's <cls>), "last_text" (a causal LM's last text token, before the closing
+            end token, whose state pretraining makes text-independent) or "mean" (of the states).
+    """
+
+    segment_packer_path: str = "keras_bertology.data.packing:pack_segments"
+    text_packer_path: str | None = None
+    id_inputs_path: str | None = None
+    summary_position: str = "first"
+
+
+@dataclass(frozen=True)
+class TrainingDefaults:
+    """How a family trains when the run does not say otherwise.
+
+    Attributes:
+        learning_rate: peak learning rate of `optimizer` when --learning-rate is not given.
+        schedule: the learning-rate schedule when --schedule is not given ("linear", BERT's; "wsd",
+            warmup-stable-decay, ModernBERT's).
+        optimizer: the optimizer when --optimizer is not given, its original's ("adamw"; ALBERT's "lamb").
+        finetune_learning_rate: `bertology finetune`'s peak learning rate when --learning-rate is not given
+            (BERT's 5e-5; higher where the task head has more to learn, ELMo's).
+        xla_compiles: False where XLA cannot compile the family's training step on TensorFlow (ELMo's LSTMs:
+            Keras' scan leaves TensorFlow's loop unbounded, and XLA compiles no unbounded loop's gradient):
+            `--xla auto` leaves it off there and `--xla on` is refused.
+        model_parallel_layout: how `--model-parallel N` splits the weights over the mesh's `model` axis:
+            (regular expression over a variable's path, an axis name or None per dimension) pairs, each path
+            matched by one at most (`models.layouts`); the generic block's by default.
+        size_keys: where the study's Transformer sizes (`num_layers`, `hidden_size`, `num_heads`,
+            `intermediate_size`) go in this family's backbone config, for a family whose sizes have other
+            names: {size: config key, or None where it has no counterpart} (ELMo: hidden_size ->
+            projection_dim, intermediate_size -> lstm_units, no heads). Sizes not named keep their own names.
+    """
+
+    learning_rate: float = 1e-3
+    schedule: str = "linear"
+    optimizer: str = "adamw"
+    finetune_learning_rate: float = 5e-5
+    xla_compiles: bool = True
+    model_parallel_layout: tuple = TRANSFORMER_BLOCK_LAYOUT
+    size_keys: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """The family's Hugging Face counterpart: what `bertology convert` imports and `export --format hf`
+    writes.
+
+    Attributes:
+        hf_model_types: the Hugging Face `model_type`s this family imports.
+        hf_tokenizer_path: the `convert.hf_tokenizer.HFTokenizerFormat` of the transformers tokenizer classes
+            the family's folder reads and writes: their special tokens, files and layout of text (what a
+            converted checkpoint serves with); its first class is the one AutoTokenizer builds for the model
+            types where tokenizer_config.json names none. None: the family has none.
+        converter_path: `convert(family, config, weights) -> (backbone, pretrainer or None, head names,
+            tensor names used[, notes])`; notes are lines for the convert report (where the import followed
+            the tensors over config.json, as transformers does).
+        hf_exporter_path: `export(family, run) -> convert.hf_export.HFExport`, the inverse of the converter
+            (`bertology export --format hf`): the transformers class, config and tensors of a
+            `runs.RunModel`; None where transformers has no model of the family.
+    """
+
+    hf_model_types: tuple = ()
+    hf_tokenizer_path: str | None = None
+    converter_path: str | None = None
+    hf_exporter_path: str | None = None
+
+
+@dataclass(frozen=True)
 class ModelFamily:
-    """A model family: its presets, its classes and the data recipe it pretrains with.
+    """A model family: its presets, its classes, and the groups of what it declares about its data, inputs,
+    training and conversion.
 
     Generic code (training, export, CLI) asks the family for each piece and
     never compares family names, so a new family is a new record. Classes and
@@ -126,90 +254,14 @@ class ModelFamily:
             `models.pretrainer.Pretrainer` class or a function making one)
             wrapping a backbone with the family's objectives.
         tokenizer_path: `train(sentences, vocab_size) -> Tokenizer`.
-        instances_path: `build(documents, seq_len, specials, rng, copies, packing) ->
-            dict of arrays`, documents being lists of token-id arrays.
-        masking: default masking, "static" (written once) or "dynamic".
-        masker_path: `build(tokenizer, max_predictions, whole_word, **options) ->
-            masker`, the masking stage mapped over batches of instances, called as
-            `masker(batch, seed=[2] ints)` and drawing every random number from the seed.
+        data: its `DataRecipe`: instances and masking stage.
         options: the family's own settings (`FamilyOption`s), passed by keyword
             to the builders that declare them: masker, instances, pretrainer.
-        learning_rate: peak learning rate of `optimizer` when --learning-rate is not given.
-        schedule: the learning-rate schedule when --schedule is not given ("linear", BERT's; "wsd",
-            warmup-stable-decay, ModernBERT's).
-        optimizer: the optimizer when --optimizer is not given, its original's ("adamw"; ALBERT's "lamb").
-        finetune_learning_rate: `bertology finetune`'s peak learning rate when
-            --learning-rate is not given (BERT's 5e-5; higher where the task
-            head has more to learn, ELMo's).
-        prediction_share: masked-LM prediction slots per token when
-            --max-predictions is not given (BERT: 20 for 128 tokens, 80 for 512).
-        segment_packer_path: `pack(segments, seq_len, cls_id, sep_id, pad_id) ->
-            dict of [B, seq_len] int32`: how one or two ragged segments of ids
-            become model inputs (BERT's [CLS] A [SEP] B [SEP] by default);
-            served raw text and fine-tuning data are laid out with it.
-        summary_position: the token whose state sums up a sequence for
-            sequence classification: "first" ([CLS]), "last" (XLNet's <cls>) or
-            "last_text" (a causal LM's last text token, before the closing end
-            token, whose state pretraining makes text-independent).
-        packings: the `--packing` choices the instance builder takes, default
-            first; empty when it takes none.
-        hf_model_types: the Hugging Face `model_type`s this family imports.
-        hf_tokenizer_path: the `convert.hf_tokenizer.HFTokenizerFormat` of the transformers tokenizer
-            classes the family's folder reads and writes: their special tokens, files and layout of text
-            (what a converted checkpoint serves with); its first class is the one AutoTokenizer builds for
-            the model types where tokenizer_config.json names none. None: the family has none.
-        stream_batches: the instances are consecutive batches of text streams
-            (batch row r continues row r's text, for a Transformer-XL memory):
-            the input pipeline keeps their order, and the instance and
-            pretrainer builders receive `batch_size` (per replica).
-        converter_path: `convert(family, config, weights) -> (backbone,
-            pretrainer or None, head names, tensor names used[, notes])`;
-            notes are lines for the convert report (where the import
-            followed the tensors over config.json, as transformers does).
-        hf_exporter_path: `export(family, run) -> convert.hf_export.HFExport`, the
-            inverse of the converter (`bertology export --format hf`): the
-            transformers class, config and tensors of a `runs.RunModel`; None
-            where transformers has no model of the family.
-        masks_tokens: False for a family whose data stage (`masker_path`) has
-            no masked-LM slots: a causal LM, which predicts every next token,
-            or T5's span corruption: --masking static, --whole-word and
-            --max-predictions are refused for it.
-        masker_takes_seq_len: the masking stage also receives `seq_len`, for
-            outputs of lengths of their own (T5's inputs and targets).
-        xla_compiles: False where XLA cannot compile the family's training step
-            on TensorFlow (ELMo's LSTMs: Keras' scan leaves TensorFlow's loop
-            unbounded, and XLA compiles no unbounded loop's gradient): `--xla
-            auto` leaves it off there and `--xla on` is refused.
         context_path: `load(**context options) -> RunContext`, what a run takes
             from outside its corpus (DistilBERT's teacher); None: nothing.
-        masker_takes_token_counts: the masking stage also receives the corpus'
-            token counts ([vocab] ints, None where unknown), to weigh its choice
-            by frequency (DistilBERT's smoothed masking).
-        masking_units: the units masked whole when --masking-units is not
-            given (`data.unit_stages`; a comma-separated list is a schedule of
-            equal shares of the run's steps, ERNIE's "words,phrases,entities");
-            None: tokens, or words with --whole-word.
-        masks_units: the masking stage reads a batch's own unit starts
-            (`data.masking.UNIT_STARTS`), so --masking-units may name phrases,
-            entities or a schedule (False for XLNet's permutations).
-        text_packer_path: `pack(tokenizer, seq_len, first, second=None) -> dict`
-            of the model inputs of raw strings, in place of tokenizing them and
-            laying the ids out with `segment_packer_path`: for a family whose
-            inputs are not only token ids (ELMo's words spelled in characters,
-            from the text itself). None: the default.
-        id_inputs_path: `complete(tokenizer, packed) -> packed` adding the
-            model inputs a family derives from laid-out token ids, for layouts
-            built from ids (fine-tuning's tagging and span extraction; ELMo
-            spells each id's word). None: the ids are all.
-        model_parallel_layout: how `--model-parallel N` splits the weights over the mesh's `model`
-            axis: (regular expression over a variable's path, an axis name or None per dimension)
-            pairs, each path matched by one at most (`models.layouts`); the generic block's by default.
-        size_keys: where the study's Transformer sizes (`num_layers`,
-            `hidden_size`, `num_heads`, `intermediate_size`) go in this
-            family's backbone config, for a family whose sizes have other
-            names: {size: config key, or None where it has no counterpart}
-            (ELMo: hidden_size -> projection_dim, intermediate_size ->
-            lstm_units, no heads). Sizes not named keep their own names.
+        inputs: its `InputLayout`: how text becomes model inputs.
+        training: its `TrainingDefaults`.
+        conversion: its `Conversion` to and from Hugging Face checkpoints.
     """
 
     name: str
@@ -217,34 +269,12 @@ class ModelFamily:
     backbone_path: str
     pretrainer_path: str
     tokenizer_path: str
-    instances_path: str
-    masking: str
-    packings: tuple = ()
-    hf_model_types: tuple = ()
-    hf_tokenizer_path: str | None = None
-    converter_path: str | None = None
-    hf_exporter_path: str | None = None
-    masker_path: str = "keras_bertology.data.masking:token_masker"
+    data: DataRecipe
     options: tuple = ()
-    segment_packer_path: str = "keras_bertology.data.packing:pack_segments"
-    summary_position: str = "first"
-    prediction_share: float = 0.15625
-    learning_rate: float = 1e-3
-    schedule: str = "linear"
-    optimizer: str = "adamw"
-    finetune_learning_rate: float = 5e-5
-    stream_batches: bool = False
-    masks_tokens: bool = True
-    masker_takes_seq_len: bool = False
-    xla_compiles: bool = True
     context_path: str | None = None
-    masker_takes_token_counts: bool = False
-    masking_units: str | None = None
-    masks_units: bool = True
-    text_packer_path: str | None = None
-    id_inputs_path: str | None = None
-    size_keys: dict = field(default_factory=dict)
-    model_parallel_layout: tuple = TRANSFORMER_BLOCK_LAYOUT
+    inputs: InputLayout = field(default_factory=InputLayout)
+    training: TrainingDefaults = field(default_factory=TrainingDefaults)
+    conversion: Conversion = field(default_factory=Conversion)
 
     @property
     def backbone_cls(self):
@@ -256,8 +286,9 @@ class ModelFamily:
 
     @property
     def hf_tokenizer(self):
-        """The `HFTokenizerFormat` of `hf_tokenizer_path`, None without one."""
-        return import_object(self.hf_tokenizer_path) if self.hf_tokenizer_path else None
+        """The `HFTokenizerFormat` of `Conversion.hf_tokenizer_path`, None without one."""
+        path = self.conversion.hf_tokenizer_path
+        return import_object(path) if path else None
 
     def train_tokenizer(self, sentences, vocab_size):
         """The family's tokenizer, trained on `sentences`."""
@@ -267,17 +298,17 @@ class ModelFamily:
                         batch_size=None, replicas=1):
         """Pretraining instances of tokenized `documents`, built `copies` times over the corpus, for a
         global batch of `batch_size` rows shared by `replicas` (stream families lay rows out for them)."""
-        packing = packing or (self.packings[0] if self.packings else None)
-        return import_object(self.instances_path)(documents, seq_len, specials, rng, copies, packing,
-                                                  **self.option_values(options, "instances"),
-                                                  **self._stream_batch(batch_size, replicas))
+        self._check_stream_batch(batch_size)
+        context = InstanceContext(seq_len, specials, rng, copies, self.packing(packing), batch_size, replicas)
+        return import_object(self.data.instances_path)(documents, context, **self.option_values(options, "instances"))
 
     def build_pretrainer(self, backbone, options=None, preset=None, batch_size=None, context=None):
         """The family's pretrainer (objectives and heads) on `backbone`: the preset's pretrainer
         settings, overridden by the options given; `batch_size` is the batch of one replica; `context`
         (a `RunContext`) adds its pretrainer arguments."""
+        self._check_stream_batch(batch_size)
         return self.pretrainer_cls(backbone, **self._pretrainer_settings(options, preset, context),
-                                   **self._stream_batch(batch_size))
+                                   **({"batch_size": batch_size} if self.data.stream_batches else {}))
 
     def backbone_needs(self, options=None, preset=None):
         """The backbone config entries that the pretrainer `build_pretrainer` makes needs (see
@@ -298,32 +329,26 @@ class ModelFamily:
             return RunContext()
         return import_object(self.context_path)(**self.option_values(options, "context"))
 
-    def _stream_batch(self, batch_size, replicas=None):
-        """The batch size (and replicas) for builders of stream batches, which need them; nothing for
-        the others."""
-        if not self.stream_batches:
-            return {}
-        if not batch_size:
+    def _check_stream_batch(self, batch_size):
+        """Builders of stream batches lay their rows out for the batch size: refused without one."""
+        if self.data.stream_batches and not batch_size:
             raise ConfigError(f"--model {self.name} reads its corpus as batch_size streams: give the batch size")
-        return {"batch_size": batch_size, **({} if replicas is None else {"replicas": replicas})}
+
+    def packing(self, given=None):
+        """The `given` packing, else the family's default (its first), None for a family with no packings."""
+        return given or (self.data.packings[0] if self.data.packings else None)
 
     def max_predictions(self, seq_len):
         """Prediction slots for `seq_len` tokens when --max-predictions is not given."""
-        return max(1, int(self.prediction_share * seq_len))
+        return max(1, int(self.data.prediction_share * seq_len))
 
     def build_masker(self, tokenizer, max_predictions, whole_word=False, options=None, replicas=1, seq_len=None,
                      token_counts=None):
-        """The family's masking stage for batches of its instances; `options` as `option_values` checks.
-        Stream families also learn how many `replicas` share a batch (as their instances were built),
-        and those that ask for it the sequence length and the corpus' `token_counts`."""
-        if self.masker_takes_seq_len and not seq_len:
-            raise ConfigError(f"--model {self.name}'s masking stage needs the sequence length")
-        return import_object(self.masker_path)(tokenizer, max_predictions, whole_word,
-                                               **self.option_values(options, "masker"),
-                                               **({"replicas": replicas} if self.stream_batches else {}),
-                                               **({"seq_len": seq_len} if self.masker_takes_seq_len else {}),
-                                               **({"token_counts": token_counts}
-                                                  if self.masker_takes_token_counts else {}))
+        """The family's masking stage for batches of its instances, built from one `MaskingContext` of which
+        it reads what it needs (how many `replicas` share a batch, the sequence length, the corpus'
+        `token_counts`); `options` as `option_values` checks."""
+        context = MaskingContext(tokenizer, max_predictions, whole_word, seq_len, replicas, token_counts)
+        return import_object(self.data.masker_path)(context, **self.option_values(options, "masker"))
 
     def option_values(self, given=None, used_by=None):
         """The family's options (those `used_by` one builder, or all): checked values from `given`,
@@ -353,33 +378,33 @@ class ModelFamily:
                 if name in stepped and value is not None and value % stepped[name].step]
 
     def pack_text(self, tokenizer, seq_len, first, second=None):
-        """Raw strings -> the model inputs this family serves with (see `segment_packer_path` and
-        `text_packer_path`), laid out as the tokenizer's `layout` says where it has one (a converted
+        """Raw strings -> the model inputs this family serves with (see `InputLayout.segment_packer_path` and
+        `InputLayout.text_packer_path`), laid out as the tokenizer's `layout` says where it has one (a converted
         checkpoint's, as its Hugging Face tokenizer lays text out)."""
         from keras_bertology.data.packing import layout_packer, pack_text
 
-        if self.text_packer_path:
-            return import_object(self.text_packer_path)(tokenizer, seq_len, first, second)
+        if self.inputs.text_packer_path:
+            return import_object(self.inputs.text_packer_path)(tokenizer, seq_len, first, second)
         layout = tokenizer.layout_ids
-        packer = layout_packer(layout) if layout else import_object(self.segment_packer_path)
+        packer = layout_packer(layout) if layout else import_object(self.inputs.segment_packer_path)
         return pack_text(tokenizer, seq_len, first, second, packer=packer)
 
     def summary_for(self, tokenizer):
-        """The summary position of text that `tokenizer` lays out (see `summary_position`): "last_text" is
-        the last real token where the tokenizer's layout closes a text with no token of its own (a converted
-        GPT-2's, as its Hugging Face tokenizer)."""
+        """The summary position of text that `tokenizer` lays out (see `InputLayout.summary_position`):
+        "last_text" is the last real token where the tokenizer's layout closes a text with no token of its own
+        (a converted GPT-2's, as its Hugging Face tokenizer)."""
         from keras_bertology.data.packing import TEXT_PIECES
 
         layout = tokenizer.layout if tokenizer is not None else None
-        if self.summary_position == "last_text" and layout and layout["single"][-1][0] in TEXT_PIECES:
+        if self.inputs.summary_position == "last_text" and layout and layout["single"][-1][0] in TEXT_PIECES:
             return "last"
-        return self.summary_position
+        return self.inputs.summary_position
 
     def text_layout(self, tokenizer, own_layout=False):
         """How `pack_text` lays out a text and a pair, as a `Tokenizer.layout`: the tokenizer's where it has
         one (unless `own_layout`), else the family's packer's, read off a packing of one-token texts. None
         for a family with a text packer (its inputs are not laid-out ids)."""
-        if self.text_packer_path:
+        if self.inputs.text_packer_path:
             return None
         if tokenizer.layout is not None and not own_layout:
             return tokenizer.layout
@@ -400,30 +425,31 @@ class ModelFamily:
 
     def complete_inputs(self, tokenizer, packed):
         """Laid-out ids (`pack_segments`' dict) with the inputs the family derives from them (see
-        `id_inputs_path`)."""
-        return import_object(self.id_inputs_path)(tokenizer, packed) if self.id_inputs_path else packed
+        `InputLayout.id_inputs_path`)."""
+        path = self.inputs.id_inputs_path
+        return import_object(path)(tokenizer, packed) if path else packed
 
     def sized_config(self, sizes):
-        """Config overrides that give the backbone the Transformer `sizes` (see `size_keys`)."""
-        renamed = {self.size_keys.get(name, name): value for name, value in sizes.items()}
+        """Config overrides that give the backbone the Transformer `sizes` (see `TrainingDefaults.size_keys`)."""
+        renamed = {self.training.size_keys.get(name, name): value for name, value in sizes.items()}
         return {key: value for key, value in renamed.items() if key is not None}
 
     def pack_segments(self, segments, seq_len, cls_id, sep_id, pad_id):
         """Ragged id segments (or per-piece values, with -1 specials) -> this family's layout."""
-        return import_object(self.segment_packer_path)(segments, seq_len, cls_id, sep_id, pad_id)
+        return import_object(self.inputs.segment_packer_path)(segments, seq_len, cls_id, sep_id, pad_id)
 
     def convert_hf(self, config, weights):
-        """This family's model from a Hugging Face config and tensors (see `converter_path`)."""
-        return import_object(self.converter_path)(self, config, weights)
+        """This family's model from a Hugging Face config and tensors (see `Conversion.converter_path`)."""
+        return import_object(self.conversion.converter_path)(self, config, weights)
 
     def export_hf(self, run):
-        """The run as a Hugging Face model (see `hf_exporter_path`)."""
-        return import_object(self.hf_exporter_path)(self, run)
+        """The run as a Hugging Face model (see `Conversion.hf_exporter_path`)."""
+        return import_object(self.conversion.hf_exporter_path)(self, run)
 
     def instance_kind(self, packing=None):
         """A name for metrics.json: the builder, and the packing when it takes one."""
-        builder = self.instances_path.rpartition(":")[2]
-        packing = packing or (self.packings[0] if self.packings else None)
+        builder = self.data.instances_path.rpartition(":")[2]
+        packing = self.packing(packing)
         return f"{builder} ({packing})" if packing else builder
 
     def backbone_config(self, preset, options=None, **overrides):

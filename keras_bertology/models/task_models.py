@@ -115,7 +115,7 @@ class SequenceClassifier(TaskModel):
 
     @classmethod
     def family_defaults(cls, family):
-        return {"summary": family.summary_position}
+        return {"summary": family.inputs.summary_position}
 
     def __init__(self, backbone, num_classes, summary="first", dropout=0.1, **kwargs):
         if summary not in SUMMARY_POSITIONS:

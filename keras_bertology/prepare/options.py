@@ -77,7 +77,7 @@ class PrepareOptions:
         ranges.check_options(self, _RANGES, optional=("shards", "workers"))
         if not self.text_field:
             raise ConfigError("--text-field must name a field")
-        if family.stream_batches and self.batch_size % self.replicas:
+        if family.data.stream_batches and self.batch_size % self.replicas:
             raise ConfigError(f"--batch-size {self.batch_size} must divide evenly among --replicas {self.replicas}")
         return family
 

@@ -137,12 +137,12 @@ def recipe_of(family, options, tokenizer, replicas=1):
     """What the instances were made with, as the manifest of prepared shards records it."""
     recipe = {name: getattr(options, name) for name in RECIPE_FIELDS}
     recipe.update(model=family.name, vocab_size=tokenizer.vocab_size, masking=masking_of(family, options),
-                  packing=options.packing or (family.packings[0] if family.packings else None),
+                  packing=family.packing(options.packing),
                   max_predictions=options.prediction_slots(family), seed=options.seed,
                   family_options={name: value for name, value in family.option_values(options.family_options).items()
                                   if any(builder in _DATA_BUILDERS for builder in _used_by(family, name))},
-                  stream_batches=family.stream_batches)
-    if family.stream_batches:
+                  stream_batches=family.data.stream_batches)
+    if family.data.stream_batches:
         recipe.update(batch_size=options.batch_size, replicas=replicas)
     return recipe
 

@@ -38,7 +38,7 @@ def check_source_sizes(family, preset, description, init_from):
     """ConfigError where the sizes of `preset` disagree with those of the run in `init_from` (`description`:
     its run.json): a run started from it keeps its shape, and would run and be recorded under a wrong name."""
     ours, theirs = family.presets[preset]["config"], description.get("backbone", {})
-    keys = [family.size_keys.get(size, size) for size in ENCODER_SIZES]
+    keys = [family.training.size_keys.get(size, size) for size in ENCODER_SIZES]
     keys = [key for key in keys if key is not None and key in ours and key in theirs]
     if any(ours[key] != theirs[key] for key in keys):
         def sizes(config):

@@ -123,10 +123,11 @@ class PretrainOptions:
         _check_choice("precision", self.precision, PRECISIONS)
         _check_choice("xla", self.xla, XLA_CHOICES)
         _check_choice("strategy", self.strategy, STRATEGIES)
-        if self.packing is not None and self.packing not in family.packings:
+        if self.packing is not None and self.packing not in family.data.packings:
             raise ConfigError(
                 f"--packing {self.packing} does not apply to --model {family.name}, "
-                + (f"which takes {', '.join(family.packings)}" if family.packings else "which takes none")
+                + (f"which takes {', '.join(family.data.packings)}" if family.data.packings
+                   else "which takes none")
             )
         if self.init_from is not None:
             from keras_bertology.pretraining.init_from import check_source, check_source_sizes
@@ -137,11 +138,11 @@ class PretrainOptions:
             description = check_source(self.init_from, family)
             if self.preset is not None:
                 check_source_sizes(family, self.preset, description, self.init_from)
-        if self.accumulate > 1 and family.stream_batches:
+        if self.accumulate > 1 and family.data.stream_batches:
             raise ConfigError(f"--accumulate does not apply to --model {family.name}: row r of each batch goes on "
                               "with the text of row r of the batch before (its memory), which micro-batches "
                               "would tear apart; raise --batch-size instead")
-        if not family.masks_tokens:
+        if not family.data.masks_tokens:
             self._check_no_masking(family)
         self._check_units(family)
         if self.family_options is not None and not isinstance(self.family_options, dict):
@@ -179,15 +180,15 @@ class PretrainOptions:
         from keras_bertology.data.knowledge_units import UNITS, needs_stage, parse_units
 
         if self.masking_units is None:
-            levels = parse_units(family.masking_units or "tokens")
+            levels = parse_units(family.data.masking_units or "tokens")
         else:
             if self.whole_word:
                 raise ConfigError("--whole-word is --masking-units words: give one of them")
             levels = parse_units(self.masking_units)
-        if needs_stage(levels) and not family.masks_units:
+        if needs_stage(levels) and not family.data.masks_units:
             raise ConfigError(f"--masking-units {','.join(levels)} does not apply to --model {family.name}, whose "
-                              f"masking takes {'whole words' if family.masks_tokens else 'no units'} only")
-        if len(levels) > 1 and (self.masking or family.masking) == "static":
+                              f"masking takes {'whole words' if family.data.masks_tokens else 'no units'} only")
+        if len(levels) > 1 and (self.masking or family.data.masking) == "static":
             raise ConfigError(f"--masking-units {','.join(levels)} is a schedule over the run's steps: it needs "
                               "--masking dynamic (static masks are written before the run)")
         for flag, path, level in (("--phrases", self.phrases, "phrases"), ("--gazetteer", self.gazetteer, "entities")):
@@ -265,11 +266,11 @@ class PretrainOptions:
 
     def learning_rate_schedule(self, family):
         """The schedule's name: --schedule, else the family's."""
-        return self.schedule or family.schedule
+        return self.schedule or family.training.schedule
 
     def optimizer_name(self, family):
         """The optimizer's name: --optimizer, else the family's."""
-        return self.optimizer or family.optimizer
+        return self.optimizer or family.training.optimizer
 
     def peak_learning_rate(self, family):
         """--learning-rate, or the family's default (for the family's optimizer; for another, scaled by
@@ -277,13 +278,13 @@ class PretrainOptions:
         if self.learning_rate is not None:
             return self.learning_rate
         optimizer = self.optimizer_name(family)
-        factor = RATE_FACTORS[optimizer] / RATE_FACTORS[family.optimizer]
-        return family.learning_rate * factor
+        factor = RATE_FACTORS[optimizer] / RATE_FACTORS[family.training.optimizer]
+        return family.training.learning_rate * factor
 
     def prediction_slots(self, family):
         """--max-predictions, or the family's rule for --seq-len; None for a causal LM (it predicts every
         token: nothing to count, and nothing for prepared data to record)."""
-        if not family.masks_tokens:
+        if not family.data.masks_tokens:
             return None
         return self.max_predictions if self.max_predictions is not None else family.max_predictions(self.seq_len)
 

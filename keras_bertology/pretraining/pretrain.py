@@ -76,7 +76,7 @@ def pretrain(options, given=()):
     options.check_given(family, given)
     for note in family.rounding_notes(options.family_options):
         warn(note)
-    lay_out(strategy, options.model_parallel, family.model_parallel_layout)
+    lay_out(strategy, options.model_parallel, family.training.model_parallel_layout)
     # The policy that runs, not "auto": recorded in options.json, so a resumed run is compared with it.
     options = dataclasses.replace(options, precision=resolve_precision(options.precision, strategy))
     run_name = Path(options.out).name if options.out else _default_run_name(options)
@@ -217,7 +217,8 @@ def _build_model(family, options, tokenizer, checkpoints, strategy, replica_batc
     with strategy.scope():
         pretrainer, done_steps = _pretrainer_for_run(family, tokenizer, checkpoints, _total_steps(options), options,
                                                      options.precision, replica_batch, context)
-        pretrainer.jit_compile = resolve_jit_compile(options.xla, pretrainer.dtype_policy.name, family.xla_compiles)
+        pretrainer.jit_compile = resolve_jit_compile(options.xla, pretrainer.dtype_policy.name,
+                                                     family.training.xla_compiles)
         set_remat(pretrainer, options.remat)
     return pretrainer, done_steps
 
@@ -246,7 +247,7 @@ def _shard_batches(family, options, manifest, data, pretrainer, done_steps, repl
     """The prepared shards' batches, masked now where the masking is dynamic; each worker of a cluster reads
     its own shards unless the batches are streams."""
     masker = (build_masker(family, data.tokenizer, options, replicas,
-                           corpus_token_counts(family, data.instances, data.tokenizer))
+                           corpus_token_counts(data.instances, data.tokenizer))
               if masking_of(family, options) == "dynamic" else None)
     dataset = shard_dataset(options.data, manifest, options.batch_size, seed=options.seed,
                             start_step=done_steps, masker=masker)
@@ -269,7 +270,7 @@ def _validation(family, options, data, pretrainer, replicas):
     held_out_batches, count = eval_dataset(
         family, data.eval_tokenized, data.tokenizer, options,
         build_masker(family, data.tokenizer, options, replicas,
-                     corpus_token_counts(family, data.instances, data.tokenizer)),
+                     corpus_token_counts(data.instances, data.tokenizer)),
         pretrainer, batch_size, replicas)
     _say(options, f"held-out evaluation: {count} batches of {batch_size} instances")
     return held_out_batches, count, eval_windows(options.windows, options.steps_per_window, options.eval_every)
@@ -430,7 +431,7 @@ def _tokenizer_for_run(family, documents, checkpoints, options, context):
 def _units_said(family, options, total_steps):
     """' of LEVELS' for the run's log line where its masked units are not tokens (with each level's first
     step for a schedule)."""
-    levels = units_of(family, options) if family.masks_tokens else ("tokens",)
+    levels = units_of(family, options) if family.data.masks_tokens else ("tokens",)
     if levels == ("tokens",):
         return ""
     starts = [0, *level_boundaries(levels, total_steps)]
@@ -455,7 +456,7 @@ def _pretrainer_for_run(family, tokenizer, checkpoints, total_steps, options, pr
     if checkpoints.latest() is not None:
         pretrainer, step = checkpoints.load_model()
         trained_with = getattr(pretrainer, "batch_size", None)
-        if family.stream_batches and trained_with != replica_batch_size:
+        if family.data.stream_batches and trained_with != replica_batch_size:
             raise ConfigError(
                 f"this run's streams were laid out for batches of {trained_with} rows per replica; resuming "
                 f"with {replica_batch_size} per replica would tear them apart: resume with the same number "
@@ -514,11 +515,11 @@ def _train_tokenizer(family, documents, options):
 
 def _masked_dataset(family, instances, tokenizer, data_dir, options, start_step, replicas):
     """The run's batches from `start_step` on: a resumed run goes on where its checkpoint stopped."""
-    masker = build_masker(family, tokenizer, options, replicas, corpus_token_counts(family, instances, tokenizer))
+    masker = build_masker(family, tokenizer, options, replicas, corpus_token_counts(instances, tokenizer))
     if masking_of(family, options) == "dynamic":
         # Stream batches stay in order: row r of each batch continues row r's text.
         return make_dataset(instances, options.batch_size, masker=masker, seed=options.seed,
-                            shuffle=not family.stream_batches, start_step=start_step)
+                            shuffle=not family.data.stream_batches, start_step=start_step)
     path = data_dir / f"static_masked_x{options.dupe_factor}.tfrecord"
     if options.resume and path.is_file():
         _say(options, f"static masking: reusing {path}")

@@ -108,7 +108,7 @@ def _run_in_a_new_process(root, runs, paths, name):
     cases = []
     for family, folder, _ in runs:
         skipped = {"pretrainer": not read_run_description(folder)["has_pretraining_heads"],
-                   "export-hf": family.hf_exporter_path is None}
+                   "export-hf": family.conversion.hf_exporter_path is None}
         cases.append({"run": str(folder), "family": family.name, "task": str(task),
                       "paths": [path for path in paths if not skipped.get(path)]})
     cases_file, results_file = root / f"{name}-cases.json", root / f"{name}-results.json"

@@ -389,7 +389,7 @@ def test_converted_checkpoints_serve_text_as_their_own_tokenizer_lays_it_out(tmp
         with torch.no_grad():
             hidden = hf(**given).last_hidden_state.numpy()
         _assert_close("sequence_output", out["sequence_output"].numpy(), hidden, real)
-    if FAMILIES[family].summary_position == "last_text":  # a causal LM's classifier reads its last text token
+    if FAMILIES[family].inputs.summary_position == "last_text":  # a causal LM's classifier reads its last text token
         back = int(FAMILIES[family].summary_for(load_run_tokenizer(tmp_path / "run")) == "last_text")
         ids = tokenizer(LAYOUT_TEXTS[0])["input_ids"]
         assert ids[len(ids) - 1 - back] == tokenizer(LAYOUT_TEXTS[0], add_special_tokens=False)["input_ids"][-1]

@@ -603,7 +603,7 @@ OWN_LAYOUTS = {"gpt": ("single", "pair"), "roberta": ("pair",), "deberta": ("pai
 
 
 @pytest.mark.parametrize("family_name", sorted(name for name, family in __import__("keras_bertology.models").models
-                                               .FAMILIES.items() if family.hf_exporter_path))
+                                               .FAMILIES.items() if family.conversion.hf_exporter_path))
 def test_transformers_auto_tokenizer_reads_every_familys_export_to_our_ids(tmp_path, capsys, sentences, family_name):
     """`export --format hf` of a run of each family (a tiny encoder, no heads): AutoTokenizer loads the folder
     and gives our tokens, and lays a text and a pair out as our packing does (ModernBERT's through the

@@ -164,7 +164,7 @@ MAPPED = sorted((name, family, preset["hf_repo"]) for family in FAMILIES.values(
 @pytest.mark.parametrize("name,family,repo", MAPPED, ids=[name for name, _, _ in MAPPED])
 def test_each_published_preset_has_its_repositorys_architecture(name, family, repo):
     config = CONFIGS[repo]
-    converters = [other.name for other in FAMILIES.values() if config["model_type"] in other.hf_model_types]
+    converters = [other.name for other in FAMILIES.values() if config["model_type"] in other.conversion.hf_model_types]
     # SpanBERT's published checkpoints are BERT checkpoints (no span-boundary head): the bert family reads them.
     assert converters == [family.name] or (family.name, converters) == ("spanbert", ["bert"])
     ours = family.presets[name]["config"]

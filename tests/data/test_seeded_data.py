@@ -34,7 +34,7 @@ def _equal(first, second):
     return first.keys() == second.keys() and all(np.array_equal(first[k], second[k]) for k in first)
 
 
-@pytest.mark.parametrize("name", sorted(name for name, family in FAMILIES.items() if family.masks_tokens))
+@pytest.mark.parametrize("name", sorted(name for name, family in FAMILIES.items() if family.data.masks_tokens))
 def test_a_seed_fixes_every_draw_of_each_family_masking(name):
     """(A causal LM's data stage draws nothing: `test_gpt.py` checks its targets.)"""
     masker = FAMILIES[name].build_masker(_tokenizer(), max_predictions=6)

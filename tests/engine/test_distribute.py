@@ -45,7 +45,7 @@ GLOBAL_BATCH, STEPS = 16, 6
 options = {key: value for key, value in (("mem_len", 8), ("bi_data", 0)) if key in family.option_values()} or None
 
 def instances(replicas):
-    if family.stream_batches:  # contiguous text: row r of each batch continues row r, for 8 batches
+    if family.data.stream_batches:  # contiguous text: row r of each batch continues row r, for 8 batches
         documents = [[rng.integers(5, 200, 12).astype("int32") for _ in range(8)] for _ in range(12)]
         return family.build_instances(documents, 16, dict(cls_id=2, sep_id=3, pad_id=0), np.random.default_rng(0),
                                       options=options, batch_size=GLOBAL_BATCH, replicas=replicas)
@@ -63,7 +63,7 @@ def train(strategy_name, stop_at=None, checkpoints=None, accumulate=1):
     replicas = strategy.num_replicas_in_sync
     keras.utils.set_random_seed(0)
     with strategy.scope():
-        dropouts = {"dropout": 0.0} if family.stream_batches else {"dropout": 0.0, "attention_dropout": 0.0}
+        dropouts = {"dropout": 0.0} if family.data.stream_batches else {"dropout": 0.0, "attention_dropout": 0.0}
         backbone = family.backbone_cls(**family.backbone_config(preset, vocab_size=200, **dropouts))
         model = family.build_pretrainer(backbone, options, preset, GLOBAL_BATCH // replicas)
         model.compile(optimizer=make_optimizer("adamw", 1e-3, STEPS, accumulate=accumulate))
@@ -77,7 +77,7 @@ def train(strategy_name, stop_at=None, checkpoints=None, accumulate=1):
             checkpoints.save(model, start, [])
             with strategy.scope():
                 model = checkpoints.load_model()[0]
-        data = make_dataset(rows, GLOBAL_BATCH, masker=masker, seed=1, shuffle=not family.stream_batches,
+        data = make_dataset(rows, GLOBAL_BATCH, masker=masker, seed=1, shuffle=not family.data.stream_batches,
                             start_step=start).map(model.split_features)
         fit(model, micro_batches(data, GLOBAL_BATCH, accumulate), strategy, global_batch=GLOBAL_BATCH // accumulate,
             epochs=stop, initial_step=start * accumulate, steps_per_epoch=accumulate, callbacks=[record], verbose=0)

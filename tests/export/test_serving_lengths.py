@@ -43,7 +43,7 @@ def _export(family_name, sentences, path, buckets=()):
     preset = f"{family_name}-tiny"
     tokenizer = family.train_tokenizer(sentences, 400)
     backbone = family.backbone_cls(**family.backbone_config(preset, vocab_size=tokenizer.vocab_size))
-    extra = (4,) if family.stream_batches else ()
+    extra = (4,) if family.data.stream_batches else ()
     pretrainer = family.build_pretrainer(backbone, None, preset, *extra)
     export_saved_model(RunModel(family_name, backbone, tokenizer, SEQ_LEN, pretrainer, preset), path, buckets)
     return family, tokenizer, backbone, pretrainer

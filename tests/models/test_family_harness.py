@@ -43,7 +43,7 @@ def test_from_preset_gives_the_run_back(cases, name):
     check_from_preset(cases[name])
 
 
-@pytest.mark.parametrize("name", [name for name in NAMES if FAMILIES[name].hf_exporter_path])
+@pytest.mark.parametrize("name", [name for name in NAMES if FAMILIES[name].conversion.hf_exporter_path])
 def test_the_transformers_round_trip_computes_alike(cases, name, tmp_path):
     assert check_hf_round_trip(cases[name], tmp_path)
 

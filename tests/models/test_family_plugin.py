@@ -15,7 +15,7 @@ from keras_bertology.errors import ConfigError
 from keras_bertology.layers import MaskedLMHead, PooledClassificationHead
 from keras_bertology.models import FAMILIES, register_family
 from keras_bertology.models.bert.pretrainer import MLM
-from keras_bertology.models.family import FamilyOption, ModelFamily
+from keras_bertology.models.family import DataRecipe, FamilyOption, InputLayout, ModelFamily
 from keras_bertology.models.pretrainer import Objective, Pretrainer
 from keras_bertology.outputs import OUTPUT_KINDS, Endpoints, OutputKind, kinds_of, register_output_kind
 
@@ -23,21 +23,22 @@ LONG = Objective("long", label_key="long_labels")
 LONG_SENTENCE = 12  # tokens
 
 
-def single_sentence_instances(documents, seq_len, specials, rng, copies=1, packing=None):
+def single_sentence_instances(documents, context):
     """One sentence per row, labelled 1 when it has more than LONG_SENTENCE tokens."""
     sentences = [[sentence] for document in documents for sentence in document]
-    packed = pack_sentences(sentences, seq_len, cross_documents=False, **specials)
-    lengths = np.sum(packed["token_ids"] != specials["pad_id"], axis=1) - 2
+    packed = pack_sentences(sentences, context.seq_len, cross_documents=False, **context.specials)
+    lengths = np.sum(packed["token_ids"] != context.specials["pad_id"], axis=1) - 2
     packed["long_labels"] = (lengths > LONG_SENTENCE).astype(np.int32)
-    return {key: np.concatenate([value] * copies) for key, value in packed.items()}
+    return {key: np.concatenate([value] * context.copies) for key, value in packed.items()}
 
 
-def toy_masker(tokenizer, max_predictions, whole_word=False, toy_rate=0.15):
+def toy_masker(context, toy_rate=0.15):
     """BERT's masking at the family's own rate (its option --toy-rate)."""
     from keras_bertology.data.masking import DynamicMasker, MaskingConfig
 
-    return DynamicMasker(MaskingConfig(mask_rate=toy_rate, max_predictions=max_predictions), tokenizer.vocab_size,
-                         tokenizer.mask_id, tokenizer.pad_id, tokenizer.special_ids)
+    tokenizer = context.tokenizer
+    return DynamicMasker(MaskingConfig(mask_rate=toy_rate, max_predictions=context.max_predictions),
+                         tokenizer.vocab_size, tokenizer.mask_id, tokenizer.pad_id, tokenizer.special_ids)
 
 
 def toy_pack_segments(segments, seq_len, cls_id, sep_id, pad_id):
@@ -108,11 +109,12 @@ TOY = ModelFamily(
     backbone_path="keras_bertology.models.bert.backbone:BertBackbone",
     pretrainer_path=f"{__name__}:ToyPretrainer",
     tokenizer_path="keras_bertology.tokenizers.wordpiece:train_wordpiece",
-    instances_path=f"{__name__}:single_sentence_instances",
-    masking="dynamic",
-    masker_path=f"{__name__}:toy_masker",
+    data=DataRecipe(
+        instances_path=f"{__name__}:single_sentence_instances",
+        masker_path=f"{__name__}:toy_masker",
+    ),
+    inputs=InputLayout(segment_packer_path=f"{__name__}:toy_pack_segments"),
     options=(FamilyOption("toy_rate", float, 0.15, "share of tokens masked", minimum=0.05, maximum=0.5),),
-    segment_packer_path=f"{__name__}:toy_pack_segments",
 )
 
 

@@ -36,7 +36,7 @@ def _inputs(backbone, batch=4, length=10, seed=0):
 
 def _heads(backbone, family):
     return {
-        "classifier": (SequenceClassifier(backbone, 3, summary=family.summary_position),
+        "classifier": (SequenceClassifier(backbone, 3, summary=family.inputs.summary_position),
                        lambda inputs: np.array([0, 1, 2, 1])),
         "tagger": (TokenClassifier(backbone, 5), lambda inputs: np.full(inputs["padding_mask"].shape, 2)),
         "spans": (SpanExtractor(backbone), lambda inputs: {"start": np.array([1, 2, 3, 4]),
@@ -82,7 +82,7 @@ def test_classifier_sums_up_at_the_family_summary_token(family_name, back, left_
     logits layer."""
     family = FAMILIES[family_name]
     backbone = small_backbone(family)
-    model = SequenceClassifier(backbone, 3, summary=family.summary_position, dropout=0.0)
+    model = SequenceClassifier(backbone, 3, summary=family.inputs.summary_position, dropout=0.0)
     inputs = _inputs(backbone)
     if left_padded:
         inputs = {name: np.roll(value, 3, axis=1) for name, value in inputs.items()}

@@ -76,7 +76,7 @@ def test_the_readme_families_table_names_each_family_its_presets_and_hf_export()
         listed = re.findall(r"`([\w.-]+)`", presets)
         full = [preset if not preset.startswith("-") else listed[0].rsplit("-", 1)[0] + preset for preset in listed]
         assert sorted(full) == sorted(family.presets), name
-        assert ("export" in hf) == (family.hf_exporter_path is not None), (
+        assert ("export" in hf) == (family.conversion.hf_exporter_path is not None), (
             f"README families table, {name}: the Hugging Face column must say export exactly when the family has "
             "an exporter")
 

@@ -88,7 +88,7 @@ def pretraining_batch(family, preset, run, sentences, seed=0):
     documents = [sentences[start:start + 20] for start in range(0, len(sentences), 20)]
     tokenized = tokenize_documents(documents, run.tokenizer, unit_marker(family, options, documents))
     masker = build_masker(family, run.tokenizer, options,
-                          token_counts=corpus_token_counts(family, {"token_ids": np.concatenate(
+                          token_counts=corpus_token_counts({"token_ids": np.concatenate(
                               [ids for document in tokenized for ids in document])[None]}, run.tokenizer))
     dataset, _ = eval_dataset(family, tokenized, run.tokenizer, options, masker, run.pretrainer, BATCH_SIZE, 1)
     x = next(iter(dataset))[0]
@@ -168,7 +168,7 @@ def check_hf_round_trip(case, folder):
     from keras_bertology.convert.hf_checkpoint import convert_hf_checkpoint
     from keras_bertology.convert.hf_export import export_hf
 
-    if case.family.hf_exporter_path is None:
+    if case.family.conversion.hf_exporter_path is None:
         return False
     export_hf(case.folder, Path(folder) / "hf")
     converted, _ = convert_hf_checkpoint(Path(folder) / "hf", seq_len=SEQ_LEN)
@@ -226,7 +226,7 @@ def one_per_serving_path(cases):
     seen, first, rest = set(), [], []
     for case in cases:
         key = (tuple(case.run.pretrainer.output_kinds), type(case.run.backbone).served_outputs,
-               case.family.text_packer_path, case.family.segment_packer_path)
+               case.family.inputs.text_packer_path, case.family.inputs.segment_packer_path)
         (rest if key in seen else first).append(case)
         seen.add(key)
     return first, rest

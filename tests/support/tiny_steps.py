@@ -27,11 +27,11 @@ def tiny_pretrainer(family, dropout=0.0, **sizes):
         preset, **small, **{key: dropout for key in ("dropout", "attention_dropout") if key in accepted}))
     # A family with a memory: its update, a variable assigned in the step, runs inside the step too.
     options = None
-    if family.stream_batches:
+    if family.data.stream_batches:
         options = {name: value for name, value in (("mem_len", 8), ("bi_data", 0)) if name in family.option_values()}
     pretrainer = family.build_pretrainer(backbone, options, preset, batch_size=SHAPE.batch_size)
     features = _features(family, backbone.vocab_size)
-    if family.stream_batches:
+    if family.data.stream_batches:
         features["stream_start"] = np.zeros(len(features["token_ids"]), np.int32)
     x, y, weights = pretrainer.split_features(features)
     rows = slice(0, SHAPE.batch_size)

@@ -3,7 +3,7 @@
 from keras_bertology.data.instances import sentence_order_instances, sentence_pair_instances
 
 
-def sentence_pairs(documents, seq_len, specials, rng, copies=1, packing=None, sentence_task="sop"):
+def sentence_pairs(documents, context, sentence_task="sop"):
     """SOP pairs (`sop_labels`: 1 when swapped) or NSP pairs (`nsp_labels`: 1 when B is random)."""
     build = sentence_order_instances if sentence_task == "sop" else sentence_pair_instances
-    return build(documents, seq_len, specials, rng, copies, packing)
+    return build(documents, context)

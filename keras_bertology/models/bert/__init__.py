@@ -2,7 +2,7 @@
 
 from keras_bertology.lazy_imports import lazy_attributes
 from keras_bertology.models.bert.presets import BERT_PRESETS
-from keras_bertology.models.family import ModelFamily
+from keras_bertology.models.family import Conversion, DataRecipe, ModelFamily
 
 BERT = FAMILY = ModelFamily(
     name="bert",
@@ -10,12 +10,16 @@ BERT = FAMILY = ModelFamily(
     backbone_path="keras_bertology.models.bert.backbone:BertBackbone",
     pretrainer_path="keras_bertology.models.bert.pretrainer:BertPretrainer",
     tokenizer_path="keras_bertology.tokenizers.wordpiece:train_wordpiece",
-    instances_path="keras_bertology.data.instances:sentence_pair_instances",
-    hf_model_types=("bert",),
-    hf_tokenizer_path="keras_bertology.models.bert.hf_tokenizer:HF_TOKENIZER",
-    converter_path="keras_bertology.models.bert.convert:convert",
-    hf_exporter_path="keras_bertology.models.bert.convert:export_bert",
-    masking="static",
+    data=DataRecipe(
+        instances_path="keras_bertology.data.instances:sentence_pair_instances",
+        masking="static",
+    ),
+    conversion=Conversion(
+        hf_model_types=("bert",),
+        hf_tokenizer_path="keras_bertology.models.bert.hf_tokenizer:HF_TOKENIZER",
+        converter_path="keras_bertology.models.bert.convert:convert",
+        hf_exporter_path="keras_bertology.models.bert.convert:export_bert",
+    ),
 )
 
 __getattr__ = lazy_attributes(__name__, {

@@ -8,7 +8,7 @@ The family object is imported without TensorFlow; the classes load lazily.
 
 from keras_bertology.lazy_imports import lazy_attributes
 from keras_bertology.models.bigbird.presets import BIGBIRD_PRESETS
-from keras_bertology.models.family import FamilyOption, ModelFamily
+from keras_bertology.models.family import Conversion, DataRecipe, FamilyOption, ModelFamily
 
 BIGBIRD = FAMILY = ModelFamily(
     name="bigbird",
@@ -16,13 +16,16 @@ BIGBIRD = FAMILY = ModelFamily(
     backbone_path="keras_bertology.models.bert.backbone:BertBackbone",
     pretrainer_path="keras_bertology.models.bigbird.pretrainer:bigbird_pretrainer",
     tokenizer_path="keras_bertology.models.bigbird.tokenizer:train_tokenizer",
-    instances_path="keras_bertology.data.instances:packed_instances",
-    hf_model_types=("big_bird",),
-    hf_tokenizer_path="keras_bertology.models.bigbird.hf_tokenizer:HF_TOKENIZER",
-    converter_path="keras_bertology.models.bigbird.convert:convert",
-    hf_exporter_path="keras_bertology.models.bigbird.convert:export",
-    masking="dynamic",
-    packings=("full-sentences", "doc-sentences"),
+    data=DataRecipe(
+        instances_path="keras_bertology.data.instances:packed_instances",
+        packings=("full-sentences", "doc-sentences"),
+    ),
+    conversion=Conversion(
+        hf_model_types=("big_bird",),
+        hf_tokenizer_path="keras_bertology.models.bigbird.hf_tokenizer:HF_TOKENIZER",
+        converter_path="keras_bertology.models.bigbird.convert:convert",
+        hf_exporter_path="keras_bertology.models.bigbird.convert:export",
+    ),
     options=(
         FamilyOption("block_size", int, None, "tokens per attention block (default: the preset's; full attention "
                      "up to (5 + 2 x random blocks) x block tokens)", minimum=1, maximum=4096, used_by=("backbone",),

@@ -9,7 +9,7 @@ The family object is imported without TensorFlow; the classes load lazily.
 
 from keras_bertology.lazy_imports import lazy_attributes
 from keras_bertology.models.deberta.presets import DEBERTA_V3_PRESETS
-from keras_bertology.models.family import FamilyOption, ModelFamily
+from keras_bertology.models.family import Conversion, DataRecipe, FamilyOption, ModelFamily, TrainingDefaults
 
 RTD = ("objective", "rtd")  # the generator's settings
 
@@ -19,16 +19,21 @@ DEBERTA_V3 = FAMILY = ModelFamily(
     backbone_path="keras_bertology.models.deberta.backbone:DebertaBackbone",
     pretrainer_path="keras_bertology.models.deberta_v3.pretrainer:deberta_v3_pretrainer",
     tokenizer_path="keras_bertology.models.deberta_v3.tokenizer:train_tokenizer",
-    instances_path="keras_bertology.data.instances:packed_instances",
-    hf_model_types=("deberta-v2",),
-    hf_tokenizer_path="keras_bertology.models.deberta_v3.hf_tokenizer:HF_TOKENIZER",
-    converter_path="keras_bertology.models.deberta.convert:convert",
-    hf_exporter_path="keras_bertology.models.deberta.convert:export",
-    masking="dynamic",
-    masker_path="keras_bertology.models.deberta_v3.masking:all_mask_masker",
-    packings=("full-sentences", "doc-sentences"),
-    # As ELECTRA's discriminator, which at 1e-3 settles on "all original".
-    learning_rate=3e-4,
+    data=DataRecipe(
+        instances_path="keras_bertology.data.instances:packed_instances",
+        masker_path="keras_bertology.models.deberta_v3.masking:all_mask_masker",
+        packings=("full-sentences", "doc-sentences"),
+    ),
+    training=TrainingDefaults(
+        # As ELECTRA's discriminator, which at 1e-3 settles on "all original".
+        learning_rate=3e-4,
+    ),
+    conversion=Conversion(
+        hf_model_types=("deberta-v2",),
+        hf_tokenizer_path="keras_bertology.models.deberta_v3.hf_tokenizer:HF_TOKENIZER",
+        converter_path="keras_bertology.models.deberta.convert:convert",
+        hf_exporter_path="keras_bertology.models.deberta.convert:export",
+    ),
     options=(
         FamilyOption("objective", str, "rtd", "rtd: replaced token detection against a generator; mlm: the masked "
                      "LM alone on the last layer (the paper's baseline on the same encoder)", choices=("rtd", "mlm"),

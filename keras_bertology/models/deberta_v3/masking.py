@@ -3,5 +3,5 @@
 from keras_bertology.data.masking import token_masker
 
 
-def all_mask_masker(tokenizer, max_predictions, whole_word=False):
-    return token_masker(tokenizer, max_predictions, whole_word, mask_token_rate=1.0, random_token_rate=0.0)
+def all_mask_masker(context):
+    return token_masker(context, mask_token_rate=1.0, random_token_rate=0.0)

@@ -8,7 +8,7 @@ The family object is imported without TensorFlow; the classes load lazily.
 
 from keras_bertology.lazy_imports import lazy_attributes
 from keras_bertology.models.distilbert.presets import DISTILBERT_PRESETS
-from keras_bertology.models.family import FamilyOption, ModelFamily
+from keras_bertology.models.family import Conversion, DataRecipe, FamilyOption, ModelFamily, TrainingDefaults
 
 DISTILBERT = FAMILY = ModelFamily(
     name="distilbert",
@@ -16,17 +16,19 @@ DISTILBERT = FAMILY = ModelFamily(
     backbone_path="keras_bertology.models.bert.backbone:BertBackbone",
     pretrainer_path="keras_bertology.models.distilbert.pretrainer:distilbert_pretrainer",
     tokenizer_path="keras_bertology.tokenizers.wordpiece:train_wordpiece",
-    instances_path="keras_bertology.data.instances:packed_instances",
-    masker_path="keras_bertology.models.distilbert.masking:smoothed_masker",
-    masker_takes_token_counts=True,
     context_path="keras_bertology.models.distilbert.teacher:teacher_context",
-    hf_model_types=("distilbert",),
-    hf_tokenizer_path="keras_bertology.models.distilbert.hf_tokenizer:HF_TOKENIZER",
-    converter_path="keras_bertology.models.distilbert.convert:convert",
-    hf_exporter_path="keras_bertology.models.distilbert.convert:export",
-    masking="dynamic",
-    packings=("full-sentences", "doc-sentences"),
-    learning_rate=5e-4,
+    data=DataRecipe(
+        instances_path="keras_bertology.data.instances:packed_instances",
+        masker_path="keras_bertology.models.distilbert.masking:smoothed_masker",
+        packings=("full-sentences", "doc-sentences"),
+    ),
+    training=TrainingDefaults(learning_rate=5e-4),
+    conversion=Conversion(
+        hf_model_types=("distilbert",),
+        hf_tokenizer_path="keras_bertology.models.distilbert.hf_tokenizer:HF_TOKENIZER",
+        converter_path="keras_bertology.models.distilbert.convert:convert",
+        hf_exporter_path="keras_bertology.models.distilbert.convert:export",
+    ),
     options=(
         FamilyOption("teacher", str, None, "the trained masked LM to distil: a run folder or a Hugging Face "
                      "folder (required)", used_by=("context",)),

@@ -12,10 +12,10 @@ def smoothing_weights(token_counts, smoothing):
     return np.maximum(np.asarray(token_counts, np.float64), 1.0) ** -float(smoothing)
 
 
-def smoothed_masker(tokenizer, max_predictions, whole_word=False, mlm_smoothing=0.7, token_counts=None):
-    """`token_masker` weighing its choice by the corpus' `token_counts`; without counts (or smoothing 0)
-    the choice is uniform, as BERT's."""
+def smoothed_masker(context, mlm_smoothing=0.7):
+    """`token_masker` weighing its choice by the corpus' `context.token_counts`; without counts (or
+    smoothing 0) the choice is uniform, as BERT's."""
     weights = None
-    if token_counts is not None and mlm_smoothing > 0:
-        weights = smoothing_weights(token_counts, mlm_smoothing)
-    return token_masker(tokenizer, max_predictions, whole_word, selection_weights=weights)
+    if context.token_counts is not None and mlm_smoothing > 0:
+        weights = smoothing_weights(context.token_counts, mlm_smoothing)
+    return token_masker(context, selection_weights=weights)

@@ -6,7 +6,7 @@ model is the discriminator alone.
 
 from keras_bertology.lazy_imports import lazy_attributes
 from keras_bertology.models.electra.presets import ELECTRA_PRESETS
-from keras_bertology.models.family import FamilyOption, ModelFamily
+from keras_bertology.models.family import Conversion, DataRecipe, FamilyOption, ModelFamily, TrainingDefaults
 
 ELECTRA = FAMILY = ModelFamily(
     name="electra",
@@ -14,17 +14,22 @@ ELECTRA = FAMILY = ModelFamily(
     backbone_path="keras_bertology.models.bert.backbone:BertBackbone",
     pretrainer_path="keras_bertology.models.electra.pretrainer:electra_pretrainer",
     tokenizer_path="keras_bertology.tokenizers.wordpiece:train_wordpiece",
-    instances_path="keras_bertology.data.instances:packed_instances",
-    hf_model_types=("electra",),
-    hf_tokenizer_path="keras_bertology.models.electra.hf_tokenizer:HF_TOKENIZER",
-    converter_path="keras_bertology.models.electra.convert:convert",
-    hf_exporter_path="keras_bertology.models.electra.convert:export",
-    masking="dynamic",
-    masker_path="keras_bertology.models.electra.masking:electra_masker",
-    packings=("full-sentences", "doc-sentences"),
-    prediction_share=0.155,
-    # At 1e-3 electra-tiny's discriminator settles on "all original" within 100 steps; 3e-4 learns.
-    learning_rate=3e-4,
+    data=DataRecipe(
+        instances_path="keras_bertology.data.instances:packed_instances",
+        masker_path="keras_bertology.models.electra.masking:electra_masker",
+        packings=("full-sentences", "doc-sentences"),
+        prediction_share=0.155,
+    ),
+    training=TrainingDefaults(
+        # At 1e-3 electra-tiny's discriminator settles on "all original" within 100 steps; 3e-4 learns.
+        learning_rate=3e-4,
+    ),
+    conversion=Conversion(
+        hf_model_types=("electra",),
+        hf_tokenizer_path="keras_bertology.models.electra.hf_tokenizer:HF_TOKENIZER",
+        converter_path="keras_bertology.models.electra.convert:convert",
+        hf_exporter_path="keras_bertology.models.electra.convert:export",
+    ),
     options=(
         FamilyOption("generator_fraction", float, None, "generator width / discriminator width (default: the "
                      "preset's)", minimum=0.05, maximum=1.0, used_by=("pretrainer",)),

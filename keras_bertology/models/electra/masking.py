@@ -3,5 +3,5 @@
 from keras_bertology.data.masking import token_masker
 
 
-def electra_masker(tokenizer, max_predictions, whole_word=False):
-    return token_masker(tokenizer, max_predictions, whole_word, mask_token_rate=0.85, random_token_rate=0.0)
+def electra_masker(context):
+    return token_masker(context, mask_token_rate=0.85, random_token_rate=0.0)

@@ -3,23 +3,24 @@
 import numpy as np
 import tensorflow as tf
 
+from keras_bertology.data.builder_contexts import InstanceContext
 from keras_bertology.data.instances import Documents, _clean_documents
 from keras_bertology.data.next_token import stream_blocks
 from keras_bertology.errors import ConfigError
 from keras_bertology.models.elmo.characters import word_characters
 
 
-def sentence_instances(documents: Documents, seq_len: int, specials: dict, rng=None, copies: int = 1,
-                       packing=None) -> dict:
+def sentence_instances(documents: Documents, context: InstanceContext) -> dict:
     """Every sentence as <S> words </S> (bilm-tf's), the sentences of the corpus run on, cut into rows of
     `seq_len` words; the last row is padded. Deterministic, so `copies` repeat the same rows.
 
     Returns token_ids and padding_mask [N, seq_len] int32.
     """
+    specials = context.specials
     begin, end = np.array([specials["cls_id"]], np.int32), np.array([specials["sep_id"]], np.int32)
     stream = np.concatenate([piece for document in _clean_documents(documents) for sentence in document
                              for piece in (begin, sentence, end)]).astype(np.int32)
-    return stream_blocks(stream, seq_len, specials["pad_id"], copies)
+    return stream_blocks(stream, context.seq_len, specials["pad_id"], context.copies)
 
 
 class BidirectionalTargets:
@@ -46,10 +47,11 @@ class BidirectionalTargets:
                 "previous_token_weights": tf.concat([edge, mask[:, 1:] * mask[:, :-1]], axis=1)}
 
 
-def bidirectional_stage(tokenizer, max_predictions=None, whole_word=False):
+def bidirectional_stage(context):
     """The data stage for `ModelFamily.build_masker`: each direction predicts every word, so masking
     settings do not apply."""
-    if whole_word:
+    if context.whole_word:
         raise ConfigError("--whole-word does not apply to ELMo, whose language models predict every word")
+    tokenizer = context.tokenizer
     spellings = word_characters(tf.constant(tokenizer.vocabulary)).numpy()
     return BidirectionalTargets(spellings, tokenizer.vocab_size, tokenizer.unk_id)

@@ -6,7 +6,7 @@ The family object is imported without TensorFlow; the classes load lazily.
 """
 
 from keras_bertology.models.ernie.presets import ERNIE_PRESETS
-from keras_bertology.models.family import ModelFamily
+from keras_bertology.models.family import Conversion, DataRecipe, ModelFamily
 
 ERNIE = FAMILY = ModelFamily(
     name="ernie",
@@ -14,13 +14,16 @@ ERNIE = FAMILY = ModelFamily(
     backbone_path="keras_bertology.models.bert.backbone:BertBackbone",
     pretrainer_path="keras_bertology.models.bert.pretrainer:BertPretrainer",
     tokenizer_path="keras_bertology.tokenizers.wordpiece:train_wordpiece",
-    instances_path="keras_bertology.data.instances:sentence_pair_instances",
-    hf_model_types=("ernie",),
-    hf_tokenizer_path="keras_bertology.models.bert.hf_tokenizer:HF_TOKENIZER",
-    converter_path="keras_bertology.models.ernie.convert:convert",
-    hf_exporter_path="keras_bertology.models.ernie.convert:export",
-    masking="dynamic",
-    masking_units="words,phrases,entities",
+    data=DataRecipe(
+        instances_path="keras_bertology.data.instances:sentence_pair_instances",
+        masking_units="words,phrases,entities",
+    ),
+    conversion=Conversion(
+        hf_model_types=("ernie",),
+        hf_tokenizer_path="keras_bertology.models.bert.hf_tokenizer:HF_TOKENIZER",
+        converter_path="keras_bertology.models.ernie.convert:convert",
+        hf_exporter_path="keras_bertology.models.ernie.convert:export",
+    ),
 )
 
 __all__ = ["ERNIE", "ERNIE_PRESETS"]

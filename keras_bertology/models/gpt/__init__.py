@@ -7,7 +7,7 @@ next token. Exports serve `score` (log-likelihood of raw strings) and
 """
 
 from keras_bertology.lazy_imports import lazy_attributes
-from keras_bertology.models.family import ModelFamily
+from keras_bertology.models.family import Conversion, DataRecipe, InputLayout, ModelFamily
 from keras_bertology.models.gpt.presets import GPT_PRESETS
 
 GPT = FAMILY = ModelFamily(
@@ -16,15 +16,18 @@ GPT = FAMILY = ModelFamily(
     backbone_path="keras_bertology.models.gpt.backbone:GPTBackbone",
     pretrainer_path="keras_bertology.models.gpt.pretrainer:GPTPretrainer",
     tokenizer_path="keras_bertology.models.gpt.tokenizer:train_tokenizer",
-    instances_path="keras_bertology.models.gpt.instances:block_instances",
-    hf_model_types=("gpt2",),
-    hf_tokenizer_path="keras_bertology.models.gpt.hf_tokenizer:HF_TOKENIZER",
-    converter_path="keras_bertology.models.gpt.convert:convert",
-    hf_exporter_path="keras_bertology.models.gpt.convert:export",
-    masking="dynamic",
-    masker_path="keras_bertology.data.next_token:next_token_stage",
-    summary_position="last_text",
-    masks_tokens=False,
+    data=DataRecipe(
+        instances_path="keras_bertology.models.gpt.instances:block_instances",
+        masker_path="keras_bertology.data.next_token:next_token_stage",
+        masks_tokens=False,
+    ),
+    inputs=InputLayout(summary_position="last_text"),
+    conversion=Conversion(
+        hf_model_types=("gpt2",),
+        hf_tokenizer_path="keras_bertology.models.gpt.hf_tokenizer:HF_TOKENIZER",
+        converter_path="keras_bertology.models.gpt.convert:convert",
+        hf_exporter_path="keras_bertology.models.gpt.convert:export",
+    ),
 )
 
 __getattr__ = lazy_attributes(__name__, {

@@ -6,7 +6,7 @@ has no Linformer: no import or export.
 The family object is imported without TensorFlow; the classes load lazily.
 """
 
-from keras_bertology.models.family import FamilyOption, ModelFamily
+from keras_bertology.models.family import DataRecipe, FamilyOption, ModelFamily
 from keras_bertology.models.linformer.presets import LINFORMER_PRESETS
 
 # LowRankSelfAttention's sharing modes, named here so that the family loads without Keras.
@@ -18,9 +18,10 @@ LINFORMER = FAMILY = ModelFamily(
     backbone_path="keras_bertology.models.bert.backbone:BertBackbone",
     pretrainer_path="keras_bertology.models.roberta.pretrainer:RobertaPretrainer",
     tokenizer_path="keras_bertology.models.roberta.tokenizer:train_tokenizer",
-    instances_path="keras_bertology.data.instances:packed_instances",
-    masking="dynamic",
-    packings=("full-sentences", "doc-sentences"),
+    data=DataRecipe(
+        instances_path="keras_bertology.data.instances:packed_instances",
+        packings=("full-sentences", "doc-sentences"),
+    ),
     options=(
         FamilyOption("projected_length", int, None, "k, the rows keys and values are projected to (default: the "
                      "preset's)", minimum=1, maximum=65536, used_by=("backbone",), config_key="attention_options"),

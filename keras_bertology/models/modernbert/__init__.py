@@ -7,7 +7,7 @@ The family object is imported without TensorFlow; the classes load lazily.
 """
 
 from keras_bertology.lazy_imports import lazy_attributes
-from keras_bertology.models.family import FamilyOption, ModelFamily
+from keras_bertology.models.family import Conversion, DataRecipe, FamilyOption, ModelFamily, TrainingDefaults
 from keras_bertology.models.modernbert.presets import MODERNBERT_PRESETS
 
 MODERNBERT = FAMILY = ModelFamily(
@@ -16,17 +16,20 @@ MODERNBERT = FAMILY = ModelFamily(
     backbone_path="keras_bertology.models.modernbert.backbone:ModernBertBackbone",
     pretrainer_path="keras_bertology.models.modernbert.pretrainer:ModernBertPretrainer",
     tokenizer_path="keras_bertology.models.deberta.tokenizer:train_tokenizer",
-    instances_path="keras_bertology.data.instances:packed_instances",
-    hf_model_types=("modernbert",),
-    hf_tokenizer_path="keras_bertology.models.modernbert.hf_tokenizer:HF_TOKENIZER",
-    converter_path="keras_bertology.models.modernbert.convert:convert",
-    hf_exporter_path="keras_bertology.models.modernbert.convert:export",
-    masking="dynamic",
-    masker_path="keras_bertology.models.modernbert.masking:modernbert_masker",
-    packings=("full-sentences", "doc-sentences", "unpadded"),
-    # 30% of 128 tokens is 38.4: 40 prediction slots hold every draw.
-    prediction_share=0.3125,
-    schedule="wsd",
+    data=DataRecipe(
+        instances_path="keras_bertology.data.instances:packed_instances",
+        masker_path="keras_bertology.models.modernbert.masking:modernbert_masker",
+        packings=("full-sentences", "doc-sentences", "unpadded"),
+        # 30% of 128 tokens is 38.4: 40 prediction slots hold every draw.
+        prediction_share=0.3125,
+    ),
+    training=TrainingDefaults(schedule="wsd"),
+    conversion=Conversion(
+        hf_model_types=("modernbert",),
+        hf_tokenizer_path="keras_bertology.models.modernbert.hf_tokenizer:HF_TOKENIZER",
+        converter_path="keras_bertology.models.modernbert.convert:convert",
+        hf_exporter_path="keras_bertology.models.modernbert.convert:export",
+    ),
     options=(
         FamilyOption("mask_rate", float, 0.3, "share of the tokens the masked LM predicts (the original's 0.3)",
                      minimum=0.01, maximum=0.5, used_by=("masker",)),

@@ -3,6 +3,6 @@
 from keras_bertology.data.masking import token_masker
 
 
-def modernbert_masker(tokenizer, max_predictions, whole_word=False, mask_rate=0.3, **rates):
+def modernbert_masker(context, mask_rate=0.3, **rates):
     """`data.masking.token_masker` choosing `mask_rate` of the tokens (the original's 30%)."""
-    return token_masker(tokenizer, max_predictions, whole_word=whole_word, mask_rate=mask_rate, **rates)
+    return token_masker(context, mask_rate=mask_rate, **rates)

@@ -3,7 +3,7 @@ vocabulary learned from the corpus (as the original's; it runs inside the SavedM
 as RobertaTokenizer's vocab.json + merges.txt)."""
 
 from keras_bertology.lazy_imports import lazy_attributes
-from keras_bertology.models.family import ModelFamily
+from keras_bertology.models.family import Conversion, DataRecipe, ModelFamily
 from keras_bertology.models.roberta.presets import ROBERTA_PRESETS
 
 ROBERTA = FAMILY = ModelFamily(
@@ -12,13 +12,16 @@ ROBERTA = FAMILY = ModelFamily(
     backbone_path="keras_bertology.models.bert.backbone:BertBackbone",
     pretrainer_path="keras_bertology.models.roberta.pretrainer:RobertaPretrainer",
     tokenizer_path="keras_bertology.models.roberta.tokenizer:train_tokenizer",
-    instances_path="keras_bertology.data.instances:packed_instances",
-    hf_model_types=("roberta",),
-    hf_tokenizer_path="keras_bertology.models.roberta.hf_tokenizer:HF_TOKENIZER",
-    converter_path="keras_bertology.models.bert.convert:convert",
-    hf_exporter_path="keras_bertology.models.bert.convert:export_roberta",
-    masking="dynamic",
-    packings=("full-sentences", "doc-sentences", "unpadded"),
+    data=DataRecipe(
+        instances_path="keras_bertology.data.instances:packed_instances",
+        packings=("full-sentences", "doc-sentences", "unpadded"),
+    ),
+    conversion=Conversion(
+        hf_model_types=("roberta",),
+        hf_tokenizer_path="keras_bertology.models.roberta.hf_tokenizer:HF_TOKENIZER",
+        converter_path="keras_bertology.models.bert.convert:convert",
+        hf_exporter_path="keras_bertology.models.bert.convert:export_roberta",
+    ),
 )
 
 __getattr__ = lazy_attributes(__name__, {

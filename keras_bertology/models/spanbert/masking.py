@@ -3,8 +3,8 @@
 from keras_bertology.data.span_masking import SpanMasker, geometric_span_probs
 
 
-def span_masker(tokenizer, max_predictions, whole_word=True, span_p=0.2, max_span=10):
-    """Spans are whole words always (`whole_word` is accepted for the common signature); adds the
-    boundary features the span boundary objective reads."""
-    return SpanMasker.for_tokenizer(tokenizer, geometric_span_probs(span_p, max_span), max_predictions,
+def span_masker(context, span_p=0.2, max_span=10):
+    """Spans are whole words always (whatever `context.whole_word` says); adds the boundary features the
+    span boundary objective reads."""
+    return SpanMasker.for_tokenizer(context.tokenizer, geometric_span_probs(span_p, max_span), context.max_predictions,
                                     per_span_decision=True, boundaries=True)

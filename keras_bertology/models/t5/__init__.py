@@ -11,7 +11,7 @@ The family object is imported without TensorFlow; the classes load lazily
 """
 
 from keras_bertology.lazy_imports import lazy_attributes
-from keras_bertology.models.family import FamilyOption, ModelFamily
+from keras_bertology.models.family import Conversion, DataRecipe, FamilyOption, InputLayout, ModelFamily
 from keras_bertology.models.t5.presets import T5_PRESETS
 
 T5 = FAMILY = ModelFamily(
@@ -20,17 +20,21 @@ T5 = FAMILY = ModelFamily(
     backbone_path="keras_bertology.models.t5.backbone:T5Backbone",
     pretrainer_path="keras_bertology.models.t5.pretrainer:T5Pretrainer",
     tokenizer_path="keras_bertology.models.t5.tokenizer:train_tokenizer",
-    instances_path="keras_bertology.models.t5.instances:stream_chunks",
-    masking="dynamic",
-    masker_path="keras_bertology.models.t5.masking:span_corruption_stage",
-    segment_packer_path="keras_bertology.models.t5.packing:pack_segments",
-    summary_position="mean",  # no [CLS]: a classifier on the encoder reads the mean of its states
-    masks_tokens=False,
-    masker_takes_seq_len=True,
-    hf_model_types=("t5",),
-    hf_tokenizer_path="keras_bertology.models.t5.hf_tokenizer:HF_TOKENIZER",
-    converter_path="keras_bertology.models.t5.convert:convert",
-    hf_exporter_path="keras_bertology.models.t5.convert:export",
+    data=DataRecipe(
+        instances_path="keras_bertology.models.t5.instances:stream_chunks",
+        masker_path="keras_bertology.models.t5.masking:span_corruption_stage",
+        masks_tokens=False,
+    ),
+    inputs=InputLayout(
+        segment_packer_path="keras_bertology.models.t5.packing:pack_segments",
+        summary_position="mean",  # no [CLS]: a classifier on the encoder reads the mean of its states
+    ),
+    conversion=Conversion(
+        hf_model_types=("t5",),
+        hf_tokenizer_path="keras_bertology.models.t5.hf_tokenizer:HF_TOKENIZER",
+        converter_path="keras_bertology.models.t5.convert:convert",
+        hf_exporter_path="keras_bertology.models.t5.convert:export",
+    ),
     options=(
         FamilyOption("noise_density", float, 0.15, "span corruption: share of each row's tokens replaced",
                      minimum=0.01, maximum=0.9, used_by=("masker", "instances")),

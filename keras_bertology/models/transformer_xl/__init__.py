@@ -9,7 +9,7 @@ corpus). Exports serve `score` and `generate` without memory, like `gpt`.
 """
 
 from keras_bertology.lazy_imports import lazy_attributes
-from keras_bertology.models.family import FamilyOption, ModelFamily
+from keras_bertology.models.family import Conversion, DataRecipe, FamilyOption, InputLayout, ModelFamily
 from keras_bertology.models.transformer_xl.presets import TRANSFORMER_XL_PRESETS
 
 TRANSFORMER_XL = FAMILY = ModelFamily(
@@ -18,14 +18,17 @@ TRANSFORMER_XL = FAMILY = ModelFamily(
     backbone_path="keras_bertology.models.transformer_xl.backbone:TransformerXLBackbone",
     pretrainer_path="keras_bertology.models.transformer_xl.pretrainer:TransformerXLPretrainer",
     tokenizer_path="keras_bertology.models.gpt.tokenizer:train_tokenizer",
-    instances_path="keras_bertology.models.transformer_xl.instances:stream_segments",
-    hf_model_types=("transfo-xl",),
-    converter_path="keras_bertology.models.transformer_xl.convert:convert",
-    masking="dynamic",
-    masker_path="keras_bertology.data.next_token:next_token_stage",
-    summary_position="last_text",
-    stream_batches=True,
-    masks_tokens=False,
+    data=DataRecipe(
+        instances_path="keras_bertology.models.transformer_xl.instances:stream_segments",
+        masker_path="keras_bertology.data.next_token:next_token_stage",
+        stream_batches=True,
+        masks_tokens=False,
+    ),
+    inputs=InputLayout(summary_position="last_text"),
+    conversion=Conversion(
+        hf_model_types=("transfo-xl",),
+        converter_path="keras_bertology.models.transformer_xl.convert:convert",
+    ),
     options=(
         FamilyOption("mem_len", int, None, "Transformer-XL memory: states of the previous batch kept per layer "
                      "(0: none; default: the preset's)", minimum=0, maximum=4096, used_by=("pretrainer",)),

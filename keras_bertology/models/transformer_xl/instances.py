@@ -11,9 +11,10 @@ rows again.
 
 Example:
     >>> import numpy as np
+    >>> from keras_bertology.data.builder_contexts import InstanceContext
     >>> from keras_bertology.models.transformer_xl.instances import stream_segments
     >>> documents = [[np.arange(10, 20)], [np.arange(20, 40)]]
-    >>> out = stream_segments(documents, 4, {"sep_id": 1, "pad_id": 0}, batch_size=2)
+    >>> out = stream_segments(documents, InstanceContext(4, {"sep_id": 1, "pad_id": 0}, batch_size=2))
     >>> out["token_ids"][:4].tolist()  # batch 0 rows 0 and 1, batch 1 rows 0 and 1
     [[10, 11, 12, 13], [25, 26, 27, 28], [14, 15, 16, 17], [29, 30, 31, 32]]
     >>> out["next_token_ids"][2].tolist(), out["stream_start"][:4].tolist()
@@ -22,27 +23,28 @@ Example:
 
 import numpy as np
 
+from keras_bertology.data.builder_contexts import InstanceContext
 from keras_bertology.data.instances import Documents
 from keras_bertology.data.next_token import token_stream
 from keras_bertology.errors import ConfigError
 
 
-def stream_segments(documents: Documents, seq_len: int, specials: dict, rng=None, copies: int = 1,
-                    packing=None, *, batch_size: int, replicas: int = 1) -> dict[str, np.ndarray]:
+def stream_segments(documents: Documents, context: InstanceContext) -> dict[str, np.ndarray]:
     """Instances in stream order: index `t * batch_size + r` is row r's t-th segment.
 
     Returns token_ids, next_token_ids and padding_mask (all ones) [N, seq_len]
-    int32 and stream_start [N] int32. `batch_size` is the global batch, shared
-    by `replicas` in equal slices (each row stays in its slot). `rng` and
-    `packing` are accepted for the common signature (nothing is drawn; packing
-    must be None).
+    int32 and stream_start [N] int32. The context's `batch_size` is the global
+    batch, shared by its `replicas` in equal slices (each row stays in its slot).
+    Nothing is drawn; the context's packing must be None.
     """
+    seq_len, copies, packing = context.seq_len, context.copies, context.packing
+    batch_size, replicas = context.batch_size, context.replicas
     if packing is not None:
         raise ConfigError(f"Transformer-XL streams contiguous text; packing must be None, got {packing!r}.")
     if copies < 1 or batch_size < 1 or batch_size % replicas:
         raise ConfigError(f"copies={copies} and batch_size={batch_size} must be at least 1, and the batch must "
                           f"divide evenly among {replicas} replicas.")
-    stream = token_stream(documents, specials["sep_id"])
+    stream = token_stream(documents, context.specials["sep_id"])
     row_length = len(stream) // batch_size
     batches = (row_length - 1) // seq_len
     if batches < 1:

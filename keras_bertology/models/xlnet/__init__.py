@@ -8,7 +8,7 @@ stream only.
 """
 
 from keras_bertology.lazy_imports import lazy_attributes
-from keras_bertology.models.family import FamilyOption, ModelFamily
+from keras_bertology.models.family import Conversion, DataRecipe, FamilyOption, InputLayout, ModelFamily
 from keras_bertology.models.xlnet.presets import XLNET_PRESETS
 
 XLNET = FAMILY = ModelFamily(
@@ -17,18 +17,23 @@ XLNET = FAMILY = ModelFamily(
     backbone_path="keras_bertology.models.xlnet.backbone:XLNetBackbone",
     pretrainer_path="keras_bertology.models.xlnet.pretrainer:XLNetPretrainer",
     tokenizer_path="keras_bertology.models.xlnet.tokenizer:train_tokenizer",
-    instances_path="keras_bertology.models.xlnet.instances:stream_instances",
-    hf_model_types=("xlnet",),
-    hf_tokenizer_path="keras_bertology.models.xlnet.hf_tokenizer:HF_TOKENIZER",
-    converter_path="keras_bertology.models.xlnet.convert:convert",
-    hf_exporter_path="keras_bertology.models.xlnet.convert:export",
-    masking="dynamic",
-    masks_units=False,
-    masker_path="keras_bertology.models.xlnet.permutation:permutation_masker",
-    segment_packer_path="keras_bertology.models.xlnet.packing:pack_segments",
-    summary_position="last",
-    prediction_share=1 / 6,
-    stream_batches=True,
+    data=DataRecipe(
+        instances_path="keras_bertology.models.xlnet.instances:stream_instances",
+        masks_units=False,
+        masker_path="keras_bertology.models.xlnet.permutation:permutation_masker",
+        prediction_share=1 / 6,
+        stream_batches=True,
+    ),
+    inputs=InputLayout(
+        segment_packer_path="keras_bertology.models.xlnet.packing:pack_segments",
+        summary_position="last",
+    ),
+    conversion=Conversion(
+        hf_model_types=("xlnet",),
+        hf_tokenizer_path="keras_bertology.models.xlnet.hf_tokenizer:HF_TOKENIZER",
+        converter_path="keras_bertology.models.xlnet.convert:convert",
+        hf_exporter_path="keras_bertology.models.xlnet.convert:export",
+    ),
     options=(
         FamilyOption("mem_len", int, 64, "Transformer-XL memory: states of the previous batch kept per layer "
                      "(0: none)", minimum=0, maximum=4096, used_by=("pretrainer",)),

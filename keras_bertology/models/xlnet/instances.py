@@ -44,10 +44,12 @@ Departures from the original:
 
 Example:
     >>> import numpy as np
+    >>> from keras_bertology.data.builder_contexts import InstanceContext
     >>> from keras_bertology.models.xlnet.instances import stream_instances
     >>> documents = [[np.arange(10, 20), np.arange(20, 35)], [np.arange(40, 60)]]
-    >>> out = stream_instances(documents, 12, {"cls_id": 1, "sep_id": 2, "pad_id": 0},
-    ...                        np.random.default_rng(0), batch_size=2, reuse_len=4)
+    >>> specials = {"cls_id": 1, "sep_id": 2, "pad_id": 0}
+    >>> out = stream_instances(documents, InstanceContext(12, specials, np.random.default_rng(0), batch_size=2),
+    ...                        reuse_len=4)
     >>> out["token_ids"].shape  # 9 steps of 4 fit the 46-token row: 9 batches of 2
     (18, 12)
     >>> out["token_ids"][0, -2:].tolist(), out["segment_ids"][0, -2:].tolist()  # ... [SEP] [CLS]
@@ -60,6 +62,7 @@ Example:
 
 import numpy as np
 
+from keras_bertology.data.builder_contexts import InstanceContext
 from keras_bertology.data.instances import Documents, _clean_documents, _cut_counts
 from keras_bertology.errors import ConfigError
 
@@ -67,18 +70,18 @@ from keras_bertology.errors import ConfigError
 _FUNCTIONAL_TOKENS = 3
 
 
-def stream_instances(documents: Documents, seq_len: int, specials: dict, rng: np.random.Generator,
-                     copies: int = 1, packing: str | None = None, *, batch_size: int, replicas: int = 1,
-                     reuse_len: int | None = None, bi_data: bool = True) -> dict[str, np.ndarray]:
+def stream_instances(documents: Documents, context: InstanceContext, *, reuse_len: int | None = None,
+                     bi_data: bool = True) -> dict[str, np.ndarray]:
     """XLNet instances in stream order: index `t * batch_size + r` is row r's t-th chunk.
 
     Returns token_ids, segment_ids and padding_mask (all ones: every position
     is text) [N, seq_len] int32, N = copies * batches * batch_size, and
     `stream_start` [N] int32 (1 on a row's first chunk, where the memory
-    starts empty). `batch_size` is the global batch, shared by `replicas` in
-    equal contiguous slices. `packing` is accepted for the common signature
-    and must be None.
+    starts empty). The context's `batch_size` is the global batch, shared by
+    its `replicas` in equal contiguous slices; its packing must be None.
     """
+    seq_len, specials, rng, copies = context.seq_len, context.specials, context.rng, context.copies
+    batch_size, replicas, packing = context.batch_size, context.replicas, context.packing
     reuse_len = _check_config(seq_len, batch_size, replicas, reuse_len, bi_data, copies, packing)
     tokens, sentence_ids = _stream(_clean_documents(documents), specials["sep_id"])
     num_rows = batch_size // 2 if bi_data else batch_size

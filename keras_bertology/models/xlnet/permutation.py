@@ -77,17 +77,17 @@ from keras_bertology.data.span_masking import draw_lengths, ngram_probs
 from keras_bertology.errors import ConfigError
 
 
-def permutation_masker(tokenizer, max_predictions, whole_word=False, *, replicas=1, reuse_len=None,
-                       perm_size=None, partial_k=6, bi_data=True, **options):
-    """XLNet's stage for `tokenizer`; spans are whole words always (`whole_word` is accepted for the
-    common signature). `options`: max_gram, mask_alpha, mask_beta, ngram_unit of `PermutationMasker`.
+def permutation_masker(context, *, reuse_len=None, perm_size=None, partial_k=6, bi_data=True, **options):
+    """XLNet's stage for the `context`'s tokenizer and replicas; spans are whole words always (whatever
+    `context.whole_word` says). `options`: max_gram, mask_alpha, mask_beta, ngram_unit of `PermutationMasker`.
 
     Example:
         >>> import tensorflow as tf
         >>> from keras_bertology.tokenizers.wordpiece import WordPieceTokenizer
+        >>> from keras_bertology.data.builder_contexts import MaskingContext
         >>> from keras_bertology.models.xlnet.permutation import permutation_masker
         >>> tokenizer = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "to", "be", "##e"])
-        >>> masker = permutation_masker(tokenizer, max_predictions=5, partial_k=4)
+        >>> masker = permutation_masker(MaskingContext(tokenizer, max_predictions=5), partial_k=4)
         >>> ids = tf.constant([[5, 6, 7, 5, 6, 5, 6, 7, 5, 6, 7, 3, 6, 6, 3, 2]] * 2)
         >>> out = masker({"token_ids": ids, "segment_ids": tf.zeros_like(ids), "padding_mask": tf.ones_like(ids)})
         >>> out["perm_mask"].shape, out["target_mapping"].shape, out["target_ids"].shape
@@ -95,10 +95,11 @@ def permutation_masker(tokenizer, max_predictions, whole_word=False, *, replicas
         >>> out["target_weights"].numpy().tolist()  # round(16 / 4) = 4 targets, 2 per half
         [[1.0, 1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0, 0.0]]
     """
+    tokenizer = context.tokenizer
     special_ids = sorted({tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id, tokenizer.mask_id,
                           *tokenizer.special_ids})
-    return PermutationMasker(tokenizer.vocab_size, special_ids, tokenizer.word_start_table, max_predictions,
-                             replicas=replicas, reuse_len=reuse_len, perm_size=perm_size, partial_k=partial_k,
+    return PermutationMasker(tokenizer.vocab_size, special_ids, tokenizer.word_start_table, context.max_predictions,
+                             replicas=context.replicas, reuse_len=reuse_len, perm_size=perm_size, partial_k=partial_k,
                              bi_data=bi_data, **options)
 
 

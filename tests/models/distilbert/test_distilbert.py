@@ -14,6 +14,7 @@ import torch
 import transformers
 
 from hf_reference import perturbed_hf_model
+from keras_bertology.data.builder_contexts import MaskingContext
 from keras_bertology.models import BertBackbone
 from keras_bertology.models.bert.pretrainer import BertPretrainer
 from keras_bertology.models.distilbert import DISTILBERT
@@ -211,7 +212,7 @@ def test_masked_tokens_are_drawn_in_proportion_to_count_to_the_minus_smoothing(s
     40,000 rows: 5 standard errors are about 0.012 at p = 0.5, 0.0035 at p = 0.017."""
     counts = np.ones(12, np.int64)
     counts[5], counts[6] = 1000, 10
-    masker = smoothed_masker(_Vocabulary(), max_predictions=4, mlm_smoothing=smoothing, token_counts=counts)
+    masker = smoothed_masker(MaskingContext(_Vocabulary(), 4, token_counts=counts), mlm_smoothing=smoothing)
     rows = np.tile(np.array([1, 5, 5, 6, 5, 5, 5, 2]), (40_000, 1))
     chosen = _chosen_share(masker, rows, seed=7)
     assert len(chosen) == len(rows)  # one each
@@ -226,7 +227,7 @@ def test_several_tokens_a_row_are_drawn_without_replacement_in_weight_order():
     counts 1, 1/4^(1/s), ...): every pair's share against the sampling-without-replacement formula."""
     counts = np.ones(12, np.int64)
     counts[[5, 6, 7]] = [1, 16, 256]  # weights at s 0.5: 1, 1/4, 1/16
-    masker = smoothed_masker(_Vocabulary(), max_predictions=4, mlm_smoothing=0.5, token_counts=counts)
+    masker = smoothed_masker(MaskingContext(_Vocabulary(), 4, token_counts=counts), mlm_smoothing=0.5)
     tokens = np.array([5, 6, 7] * 4)
     rows = np.tile(np.concatenate([[1], tokens, [2]]), (30_000, 1))
     batch = masker({"token_ids": tf.constant(rows, tf.int32)}, seed=[11, 0])
@@ -349,7 +350,7 @@ def test_a_whole_word_is_drawn_with_the_weight_of_its_heaviest_piece():
 
     counts = np.ones(12, np.int64)
     counts[[5, 6, 8]] = [1000, 100, 1]  # at s 0.7: the continuation piece outweighs its word start 125x
-    masker = smoothed_masker(Words(), max_predictions=4, whole_word=True, mlm_smoothing=0.7, token_counts=counts)
+    masker = smoothed_masker(MaskingContext(Words(), 4, whole_word=True, token_counts=counts), mlm_smoothing=0.7)
     rows = np.tile(np.array([1, 5, 8, 6, 6, 6, 6, 6, 2]), (30_000, 1))
     batch = masker({"token_ids": tf.constant(rows, tf.int32)}, seed=[5, 0])
     positions, weights = batch["mask_positions"].numpy(), batch["mask_weights"].numpy()

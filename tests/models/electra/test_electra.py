@@ -12,6 +12,7 @@ import transformers
 from cli_runs import pretrain_two_plays
 from hf_reference import nonlinear_share, perturbed_hf_model
 from keras_bertology.convert.hf_checkpoint import convert_hf_checkpoint
+from keras_bertology.data.builder_contexts import MaskingContext
 from keras_bertology.layers import GumbelSampler, ReplaceTokens
 from keras_bertology.models import BertBackbone
 from keras_bertology.models.electra import ELECTRA
@@ -94,8 +95,8 @@ def _masked_batch(rows=16, length=24, seed=2, max_predictions=4):
     ids = np.random.default_rng(seed).integers(4, VOCAB, (rows, length)).astype("int32")
     ids[:, 0], ids[:, -1] = 1, 2
     ids[: rows // 2, -5:] = 0  # some padding
-    return electra_masker(_Tokenizer(), max_predictions)({"token_ids": tf.constant(ids),
-                                                          "segment_ids": tf.zeros_like(ids)})
+    return electra_masker(MaskingContext(_Tokenizer(), max_predictions))({"token_ids": tf.constant(ids),
+                                                                          "segment_ids": tf.zeros_like(ids)})
 
 
 def test_generator_and_discriminator_share_one_embedding_layer():

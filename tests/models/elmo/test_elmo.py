@@ -137,28 +137,30 @@ def test_words_are_spelled_as_bilm_spells_them():
 # --- pretraining data and objectives -------------------------------------------------------------------------
 
 def test_sentences_run_on_between_their_marks_cut_into_rows():
+    from keras_bertology.data.builder_contexts import InstanceContext
     from keras_bertology.models.elmo.instances import sentence_instances
 
     documents = [[np.array([7, 8, 9]), np.array([10])], [np.array([11, 12])]]
     specials = {"cls_id": 1, "sep_id": 2, "pad_id": 0}
-    rows = sentence_instances(documents, 4, specials, copies=2)
+    rows = sentence_instances(documents, InstanceContext(4, specials, copies=2))
     stream = [1, 7, 8, 9, 2, 1, 10, 2, 1, 11, 12, 2]
     assert rows["token_ids"].tolist() == [stream[:4], stream[4:8], stream[8:12]] * 2
     assert rows["padding_mask"].min() == 1
-    odd = sentence_instances(documents, 5, specials)
+    odd = sentence_instances(documents, InstanceContext(5, specials))
     assert odd["token_ids"][-1].tolist() == [12, 2, 0, 0, 0] and odd["padding_mask"][-1].tolist() == [1, 1, 0, 0, 0]
 
 
 def test_the_data_stage_spells_every_word_and_targets_both_neighbours():
     import tensorflow as tf
 
+    from keras_bertology.data.builder_contexts import MaskingContext
     from keras_bertology.tokenizers.word import WordTokenizer
     from keras_bertology.models.elmo.characters import word_characters
     from keras_bertology.models.elmo.instances import bidirectional_stage
 
     words = ["<pad>", "<S>", "</S>", "<UNK>", "the", "vase", "broke", "zeugma"]
     tokenizer = WordTokenizer(words, predicted=7)  # "zeugma" is spelled, never predicted
-    stage = bidirectional_stage(tokenizer)
+    stage = bidirectional_stage(MaskingContext(tokenizer))
     token_ids = np.array([[1, 4, 7, 6, 2], [1, 5, 2, 0, 0]])
     padding = (token_ids > 0).astype("int32")
     batch = {name: np.asarray(value) for name, value in stage({"token_ids": token_ids, "padding_mask": padding}).items()}

@@ -15,6 +15,7 @@ from counting import shapes_only
 from hf_reference import save_hf_model
 from keras_bertology.cli import main
 from keras_bertology.convert.hf_checkpoint import convert_hf_checkpoint
+from keras_bertology.data.builder_contexts import InstanceContext
 from keras_bertology.data.next_token import NextTokenTargets
 from keras_bertology.models.gpt import GPT, GPTBackbone, GPTPretrainer
 from keras_bertology.models.gpt.instances import block_instances
@@ -146,7 +147,7 @@ def test_next_token_targets_shift_by_one_and_weigh_real_pairs_only():
 def test_blocks_hold_the_corpus_as_one_stream_with_end_of_text_between_documents():
     documents = [[np.array([1, 2, 3]), np.array([4])], [np.array([5, 6])], [np.array([], np.int32)],
                  [np.array([7, 8, 9, 10, 11])]]
-    blocks = block_instances(documents, 4, {"cls_id": 0, "sep_id": 99, "pad_id": 0})
+    blocks = block_instances(documents, InstanceContext(4, {"cls_id": 0, "sep_id": 99, "pad_id": 0}))
     assert blocks["token_ids"].tolist() == [[1, 2, 3, 4], [99, 5, 6, 99], [7, 8, 9, 10], [11, 99, 0, 0]]
     assert blocks["padding_mask"].tolist() == [[1] * 4, [1] * 4, [1] * 4, [1, 1, 0, 0]]
 

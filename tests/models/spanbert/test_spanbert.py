@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from cli_runs import pretrain_two_plays
+from keras_bertology.data.builder_contexts import MaskingContext
 from keras_bertology.layers import SpanBoundaryHead
 from keras_bertology.models import BertBackbone
 from keras_bertology.models.spanbert import SpanBertPretrainer
@@ -95,7 +96,7 @@ def _span_batch(batch=16, seq_len=24, seed=3):
     rng = np.random.default_rng(seed)
     ids = rng.integers(5, VOCAB, size=(batch, seq_len)).astype("int32")
     ids[:, 0], ids[:, -1] = 1, 2
-    return span_masker(_Tokenizer(), max_predictions=6)(
+    return span_masker(MaskingContext(_Tokenizer(), max_predictions=6))(
         {"token_ids": tf.constant(ids), "segment_ids": tf.zeros_like(ids)})
 
 

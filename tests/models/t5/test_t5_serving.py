@@ -19,6 +19,7 @@ import transformers
 from bare_serving import saved_model_cli
 from hf_reference import perturbed_hf_model, save_hf_model
 from keras_bertology.cli import main
+from keras_bertology.data.builder_contexts import InstanceContext
 from keras_bertology.data.corpus import default_corpus_paths, read_corpus
 from keras_bertology.data.span_corruption import row_lengths
 from keras_bertology.models.t5.tokenizer import T5_SPECIAL_TOKENS
@@ -159,7 +160,7 @@ def test_the_stream_is_cut_into_rows_that_span_corruption_fits_into_the_sequence
     tokenizer = train_tokenizer(sentences, 400)
     documents = [[np.asarray(row, np.int32) for row in tokenizer.tokenize(tf.constant(sentences[start:start + 50]))
                   .to_list()] for start in range(0, 400, 50)]
-    chunks = stream_chunks(documents, 64, {"pad_id": 0, "cls_id": None, "sep_id": 1})
+    chunks = stream_chunks(documents, InstanceContext(64, {"pad_id": 0, "cls_id": None, "sep_id": 1}))
     width, _ = row_lengths(64)
     assert chunks["token_ids"].shape[1] == width == 70
     stream = np.concatenate([piece for document in documents for piece in document])

@@ -14,6 +14,7 @@ from keras import ops
 import transformer_xl_reference as reference
 from counting import shapes_only
 from keras_bertology.cli import main
+from keras_bertology.data.builder_contexts import InstanceContext
 from keras_bertology.layers.adaptive_softmax import AdaptiveEmbedding, AdaptiveSoftmax
 from keras_bertology.models.transformer_xl import TRANSFORMER_XL, TransformerXLBackbone
 from keras_bertology.models.transformer_xl.instances import stream_segments
@@ -199,7 +200,7 @@ def test_stream_segments_walk_each_row_of_one_stream_in_order():
     after its position, across segment borders; `copies` start the streams again."""
     rng = np.random.default_rng(0)
     documents = [[rng.integers(5, 90, rng.integers(3, 20)) for _ in range(rng.integers(1, 6))] for _ in range(40)]
-    out = stream_segments(documents, 7, {"sep_id": 1, "pad_id": 0}, batch_size=4, copies=2)
+    out = stream_segments(documents, InstanceContext(7, {"sep_id": 1, "pad_id": 0}, copies=2, batch_size=4))
     stream = np.concatenate([piece for document in documents for piece in (*document, [1])])
     row_length = len(stream) // 4
     batches = (row_length - 1) // 7

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_bertology.data.builder_contexts import InstanceContext, MaskingContext
 from keras_bertology.data.corpus import default_corpus_paths, read_corpus
 from keras_bertology.data.pipeline import make_dataset
 from keras_bertology.tokenizers.sentencepiece import train_sentencepiece
@@ -73,7 +74,7 @@ def stream():
 
 @pytest.fixture(scope="module")
 def streamed(stream):
-    return stream_instances(stream.documents, 64, SPECIALS, np.random.default_rng(2), batch_size=8)
+    return stream_instances(stream.documents, InstanceContext(64, SPECIALS, np.random.default_rng(2), batch_size=8))
 
 
 def _parts(token_ids, segment_ids, reuse_len):
@@ -92,8 +93,8 @@ def test_rows_continue_across_batches_and_backward_rows_reverse_forward_rows(str
     the stream and A follows the reuse part; rows B/2.. are the forward rows reversed. Shared by two
     replicas, each replica's four rows are two forward rows, then the same two reversed."""
     if replicas > 1:
-        streamed = stream_instances(stream.documents, 64, SPECIALS, np.random.default_rng(2), batch_size=8,
-                                    replicas=replicas)
+        streamed = stream_instances(stream.documents, InstanceContext(64, SPECIALS, np.random.default_rng(2),
+                                                                      batch_size=8, replicas=replicas))
     rows, _ = stream.rows(8, replicas=replicas)
     steps = rows.shape[1]
     batches = (steps - 64) // 32 + 1
@@ -148,8 +149,9 @@ def test_b_is_whole_sentences_of_its_row_and_continues_a_half_the_time(stream, s
 
 
 def test_copies_repeat_the_rows_with_new_b_segments(stream):
-    one = stream_instances(stream.documents, 64, SPECIALS, np.random.default_rng(3), batch_size=8)
-    two = stream_instances(stream.documents, 64, SPECIALS, np.random.default_rng(3), copies=2, batch_size=8)
+    one = stream_instances(stream.documents, InstanceContext(64, SPECIALS, np.random.default_rng(3), batch_size=8))
+    two = stream_instances(stream.documents, InstanceContext(64, SPECIALS, np.random.default_rng(3), copies=2,
+                                                          batch_size=8))
     n = len(one["token_ids"])
     assert len(two["token_ids"]) == 2 * n
     np.testing.assert_array_equal(two["token_ids"][:n, :32], two["token_ids"][n:, :32])
@@ -162,7 +164,7 @@ def test_copies_repeat_the_rows_with_new_b_segments(stream):
 
 
 def test_unidirectional_rows_and_odd_batches(stream):
-    out = stream_instances(stream.documents, 48, SPECIALS, np.random.default_rng(4), batch_size=3,
+    out = stream_instances(stream.documents, InstanceContext(48, SPECIALS, np.random.default_rng(4), batch_size=3),
                            reuse_len=20, bi_data=False)
     rows, _ = stream.rows(3, bi_data=False)
     token_ids = out["token_ids"].reshape(-1, 3, 48)
@@ -184,9 +186,11 @@ def test_unidirectional_rows_and_odd_batches(stream):
 ])
 def test_bad_settings_are_refused(kwargs, message):
     documents = [[np.arange(10, 400)], [np.arange(400, 800)]]  # 790 tokens + 1 separator
-    args = {"seq_len": 64, "batch_size": 4, **kwargs}
+    settings = {"seq_len": 64, "batch_size": 4, **kwargs}
+    options = {name: settings.pop(name) for name in ("reuse_len",) if name in settings}
     with pytest.raises(ConfigError, match=message):
-        stream_instances(documents, args.pop("seq_len"), SPECIALS, np.random.default_rng(0), **args)
+        stream_instances(documents, InstanceContext(specials=SPECIALS, rng=np.random.default_rng(0), **settings),
+                         **options)
 
 
 # ---------------------------------------------------------------- the permutation stage
@@ -247,7 +251,7 @@ def test_first_spans_follow_the_inverse_n_law_and_the_context_rule(unit, replica
     start spans at word starts.
     """
     forward = _word_rows(np.random.default_rng(5), 1500, 256)
-    masker = permutation_masker(FAKE_TOKENIZER, 24, ngram_unit=unit, replicas=replicas)
+    masker = permutation_masker(MaskingContext(FAKE_TOKENIZER, 24, replicas=replicas), ngram_unit=unit)
     out = _run(masker, _bidirectional_batches(forward, 300, replicas))
     targets = _targets(out)
     np.testing.assert_array_equal(out["target_weights"].sum(axis=1), 24)
@@ -289,10 +293,11 @@ def test_goal_is_met_by_top_up_and_capped_by_the_selectable_tokens():
     rows = _word_rows(rng, 64, 32)
     rows[:, -3:] = [SEP, SEP, CLS]
     rows[:, 5] = SEP
-    dense = _run(permutation_masker(FAKE_TOKENIZER, 32, partial_k=2), [_features(rows)])  # goal 16: 8 + 8
+    context = MaskingContext(FAKE_TOKENIZER, 32)
+    dense = _run(permutation_masker(context, partial_k=2), [_features(rows)])  # goal 16: 8 + 8
     np.testing.assert_array_equal(_targets(dense)[:, :16].sum(axis=1), 8)
     np.testing.assert_array_equal(_targets(dense)[:, 16:].sum(axis=1), 8)
-    full = _run(permutation_masker(FAKE_TOKENIZER, 32, partial_k=1), [_features(rows)])  # goal 32: 16 + 16
+    full = _run(permutation_masker(context, partial_k=1), [_features(rows)])  # goal 32: 16 + 16
     np.testing.assert_array_equal(_targets(full)[:, :16].sum(axis=1), 15)  # 16 minus the separator
     np.testing.assert_array_equal(_targets(full)[:, 16:].sum(axis=1), 13)  # 16 minus [SEP] [SEP] [CLS]
     np.testing.assert_array_equal(_targets(full), ~np.isin(rows, [SEP, CLS]))
@@ -387,8 +392,8 @@ def test_pipeline_on_shakespeare_gives_valid_orders_and_targets(tokenizer_and_do
     every row a mask that is a factorization order with the halves' rules."""
     tokenizer, documents = tokenizer_and_documents
     specials = {"cls_id": tokenizer.cls_id, "sep_id": tokenizer.sep_id, "pad_id": tokenizer.pad_id}
-    instances = stream_instances(documents, 64, specials, np.random.default_rng(8), batch_size=8)
-    masker = permutation_masker(tokenizer, 12)
+    instances = stream_instances(documents, InstanceContext(64, specials, np.random.default_rng(8), batch_size=8))
+    masker = permutation_masker(MaskingContext(tokenizer, 12))
     dataset = make_dataset(instances, 8, masker, shuffle=False)
     expected = {"token_ids": ((8, 64), tf.int32), "segment_ids": ((8, 64), tf.int32),
                 "padding_mask": ((8, 64), tf.int32), "perm_mask": ((8, 64, 64), tf.float32),
@@ -429,9 +434,9 @@ def test_pipeline_on_shakespeare_gives_valid_orders_and_targets(tokenizer_and_do
 def test_targets_and_orders_are_drawn_anew_at_every_call(tokenizer_and_documents):
     tokenizer, documents = tokenizer_and_documents
     specials = {"cls_id": tokenizer.cls_id, "sep_id": tokenizer.sep_id, "pad_id": tokenizer.pad_id}
-    instances = stream_instances(documents, 128, specials, np.random.default_rng(9), batch_size=16)
+    instances = stream_instances(documents, InstanceContext(128, specials, np.random.default_rng(9), batch_size=16))
     batch = {key: tf.constant(value[:16]) for key, value in instances.items()}
-    masker = permutation_masker(tokenizer, 21)
+    masker = permutation_masker(MaskingContext(tokenizer, 21))
     first, second = masker(batch), masker(batch)
     assert np.mean(np.any(first["target_mapping"].numpy() != second["target_mapping"].numpy(), axis=(1, 2))) > 0.9
     assert np.mean(np.any(first["perm_mask"].numpy() != second["perm_mask"].numpy(), axis=(1, 2))) > 0.9
@@ -447,13 +452,13 @@ def test_targets_and_orders_are_drawn_anew_at_every_call(tokenizer_and_documents
 def test_bad_stage_settings_are_refused(kwargs, message):
     args = {"max_predictions": 10, **kwargs}
     with pytest.raises(ConfigError, match=message):
-        masker = permutation_masker(FAKE_TOKENIZER, args.pop("max_predictions"), **args)
+        masker = permutation_masker(MaskingContext(FAKE_TOKENIZER, args.pop("max_predictions")), **args)
         masker(_features(_word_rows(np.random.default_rng(0), 4, 64)))
 
 
 @pytest.mark.parametrize("rows,replicas,message", [(3, 1, "even batch"), (6, 2, "even batch"),
                                                    (6, 4, "does not divide among 4 replicas")])
 def test_bidirectional_batches_must_be_even_per_replica(rows, replicas, message):
-    masker = permutation_masker(FAKE_TOKENIZER, 10, replicas=replicas)
+    masker = permutation_masker(MaskingContext(FAKE_TOKENIZER, 10, replicas=replicas))
     with pytest.raises(ConfigError, match=message):
         masker(_features(_word_rows(np.random.default_rng(0), rows, 64)))
