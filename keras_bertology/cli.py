@@ -91,8 +91,8 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser():
     from keras_bertology.models import FAMILIES
-    from keras_bertology.pretraining.options import (MIN_WINDOWS, OPTIMIZERS, PRECISIONS, SCHEDULES, STRATEGIES,
-                                                   XLA_CHOICES, PretrainOptions)
+    from keras_bertology.engine.choices import OPTIMIZERS, SCHEDULES, STRATEGIES
+    from keras_bertology.pretraining.options import MIN_WINDOWS, PRECISIONS, XLA_CHOICES, PretrainOptions
 
     defaults = PretrainOptions()
     parser = _Parser(prog="bertology", description=__doc__.split("\n\n")[0])

@@ -35,7 +35,7 @@ os.environ.setdefault("BERTOLOGY_XLA", "auto" if os.environ["KERAS_BACKEND"] == 
 os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 # JAX compiles each process's steps again, seconds each on 2 cores, and the suite starts the same bert-tiny
-# steps in many processes (a killed job started again, loopback and kill runs on the same mesh): one
+# steps in many processes (a killed job started again on the same mesh, the same tiny model in each): one
 # compilation cache for this test run, which every worker and the processes they start share (they inherit
 # the variable; the cache is keyed on the program, so nothing else is reused). Measured on the 2-core machine
 # under load, a 20-step JAX run of bert-tiny: 49 s without, 34 s with the cache warm.

@@ -10,8 +10,7 @@ import os
 
 from keras_bertology import flag_ranges as ranges
 from keras_bertology.data.recipe_fields import RECIPE_FIELDS
-from keras_bertology.engine.choices import (  # noqa: F401  (re-exported)
-    OPTIMIZERS, RATE_FACTORS, SCHEDULES, STRATEGIES)
+from keras_bertology.engine.choices import OPTIMIZERS, RATE_FACTORS, SCHEDULES, STRATEGIES
 from keras_bertology.errors import ConfigError
 from keras_bertology.models.family import ENCODER_SIZES
 from keras_bertology.models.registry import DEFAULT_MODEL, check_preset, default_preset, get_family

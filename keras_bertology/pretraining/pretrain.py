@@ -7,6 +7,7 @@ instance builder, masking and objectives (see `models.family.ModelFamily`).
 
 import atexit
 import dataclasses
+import functools
 import shutil
 import tempfile
 import time
@@ -159,6 +160,12 @@ class _RunData:
     eval_tokenized: list | None = None
     units_record: dict = dataclasses.field(default_factory=dict)
 
+    @functools.cached_property
+    def token_counts(self):
+        """How often each id occurs in the instances, for a masking stage that weighs tokens by frequency:
+        counted once, when a masker is first built, for the run's masker and the held-out one alike."""
+        return corpus_token_counts(self.instances, self.tokenizer)
+
 
 def _read_data(family, options, source, run_dir, checkpoints, context, replicas):
     """Data phase: the tokenizer and the instances, from prepared shards or from the corpus read now."""
@@ -236,8 +243,8 @@ def _batches(family, options, source, data, pretrainer, done_steps, run_dir, che
     """Batches phase: the masked batches from the shards or the instances, and the held-out evaluation's."""
     batches = (_shard_batches(family, options, source.manifest, data, pretrainer, done_steps, replicas)
                if source.manifest else
-               _Batches(_masked_dataset(family, data.instances, data.tokenizer, _data_dir(run_dir, checkpoints),
-                                        options, done_steps, replicas)))
+               _Batches(_masked_dataset(family, data, _data_dir(run_dir, checkpoints), options, done_steps,
+                                        replicas)))
     if options.eval_every:
         batches.validation = _validation(family, options, data, pretrainer, replicas)
     return batches
@@ -246,8 +253,7 @@ def _batches(family, options, source, data, pretrainer, done_steps, run_dir, che
 def _shard_batches(family, options, manifest, data, pretrainer, done_steps, replicas):
     """The prepared shards' batches, masked now where the masking is dynamic; each worker of a cluster reads
     its own shards unless the batches are streams."""
-    masker = (build_masker(family, data.tokenizer, options, replicas,
-                           corpus_token_counts(data.instances, data.tokenizer))
+    masker = (build_masker(family, data.tokenizer, options, replicas, data.token_counts)
               if masking_of(family, options) == "dynamic" else None)
     dataset = shard_dataset(options.data, manifest, options.batch_size, seed=options.seed,
                             start_step=done_steps, masker=masker)
@@ -269,8 +275,7 @@ def _validation(family, options, data, pretrainer, replicas):
     batch_size = options.batch_size // options.accumulate
     held_out_batches, count = eval_dataset(
         family, data.eval_tokenized, data.tokenizer, options,
-        build_masker(family, data.tokenizer, options, replicas,
-                     corpus_token_counts(data.instances, data.tokenizer)),
+        build_masker(family, data.tokenizer, options, replicas, data.token_counts),
         pretrainer, batch_size, replicas)
     _say(options, f"held-out evaluation: {count} batches of {batch_size} instances")
     return held_out_batches, count, eval_windows(options.windows, options.steps_per_window, options.eval_every)
@@ -513,9 +518,10 @@ def _train_tokenizer(family, documents, options):
     return family.train_tokenizer(sentences, options.vocab_size)
 
 
-def _masked_dataset(family, instances, tokenizer, data_dir, options, start_step, replicas):
+def _masked_dataset(family, data, data_dir, options, start_step, replicas):
     """The run's batches from `start_step` on: a resumed run goes on where its checkpoint stopped."""
-    masker = build_masker(family, tokenizer, options, replicas, corpus_token_counts(instances, tokenizer))
+    instances = data.instances
+    masker = build_masker(family, data.tokenizer, options, replicas, data.token_counts)
     if masking_of(family, options) == "dynamic":
         # Stream batches stay in order: row r of each batch continues row r's text.
         return make_dataset(instances, options.batch_size, masker=masker, seed=options.seed,

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 import transformers
 
+from family_harness import native_run, sentences_of_one_play
 from keras_bertology.cli import main
 from keras_bertology.convert.hf_checkpoint import convert_hf_checkpoint
 from keras_bertology.models import FAMILIES
-from keras_bertology.runs import RunModel, read_run_description, save_run_model
+from keras_bertology.runs import read_run_description, save_run_model
 
 DRIVER = Path(__file__).parents[1] / "support" / "fresh_process_paths.py"
 # The transformers classes each family's converter imports (Transformer-XL's left transformers in version 5).
@@ -41,17 +42,6 @@ WHOLE_JOBS = ("readme", "export", "finetune")
 # CI's share of the whole jobs (each some seconds a run): an encoder, the encoder-decoder, and the converted
 # head whose classes are another family's (the archive that failed before the loader read its modules).
 WHOLE_JOBS_IN_CI = ("bert/run", "t5/run", "deberta-v3/DebertaV2ForMaskedLM-run")
-
-
-def _native_run(family, folder, sentences):
-    """A run folder as `bertology pretrain` writes it: the tiny preset, one layer, a vocabulary learned here."""
-    preset = next(iter(family.presets))
-    tokenizer = family.train_tokenizer(sentences, 300)
-    sizes = family.sized_config({"num_layers": 1})
-    backbone = family.backbone_cls(**family.backbone_config(preset, vocab_size=tokenizer.vocab_size, **sizes))
-    pretrainer = family.build_pretrainer(backbone, preset=preset, batch_size=2)
-    save_run_model(folder, RunModel(family.name, backbone, tokenizer, 16, pretrainer=pretrainer, preset=preset))
-    return folder
 
 
 def _converted_heads(family_name, run, root):
@@ -87,13 +77,12 @@ def _task(folder):
 def runs(tmp_path_factory):
     """(the folder of the runs, [(family, run folder, whether it was converted)]): each family's run as
     pretraining writes it, and each transformers head converted."""
-    from keras_bertology.data.corpus import default_corpus_paths, read_corpus
-
     root = tmp_path_factory.mktemp("fresh")
-    sentences = [s for document in read_corpus(default_corpus_paths()[:1]) for s in document][:600]
+    sentences = sentences_of_one_play()
     made = []
     for name, family in sorted(FAMILIES.items()):
-        run = _native_run(family, root / name / "run", sentences)
+        run = root / name / "run"
+        native_run(family, run, sentences)
         made.append((family, run, False))
         if name in HF_HEADS:
             made += [(family, folder, True) for folder in _converted_heads(name, run, root / name)]

@@ -60,21 +60,30 @@ def sentences_of_one_play(count=600):
     return [s for document in read_corpus(default_corpus_paths()[:1]) for s in document][:count]
 
 
-def family_case(family, folder, sentences, seed=0):
-    """`family`'s smallest preset at one layer, its weights perturbed, saved as a run folder in `folder`."""
-    keras.utils.set_random_seed(seed)
+def native_run(family, folder, sentences, perturb_seed=None):
+    """`family`'s smallest preset at one layer, with a vocabulary learned from `sentences`, saved in `folder` as
+    pretraining writes a run; with `perturb_seed` its weights moved off their initial values first, so that a
+    weight loaded from the wrong place shows."""
     preset = smallest_preset(family)
     tokenizer = family.train_tokenizer(sentences, VOCAB_SIZE)
     sizes = family.sized_config({"num_layers": 1})
     backbone = family.backbone_cls(**family.backbone_config(preset, vocab_size=tokenizer.vocab_size, **sizes))
     pretrainer = family.build_pretrainer(backbone, preset=preset, batch_size=BATCH_SIZE)
-    rng = np.random.default_rng(seed)
-    for variable in pretrainer.trainable_weights:
-        variable.assign(variable + rng.normal(0, 0.1, variable.shape).astype(variable.dtype))
+    if perturb_seed is not None:
+        rng = np.random.default_rng(perturb_seed)
+        for variable in pretrainer.trainable_weights:
+            variable.assign(variable + rng.normal(0, 0.1, variable.shape).astype(variable.dtype))
     run = RunModel(family.name, pretrainer.served_backbone(), tokenizer, SEQ_LEN, pretrainer=pretrainer, preset=preset)
     save_run_model(folder, run)
-    return FamilyCase(family, preset, run, Path(folder), pretraining_batch(family, preset, run, sentences, seed),
-                      tokenizer.tokenize(tf.constant(TEXTS)).to_list())
+    return run
+
+
+def family_case(family, folder, sentences, seed=0):
+    """`native_run` with its weights perturbed, and what the checks read of it."""
+    keras.utils.set_random_seed(seed)
+    run = native_run(family, folder, sentences, perturb_seed=seed)
+    return FamilyCase(family, run.preset, run, Path(folder), pretraining_batch(family, run.preset, run, sentences, seed),
+                      run.tokenizer.tokenize(tf.constant(TEXTS)).to_list())
 
 
 def pretraining_batch(family, preset, run, sentences, seed=0):
