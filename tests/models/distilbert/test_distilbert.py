@@ -246,7 +246,7 @@ def test_several_tokens_a_row_are_drawn_without_replacement_in_weight_order():
     assert np.all(np.abs(share - inclusion) < 5 * error), (share, inclusion)
 
 
-def test_distilling_the_main_jobs_kind_of_run_through_the_cli(tmp_path, capsys):
+def test_distilling_the_main_jobs_kind_of_run_through_the_cli(tmp_path, capsys, monkeypatch):
     """A BERT-Tiny teacher pretrained on two plays, then `--model distilbert --teacher RUN --alpha-mlm 0`:
     the student reads the teacher's vocabulary, starts from its first layer, and the two losses that pull
     it toward the teacher fall (a teacher this short-trained predicts little beyond the unigram, so with
@@ -263,10 +263,21 @@ def test_distilling_the_main_jobs_kind_of_run_through_the_cli(tmp_path, capsys):
     assert main(["pretrain", "--model", "bert", "--preset", "bert-tiny", "--corpus", *plays, "--steps", "60",
                  "--batch-size", "16", "--seq-len", "32", "--vocab-size", "400", "--learning-rate", "3e-3",
                  "--out", str(teacher_dir), "--no-export"]) == 0, capsys.readouterr().err
+    from keras_bertology.pretraining import pretrain as pretrain_module
+
+    counts_given = []  # what the run hands its masking stage, which weighs tokens by count^-0.7 with them
+
+    def spying_build_masker(*args, **kwargs):
+        counts_given.append(args[4] if len(args) > 4 else kwargs.get("token_counts"))
+        return build_masker(*args, **kwargs)
+
+    build_masker = pretrain_module.build_masker
+    monkeypatch.setattr(pretrain_module, "build_masker", spying_build_masker)
     metrics, served = pretrain_two_plays(tmp_path, capsys, "distilbert", "distilbert-tiny", "--teacher",
                                          str(teacher_dir), "--seq-len", "32", "--steps", "40", "--log-every", "10",
                                          "--alpha-mlm", "0")
     assert metrics["teacher"] == str(teacher_dir) and metrics["teacher_family"] == "bert"
+    assert counts_given and all(counts is not None and counts.sum() > 0 for counts in counts_given)
     for name in ("kl", "cos"):
         summary = metrics["objectives"][name]
         assert summary["last"]["loss"] < summary["first"]["loss"], (name, summary)
