@@ -15,6 +15,8 @@ from keras_bertology.errors import ConfigError
 
 # The end of an endless range of steps.
 _NEVER = 2**62
+# Records a static file's reading shuffles among (a seeded buffer: the same file and seed, the same order).
+STATIC_SHUFFLE_BUFFER = 10_000
 
 
 def make_dataset(
@@ -25,7 +27,7 @@ def make_dataset(
     shuffle: bool = True,
     seed: int = 0,
     repeat: bool = True,
-    shuffle_buffer: int = 10_000,
+    shuffle_buffer: int = STATIC_SHUFFLE_BUFFER,
     start_step: int = 0,
 ) -> tf.data.Dataset:
     """Batches of masked features, all of fixed shape (drop_remainder=True), from batch `start_step` on.
@@ -89,6 +91,13 @@ def batch_indices(num_instances, batch_size, seed, shuffle=True, start_step=0, p
     stop = _NEVER if passes is None else passes
     stream = tf.data.Dataset.range(first_pass, stop).flat_map(visit).skip(offset)
     return stream.batch(batch_size, drop_remainder=True)
+
+
+def static_records_read(steps: int, batch_size: int, shuffle_buffer: int = STATIC_SHUFFLE_BUFFER) -> int:
+    """How many of a static file's first records `steps` batches read: a seeded shuffle fills its buffer,
+    then refills it before each draw, so the last record drawn comes after at most this many. A file of
+    only these records gives those batches exactly as the whole file does (tests/data/test_masking.py)."""
+    return steps * batch_size + shuffle_buffer - 1
 
 
 def _static_dataset(path, batch_size, shuffle, seed, repeat, shuffle_buffer, start_step):

@@ -55,40 +55,50 @@ def write_static_tfrecords(
     batch_size: int = 256,
     seed: int = 0,
     verbose: int = 1,
+    limit: int | None = None,
 ) -> int:
     """Writes `dupe_factor` differently masked copies of every instance to one TFRecord file (a
     progress bar while it writes, unless `verbose` is 0).
 
     Batch k of the writing is masked with the seed (seed, k), so the same
-    instances and seed always give the same file.
+    instances and seed always give the same file, and a file cut short by
+    `limit` (records, rounded up to whole batches of the writing) is the
+    first part of the whole one: a run that reads fewer records than the
+    corpus holds writes only those (`pipeline.static_records_read`).
 
     The file appears at `path` only once complete (written to `path + ".tmp"`,
     then renamed), so a crash never leaves a truncated file that looks valid.
-    Returns the number of records written.
+    Returns the number of records written (whole batches: `limit` or more).
     """
     if dupe_factor < 1:
         raise ConfigError(f"dupe_factor={dupe_factor} must be at least 1.")
     num_instances = len(instances["token_ids"])
     if num_instances == 0:
         raise ConfigError("There are no instances to mask.")
-    total = num_instances * dupe_factor
+    if limit is not None and limit < 1:
+        raise ConfigError(f"limit={limit} must be at least 1 record.")
+    total = num_instances * dupe_factor if limit is None else min(num_instances * dupe_factor, limit)
+    written = 0
     progress = keras.utils.Progbar(total, unit_name="record", verbose=1 if verbose else 0)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     temp_path = path + ".tmp"
     try:
         with tf.io.TFRecordWriter(temp_path) as writer:
-            for number, batch in enumerate(masked_batches(instances, masker, seed, dupe_factor, batch_size)):
-                if number == 0:
+            for batch in masked_batches(instances, masker, seed, dupe_factor, batch_size):
+                if written == 0:
                     writer.write(_spec_record(batch))
                 for record in serialize_examples(batch):
                     writer.write(record)
-                progress.add(len(batch["token_ids"]))
+                written += len(batch["token_ids"])
+                progress.update(min(written, total))
+                if written >= total:
+                    break
         os.replace(temp_path, path)
     except BaseException:
         if os.path.exists(temp_path):
             os.remove(temp_path)
         raise
-    return total
+    return written
 
 
 def read_static_tfrecords(

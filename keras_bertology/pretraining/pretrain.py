@@ -23,7 +23,7 @@ from keras_bertology.data.corpus import BadRecords, read_corpus
 from keras_bertology.data.held_out_lines import hold_out_sentences
 from keras_bertology.data.instances import coverage_line
 from keras_bertology.data.knowledge_units import MARKER_FILE, level_boundaries, marking_line
-from keras_bertology.data.pipeline import make_dataset
+from keras_bertology.data.pipeline import make_dataset, static_records_read
 from keras_bertology.data.recipe import (
     build_instances, build_masker, copies_of, corpus_token_counts, instance_coverage, masking_of, tokenize_documents,
     unit_marker, units_of)
@@ -530,8 +530,13 @@ def _masked_dataset(family, data, data_dir, options, start_step, replicas):
     if options.resume and path.is_file():
         _say(options, f"static masking: reusing {path}")
     else:
-        _say(options, f"static masking: writing {len(instances['token_ids'])} masked instances to {path}")
-        write_static_tfrecords(instances, masker, 1, str(path), seed=options.seed, verbose=options.verbose)
+        needed = static_records_read(_total_steps(options), options.batch_size)
+        count = min(needed, len(instances["token_ids"]))
+        _say(options, f"static masking: writing {count} masked instances"
+                      + (f" of {len(instances['token_ids'])} (what {_total_steps(options)} steps read)"
+                         if count < len(instances["token_ids"]) else "") + f" to {path}")
+        write_static_tfrecords(instances, masker, 1, str(path), seed=options.seed, verbose=options.verbose,
+                               limit=needed)
     return make_dataset(None, options.batch_size, static_path=str(path), seed=options.seed,
                         start_step=start_step)
 

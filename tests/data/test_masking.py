@@ -440,3 +440,33 @@ def test_units_marked_per_instance_are_masked_whole_and_fill_the_budget():
     count = chosen.sum(1)
     assert np.all(count <= budget) and np.all(count >= budget - 3)
     assert set(np.unique(lengths[chosen & starts])) == {1, 2, 3, 4}
+
+
+def test_a_static_file_cut_to_what_a_run_reads_gives_that_runs_batches(tmp_path, instances):
+    """A run writes only the records its steps read (the shuffle buffer included): its batches must be the
+    whole file's, for any seed, and one record fewer than `static_records_read` must already change them."""
+    from keras_bertology.data.pipeline import static_records_read
+
+    subset = {key: value[:600] for key, value in instances.items()}
+    steps, batch, buffer = 7, 16, 40
+    whole, cut = str(tmp_path / "whole.tfrecord"), str(tmp_path / "cut.tfrecord")
+    assert write_static_tfrecords(subset, make_masker(), 2, whole, batch_size=32, verbose=0) == 1200
+    needed = static_records_read(steps, batch, buffer)
+    written = write_static_tfrecords(subset, make_masker(), 2, cut, batch_size=32, verbose=0, limit=needed)
+    assert needed == 151 and written == 160  # whole batches of the writing: 5 of 32
+
+    def batches(path, seed):
+        dataset = make_dataset(None, batch, static_path=path, seed=seed, shuffle_buffer=buffer)
+        return [batch["token_ids"] for batch in dataset.take(steps).as_numpy_iterator()]
+
+    for seed in (0, 5):
+        for ours, theirs in zip(batches(cut, seed), batches(whole, seed), strict=True):
+            np.testing.assert_array_equal(ours, theirs)
+    # The count is tight: the whole file's first records but the last of them read differently.
+    short = str(tmp_path / "short.tfrecord")
+    with tf.io.TFRecordWriter(short) as writer:  # its description, then needed - 1 records
+        for record in tf.data.TFRecordDataset(whole).take(needed).as_numpy_iterator():
+            writer.write(record)
+    assert any(not np.array_equal(a, b) for a, b in zip(batches(short, 0), batches(whole, 0), strict=True))
+    with pytest.raises(ConfigError, match="limit=0"):
+        write_static_tfrecords(subset, make_masker(), 1, str(tmp_path / "none.tfrecord"), limit=0)
