@@ -22,6 +22,14 @@ SMALL = dict(vocab_size=50, num_layers=3, projection_dim=6, lstm_units=7, filter
 MIX_WEIGHTS = 4  # of the original: a weight per layer (the token layer and 2 LSTM layers) and a scale
 
 
+def _two_plays():
+    """The default corpus's first two plays (~40,000 words, ~5,000 distinct): the runs that check what a run
+    does, not how far it learns, skip reading, counting and tokenizing all 38."""
+    from keras_bertology.data.corpus import default_corpus_paths
+
+    return [str(path) for path in default_corpus_paths()[:2]]
+
+
 @pytest.mark.parametrize("preset", sorted(ELMO_PRESETS))
 def test_presets_have_their_stated_parameter_counts(preset):
     with shapes_only():
@@ -257,9 +265,11 @@ import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 from keras_bertology.pretraining.options import PretrainOptions
+from keras_bertology.data.corpus import default_corpus_paths
 from keras_bertology.pretraining.pretrain import pretrain
 metrics = pretrain(PretrainOptions(model="elmo", preset="elmo-tiny", steps=6, batch_size=16, seq_len=16,
-                                   strategy="mirrored", out=sys.argv[1], no_export=True, log_every=3, verbose=0))
+                                   corpus=[str(path) for path in default_corpus_paths()[:2]], strategy="mirrored",
+                                   out=sys.argv[1], no_export=True, log_every=3, verbose=0))
 print(json.dumps([record["loss"] for record in metrics["history"]]))
 """
 
@@ -286,9 +296,10 @@ def test_the_savedmodel_serves_tf_hubs_outputs_for_raw_strings(tmp_path):
     from keras_bertology.pretraining.options import PretrainOptions
     from keras_bertology.pretraining.pretrain import pretrain
 
+    # Two plays of the default corpus: the checks read the run's own export, whatever text it learned from.
     metrics = pretrain(PretrainOptions(model="elmo", preset="elmo-tiny", steps=4, batch_size=8, seq_len=16,
-                                       out=str(tmp_path / "run"), export=str(tmp_path / "export"), log_every=2,
-                                       verbose=0))
+                                       corpus=_two_plays(), out=str(tmp_path / "run"),
+                                       export=str(tmp_path / "export"), log_every=2, verbose=0))
     # The end-of-run summary: "broke" in three senses, its vectors compared.
     cosine = np.array(metrics["word_in_context"]["cosine"])
     assert cosine.shape == (3, 3) and np.allclose(np.diag(cosine), 1.0, atol=1e-4) and np.all(cosine < 1.0 + 1e-4)
@@ -413,9 +424,9 @@ def test_the_residual_adds_the_input_as_the_lstm_read_it_after_dropout():
 
 
 def test_pretraining_with_a_sampled_softmax(tmp_path):
-    """`--softmax-samples 64` over the default corpus's 2,000 words: each step scores the targets and 64 drawn
-    words, the loss falls, a resumed run draws the same words, and the saved pretrainer rebuilds with the
-    setting."""
+    """`--softmax-samples 64` over 2,000 words (of the default corpus's first two plays): each step scores the
+    targets and 64 drawn words, the loss falls, a resumed run draws the same words, and the saved pretrainer
+    rebuilds with the setting."""
     from keras_bertology.runs import load_run_model
     from keras_bertology.pretraining.options import PretrainOptions
     from keras_bertology.pretraining.pretrain import pretrain
@@ -425,8 +436,8 @@ def test_pretraining_with_a_sampled_softmax(tmp_path):
     from keras_bertology.engine.checkpoints import RunCheckpoints
 
     options = PretrainOptions(model="elmo", preset="elmo-tiny", steps=12, batch_size=8, seq_len=16, vocab_size=2000,
-                              family_options={"softmax_samples": 64}, out=str(tmp_path / "run"), no_export=True,
-                              log_every=4, verbose=0)
+                              corpus=_two_plays(), family_options={"softmax_samples": 64}, out=str(tmp_path / "run"),
+                              no_export=True, log_every=4, verbose=0)
     metrics = pretrain(options)
     assert metrics["family_options"]["softmax_samples"] == 64
     losses = [record["loss"] for record in metrics["history"]]
