@@ -74,25 +74,71 @@ def test_modernbert_pretrains_on_jax_in_windows_over_packed_documents_and_serves
     np.testing.assert_allclose(got["sequence_output"].numpy(), expected["sequence_output"], atol=1e-5)
 
 
-@pytest.mark.parametrize("flags, env, said", [
-    (["--strategy", "tpu"], {}, "--strategy tpu: JAX sees no TPU here (its devices are cpu)"),
-    (["--strategy", "multiworker"], {}, "KERAS_DISTRIBUTION_JOB_ADDRESSES, KERAS_DISTRIBUTION_NUM_PROCESSES, "
-                                        "KERAS_DISTRIBUTION_PROCESS_ID not set"),
-    (["--strategy", "multiworker"], {"KERAS_DISTRIBUTION_JOB_ADDRESSES": "127.0.0.1:1",
-                                     "KERAS_DISTRIBUTION_NUM_PROCESSES": "2", "KERAS_DISTRIBUTION_PROCESS_ID": "2"},
-     "KERAS_DISTRIBUTION_PROCESS_ID=2 is not one of the 2 processes"),
-    (["--strategy", "mirrored", "--model-parallel", "3"], {"XLA_FLAGS": "--xla_force_host_platform_device_count=4"},
-     "--model-parallel 3 does not divide the 4 devices of --strategy mirrored"),
-    (["--strategy", "mirrored", "--batch-size", "6"], {"XLA_FLAGS": "--xla_force_host_platform_device_count=4"},
-     "--batch-size 6 (the global batch) must be a multiple of the 4 data-parallel devices"),
-], ids=["no-tpu", "no-processes", "bad-process-id", "model-axis", "batch"])
-def test_distributions_that_cannot_work_on_jax_are_one_line(tmp_path, flags, env, said):
-    done = subprocess.run([sys.executable, "-m", "keras_bertology.cli", "pretrain", "--backend", "jax",
-                           "--corpus", *PLAYS, "--out", str(tmp_path / "run"), *flags], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, **env})
-    assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert said in done.stderr.strip().splitlines()[-1]
-    assert not (tmp_path / "run").exists()
+CANNOT_WORK = {
+    "no-tpu": (["--strategy", "tpu"], {}, "--strategy tpu: JAX sees no TPU here (its devices are cpu)"),
+    "no-processes": (["--strategy", "multiworker"], {}, "KERAS_DISTRIBUTION_JOB_ADDRESSES, "
+                                                        "KERAS_DISTRIBUTION_NUM_PROCESSES, KERAS_DISTRIBUTION_PROCESS_ID "
+                                                        "not set"),
+    "bad-process-id": (["--strategy", "multiworker"], {"KERAS_DISTRIBUTION_JOB_ADDRESSES": "127.0.0.1:1",
+                                                       "KERAS_DISTRIBUTION_NUM_PROCESSES": "2",
+                                                       "KERAS_DISTRIBUTION_PROCESS_ID": "2"},
+                       "KERAS_DISTRIBUTION_PROCESS_ID=2 is not one of the 2 processes"),
+    "model-axis": (["--strategy", "mirrored", "--model-parallel", "3"], {},
+                   "--model-parallel 3 does not divide the 4 devices of --strategy mirrored"),
+    "batch": (["--strategy", "mirrored", "--batch-size", "6"], {},
+              "--batch-size 6 (the global batch) must be a multiple of the 4 data-parallel devices"),
+}
+# One fresh JAX process runs `bertology.cli.main` for every case, as `python -m keras_bertology.cli` would
+# (its return value is the exit status; a SystemExit's code too; an exception escaping it is printed as the
+# interpreter prints it, so "Traceback" shows): the multiworker cases first, whose main hands the command to
+# the supervising parent's child process (keras_bertology.supervise) before this process imports Keras, then
+# the others in this process, on the 4 CPU devices of XLA_FLAGS. Each case sees the environment of the test
+# plus its own variables, as its own process did.
+_CASES_IN_ONE_PROCESS = """
+import contextlib, io, json, os, sys, traceback
+from keras_bertology.cli import main
+cases, results = json.loads(sys.argv[1]), {}
+base = dict(os.environ)
+for name, argv, env in cases:
+    os.environ.clear()
+    os.environ.update({**base, **env})
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            status = main(argv)
+        except SystemExit as exit:
+            status = exit.code
+        except BaseException:
+            traceback.print_exc()
+            status = 1
+    results[name] = [status, err.getvalue()]
+with open(sys.argv[2], "w") as out:
+    json.dump(results, out)
+"""
+
+
+@pytest.fixture(scope="module")
+def cannot_work(tmp_path_factory):
+    """{case: (exit status, stderr, its --out)} of every CANNOT_WORK case, from one fresh process."""
+    root = tmp_path_factory.mktemp("cannot-work")
+    outs = {name: root / name / "run" for name in CANNOT_WORK}
+    order = sorted(CANNOT_WORK, key=lambda name: "--strategy multiworker" not in " ".join(CANNOT_WORK[name][0]))
+    cases = [[name, ["pretrain", "--backend", "jax", "--corpus", *PLAYS, "--out", str(outs[name]),
+                     *CANNOT_WORK[name][0]], CANNOT_WORK[name][1]] for name in order]
+    done = subprocess.run([sys.executable, "-c", _CASES_IN_ONE_PROCESS, json.dumps(cases), str(root / "results.json")],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((root / "results.json").read_text())
+    return {name: (*results[name], outs[name]) for name in CANNOT_WORK}
+
+
+@pytest.mark.parametrize("case", list(CANNOT_WORK))
+def test_distributions_that_cannot_work_on_jax_are_one_line(cannot_work, case):
+    status, stderr, out = cannot_work[case]
+    assert status == 2 and "Traceback" not in stderr, stderr[-3000:]
+    assert CANNOT_WORK[case][2] in stderr.strip().splitlines()[-1]
+    assert not out.exists()
 
 
 def test_model_parallel_is_refused_on_tensorflow(tmp_path, capsys):

@@ -47,10 +47,47 @@ def _gap(run_dir, reference):
     return max(float(np.abs(got - expected).max()) for got, expected in zip(_weights(run_dir), reference))
 
 
+# The runs of one process on 4 CPU devices, each `bertology.cli.main` in turn in one fresh JAX process (one
+# import of TensorFlow, Keras and JAX for the three): its exit status and what it wrote to stderr.
+_RUNS_IN_ONE_PROCESS = """
+import contextlib, io, json, sys, traceback
+from keras_bertology.cli import main
+results = {}
+for name, argv in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            status = main(argv)
+        except SystemExit as exit:
+            status = exit.code
+        except BaseException:
+            traceback.print_exc()
+            status = 1
+    results[name] = [status, err.getvalue()]
+with open(sys.argv[2], "w") as out:
+    json.dump(results, out)
+"""
+ONE_PROCESS_RUNS = {"one-device": ["--strategy", "default"], "mirrored": ["--strategy", "mirrored"],
+                    "model-parallel": ["--strategy", "mirrored", "--model-parallel", "2"]}
+
+
 @pytest.fixture(scope="module")
-def one_device(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("one-device") / "run"
-    _finish(_bertology([*RUN, "--strategy", "default", "--out", run_dir], _devices(4)))
+def one_process_runs(tmp_path_factory):
+    """{name: run folder} of ONE_PROCESS_RUNS, each trained to the end (exit status 0)."""
+    root = tmp_path_factory.mktemp("one-process")
+    runs = {name: root / name / "run" for name in ONE_PROCESS_RUNS}
+    argvs = [[name, [*map(str, RUN), *flags, "--out", str(runs[name])]] for name, flags in ONE_PROCESS_RUNS.items()]
+    done = subprocess.run([sys.executable, "-c", _RUNS_IN_ONE_PROCESS, json.dumps(argvs), str(root / "results.json")],
+                          env=_devices(4), capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name, (status, err) in json.loads((root / "results.json").read_text()).items():
+        assert status == 0, f"{name}: {err[-3000:]}"
+    return runs
+
+
+@pytest.fixture(scope="module")
+def one_device(one_process_runs):
+    run_dir = one_process_runs["one-device"]
     return json.loads((run_dir / "metrics.json").read_text()), _weights(run_dir)
 
 
@@ -62,14 +99,12 @@ TOLERANCE = 1e-5
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("flags, devices, model_axis", [(["--strategy", "mirrored"], 4, 1),
-                                                        (["--strategy", "mirrored", "--model-parallel", "2"], 2, 2)],
+@pytest.mark.parametrize("name, devices, model_axis", [("mirrored", 4, 1), ("model-parallel", 2, 2)],
                          ids=["mirrored", "model-parallel"])
-def test_four_devices_train_as_one_device_with_the_same_global_batch(one_device, tmp_path, flags, devices,
+def test_four_devices_train_as_one_device_with_the_same_global_batch(one_process_runs, one_device, name, devices,
                                                                      model_axis):
     reference_metrics, reference = one_device
-    run_dir = tmp_path / "run"
-    _finish(_bertology([*RUN, *flags, "--out", run_dir], _devices(4)))
+    run_dir = one_process_runs[name]
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert (metrics["strategy"], metrics["devices"]) == ("mirrored", devices)
     # Split over the model axis: in each of bert-tiny's 2 blocks the query, key, value, attention output
