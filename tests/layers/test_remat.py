@@ -18,7 +18,8 @@ from tiny_steps import tiny_pretrainer
 
 def _step(pretrainer, batch, remat, jit_compile):
     """(logs, change of every trainable weight) of one SGD step at rate 1 (the change is minus the gradient),
-    and how many blocks the step recomputed; the pretrainer's weights and seeds are put back after."""
+    and how many blocks the step recomputed; the pretrainer's weights and seeds are put back after. The plain
+    step without XLA runs its ops eagerly (no graph to trace): the recomputed step is traced, as runs train."""
     variables = pretrainer.variables  # the weights and the seed generators' states
     before = [ops.convert_to_numpy(variable) for variable in variables]
     set_remat(pretrainer, remat)
@@ -31,7 +32,8 @@ def _step(pretrainer, batch, remat, jit_compile):
 
     remat_module.keras.remat = counting
     try:
-        pretrainer.compile(optimizer=keras.optimizers.SGD(1.0), jit_compile=jit_compile)
+        pretrainer.compile(optimizer=keras.optimizers.SGD(1.0), jit_compile=jit_compile,
+                           run_eagerly=not (remat or jit_compile))
         logs = pretrainer.train_on_batch(*batch, return_dict=True)
     finally:
         remat_module.keras.remat = original

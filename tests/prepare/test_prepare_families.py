@@ -30,7 +30,9 @@ PLAYS = [str(path) for path in default_corpus_paths()[:2]]  # a document per sha
     ("elmo", "elmo-tiny", {}, None),  # word vocabulary, sentence stream; characters spelled per batch
     # Unpadded packing: the shards keep each row's document numbers, which the model reads as its mask.
     ("modernbert", "modernbert-tiny", {"packing": "unpadded"}, None),
-    ("roberta", "roberta-tiny", {"packing": "unpadded", "masking": "static"}, None),  # masked when prepared
+    # Masked when prepared; one copy of the instances (static masking builds dupe_factor copies, 10 by default,
+    # each masked anew: the same code path ten times over).
+    ("roberta", "roberta-tiny", {"packing": "unpadded", "masking": "static", "dupe_factor": 1}, None),
 ])
 def test_every_family_prepares_and_pretrains_from_its_shards(tmp_path, model, preset, flags, trained):
     from keras_bertology.pretraining.pretrain import pretrain
