@@ -119,6 +119,9 @@ def test_bert_layouts_convert_and_serve_like_transformers(tmp_path, capsys, cls_
     # near 7.4 reaches 1.04e-5 on some processors (AMD EPYC): 1.4e-6 of the logits' size.
     _assert_serves_like_transformers(served, hf, tokenizer, heads, tmp_path / "export",
                                      2e-5 if hidden_act == "gelu_pytorch_tanh" else TOLERANCE)
+    if (cls_name, kwargs, hidden_act, tokenizer_source) == ("BertModel", {}, "gelu", "vocab.txt"):
+        # LAYOUT_CHECKPOINTS["bert"]'s layout: its checks of the text's layout run on this export in CI.
+        _assert_lays_text_out_as_its_tokenizer("bert", served, report, hf, hf_dir, tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -178,6 +181,9 @@ def test_roberta_layouts_convert_and_serve_like_transformers(tmp_path, capsys, b
         assert "skipped 4 tensors" in report and "classifier.out_proj.weight" in report
 
     _assert_serves_like_transformers(served, hf, tokenizer, heads, tmp_path / "export")
+    if (cls_name, kwargs, hidden_act, tokenizer_source) == ("RobertaModel", {}, "gelu", "vocab.json"):
+        # LAYOUT_CHECKPOINTS["roberta"]'s layout: its checks of the text's layout run on this export in CI.
+        _assert_lays_text_out_as_its_tokenizer("roberta", served, report, hf, hf_dir, tmp_path)
     if "mlm" in heads:
         masked = ["Now is the <mask> of our discontent."]
         expected_ids = tokenizer(masked, padding="longest", max_length=SEQ_LEN)["input_ids"]
@@ -348,18 +354,22 @@ LAYOUT_CHECKPOINTS = {  # family: (transformers model class, config class, confi
 # Families whose tokenizer class places BERT's [CLS] A [SEP] B [SEP], as their own packing does (nothing
 # recorded), on BERT's path: CI runs BERT's; each of the others adds only its class's row in the table.
 BERT_LAYOUT_REPEATS = ("ernie", "distilbert", "electra", "albert", "bigbird", "deberta-v3")
+# BERT's and RoBERTa's layouts are those of test_bert_layouts_convert_and_serve_like_transformers[BertModel-kwargs0-
+# gelu-vocab.txt-heads0] and test_roberta_layouts_convert_and_serve_like_transformers[RobertaModel-kwargs0-gelu-
+# vocab.json-heads0] (the same model class, activation and tokenizer files), which run these checks on their
+# exports in CI: here only under `make test-all`.
+CHECKED_BY_THE_LAYOUT_TESTS = ("bert", "roberta")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", [pytest.param(name, marks=[pytest.mark.extended] * (name in BERT_LAYOUT_REPEATS))
-                                    for name in LAYOUT_CHECKPOINTS])
+@pytest.mark.parametrize("family", [
+    pytest.param(name, marks=[pytest.mark.extended] * (name in BERT_LAYOUT_REPEATS + CHECKED_BY_THE_LAYOUT_TESTS))
+    for name in LAYOUT_CHECKPOINTS])
 def test_converted_checkpoints_serve_text_as_their_own_tokenizer_lays_it_out(tmp_path, capsys, layout_sentences,
                                                                              family):
     """serve (and serve_pairs) give the ids, segment ids and states of AutoTokenizer's batch through the
     transformers model: GPT-2 adds nothing around a text, DeBERTa's pairs read [CLS] A [SEP] [SEP] B [SEP]
     in segment 0, ... (transformers 5's XLNet and ALBERT classes return no segment ids unless asked)."""
-    import inspect
-
     cls_name, config_name, options, write_tokenizer = LAYOUT_CHECKPOINTS[family]
     hf_dir = tmp_path / "hf"
     hf_dir.mkdir()
@@ -369,6 +379,14 @@ def test_converted_checkpoints_serve_text_as_their_own_tokenizer_lays_it_out(tmp
     hf = perturbed_hf_model(getattr(transformers, cls_name), config)
     hf.save_pretrained(str(hf_dir))
     served, report = _convert_and_export(hf_dir, tmp_path, capsys, "--seq-len", str(SEQ_LEN))
+    _assert_lays_text_out_as_its_tokenizer(family, served, report, hf, hf_dir, tmp_path)
+
+
+def _assert_lays_text_out_as_its_tokenizer(family, served, report, hf, hf_dir, tmp_path):
+    """The checks of `test_converted_checkpoints_serve_text_as_their_own_tokenizer_lays_it_out` on the export of
+    `_convert_and_export(hf_dir, tmp_path, ...)`."""
+    import inspect
+
     assert f"({family})" in report
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(hf_dir))
     if tokenizer.pad_token is None:  # GPT-2's pads with nothing of its own
