@@ -307,11 +307,12 @@ def test_a_run_on_a_kept_compiled_model_computes_what_a_run_of_its_own_does(tmp_
 @pytest.mark.slow
 # BERT's: the user folders' pairs run; SpanBERT's encoder and packing are BERT's (its vocabulary keeps case).
 # ALBERT's, ELECTRA's and RoBERTa's: BERT's head on a first-token summary of a BERT-like encoder (`make test-all`).
+# ERNIE's: BERT's encoder class, packing, tokenizer and head, other config values only (`make test-all`).
 # BigBird's at these lengths is BERT's full attention; Linformer's low-rank attention learns this 8-epoch pair
 # task in some runs and stays at chance in others (`make test-all`). A random ELMo's mean over its words needs
 # more than 8 epochs here: test_elmo.py fine-tunes a pretrained one.
 @pytest.mark.parametrize("family_name", [
-    pytest.param(name, marks=pytest.mark.extended) if name in {"albert", "bigbird", "electra", "linformer", "roberta"}
+    pytest.param(name, marks=pytest.mark.extended) if name in {"albert", "bigbird", "electra", "ernie", "linformer", "roberta"}
     else name
     for name in sorted(set(FAMILIES) - {"bert", "elmo", "spanbert"})])
 def test_every_family_fine_tunes_from_its_run_folder(family_name, tmp_path, sentences, capsys):
