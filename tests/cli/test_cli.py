@@ -1,4 +1,5 @@
-"""The `bertology` command line: end-to-end runs in fresh processes, and bad input."""
+"""The `bertology` command line: end-to-end runs (in this process; their exports served in fresh ones), an error in
+a real process, and bad input."""
 
 import json
 import os
@@ -27,14 +28,19 @@ def _bertology(*args, cwd=None):
                           env=ENV, cwd=cwd, timeout=600)
 
 
-def _quick_pretrain(model, preset, tmp_path, *extra):
+def _quick_pretrain(model, preset, tmp_path, capfd, *extra):
+    """`bertology pretrain` run by `main` in this process (a process of its own would add only its imports, ~10 s:
+    test_cli_error_in_a_real_process_has_no_traceback starts `python -m keras_bertology.cli`), with what it
+    wrote to the file descriptors (TensorFlow's own log lines included)."""
     run_dir, export_dir = tmp_path / "run", tmp_path / "export"
-    result = _bertology(
+    capfd.readouterr()
+    code = main([str(arg) for arg in (
         "pretrain", "--model", model, "--preset", preset, "--corpus", *_plays(),
         "--steps", 6, "--log-every", 3, "--batch-size", 8, "--seq-len", 48,
         "--vocab-size", 600, "--out", run_dir, "--export", export_dir, *extra,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    )])
+    result = capfd.readouterr()
+    assert code == 0, result.err[-3000:]
     return run_dir, export_dir, result
 
 
@@ -94,10 +100,10 @@ def _keras_outputs(run_dir):
     [("bert", "bert-tiny", []),
      ("roberta", "roberta-tiny", ["--packing", "doc-sentences", "--whole-word", "--xla", "on"])],
 )
-def test_pretrain_writes_run_and_export_that_serves_the_same_numbers(tmp_path, model, preset, extra):
-    run_dir, export_dir, result = _quick_pretrain(model, preset, tmp_path, *extra)
-    assert "mlm accuracy" in result.stdout and "what the model learned" in result.stdout
-    assert "Traceback" not in result.stderr and "oneDNN" not in result.stderr
+def test_pretrain_writes_run_and_export_that_serves_the_same_numbers(tmp_path, model, preset, extra, capfd):
+    run_dir, export_dir, result = _quick_pretrain(model, preset, tmp_path, capfd, *extra)
+    assert "mlm accuracy" in result.out and "what the model learned" in result.out
+    assert "Traceback" not in result.err and "oneDNN" not in result.err
 
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["export_dir"] == str(export_dir)
@@ -113,7 +119,7 @@ def test_pretrain_writes_run_and_export_that_serves_the_same_numbers(tmp_path, m
     assert round(vocab_size) <= 600
     if model == "bert":
         assert 0.4 < metrics["objectives"]["nsp"]["chance"]["accuracy"] < 0.8
-    _check_fill_mask_examples(metrics["fill_mask"], result.stdout)
+    _check_fill_mask_examples(metrics["fill_mask"], result.out)
     assert metrics["masking"] == ("static" if model == "bert" else "dynamic")
     assert metrics["whole_word"] == ("--whole-word" in extra)
     assert metrics["xla"] == ("--xla" in extra)  # the tests' default is off (conftest.py)

@@ -89,17 +89,19 @@ def runs(tmp_path_factory):
     return root, made
 
 
-def _run_in_a_new_process(root, runs, paths, name):
-    """{(run folder relative to `root`, path): result} of `paths` on each run, all in one new process (the
-    pretrainer's only where a folder has pretraining heads, `export --format hf` only for families with a
-    transformers layout)."""
+def _run_in_a_new_process(root, groups, name):
+    """{(run folder relative to `root`, path): result} of each group's `paths` on each of its `runs`, all groups
+    in one new process (one TensorFlow start; the driver forgets this package before each path of each run):
+    the pretrainer's only where a folder has pretraining heads, `export --format hf` only for families with a
+    transformers layout."""
     task = root / "task" if (root / "task").is_dir() else _task(root / "task")
     cases = []
-    for family, folder, _ in runs:
-        skipped = {"pretrainer": not read_run_description(folder)["has_pretraining_heads"],
-                   "export-hf": family.conversion.hf_exporter_path is None}
-        cases.append({"run": str(folder), "family": family.name, "task": str(task),
-                      "paths": [path for path in paths if not skipped.get(path)]})
+    for runs, paths in groups:
+        for family, folder, _ in runs:
+            skipped = {"pretrainer": not read_run_description(folder)["has_pretraining_heads"],
+                       "export-hf": family.conversion.hf_exporter_path is None}
+            cases.append({"run": str(folder), "family": family.name, "task": str(task),
+                          "paths": [path for path in paths if not skipped.get(path)]})
     cases_file, results_file = root / f"{name}-cases.json", root / f"{name}-results.json"
     cases_file.write_text(json.dumps(cases))
     done = subprocess.run([sys.executable, str(DRIVER), str(cases_file), str(results_file)], capture_output=True,
@@ -107,10 +109,12 @@ def _run_in_a_new_process(root, runs, paths, name):
     assert done.returncode == 0, done.stderr[-3000:]
     results = {(_name(root, r["run"]), r["path"]): r
                for r in json.loads(results_file.read_text())}
+    assert len(results) == sum(len(case["paths"]) for case in cases), "a run and path ran twice"
     failed = [f"{run} {path}: {r['error']}" for (run, path), r in results.items() if not r["ok"]]
     assert not failed, "\n".join(failed)
-    assert {(_name(root, folder), path) for _, folder, _ in runs
-            for path in paths if path not in ("pretrainer", "export-hf")} <= set(results)
+    for runs, paths in groups:
+        assert {(_name(root, folder), path) for _, folder, _ in runs
+                for path in paths if path not in ("pretrainer", "export-hf")} <= set(results)
     return results
 
 
@@ -149,10 +153,10 @@ def test_every_family_and_converted_head_loads_in_a_new_process_and_the_readme_s
     assert {family.name for family, _, _ in made} == set(FAMILIES)
     assert {f"{name}/{head}-run" for name, heads in HF_HEADS.items() for head in heads} <= \
         {_name(root, folder) for _, folder, _ in made}
-    _run_in_a_new_process(root, _one_per_class_set(made)[0], LOADING_PATHS, "loading")
     chosen = [run for run in made if _name(root, run[1]) in WHOLE_JOBS_IN_CI]
     assert len(chosen) == len(WHOLE_JOBS_IN_CI)
-    results = _run_in_a_new_process(root, chosen, WHOLE_JOBS, "jobs")
+    results = _run_in_a_new_process(root, [(_one_per_class_set(made)[0], LOADING_PATHS), (chosen, WHOLE_JOBS)],
+                                    "loading-and-jobs")
     refused = {run for (run, path), r in results.items() if path == "readme" and r["value"] != "ran"}
     assert refused == {"t5/run"}
 
@@ -160,9 +164,9 @@ def test_every_family_and_converted_head_loads_in_a_new_process_and_the_readme_s
 @pytest.mark.extended
 def test_every_family_and_converted_head_loads_serves_and_fine_tunes_in_a_new_process(runs):
     root, made = runs
-    _run_in_a_new_process(root, _one_per_class_set(made)[1], LOADING_PATHS, "other-loading")
     others = [run for run in made if _name(root, run[1]) not in WHOLE_JOBS_IN_CI]
-    results = _run_in_a_new_process(root, others, WHOLE_JOBS, "other-jobs")
+    results = _run_in_a_new_process(root, [(_one_per_class_set(made)[1], LOADING_PATHS), (others, WHOLE_JOBS)],
+                                    "other-loading-and-jobs")
     with_decoder = {_name(root, folder) for _, folder, _ in others
                     if read_run_description(folder)["backbone"].get("num_decoder_layers")}
     assert {run for (run, path), r in results.items() if path == "readme" and r["value"] != "ran"} == with_decoder

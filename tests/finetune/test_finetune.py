@@ -199,7 +199,9 @@ def _keras_predictions(out, task_path, max_examples=None):
 
 
 @pytest.mark.slow
-def test_user_folders_train_export_and_serve_like_the_keras_model(tmp_path, bert_run, capsys):
+def test_user_folders_and_a_built_in_task_train_export_and_serve_like_the_keras_model(tmp_path, bert_run, capsys):
+    """The three user folders (8 epochs), and BBC News by name; every export served in one fresh process (one
+    TensorFlow start). WNUT-16's reading: tests/finetune/test_finetune_data.py."""
     folders = user_folders(tmp_path / "data")
     requests, expected = [], {}
     for name, folder in folders.items():
@@ -226,30 +228,29 @@ def test_user_folders_train_export_and_serve_like_the_keras_model(tmp_path, bert
             requests.append([f"{out}-export", "answer", [[e["question"] for e in test],
                                                          [e["context"] for e in test]]])
             expected[f"{out}-export"] = ("answer", predictions)
-    served = _served(requests)
-    for path, (key, predictions) in expected.items():
-        got = served[path][key]
-        if key == "tags":
-            got = [[tag for tag in row if tag] for row in got]
-        assert got == predictions, path
 
-
-@pytest.mark.slow
-def test_a_built_in_task_runs_from_the_cli_and_serves_raw_strings(tmp_path, bert_run, capsys):
-    """BBC News by name. WNUT-16's reading: tests/finetune/test_finetune_data.py; a tagging export answering as its
-    Keras model does: the user-folders test."""
-    out = tmp_path / "ft"
+    # A built-in task by name: BBC News.
+    out = tmp_path / "ft-bbc"
     assert _finetune("bbc-news", bert_run, out, "--max-examples", "48", "--epochs", "1", "--layer-decay", "0.8",
                      "--remat") == 0, capsys.readouterr().err
     results = json.loads((out / "results.json").read_text())
     assert results["recipe"]["layer_decay"] == 0.8 and results["recipe"]["remat"] is True
     assert results["examples"] == {"train": 48, "dev": 48, "test": 48}
     assert all(0 <= results["scores"][name] <= 1 for name in ("test.accuracy", "test.macro_f1"))
-    task_data, predictions, model, encoded = _keras_predictions(out, "bbc-news", 48)
-    served = _served([[f"{out}-export", "classify", [[e["text"] for e in task_data.splits["test"]]]]])[f"{out}-export"]
-    assert served["label"] == predictions
-    probabilities = tf.nn.softmax(model.predict(encoded["inputs"], verbose=0)).numpy()
-    np.testing.assert_allclose(served["probabilities"], probabilities, atol=1e-5)
+    bbc_data, bbc_predictions, bbc_model, bbc_encoded = _keras_predictions(out, "bbc-news", 48)
+    requests.append([f"{out}-export", "classify", [[e["text"] for e in bbc_data.splits["test"]]]])
+
+    served = _served(requests)
+    for path, (key, predictions) in expected.items():
+        got = served[path][key]
+        if key == "tags":
+            got = [[tag for tag in row if tag] for row in got]
+        assert got == predictions, path
+    bbc_served = served[f"{out}-export"]
+    assert bbc_served["label"] == bbc_predictions, "bbc-news: the served labels are the Keras model's"
+    probabilities = tf.nn.softmax(bbc_model.predict(bbc_encoded["inputs"], verbose=0)).numpy()
+    np.testing.assert_allclose(bbc_served["probabilities"], probabilities, atol=1e-5,
+                               err_msg="bbc-news: the served probabilities are the Keras model's")
 
 
 def test_a_learning_curve_point_draws_its_labels_and_keeps_the_last_epoch(tmp_path, bert_run, capsys,
@@ -307,11 +308,12 @@ def test_a_run_on_a_kept_compiled_model_computes_what_a_run_of_its_own_does(tmp_
 @pytest.mark.slow
 # BERT's: the user folders' pairs run; SpanBERT's encoder and packing are BERT's (its vocabulary keeps case).
 # ALBERT's, ELECTRA's and RoBERTa's: BERT's head on a first-token summary of a BERT-like encoder (`make test-all`).
+# ERNIE's: BERT's encoder class, packing, tokenizer and head, other config values only (`make test-all`).
 # BigBird's at these lengths is BERT's full attention; Linformer's low-rank attention learns this 8-epoch pair
 # task in some runs and stays at chance in others (`make test-all`). A random ELMo's mean over its words needs
 # more than 8 epochs here: test_elmo.py fine-tunes a pretrained one.
 @pytest.mark.parametrize("family_name", [
-    pytest.param(name, marks=pytest.mark.extended) if name in {"albert", "bigbird", "electra", "linformer", "roberta"}
+    pytest.param(name, marks=pytest.mark.extended) if name in {"albert", "bigbird", "electra", "ernie", "linformer", "roberta"}
     else name
     for name in sorted(set(FAMILIES) - {"bert", "elmo", "spanbert"})])
 def test_every_family_fine_tunes_from_its_run_folder(family_name, tmp_path, sentences, capsys):
