@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from cli_in_one_process import run_in_one_process
 from keras_bertology.data.corpus import default_corpus_paths
 from keras_bertology.runs import load_run_model
 from keras_bertology.engine.checkpoints import weights_digest
@@ -90,31 +91,10 @@ CANNOT_WORK = {
 }
 # One fresh JAX process runs `bertology.cli.main` for every case, as `python -m keras_bertology.cli` would
 # (its return value is the exit status; a SystemExit's code too; an exception escaping it is printed as the
-# interpreter prints it, so "Traceback" shows): the multiworker cases first, whose main hands the command to
-# the supervising parent's child process (keras_bertology.supervise) before this process imports Keras, then
-# the others in this process, on the 4 CPU devices of XLA_FLAGS. Each case sees the environment of the test
-# plus its own variables, as its own process did.
-_CASES_IN_ONE_PROCESS = """
-import contextlib, io, json, os, sys, traceback
-from keras_bertology.cli import main
-cases, results = json.loads(sys.argv[1]), {}
-base = dict(os.environ)
-for name, argv, env in cases:
-    os.environ.clear()
-    os.environ.update({**base, **env})
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        try:
-            status = main(argv)
-        except SystemExit as exit:
-            status = exit.code
-        except BaseException:
-            traceback.print_exc()
-            status = 1
-    results[name] = [status, err.getvalue()]
-with open(sys.argv[2], "w") as out:
-    json.dump(results, out)
-"""
+# interpreter prints it, so "Traceback" shows; tests/support/cli_in_one_process.py): the multiworker cases
+# first, whose main hands the command to the supervising parent's child process (keras_bertology.supervise)
+# before this process imports Keras, then the others in this process, on the 4 CPU devices of XLA_FLAGS. Each
+# case sees the environment of the test plus its own variables, as its own process did.
 
 
 @pytest.fixture(scope="module")
@@ -125,11 +105,8 @@ def cannot_work(tmp_path_factory):
     order = sorted(CANNOT_WORK, key=lambda name: "--strategy multiworker" not in " ".join(CANNOT_WORK[name][0]))
     cases = [[name, ["pretrain", "--backend", "jax", "--corpus", *PLAYS, "--out", str(outs[name]),
                      *CANNOT_WORK[name][0]], CANNOT_WORK[name][1]] for name in order]
-    done = subprocess.run([sys.executable, "-c", _CASES_IN_ONE_PROCESS, json.dumps(cases), str(root / "results.json")],
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"})
-    assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads((root / "results.json").read_text())
+    results = run_in_one_process(cases, root, {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"},
+                                 timeout=300)
     return {name: (*results[name], outs[name]) for name in CANNOT_WORK}
 
 

@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+from cli_in_one_process import run_in_one_process
 from keras_bertology.data.corpus import default_corpus_paths
 from keras_bertology.runs import load_run_model
 from simulated_devices import xla_flags
@@ -47,26 +48,7 @@ def _gap(run_dir, reference):
     return max(float(np.abs(got - expected).max()) for got, expected in zip(_weights(run_dir), reference))
 
 
-# The runs of one process on 4 CPU devices, each `bertology.cli.main` in turn in one fresh JAX process (one
-# import of TensorFlow, Keras and JAX for the three): its exit status and what it wrote to stderr.
-_RUNS_IN_ONE_PROCESS = """
-import contextlib, io, json, sys, traceback
-from keras_bertology.cli import main
-results = {}
-for name, argv in json.loads(sys.argv[1]):
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        try:
-            status = main(argv)
-        except SystemExit as exit:
-            status = exit.code
-        except BaseException:
-            traceback.print_exc()
-            status = 1
-    results[name] = [status, err.getvalue()]
-with open(sys.argv[2], "w") as out:
-    json.dump(results, out)
-"""
+# The runs of one process on 4 CPU devices, one import of TensorFlow, Keras and JAX for the three.
 ONE_PROCESS_RUNS = {"one-device": ["--strategy", "default"], "mirrored": ["--strategy", "mirrored"],
                     "model-parallel": ["--strategy", "mirrored", "--model-parallel", "2"]}
 
@@ -76,11 +58,8 @@ def one_process_runs(tmp_path_factory):
     """{name: run folder} of ONE_PROCESS_RUNS, each trained to the end (exit status 0)."""
     root = tmp_path_factory.mktemp("one-process")
     runs = {name: root / name / "run" for name in ONE_PROCESS_RUNS}
-    argvs = [[name, [*map(str, RUN), *flags, "--out", str(runs[name])]] for name, flags in ONE_PROCESS_RUNS.items()]
-    done = subprocess.run([sys.executable, "-c", _RUNS_IN_ONE_PROCESS, json.dumps(argvs), str(root / "results.json")],
-                          env=_devices(4), capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    for name, (status, err) in json.loads((root / "results.json").read_text()).items():
+    cases = [[name, [*map(str, RUN), *flags, "--out", str(runs[name])], {}] for name, flags in ONE_PROCESS_RUNS.items()]
+    for name, (status, err) in run_in_one_process(cases, root, _devices(4), timeout=900).items():
         assert status == 0, f"{name}: {err[-3000:]}"
     return runs
 
