@@ -52,22 +52,6 @@ def _export(family_name, sentences, path, buckets=()):
     return family, tokenizer, backbone, pretrainer
 
 
-@pytest.fixture(scope="module")
-def exported(sentences, tmp_path_factory):
-    """`exported(family_name)`: the family's export of `_export` (no buckets), made and loaded once for every test
-    of this file that reads it (each export traces every endpoint: seconds), with (family, tokenizer, backbone,
-    pretrainer) and its folder."""
-    made = {}
-
-    def get(family_name):
-        if family_name not in made:
-            path = tmp_path_factory.mktemp(f"export-{family_name}") / "export"
-            built = _export(family_name, sentences, path)
-            made[family_name] = (*built, path, tf.saved_model.load(str(path)))
-        return made[family_name]
-    return get
-
-
 # A few float32 ulps: the served graph calls the model as a function of its own, whose kernels may round
 # the last bit differently from the eager call (a padding bug moves values by far more).
 ULPS = dict(atol=1e-6, rtol=1e-6)
@@ -83,8 +67,9 @@ def _real(values, mask):
 
 
 @pytest.mark.parametrize("family_name", FAMILIES)
-def test_every_family_serves_the_batch_length_with_the_values_of_the_full_length(family_name, sentences, exported):
-    family, tokenizer, backbone, pretrainer, _, served = exported(family_name)
+def test_every_family_serves_the_batch_length_with_the_values_of_the_full_length(family_name, sentences, tmp_path):
+    family, tokenizer, backbone, pretrainer = _export(family_name, sentences, tmp_path / "export")
+    served = tf.saved_model.load(str(tmp_path / "export"))
     texts = tf.constant(_texts(tokenizer, sentences))
     full = family.pack_text(tokenizer, SEQ_LEN, texts)
     longest = int(full["padding_mask"].numpy().sum(axis=1).max())
@@ -160,12 +145,12 @@ def _check_fill_mask(served, pretrainer, tokenizer, texts, full):
 
 
 @pytest.mark.parametrize("family_name", ["xlnet"])
-def test_the_sequence_axis_follows_the_batch_or_its_bucket(family_name, sentences, exported, tmp_path):
+def test_the_sequence_axis_follows_the_batch_or_its_bucket(family_name, sentences, tmp_path):
     """A planted export that pads to SEQ_LEN again is caught: the shapes served are counted (XLNet: the
     padding on the left; the right side's is counted for every family above)."""
-    _, tokenizer, _, _, _, plain = exported(family_name)
+    _, tokenizer, _, _ = _export(family_name, sentences, tmp_path / "plain")
     _export(family_name, sentences, tmp_path / "buckets", buckets=(16, 8))
-    bucketed = tf.saved_model.load(str(tmp_path / "buckets"))
+    plain, bucketed = (tf.saved_model.load(str(tmp_path / name)) for name in ("plain", "buckets"))
     batches = [["a"], ["a few more words here"], [" ".join(sentences[:40])], ["one", " ".join(sentences[:5])[:60]]]
     lengths = [int(tokenizer.tokenize(tf.constant(b)).row_lengths().numpy().max()) for b in batches]
     expected = [min(length + 2, SEQ_LEN) for length in lengths]  # <sep> <cls> (XLNet), [CLS] [SEP] (BERT)
@@ -234,44 +219,44 @@ def test_task_endpoints_serve_the_batch_length_with_the_full_length_values(famil
             np.testing.assert_allclose(served.answer(texts, texts[::-1])["score"], score.numpy(), atol=1e-5, rtol=0)
 
 
-def test_the_warmup_file_holds_one_request_per_string_signature_that_each_serves(exported):
-    *_, path, served = exported("bert")
+def test_the_warmup_file_holds_one_request_per_string_signature_that_each_serves(sentences, tmp_path):
+    _export("bert", sentences, tmp_path / "export")
+    served = tf.saved_model.load(str(tmp_path / "export"))
     requests = {}
-    for record in tf.data.TFRecordDataset(str(path / WARMUP_FILE)):
+    for record in tf.data.TFRecordDataset(str(tmp_path / "export" / WARMUP_FILE)):
         request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
         requests[request.model_spec.signature_name] = {
             name: tf.make_ndarray(tensor) for name, tensor in request.inputs.items()}
-    signatures = json.loads((path / "assets" / "bertology.json").read_text())["signatures"]
+    signatures = json.loads((tmp_path / "export" / "assets" / "bertology.json").read_text())["signatures"]
     assert sorted(requests) == sorted(set(signatures) - {"serve_ids"})
     for name, inputs in requests.items():
         outputs = served.signatures[name](**{key: tf.constant(value) for key, value in inputs.items()})
         assert all(np.size(value) for value in outputs.values()), name
 
 
-def test_an_xla_export_serves_the_values_of_the_plain_one_in_a_fresh_process(sentences, exported, tmp_path):
+def test_an_xla_export_serves_the_values_of_the_plain_one_in_a_fresh_process(sentences, tmp_path):
     """--serving-xla: the model's part of each endpoint compiled once per shape; the same outputs, served
-    by a process that imports only TensorFlow and tensorflow-text (one fresh process loads both exports)."""
-    family, tokenizer, backbone, pretrainer, plain, _ = exported("bert")
+    by a process that imports only TensorFlow and tensorflow-text."""
+    family, tokenizer, backbone, pretrainer = _export("bert", sentences, tmp_path / "plain")
     run = RunModel("bert", backbone, tokenizer, SEQ_LEN, pretrainer, "bert-tiny")
     export_saved_model(run, tmp_path / "xla", xla=True)
     assert json.loads((tmp_path / "xla" / "assets" / "bertology.json").read_text())["xla"] is True
-    assert xla_compiled_functions(tmp_path / "xla") and not xla_compiled_functions(plain)
+    assert xla_compiled_functions(tmp_path / "xla") and not xla_compiled_functions(tmp_path / "plain")
     texts = _texts(tokenizer, sentences)
     script = (
         "import json, sys\nimport tensorflow as tf, tensorflow_text  # noqa: F401\n"
-        "texts = tf.constant(json.loads(sys.argv[1]))\n"
-        "answers = {}\n"
-        "for name, path in zip(('plain', 'xla'), sys.argv[2:]):\n"
-        "    model = tf.saved_model.load(path)\n"
-        "    assert not [name for name in sys.modules if name.startswith('keras_bertology')]\n"
-        "    answers[name] = {'serve': model.serve(texts)['sequence_output'].numpy().tolist(),\n"
-        "                     'fill': model.fill_mask(texts)['top_probabilities'].numpy().tolist(),\n"
-        "                     'short': model.serve(texts[:1])['sequence_output'].numpy().tolist()}\n"
-        "print(json.dumps(answers))\n")
-    done = subprocess.run([sys.executable, "-c", script, json.dumps(texts), str(plain), str(tmp_path / "xla")],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    answers = json.loads(done.stdout.strip().splitlines()[-1])
-    assert sorted(answers) == ["plain", "xla"]
+        "texts = tf.constant(json.loads(sys.argv[2]))\n"
+        "model = tf.saved_model.load(sys.argv[1])\n"
+        "assert not [name for name in sys.modules if name.startswith('keras_bertology')]\n"
+        "out = {'serve': model.serve(texts)['sequence_output'].numpy().tolist(),\n"
+        "       'fill': model.fill_mask(texts)['top_probabilities'].numpy().tolist(),\n"
+        "       'short': model.serve(texts[:1])['sequence_output'].numpy().tolist()}\n"
+        "print(json.dumps(out))\n")
+    answers = {}
+    for name in ("plain", "xla"):
+        done = subprocess.run([sys.executable, "-c", script, str(tmp_path / name), json.dumps(texts)],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        answers[name] = json.loads(done.stdout.strip().splitlines()[-1])
     for key in ("serve", "fill", "short"):  # two shapes: one compilation each
         np.testing.assert_allclose(answers["xla"][key], answers["plain"][key], atol=1e-5, rtol=0, err_msg=key)
