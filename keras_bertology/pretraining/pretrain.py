@@ -530,11 +530,10 @@ def _masked_dataset(family, data, data_dir, options, start_step, replicas):
     if options.resume and path.is_file():
         _say(options, f"static masking: reusing {path}")
     else:
-        needed = static_records_read(_total_steps(options), options.batch_size)
-        count = min(needed, len(instances["token_ids"]))
-        _say(options, f"static masking: writing {count} masked instances"
-                      + (f" of {len(instances['token_ids'])} (what {_total_steps(options)} steps read)"
-                         if count < len(instances["token_ids"]) else "") + f" to {path}")
+        steps, available = _total_steps(options), len(instances["token_ids"])
+        needed = static_records_read(steps, options.batch_size)
+        _say(options, f"static masking: writing {min(needed, available)} masked instances"
+                      + (f" of {available} (what {steps} steps read)" if needed < available else "") + f" to {path}")
         write_static_tfrecords(instances, masker, 1, str(path), seed=options.seed, verbose=options.verbose,
                                limit=needed)
     return make_dataset(None, options.batch_size, static_path=str(path), seed=options.seed,
