@@ -1,5 +1,6 @@
 """SentencePiece models run in-graph, with the special pieces a family names, and training them in memory."""
 
+import hashlib
 import io
 import os
 import re
@@ -10,6 +11,7 @@ import numpy as np
 import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_text as tf_text
+from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
 
 from keras_bertology.errors import ConfigError
 from keras_bertology.tokenizers.base import (DEFAULT_SPECIAL_TOKENS, PathLike, Tokenizer, as_ragged_ids,
@@ -63,6 +65,7 @@ class SentencePieceTokenizer(Tokenizer):
         self.sentinels = sentinels
         self._model_proto = model_proto
         self._sentencepiece = tf_text.SentencepieceTokenizer(model=self._model_proto, out_type=tf.int32)
+        self._sentencepiece._model_resource = _NamedSentencePieceModel(self._model_proto)
         self._lone_word_start = pieces.index(SENTENCEPIECE_WORD_START) \
             if sentinels and SENTENCEPIECE_WORD_START in pieces else None
 
@@ -110,6 +113,25 @@ class SentencePieceTokenizer(Tokenizer):
         (directory / SENTENCEPIECE_MODEL_FILE).write_bytes(self._model_proto)
         self._write_config(directory, special_tokens=self.special_tokens, **self.preprocessing,
                            **({"sentinels": self.sentinels} if self.sentinels else {}))
+
+
+class _NamedSentencePieceModel(tf.saved_model.experimental.TrackableResource):
+    """The model's TensorFlow resource under a name of its own, its content's hash.
+
+    tensorflow_text's resource has no name: it belongs to the kernel that made it, and `tf.random.set_seed`
+    (which `keras.utils.set_random_seed` calls) empties TensorFlow's kernel cache, so a tokenizer made before
+    a seed is set failed after it ("SentencepieceOp ... does not exist"). A named one stays in the resource
+    manager; tokenizers of the same model share it.
+    """
+
+    def __init__(self, model_proto: bytes):
+        super().__init__()
+        self._model_proto = model_proto
+        self._shared_name = "bertology_sentencepiece_" + hashlib.sha256(model_proto).hexdigest()
+        _ = self.resource_handle  # made now, as tensorflow_text's own
+
+    def _create_resource(self):
+        return gen_sentencepiece_tokenizer.sentencepiece_op(model=self._model_proto, shared_name=self._shared_name)
 
 
 def train_sentencepiece(

@@ -456,3 +456,23 @@ def test_a_registered_tokenizer_type_loads_by_the_type_its_config_names(tmp_path
     with pytest.raises(ConfigError, match=r"has type 'unknown'; expected 'byte_bpe', 'plain_wordpiece', "
                                           r"'sentencepiece', 'word' or 'wordpiece'"):
         load_tokenizer(tmp_path / "plain")
+
+
+@pytest.mark.parametrize("family_name", ["bert", "albert", "xlnet", "roberta", "elmo"])
+def test_setting_a_seed_after_a_tokenizer_is_made_leaves_it_and_its_savedmodel_working(
+        family_name, training_sentences, tmp_path):
+    """`keras.utils.set_random_seed` empties TensorFlow's kernel cache: a resource a kernel owned (tensorflow_text's
+    SentencePiece model) was gone after it, and the tokenizer, or a loaded SavedModel holding one, failed."""
+    import keras
+
+    from keras_bertology.models import FAMILIES
+
+    tokenizer = FAMILIES[family_name].train_tokenizer(training_sentences, 400)
+    texts = tf.constant(HARD_SENTENCES)
+    tf.saved_model.save(_Exported(tokenizer), str(tmp_path / "export"))
+    loaded = tf.saved_model.load(str(tmp_path / "export"))
+    expected = ids_of(tokenizer, HARD_SENTENCES)
+    assert loaded(texts).to_list() == expected
+    keras.utils.set_random_seed(1)
+    assert tokenizer.tokenize(texts).to_list() == expected
+    assert loaded(texts).to_list() == expected
