@@ -49,6 +49,22 @@ def _export(family_name, sentences, path, buckets=()):
     return family, tokenizer, backbone, pretrainer
 
 
+@pytest.fixture(scope="module")
+def exported(sentences, tmp_path_factory):
+    """`_export` once per family and buckets for the module, in a folder of its own: (path, family, tokenizer,
+    backbone, pretrainer). The tests only read an export, so those that need the same one share it."""
+    made = {}
+
+    def export(family_name, buckets=()):
+        key = (family_name, tuple(buckets))
+        if key not in made:
+            path = tmp_path_factory.mktemp(f"{family_name}-export")
+            made[key] = (path, *_export(family_name, sentences, path, buckets))
+        return made[key]
+
+    return export
+
+
 # A few float32 ulps: the served graph calls the model as a function of its own, whose kernels may round
 # the last bit differently from the eager call (a padding bug moves values by far more).
 ULPS = dict(atol=1e-6, rtol=1e-6)
@@ -64,9 +80,9 @@ def _real(values, mask):
 
 
 @pytest.mark.parametrize("family_name", FAMILIES)
-def test_every_family_serves_the_batch_length_with_the_values_of_the_full_length(family_name, sentences, tmp_path):
-    family, tokenizer, backbone, pretrainer = _export(family_name, sentences, tmp_path / "export")
-    served = tf.saved_model.load(str(tmp_path / "export"))
+def test_every_family_serves_the_batch_length_with_the_values_of_the_full_length(family_name, sentences, exported):
+    path, family, tokenizer, backbone, pretrainer = exported(family_name)
+    served = tf.saved_model.load(str(path))
     texts = tf.constant(_texts(tokenizer, sentences))
     full = family.pack_text(tokenizer, SEQ_LEN, texts)
     longest = int(full["padding_mask"].numpy().sum(axis=1).max())
@@ -142,12 +158,12 @@ def _check_fill_mask(served, pretrainer, tokenizer, texts, full):
 
 
 @pytest.mark.parametrize("family_name", ["xlnet"])
-def test_the_sequence_axis_follows_the_batch_or_its_bucket(family_name, sentences, tmp_path):
+def test_the_sequence_axis_follows_the_batch_or_its_bucket(family_name, sentences, exported, tmp_path):
     """A planted export that pads to SEQ_LEN again is caught: the shapes served are counted (XLNet: the
     padding on the left; the right side's is counted for every family above)."""
-    _, tokenizer, _, _ = _export(family_name, sentences, tmp_path / "plain")
+    plain_path, _, tokenizer, _, _ = exported(family_name)
     _export(family_name, sentences, tmp_path / "buckets", buckets=(16, 8))
-    plain, bucketed = (tf.saved_model.load(str(tmp_path / name)) for name in ("plain", "buckets"))
+    plain, bucketed = (tf.saved_model.load(str(path)) for path in (plain_path, tmp_path / "buckets"))
     batches = [["a"], ["a few more words here"], [" ".join(sentences[:40])], ["one", " ".join(sentences[:5])[:60]]]
     lengths = [int(tokenizer.tokenize(tf.constant(b)).row_lengths().numpy().max()) for b in batches]
     expected = [min(length + 2, SEQ_LEN) for length in lengths]  # <sep> <cls> (XLNet), [CLS] [SEP] (BERT)
@@ -216,44 +232,45 @@ def test_task_endpoints_serve_the_batch_length_with_the_full_length_values(famil
             np.testing.assert_allclose(served.answer(texts, texts[::-1])["score"], score.numpy(), atol=1e-5, rtol=0)
 
 
-def test_the_warmup_file_holds_one_request_per_string_signature_that_each_serves(sentences, tmp_path):
-    _export("bert", sentences, tmp_path / "export")
-    served = tf.saved_model.load(str(tmp_path / "export"))
+def test_the_warmup_file_holds_one_request_per_string_signature_that_each_serves(exported):
+    path = exported("bert")[0]
+    served = tf.saved_model.load(str(path))
     requests = {}
-    for record in tf.data.TFRecordDataset(str(tmp_path / "export" / WARMUP_FILE)):
+    for record in tf.data.TFRecordDataset(str(path / WARMUP_FILE)):
         request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
         requests[request.model_spec.signature_name] = {
             name: tf.make_ndarray(tensor) for name, tensor in request.inputs.items()}
-    signatures = json.loads((tmp_path / "export" / "assets" / "bertology.json").read_text())["signatures"]
+    signatures = json.loads((path / "assets" / "bertology.json").read_text())["signatures"]
     assert sorted(requests) == sorted(set(signatures) - {"serve_ids"})
     for name, inputs in requests.items():
         outputs = served.signatures[name](**{key: tf.constant(value) for key, value in inputs.items()})
         assert all(np.size(value) for value in outputs.values()), name
 
 
-def test_an_xla_export_serves_the_values_of_the_plain_one_in_a_fresh_process(sentences, tmp_path):
+def test_an_xla_export_serves_the_values_of_the_plain_one_in_a_fresh_process(sentences, exported, tmp_path):
     """--serving-xla: the model's part of each endpoint compiled once per shape; the same outputs, served
     by a process that imports only TensorFlow and tensorflow-text."""
-    family, tokenizer, backbone, pretrainer = _export("bert", sentences, tmp_path / "plain")
+    plain, family, tokenizer, backbone, pretrainer = exported("bert")
     run = RunModel("bert", backbone, tokenizer, SEQ_LEN, pretrainer, "bert-tiny")
     export_saved_model(run, tmp_path / "xla", xla=True)
     assert json.loads((tmp_path / "xla" / "assets" / "bertology.json").read_text())["xla"] is True
-    assert xla_compiled_functions(tmp_path / "xla") and not xla_compiled_functions(tmp_path / "plain")
+    assert xla_compiled_functions(tmp_path / "xla") and not xla_compiled_functions(plain)
     texts = _texts(tokenizer, sentences)
     script = (
         "import json, sys\nimport tensorflow as tf, tensorflow_text  # noqa: F401\n"
-        "texts = tf.constant(json.loads(sys.argv[2]))\n"
-        "model = tf.saved_model.load(sys.argv[1])\n"
+        "texts = tf.constant(json.loads(sys.argv[1]))\n"
+        "answers = {}\n"
+        "for path in sys.argv[2:]:\n"
+        "    model = tf.saved_model.load(path)\n"
+        "    answers[path] = {'serve': model.serve(texts)['sequence_output'].numpy().tolist(),\n"
+        "                     'fill': model.fill_mask(texts)['top_probabilities'].numpy().tolist(),\n"
+        "                     'short': model.serve(texts[:1])['sequence_output'].numpy().tolist()}\n"
         "assert not [name for name in sys.modules if name.startswith('keras_bertology')]\n"
-        "out = {'serve': model.serve(texts)['sequence_output'].numpy().tolist(),\n"
-        "       'fill': model.fill_mask(texts)['top_probabilities'].numpy().tolist(),\n"
-        "       'short': model.serve(texts[:1])['sequence_output'].numpy().tolist()}\n"
-        "print(json.dumps(out))\n")
-    answers = {}
-    for name in ("plain", "xla"):
-        done = subprocess.run([sys.executable, "-c", script, str(tmp_path / name), json.dumps(texts)],
-                              capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr[-3000:]
-        answers[name] = json.loads(done.stdout.strip().splitlines()[-1])
+        "print(json.dumps(answers))\n")
+    paths = [str(plain), str(tmp_path / "xla")]
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(texts), *paths],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    answers = json.loads(done.stdout.strip().splitlines()[-1])
     for key in ("serve", "fill", "short"):  # two shapes: one compilation each
-        np.testing.assert_allclose(answers["xla"][key], answers["plain"][key], atol=1e-5, rtol=0, err_msg=key)
+        np.testing.assert_allclose(answers[paths[1]][key], answers[paths[0]][key], atol=1e-5, rtol=0, err_msg=key)
