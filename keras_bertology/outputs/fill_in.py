@@ -4,7 +4,9 @@ held-out line.
 After the export, one word of each held-out line, drawn at random as masking
 draws tokens, is replaced by the mask token and the exported SavedModel (its
 `mlm_logits` signature, so this also proves the export serves) ranks the
-vocabulary there.
+vocabulary there. Beside each answer's rank stands its rank by word frequency
+alone (its count in the run's instances): a model that ranks an answer above
+that used the line's context, not only how common the word is.
 """
 
 import random
@@ -33,7 +35,8 @@ class FillIn(OutputKind):
                                              serving.pack, serving.strings), model=masked_lm)
 
     def examples(self, run):
-        return {"fill_mask": fill_mask_examples(run.export_dir, run.tokenizer, run.held_out, run.seed)}
+        return {"fill_mask": fill_mask_examples(run.export_dir, run.tokenizer, run.held_out, run.seed,
+                                                token_counts=run.token_counts)}
 
     def summary_lines(self, metrics):
         if not metrics.get("fill_mask"):
@@ -42,17 +45,26 @@ class FillIn(OutputKind):
                  "masked word in lines held out of training"]
         for example in metrics["fill_mask"]:
             guesses = ", ".join(f"{g['token']} {g['probability']:.2f}" for g in example["top"])
+            by_frequency = f" (by frequency alone {example['unigram_rank']:,})" if "unigram_rank" in example else ""
             lines.append(f"  {example['text']}")
-            lines.append(f"      answer '{example['answer']}' ranked {example['answer_rank']:,}; "
+            lines.append(f"      answer '{example['answer']}' ranked {example['answer_rank']:,}{by_frequency}; "
                          f"model: {guesses}")
+        ranked = [example for example in metrics["fill_mask"] if "unigram_rank" in example]
+        if ranked:
+            above = sum(example["answer_rank"] < example["unigram_rank"] for example in ranked)
+            lines.append(f"  the model ranks {above} of {len(ranked)} answers above their rank by word frequency "
+                         "alone: " + ("it reads the context" if 2 * above > len(ranked) else
+                                      "mostly not yet beyond word frequency"))
         return lines
 
 
 FILL_IN = FillIn()
 
 
-def fill_mask_examples(export_dir, tokenizer, sentences, seed=0, top_k=TOP_K):
-    """Per sentence: the masked text, the hidden word, the top-k fill-ins and the word's rank.
+def fill_mask_examples(export_dir, tokenizer, sentences, seed=0, top_k=TOP_K, token_counts=None):
+    """Per sentence: the masked text, the hidden word, the top-k fill-ins and the word's rank; with
+    `token_counts` ([vocab] counts of the training instances), also its rank by frequency alone
+    (`frequency_ranks`).
 
     The hidden word is drawn (by `seed`, whatever the model) among the words of
     three or more letters that are a single vocabulary token (so one mask
@@ -67,6 +79,7 @@ def fill_mask_examples(export_dir, tokenizer, sentences, seed=0, top_k=TOP_K):
         return []
     outputs = model.mlm_logits(tf.constant([text for text, _, _ in queries]))
     token_ids, logits = outputs["token_ids"].numpy(), outputs["logits"].numpy()
+    by_frequency = None if token_counts is None else frequency_ranks(token_counts, tokenizer.special_ids)
     examples = []
     for row, (text, word, answer_id) in enumerate(queries):
         positions = np.flatnonzero(token_ids[row] == tokenizer.mask_id)
@@ -80,8 +93,19 @@ def fill_mask_examples(export_dir, tokenizer, sentences, seed=0, top_k=TOP_K):
             "answer_rank": int(np.flatnonzero(ranking == answer_id)[0]) + 1,
             "top": [{"token": _display(tokenizer.vocabulary[i]), "probability": float(probabilities[i])}
                     for i in ranking[:top_k]],
+            **({} if by_frequency is None else {"unigram_rank": int(by_frequency[answer_id])}),
         })
     return examples
+
+
+def frequency_ranks(token_counts, special_ids):
+    """Each id's rank when ids are ranked by their count alone, the special ids last: 1 + the number of
+    other ids counted more often. Ids of equal count share the best of their ranks, so a model must rank an
+    answer above every word as common as it to beat this baseline."""
+    counts = np.asarray(token_counts, np.int64).copy()
+    counts[list(special_ids)] = -1
+    descending = -np.sort(counts)[::-1]  # ascending negated counts
+    return 1 + np.searchsorted(descending, -counts, side="left")
 
 
 def _masked_queries(tokenizer, sentences, rng):

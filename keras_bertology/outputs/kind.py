@@ -55,8 +55,9 @@ class Endpoints:
 @dataclasses.dataclass(frozen=True)
 class FinishedRun:
     """What the end of a pretraining run offers a kind to draw its examples from: the trained pretrainer,
-    the tokenizer, the sentences held out of training, the run's seed and sequence length, and the
-    export (None before it is written, or without one)."""
+    the tokenizer, the sentences held out of training, the run's seed and sequence length, the export
+    (None before it is written, or without one) and how often each id occurs in the training instances
+    ([vocab] ints, None where unknown): the word-frequency baseline an example is ranked against."""
 
     pretrainer: object
     tokenizer: object
@@ -64,6 +65,7 @@ class FinishedRun:
     seed: int
     seq_len: int
     export_dir: Path | None = None
+    token_counts: object = None
 
     def assets(self):
         """The export's assets/bertology.json (its signatures, its served outputs), read without loading it."""

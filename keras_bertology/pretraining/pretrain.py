@@ -138,7 +138,8 @@ def _pretrain(family, options, source, run_dir, export_dir, checkpoints, strateg
     run, pretrainer = _save_run(options, pretrainer, data.tokenizer, run_dir, strategy)
     metrics = _metrics(family, options, pretrainer, data, context, fitted, export_dir, strategy)
     kinds = kinds_of(pretrainer)
-    finished = FinishedRun(pretrainer, data.tokenizer, data.held_out, options.seed, options.seq_len)
+    finished = FinishedRun(pretrainer, data.tokenizer, data.held_out, options.seed, options.seq_len,
+                           token_counts=data.token_counts)
     metrics.update(_examples(kinds, finished, from_export=False))
     _write_report(options, metrics, fitted.history, pretrainer, run_dir)
     if export_dir:

@@ -119,7 +119,7 @@ def test_pretrain_writes_run_and_export_that_serves_the_same_numbers(tmp_path, m
     assert round(vocab_size) <= 600
     if model == "bert":
         assert 0.4 < metrics["objectives"]["nsp"]["chance"]["accuracy"] < 0.8
-    _check_fill_mask_examples(metrics["fill_mask"], result.out)
+    _check_fill_mask_examples(metrics["fill_mask"], result.out, vocab_size)
     assert metrics["masking"] == ("static" if model == "bert" else "dynamic")
     assert metrics["whole_word"] == ("--whole-word" in extra)
     assert metrics["xla"] == ("--xla" in extra)  # the tests' default is off (conftest.py)
@@ -149,7 +149,7 @@ def test_pretrain_writes_run_and_export_that_serves_the_same_numbers(tmp_path, m
         assert set(np.unique(served["pair_segment_ids"])) == {0, 1}
 
 
-def _check_fill_mask_examples(examples, stdout):
+def _check_fill_mask_examples(examples, stdout, vocab_size):
     """Held-out lines with one masked word, ranked by the exported model."""
     from keras_bertology.data.held_out_lines import HELD_OUT
 
@@ -161,6 +161,9 @@ def _check_fill_mask_examples(examples, stdout):
         assert len(probabilities) == 5 and probabilities == sorted(probabilities, reverse=True)
         assert 0.0 < sum(probabilities) <= 1.0 + 1e-6
         assert example["answer_rank"] >= 1
+        assert 1 <= example["unigram_rank"] <= round(vocab_size)  # ranked by its count in the instances
+    above = sum(example["answer_rank"] < example["unigram_rank"] for example in examples)
+    assert f"the model ranks {above} of {len(examples)} answers above their rank by word frequency alone" in stdout
 
 
 @pytest.mark.slow
