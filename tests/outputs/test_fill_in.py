@@ -1,5 +1,5 @@
 """The fill-in examples' word-frequency baseline: each answer's rank by its count alone, and the summary's
-account of how many answers the model ranks above it."""
+account of how many answers the model ranks above it, with a sign test."""
 
 import numpy as np
 
@@ -28,13 +28,19 @@ def _example(rank, unigram_rank):
     return example if unigram_rank is None else {**example, "unigram_rank": unigram_rank}
 
 
-def test_the_summary_puts_each_answers_frequency_rank_beside_its_rank_and_counts_those_ranked_above():
+def test_the_summary_puts_each_answers_frequency_rank_beside_its_rank_and_tests_those_ranked_above():
     lines = FILL_IN.summary_lines({"fill_mask": [_example(4, 10), _example(30, 12), _example(7, 7)]})
     assert "answer 'word' ranked 4 (by frequency alone 10); model: the 0.10" in lines[2]
-    assert lines[-1].startswith("  the model ranks 1 of 3 answers above their rank by word frequency alone")
-    assert lines[-1].endswith("mostly not yet beyond word frequency")  # a tie is not above
-    lines = FILL_IN.summary_lines({"fill_mask": [_example(4, 10), _example(3, 12), _example(70, 7)]})
-    assert lines[-1].endswith("2 of 3 answers above their rank by word frequency alone: it reads the context")
+    # 1 of 2 untied above: P(X >= 1 | Binomial(2, 1/2)) = 3/4.
+    assert lines[-1] == ("  the model ranks 1 of 3 answers above their rank by word frequency alone (1 tied; sign "
+                         "test p = 0.75): not yet told apart from word frequency")
+    # 5 of 5: p = 1/32 = 0.03; 7 of 8 with one tie: 1/128; 5 of 7 untied: (21 + 7 + 1) / 128 = 0.23.
+    for pairs, expected in (([(1, 2)] * 5, "5 of 5 answers above their rank by word frequency alone (0 tied; sign "
+                                           "test p = 0.03): the model reads the context beyond word frequency"),
+                            ([(1, 2)] * 7 + [(3, 3)], "(1 tied; sign test p = 0.01): the model reads"),
+                            ([(1, 2)] * 5 + [(9, 2)] * 2 + [(3, 3)], "(1 tied; sign test p = 0.23): not yet")):
+        line = FILL_IN.summary_lines({"fill_mask": [_example(*pair) for pair in pairs]})[-1]
+        assert expected in line, line
     # Metrics of a run without counts (older runs) keep the old lines.
     lines = FILL_IN.summary_lines({"fill_mask": [_example(4, None)]})
     assert lines[-1] == "      answer 'word' ranked 4; model: the 0.10"
