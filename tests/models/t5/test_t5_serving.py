@@ -16,7 +16,6 @@ import tensorflow as tf
 import torch
 import transformers
 
-from bare_serving import saved_model_cli
 from hf_reference import perturbed_hf_model, save_hf_model
 from keras_bertology.cli import main
 from keras_bertology.data.builder_contexts import InstanceContext
@@ -108,36 +107,59 @@ def test_the_export_generates_as_transformers_greedy_generate(t5_folder, served)
     assert drawn[0] == drawn[1] != drawn[2] and all(len(row) <= 5 for row in drawn[0])
 
 
+# One bare process (tensorflow and tensorflow-text, nothing of this project) runs `saved_model_cli show`,
+# then `saved_model_cli run` (the tool's own `main`, as bare_serving.saved_model_cli runs it), then replays the
+# warm-up requests: one TensorFlow start-up instead of three.
+BARE_SERVER = """
+import contextlib, io, json, sys
+import tensorflow as tf, tensorflow_text  # noqa: F401
+from tensorflow.python.tools import saved_model_cli
+from tensorflow_serving.apis import prediction_log_pb2
+path, outdir, prompts = sys.argv[1:4]
+
+def cli(*args):
+    sys.argv = ["saved_model_cli", *args]
+    shown = io.StringIO()
+    with contextlib.redirect_stdout(shown):
+        try:
+            saved_model_cli.main()
+        except SystemExit as exit_:  # absl's app.run exits
+            assert not exit_.code, ("saved_model_cli", args, exit_.code)
+    return shown.getvalue()
+
+shown = cli("show", "--dir", path, "--all")
+cli("run", "--dir", path, "--tag_set", "serve", "--signature_def", "generate", "--input_exprs", "text=" + prompts,
+    "--outdir", outdir)
+model = tf.saved_model.load(path)
+served = {}
+for record in tf.data.TFRecordDataset(path + "/assets.extra/tf_serving_warmup_requests"):
+    request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
+    inputs = {k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()}
+    outputs = model.signatures[request.model_spec.signature_name](**inputs)
+    served[request.model_spec.signature_name] = sorted(outputs)
+print(json.dumps({"shown": shown, "served": served,
+                  "modules": [name for name in sys.modules if name.startswith("keras_bertology")]}))
+"""
+
+
 @pytest.mark.slow
 def test_saved_model_cli_and_the_warmup_requests_run_generate_in_a_bare_process(served, tmp_path):
     """What a server has: tensorflow and tensorflow-text, no keras_bertology. `saved_model_cli` lists the
     generation signatures and runs `generate` on raw strings; each warm-up request TensorFlow Serving would
     replay serves, `generate_sampling`'s scalars included."""
     model, path = served
-    shown = saved_model_cli("show", "--dir", str(path), "--all")
+    done = subprocess.run([sys.executable, "-c", BARE_SERVER, str(path), str(tmp_path / "out"), repr(PROMPTS)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["modules"] == [], result["modules"]
     for name in ("serving_default", "serve", "encode", "generate", "generate_sampling"):
-        assert f"signature_def['{name}']" in shown
-    saved_model_cli("run", "--dir", str(path), "--tag_set", "serve", "--signature_def", "generate",
-              "--input_exprs", f"text={PROMPTS!r}", "--outdir", str(tmp_path / "out"))
+        assert f"signature_def['{name}']" in result["shown"], name
     expected = model.generate(tf.constant(PROMPTS))
     np.testing.assert_array_equal(np.load(tmp_path / "out" / "generated_ids.npy"),
                                   expected["generated_ids"].numpy())
     assert np.load(tmp_path / "out" / "text.npy", allow_pickle=True).tolist() == expected["text"].numpy().tolist()
-    script = (
-        "import json, sys\nimport tensorflow as tf, tensorflow_text  # noqa: F401\n"
-        "from tensorflow_serving.apis import prediction_log_pb2\n"
-        "model = tf.saved_model.load(sys.argv[1])\n"
-        "assert not [name for name in sys.modules if name.startswith('keras_bertology')]\n"
-        "served = {}\n"
-        "for record in tf.data.TFRecordDataset(sys.argv[1] + '/assets.extra/tf_serving_warmup_requests'):\n"
-        "    request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request\n"
-        "    inputs = {k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()}\n"
-        "    outputs = model.signatures[request.model_spec.signature_name](**inputs)\n"
-        "    served[request.model_spec.signature_name] = sorted(outputs)\n"
-        "print(json.dumps(served))\n")
-    done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    replayed = json.loads(done.stdout.strip().splitlines()[-1])
+    replayed = result["served"]
     assert {"encode", "generate", "generate_sampling"} <= set(replayed)
     assert replayed["generate_sampling"] == ["generated_ids", "num_tokens", "text"]
 
