@@ -1,6 +1,7 @@
 """Writing a SavedModel from Keras layers, a tokenizer and endpoint functions, tracing each endpoint once."""
 
 import errno
+import functools
 
 import keras
 import tensorflow as tf
@@ -26,9 +27,10 @@ def write_saved_model(path, tracked, endpoints):
     root.model_variables = [variable.value for layer in tracked if isinstance(layer, keras.layers.Layer)
                             for variable in layer.variables]
     root.resources = [obj for obj in tracked if not isinstance(obj, keras.layers.Layer)]  # tokenizers' tables
-    signatures = {}
+    signatures, outputs = {}, {}
     for name, (function, input_signature) in endpoints.items():
-        signatures[name] = tf.function(function, input_signature=input_signature, autograph=False)
+        signatures[name] = tf.function(_recording(function, outputs, name), input_signature=input_signature,
+                                       autograph=False)
         setattr(root, name, signatures[name])
     signatures["serving_default"] = signatures[next(iter(endpoints))]
     try:
@@ -39,6 +41,15 @@ def write_saved_model(path, tracked, endpoints):
             raise
         raise OSError(errno.ENOSPC, "no space left on the device while writing the SavedModel",
                       str(path)) from None
-    # Each function was traced once, for its one input signature: this reads that trace.
-    outputs = {name: signatures[name].get_concrete_function().structured_outputs for name in endpoints}
     return {name: sorted(value) if isinstance(value, dict) else None for name, value in outputs.items()}
+
+
+def _recording(function, outputs, name):
+    """`function`, keeping what its trace returned in `outputs[name]`: the save traces each endpoint in a
+    context of its own, and asking the function for its outputs afterwards would trace it again (half an
+    export's tracing)."""
+    @functools.wraps(function)  # the signature's inputs keep the function's argument names
+    def traced(*args, **kwargs):
+        outputs[name] = function(*args, **kwargs)
+        return outputs[name]
+    return traced

@@ -26,4 +26,4 @@ def shapes_only():
         stack.enter_context(torch.device("meta"))
         stack.enter_context(keras.StatelessScope())
         yield
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)  # a collection of the whole heap costs a second a count
