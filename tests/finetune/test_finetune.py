@@ -312,8 +312,11 @@ def test_a_run_on_a_kept_compiled_model_computes_what_a_run_of_its_own_does(tmp_
 # BigBird's at these lengths is BERT's full attention; Linformer's low-rank attention learns this 8-epoch pair
 # task in some runs and stays at chance in others (`make test-all`). A random ELMo's mean over its words needs
 # more than 8 epochs here: test_elmo.py fine-tunes a pretrained one.
+# DeBERTa's: DeBERTa-v3's head and summary on a disentangled encoder; DistilBERT's: ModernBERT's inputs without
+# segments and BERT's head; GPT's: Transformer-XL's last-text summary of a causal encoder (`make test-all`).
 @pytest.mark.parametrize("family_name", [
-    pytest.param(name, marks=pytest.mark.extended) if name in {"albert", "bigbird", "electra", "ernie", "linformer", "roberta"}
+    pytest.param(name, marks=pytest.mark.extended)
+    if name in {"albert", "bigbird", "deberta", "distilbert", "electra", "ernie", "gpt", "linformer", "roberta"}
     else name
     for name in sorted(set(FAMILIES) - {"bert", "elmo", "spanbert"})])
 def test_every_family_fine_tunes_from_its_run_folder(family_name, tmp_path, sentences, capsys):
