@@ -138,6 +138,10 @@ class DataRecipe:
             "words,phrases,entities"); None: tokens, or words with --whole-word.
         masks_units: the masking stage reads a batch's own unit starts (`data.masking.UNIT_STARTS`), so
             --masking-units may name phrases, entities or a schedule (False for XLNet's permutations).
+        stage_draws: False where the data stage draws nothing (a causal LM's next tokens, ELMo's neighbours):
+            the unigram level a token objective is read against then counts the stage's own labels over every
+            instance, which are exactly its targets (ends of text and unknown words among them). A stage that
+            draws predicts the corpus' non-special tokens.
     """
 
     instances_path: str
@@ -149,6 +153,7 @@ class DataRecipe:
     masks_tokens: bool = True
     masking_units: str | None = None
     masks_units: bool = True
+    stage_draws: bool = True
 
 
 @dataclass(frozen=True)

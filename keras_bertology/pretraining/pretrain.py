@@ -52,7 +52,8 @@ from keras_bertology.pretraining.held_out import (
     KeepTrainingState, eval_dataset, eval_records, eval_windows, split_off_eval_documents)
 from keras_bertology.pretraining.init_from import init_context, load_initial_weights
 from keras_bertology.pretraining.options import PretrainOptions  # noqa: F401  re-exported
-from keras_bertology.pretraining.report import chance_levels, objective_summary, plot_training_curves, summary_text
+from keras_bertology.pretraining.report import (
+    chance_levels, labelling_stage, objective_summary, plot_training_curves, summary_text)
 from keras_bertology.runs import RunModel, load_run_model, save_run_model
 from keras_bertology.tokenizers.saved import load_tokenizer
 
@@ -584,7 +585,8 @@ def _metrics(family, options, pretrainer, data, context, fitted, export_dir, str
         "history": records,
     }
     last = {name: summary["last"] for name, summary in metrics["objectives"].items()}
-    chance = chance_levels(data.instances, data.tokenizer, pretrainer.declared_objectives, last)
+    chance = chance_levels(data.instances, data.tokenizer, pretrainer.declared_objectives, last,
+                           labelling_stage(family, data.tokenizer, options))
     for name, levels in chance.items():
         metrics["objectives"][name]["chance"] = levels
     metrics.update(context.record, **data.units_record)

@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from keras_bertology.atomic import atomic_file  # noqa: E402
+from keras_bertology.data.recipe import build_masker  # noqa: E402
 from keras_bertology.engine.run_metrics import HELD_OUT_PREFIX  # noqa: E402
 
 
@@ -31,17 +32,18 @@ def _window(record, objective):
     return window
 
 
-def chance_levels(instances, tokenizer, objectives, last_windows=None):
+def chance_levels(instances, tokenizer, objectives, last_windows=None, stage=None):
     """What guessing scores, per objective, to read the learned numbers against.
 
     `objectives` are `models.pretrainer.Objective`s. One that declares
     `make_chance` computes its own from its last logged window (labels made by
     the model, like replaced-token detection's, exist only there). Token
-    objectives (`predicts_tokens`: MLM, SBO, PLM) predict the corpus'
-    non-special tokens, so guessing the most frequent one scores its share,
-    and the unigram distribution scores its entropy as loss. A label objective
-    (its labels among the instances) scores its majority share and the labels'
-    entropy.
+    objectives (`predicts_tokens`: MLM, SBO, PLM, LM) predict the corpus'
+    non-special tokens or, given the run's data `stage` where it draws nothing
+    (`DataRecipe.stage_draws`), the labels it gives every instance; guessing
+    the most frequent target scores its share, and the unigram distribution
+    scores its entropy as loss. A label objective (its labels among the
+    instances) scores its majority share and the labels' entropy.
     """
     levels = {}
     for objective in objectives:
@@ -52,8 +54,11 @@ def chance_levels(instances, tokenizer, objectives, last_windows=None):
             shares = np.bincount(labels.ravel()) / labels.size
             levels[name] = {"accuracy": float(shares.max()), "loss": _entropy(shares)}
         elif objective.predicts_tokens:
-            counts = np.bincount(instances["token_ids"].ravel(), minlength=tokenizer.vocab_size)
-            counts[tokenizer.special_ids] = 0
+            if stage is None:
+                counts = np.bincount(instances["token_ids"].ravel(), minlength=tokenizer.vocab_size)
+                counts[tokenizer.special_ids] = 0
+            else:
+                counts = np.bincount(stage_labels(stage, instances, objective), minlength=tokenizer.vocab_size)
             shares = counts / counts.sum()
             top = int(shares.argmax())
             levels[name] = {
@@ -66,6 +71,25 @@ def chance_levels(instances, tokenizer, objectives, last_windows=None):
                 "uniform_perplexity": float(tokenizer.vocab_size),
             }
     return levels
+
+
+def labelling_stage(family, tokenizer, options):
+    """The run's data stage where it draws nothing (`DataRecipe.stage_draws`), whose labels are then every
+    target of its token objectives; None where it draws. It lays out nothing per replica."""
+    return None if family.data.stage_draws else build_masker(family, tokenizer, options)
+
+
+def stage_labels(stage, instances, objective, rows=1024):
+    """The labels of `objective` that a data stage drawing nothing gives `instances`, where their weight is
+    not 0 (1-D ints); `rows` instances at a time, so that what the stage adds per token (ELMo's spellings)
+    stays small."""
+    total = len(instances["token_ids"])
+    found = []
+    for start in range(0, total, rows):
+        batch = stage({key: value[start:start + rows] for key, value in instances.items() if len(value) == total})
+        labels, weights = np.asarray(batch[objective.label_key]), np.asarray(batch[objective.weight_key])
+        found.append(labels[weights > 0])
+    return np.concatenate(found).astype(np.int64)
 
 
 def _entropy(shares):

@@ -21,6 +21,7 @@ FAMILY = ModelFamily(
         instances_path="keras_bertology.models.elmo.instances:sentence_instances",
         masker_path="keras_bertology.models.elmo.instances:bidirectional_stage",
         masks_tokens=False,
+        stage_draws=False,
         masks_units=False,
     ),
     inputs=InputLayout(

@@ -20,6 +20,7 @@ GPT = FAMILY = ModelFamily(
         instances_path="keras_bertology.models.gpt.instances:block_instances",
         masker_path="keras_bertology.data.next_token:next_token_stage",
         masks_tokens=False,
+        stage_draws=False,
     ),
     inputs=InputLayout(summary_position="last_text"),
     conversion=Conversion(

@@ -23,6 +23,7 @@ TRANSFORMER_XL = FAMILY = ModelFamily(
         masker_path="keras_bertology.data.next_token:next_token_stage",
         stream_batches=True,
         masks_tokens=False,
+        stage_draws=False,
     ),
     inputs=InputLayout(summary_position="last_text"),
     conversion=Conversion(
