@@ -8,6 +8,7 @@ speaks to come from the seeds (the papers' own comparisons).
 """
 
 import dataclasses
+import typing
 from pathlib import Path
 
 
@@ -116,32 +117,55 @@ def arm_named(name):
     """The arm of ARMS called `name`."""
     return next(arm for arm in ARMS if arm.name == name)
 
-# The seeds' claims the study can check: (claim, arm, the arm it is compared with, relation, task or None
-# for every task). Relations: "better", "same" (a wash), "at least" (as well as); see study/report.py.
+# What a claim may name as the one thing its two arms differ in.
+FACTORS = ("objective", "masking", "attention", "architecture", "tokenizer")
+
+
+class Claim(typing.NamedTuple):
+    """One of the seeds' claims the study can check: `arm` against `against` by `relation` ("better",
+    "same": a wash, "at least": as well as; see study/report.py) on `task` (None: every task), the two
+    arms differing in `factor` (one of FACTORS) and, for a verdict, in nothing else the study records
+    (study/comparability.py)."""
+
+    text: str
+    arm: str
+    against: str
+    relation: str
+    task: str | None
+    factor: str
+
+
 CLAIMS = (
-    ("ELECTRA learns more per unit of compute than MLM", "electra", "bert", "better", None),
-    ("span masking + SBO beats token masking on extraction (tagging)", "spanbert", "bert", "better",
-     "bbc-names"),
-    ("dynamic masking is a wash against static", "roberta", "roberta-static", "same", None),
-    ("NSP does not help: MLM alone does as well", "roberta-static", "bert", "at least", None),
-    ("SOP beats NSP", "albert", "albert-nsp", "better", None),
-    ("joint ELECTRA beats its two-stage variant", "electra", "electra-two-stage", "better", None),
-    ("permutation LM does at least as well as MLM", "xlnet", "bert", "at least", None),
-    ("a bidirectional MLM beats a left-to-right LM", "bert", "gpt", "better", None),
-    ("permutation LM beats a left-to-right LM", "xlnet", "gpt", "better", None),
-    ("segment recurrence does at least as well as a plain left-to-right LM", "transformer-xl", "gpt", "at least",
-     None),
-    ("span corruption in an encoder-decoder does at least as well as MLM", "t5", "bert", "at least", None),
-    ("disentangled attention with the enhanced mask decoder beats RoBERTa's MLM", "deberta", "roberta", "better",
-     None),
-    ("DeBERTa-v3's detection with disentangled sharing beats ELECTRA's", "deberta-v3", "electra", "better", None),
-    ("on DeBERTa-v3's encoder, replaced token detection beats MLM", "deberta-v3", "deberta-v3-mlm", "better", None),
-    ("block-sparse attention does as well as full attention", "bigbird", "roberta", "at least", None),
-    ("low-rank attention does as well as full attention", "linformer", "roberta", "at least", None),
-    ("phrase and entity masking beats whole-word masking", "ernie", "ernie-words", "better", None),
-    ("a bidirectional Transformer MLM beats ELMo's two LSTM language models", "bert", "elmo", "better", None),
-    ("the modern recipe (ModernBERT's) beats BERT's at equal compute", "modernbert", "bert", "better", None),
-    ("the modern recipe (ModernBERT's) beats RoBERTa's at equal compute", "modernbert", "roberta", "better", None),
+    Claim("ELECTRA learns more per unit of compute than MLM", "electra", "bert", "better", None, "objective"),
+    Claim("span masking + SBO beats token masking on extraction (tagging)", "spanbert", "bert", "better",
+          "bbc-names", "objective"),
+    Claim("dynamic masking is a wash against static", "roberta", "roberta-static", "same", None, "masking"),
+    Claim("NSP does not help: MLM alone does as well", "roberta-static", "bert", "at least", None, "objective"),
+    Claim("SOP beats NSP", "albert", "albert-nsp", "better", None, "objective"),
+    Claim("joint ELECTRA beats its two-stage variant", "electra", "electra-two-stage", "better", None, "objective"),
+    Claim("permutation LM does at least as well as MLM", "xlnet", "bert", "at least", None, "objective"),
+    Claim("a bidirectional MLM beats a left-to-right LM", "bert", "gpt", "better", None, "objective"),
+    Claim("permutation LM beats a left-to-right LM", "xlnet", "gpt", "better", None, "objective"),
+    Claim("segment recurrence does at least as well as a plain left-to-right LM", "transformer-xl", "gpt",
+          "at least", None, "architecture"),
+    Claim("span corruption in an encoder-decoder does at least as well as MLM", "t5", "bert", "at least", None,
+          "objective"),
+    Claim("disentangled attention with the enhanced mask decoder beats RoBERTa's MLM", "deberta", "roberta", "better",
+          None, "attention"),
+    Claim("DeBERTa-v3's detection with disentangled sharing beats ELECTRA's", "deberta-v3", "electra", "better", None,
+          "architecture"),
+    Claim("on DeBERTa-v3's encoder, replaced token detection beats MLM", "deberta-v3", "deberta-v3-mlm", "better",
+          None, "objective"),
+    Claim("block-sparse attention does as well as full attention", "bigbird", "roberta", "at least", None,
+          "attention"),
+    Claim("low-rank attention does as well as full attention", "linformer", "roberta", "at least", None, "attention"),
+    Claim("phrase and entity masking beats whole-word masking", "ernie", "ernie-words", "better", None, "masking"),
+    Claim("a bidirectional Transformer MLM beats ELMo's two LSTM language models", "bert", "elmo", "better", None,
+          "architecture"),
+    Claim("the modern recipe (ModernBERT's) beats BERT's at equal compute", "modernbert", "bert", "better", None,
+          "architecture"),
+    Claim("the modern recipe (ModernBERT's) beats RoBERTa's at equal compute", "modernbert", "roberta", "better", None,
+          "architecture"),
 )
 
 

@@ -26,6 +26,8 @@ from pathlib import Path
 
 from keras_bertology.atomic import atomic_file
 from keras_bertology.study.arms import CLAIMS
+from keras_bertology.study.comparability import differences
+from keras_bertology.tokenizers.saved import describe_saved_tokenizer
 
 DECISIVE = 2.0  # standard errors
 
@@ -110,14 +112,15 @@ def write_report(out, options, scale, points, state, random_init_key, label_coun
     full = {row["arm"]: row for row in rows if row["budget"] == max(scale.budgets)}
     gates = {Path(task).name: gate(state, reference.key, random_init_key, task, counts["verdict"], options.seed_count)
              for task, counts in label_counts.items()}
+    # What each arm's verdicts may compare: its vocabulary (random initialisation has the reference arm's).
+    arms = {name: {"tokenizer": describe_saved_tokenizer(Path(out) / "tokenizers" / name)} for name in full}
     claims = []
-    for text, winner, other, relation, task in CLAIMS:
-        if winner in full and other in full:
-            for name in ([task] if task else tasks):
+    for claim in CLAIMS:
+        if claim.arm in full and claim.against in full:
+            for name in ([claim.task] if claim.task else tasks):
                 if name in tasks and gates[name]["pays"]:
-                    claims.append({"claim": text, "arm": winner, "against": other, "relation": relation,
-                                   "task": name, **judge(relation, full[winner]["scores"][name]["seeds"],
-                                                         full[other]["scores"][name]["seeds"])})
+                    claims.append(_judged(claim, name, arms, full[claim.arm]["scores"][name]["seeds"],
+                                          full[claim.against]["scores"][name]["seeds"]))
     decidable = {task: decidable_difference([row["scores"][task]["seeds"] for row in full.values()
                                              if task in row["scores"]]
                                             + [random_init[task][str(verdict_labels[task])]["seeds"]])
@@ -129,12 +132,24 @@ def write_report(out, options, scale, points, state, random_init_key, label_coun
                "pretraining_text": "the tasks' training text, without labels" if options.corpus is None
                else " ".join(map(str, options.corpus)),
                "rows": rows, "learning_curves": curves, "random_init": random_init, "gate": gates,
-               "decidable_difference": decidable, "claims": claims, "flops_per_step": state["flops_per_step"],
+               "decidable_difference": decidable, "arms": arms, "claims": claims,
+               "flops_per_step": state["flops_per_step"],
                "pretrain_seconds": sum(r["seconds"] for r in state["pretrain"].values()),
                "finetune_runs": len(runs),
                "finetune_train_seconds": sum(run["seconds"] for run in runs),
                "finetune_seconds": sum(run["wall_seconds"] for run in runs)}
     return write_results(out, results, markdown, plot, "score_vs_compute.png")
+
+
+def _judged(claim, task, arms, scores, against):
+    """results.json's entry of `claim` on `task`: its verdict from the paired scores, or "not comparable" (with
+    the reasons) where its arms differ in a recorded factor other than the one it names."""
+    judged = {"claim": claim.text, "arm": claim.arm, "against": claim.against, "relation": claim.relation,
+              "factor": claim.factor, "task": task, **judge(claim.relation, scores, against)}
+    reasons = differences(arms, judged)
+    if reasons:
+        judged.update(verdict="not comparable", not_comparable=reasons)
+    return judged
 
 
 def write_results(out, results, to_markdown, to_plot, plot_name):
@@ -235,16 +250,19 @@ def markdown(results):
                      + ("given" if gate["pays"] else "none: the budget is too small for this task") + " |")
     lines += ["", "## The seeds' claims at the full budget", ""]
     if results["claims"]:
-        lines += ["| claim | task | difference | standard error | verdict |", "|---|---|---|---|---|"]
+        lines += ["| claim | factor | task | difference | standard error | verdict |", "|---|---|---|---|---|---|"]
         for claim in results["claims"]:
-            lines.append(f"| {claim['claim']} ({claim['arm']} vs {claim['against']}) | {claim['task']} | "
-                         f"{claim['difference']:+.3f} | {claim['standard_error']:.3f} | {claim['verdict']} |")
+            verdict = claim["verdict"] + "".join(f": {reason}" for reason in claim.get("not_comparable", ()))
+            lines.append(f"| {claim['claim']} ({claim['arm']} vs {claim['against']}) | {claim['factor']} | "
+                         f"{claim['task']} | {claim['difference']:+.3f} | {claim['standard_error']:.3f} | {verdict} |")
     elif not any(gate["pays"] for gate in results["gate"].values()):
         lines.append("No claim is judged: on no task did pretraining beat random initialisation.")
     else:
         lines.append("No claim is judged: no claim has both of its arms in this study.")
     lines += ["", f"A verdict needs a paired difference beyond {DECISIVE:g} standard errors of it; \"no signal\": "
-              "both arms scored the same on every seed (see `keras_bertology/study/report.py`).", ""]
+              "both arms scored the same on every seed (see `keras_bertology/study/report.py`). \"not comparable\": "
+              "the two arms differ in more than the factor the claim names (`keras_bertology/study/comparability.py`).",
+              ""]
     return "\n".join(lines)
 
 

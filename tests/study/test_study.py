@@ -12,7 +12,7 @@ import pytest
 
 from keras_bertology.cli import main
 from keras_bertology.errors import ConfigError
-from keras_bertology.study.arms import ARM_NAMES, ARMS, CLAIMS, SCALES
+from keras_bertology.study.arms import ARM_NAMES, ARMS, CLAIMS, FACTORS, SCALES
 from keras_bertology.study.options import StudyOptions
 from keras_bertology.study.report import judge, summarize
 
@@ -39,9 +39,10 @@ def _bertology(capsys, *args):
     return subprocess.CompletedProcess(args, status, captured.out, captured.err)
 
 
-def test_claims_name_arms_of_the_study_and_relations_the_report_knows():
-    for _, arm, other, relation, _ in CLAIMS:
-        assert {arm, other} <= set(ARM_NAMES) and relation in ("better", "same", "at least")
+def test_claims_name_arms_of_the_study_and_relations_and_factors_the_report_knows():
+    for claim in CLAIMS:
+        assert {claim.arm, claim.against} <= set(ARM_NAMES) and claim.relation in ("better", "same", "at least")
+        assert claim.factor in FACTORS
     assert ARMS[0].name == "bert"  # the budget is BERT's, as the papers' baselines are
 
 
@@ -336,11 +337,18 @@ def test_the_smoke_study_gives_every_arm_equal_compute_and_resumes(tmp_path, cap
     stages = results["flops_per_step"]["electra-two-stage"]["stages"]
     assert [share for share, _ in stages] == [0.5, 0.5] and stages[0][1] != stages[1][1]
     assert {claim["verdict"] for claim in results["claims"]} <= {"reproduced", "reversed", "undecided",
-                                                                 "not reproduced", "no signal"}
+                                                                 "not reproduced", "no signal", "not comparable"}
     # Claims are judged only on the tasks where the reference arm beat random initialisation.
-    judged = [claim for claim in CLAIMS if {claim[1], claim[2]} <= set(SMOKE_ARMS)]
+    judged = [claim for claim in CLAIMS if {claim.arm, claim.against} <= set(SMOKE_ARMS)]
     paying = [task for task, gate in results["gate"].items() if gate["pays"]]
-    assert len(results["claims"]) == sum(len(paying) if task is None else int(task in paying) for *_, task in judged)
+    assert len(results["claims"]) == sum(len(paying) if claim.task is None else int(claim.task in paying)
+                                         for claim in judged)
+    # Every arm records its vocabulary; a claim whose arms' vocabularies differ is refused, and only such a one.
+    assert set(results["arms"]) == set(SMOKE_ARMS)
+    assert results["arms"]["distilbert"]["tokenizer"] == results["arms"]["bert"]["tokenizer"]  # its teacher's
+    for claim in results["claims"]:
+        differ = results["arms"][claim["arm"]]["tokenizer"] != results["arms"][claim["against"]]["tokenizer"]
+        assert (claim["verdict"] == "not comparable") == (differ and claim["factor"] != "tokenizer"), claim
     assert set(results["decidable_difference"]) == {"bbc-news"}
     report = (out / "results.md").read_text()
     assert (out / "score_vs_compute.png").stat().st_size > 10_000 and "| no pretraining |" in report
