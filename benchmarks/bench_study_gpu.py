@@ -37,7 +37,8 @@ def prepare(scale_name, arm_names, out, vocab_size, tasks=None):
     from keras_bertology.finetune.datasets import load_task
     from keras_bertology.models.registry import get_family
     from keras_bertology.study.arms import ARMS
-    from keras_bertology.study.compute import PROBE_STEPS, arm_tokenizer, probe_step, read_documents, write_task_text
+    from keras_bertology.study.compute import (
+        PROBE_STEPS, arm_tokenizer, probe_step, read_documents, shared_vocabulary, write_task_text)
     from keras_bertology.study.options import StudyOptions
     from keras_bertology.study.run import ArmRun
     from keras_bertology.study.steps import arm_pretrain_options
@@ -55,11 +56,11 @@ def prepare(scale_name, arm_names, out, vocab_size, tasks=None):
         if arm.depends_on:  # its step needs another arm's trained run (a teacher): timed by the study itself
             print(f"{arm.name}: left out (it trains from the {', '.join(arm.depends_on)} arm's run)", flush=True)
     arms = [arm for arm in arms if not arm.depends_on]
-    probes = {}
+    probes, shared = {}, shared_vocabulary(options, out, documents)
     for arm in arms:
         family = get_family(arm.model)
         probe = arm_pretrain_options(options, scale, arm, steps=PROBE_STEPS, out=None)
-        tokenizer = arm_tokenizer(family, documents, probe, out / "tokenizers" / arm.name)
+        tokenizer = arm_tokenizer(family, documents, probe, out / "tokenizers" / arm.name, shared=shared)
         average, stages, batch = probe_step(family, tokenizer, documents, probe)
         np.savez(out / f"{arm.name}.npz", **_flat(batch))
         probes[arm.name] = (probe, family, tokenizer.vocab_size, {"average": average, "stages": stages})

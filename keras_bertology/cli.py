@@ -9,7 +9,8 @@
                        [--learning-rate LR] [--layer-decay D] [--seq-len L] [--seed S]
                        [--out DIR] [--export DIR]
     bertology study [--scale tiny|small|base|smoke] [--corpus PATH ...] [--arms NAME ...]
-                    [--tasks NAME|DATA_DIR ...] [--seeds N] [--workers N] [--out STUDY_DIR]
+                    [--tasks NAME|DATA_DIR ...] [--seeds N] [--workers N] [--tokenizers shared|native]
+                    [--out STUDY_DIR]
     bertology export RUN_DIR [--format saved_model|hf] [--out DIR]
     bertology convert --from-hf HF_DIR|ORG/NAME[@REVISION] --out RUN_DIR [--seq-len L]
     bertology presets [FAMILY]
@@ -276,6 +277,7 @@ def _add_study(commands):
     from keras_bertology.study.arms import ARM_NAMES, SCALES
     from keras_bertology.study.options import BACKENDS as STUDY_BACKENDS
     from keras_bertology.study.options import BATCH_ARM
+    from keras_bertology.study.options import TOKENIZERS as STUDY_TOKENIZERS
     from keras_bertology.study.options import StudyOptions
 
     defaults = StudyOptions()
@@ -313,6 +315,10 @@ def _add_study(commands):
                             "the scale's, accumulated; each " + str(ranges.BATCH_SIZE) + ") at equal samples seen, "
                             "each at its best peak rate of a grid by held-out perplexity, then fine-tuned (RoBERTa's "
                             "table; e.g. 32,128,512 at tiny)")
+    study.add_argument("--tokenizers", choices=list(STUDY_TOKENIZERS), default=defaults.tokenizers,
+                       help="shared: one cased SentencePiece vocabulary trained once on the study text, for every arm "
+                            "whose family takes one (ELMo keeps its words), so that claims compare what they name; "
+                            "native: each family's own vocabulary (claims across two then compare vocabularies too)")
     study.add_argument("--all-tasks", action="store_true",
                        help="fine-tune every arm also on the tasks where pretraining did not beat random "
                             "initialisation (scores without verdicts; by default only the gate's runs go there)")

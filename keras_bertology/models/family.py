@@ -259,6 +259,11 @@ class ModelFamily:
             `models.pretrainer.Pretrainer` class or a function making one)
             wrapping a backbone with the family's objectives.
         tokenizer_path: `train(sentences, vocab_size) -> Tokenizer`.
+        shared_tokenizer_path: `read(shared) -> Tokenizer`: a shared vocabulary
+            (`tokenizers.shared_vocabulary`, a cased SentencePiece model) read
+            with the special tokens this family needs, so that families compared
+            on it split text alike (the study's default); None where the family's
+            tokenizer is part of its recipe (ELMo's words spelled in characters).
         data: its `DataRecipe`: instances and masking stage.
         options: the family's own settings (`FamilyOption`s), passed by keyword
             to the builders that declare them: masker, instances, pretrainer.
@@ -275,6 +280,7 @@ class ModelFamily:
     pretrainer_path: str
     tokenizer_path: str
     data: DataRecipe
+    shared_tokenizer_path: str | None = "keras_bertology.tokenizers.shared_vocabulary:encoder_tokenizer"
     options: tuple = ()
     context_path: str | None = None
     inputs: InputLayout = field(default_factory=InputLayout)
@@ -298,6 +304,10 @@ class ModelFamily:
     def train_tokenizer(self, sentences, vocab_size):
         """The family's tokenizer, trained on `sentences`."""
         return import_object(self.tokenizer_path)(sentences, vocab_size)
+
+    def tokenizer_over(self, shared):
+        """The family's tokenizer over the shared vocabulary `shared`; None where it takes none."""
+        return import_object(self.shared_tokenizer_path)(shared) if self.shared_tokenizer_path else None
 
     def build_instances(self, documents, seq_len, specials, rng, copies=1, packing=None, options=None,
                         batch_size=None, replicas=1):

@@ -1,7 +1,9 @@
 """Equal compute: the FLOPs of a pretraining step of each arm, from one real batch of its own data.
 
-Each arm's tokenizer is trained once, on the documents its run will read
-(less the sentences pretraining holds out), and kept: the run starts from
+Each arm's tokenizer is made once and kept: the study's shared vocabulary
+(trained once on the documents every run reads, less the sentences
+pretraining holds out) read as its family reads one, or with `--tokenizers
+native` its family's own, trained on those sentences. The run starts from
 it, so the vocabulary the FLOPs were counted with is the one it trains with.
 One batch of the arm's own instances and masking goes through its
 pretrainer's traced step (`pretraining.flops`), stage by stage.
@@ -20,12 +22,15 @@ from keras_bertology.data.held_out_lines import hold_out_sentences
 from keras_bertology.data.pipeline import make_dataset
 from keras_bertology.data.recipe import build_instances, build_masker, tokenize_documents, unit_marker
 from keras_bertology.tokenizers.saved import load_tokenizer
+from keras_bertology.tokenizers.shared_vocabulary import train_shared_vocabulary
 from keras_bertology.models.family import RunContext
 from keras_bertology.pretraining.flops import pretraining_flops
 from keras_bertology.engine.model_batches import model_batches
 
 # Steps of the run the per-step average is taken over (step-share options, the two stages, scale with it).
 PROBE_STEPS = 1000
+# STUDY/tokenizers/<this>: the shared vocabulary (no arm has this name).
+SHARED_VOCABULARY = "shared-vocabulary"
 
 
 def read_documents(options):
@@ -60,18 +65,41 @@ def write_task_text(tasks, out):
     return path
 
 
-def arm_tokenizer(family, documents, pretrain_options, folder, given=None):
-    """The arm's tokenizer, trained as its run would train it (or `given`: its run context's, a teacher's)
-    and kept in `folder`."""
+def arm_tokenizer(family, documents, pretrain_options, folder, given=None, shared=None):
+    """The arm's tokenizer, kept in `folder`: `given` (its run context's, a teacher's), else the `shared`
+    vocabulary read as its family reads one (`ModelFamily.tokenizer_over`), else its family's own, trained as
+    its run would train it."""
     if (folder / "tokenizer.json").is_file():
         return load_tokenizer(folder)
     tokenizer = given
+    if tokenizer is None and shared is not None:
+        tokenizer = family.tokenizer_over(shared)
     if tokenizer is None:
-        kept, _ = hold_out_sentences(documents, np.random.default_rng(pretrain_options.seed))
-        tokenizer = family.train_tokenizer([s for document in kept for s in document], pretrain_options.vocab_size)
+        tokenizer = family.train_tokenizer(_kept_sentences(documents, pretrain_options.seed),
+                                           pretrain_options.vocab_size)
     with atomic_directory(folder) as staging:
         tokenizer.save(staging)
     return load_tokenizer(folder)
+
+
+def shared_vocabulary(options, out, documents=None):
+    """The study's one vocabulary (`--tokenizers shared`), trained once on the sentences every run reads (its
+    `documents`, read now when not given, less those pretraining holds out) and kept in
+    STUDY/tokenizers/shared-vocabulary; None with `--tokenizers native`."""
+    if options.tokenizers != "shared":
+        return None
+    folder = out / "tokenizers" / SHARED_VOCABULARY
+    if not (folder / "tokenizer.json").is_file():
+        sentences = _kept_sentences(read_documents(options) if documents is None else documents, options.seed)
+        with atomic_directory(folder) as staging:
+            train_shared_vocabulary(sentences, options.vocab_size).save(staging)
+    return load_tokenizer(folder)
+
+
+def _kept_sentences(documents, seed):
+    """The sentences of `documents` a run of `seed` trains on: all but those pretraining holds out."""
+    kept, _ = hold_out_sentences(documents, np.random.default_rng(seed))
+    return [sentence for document in kept for sentence in document]
 
 
 def probe_step(family, tokenizer, documents, pretrain_options, context=None):

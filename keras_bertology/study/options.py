@@ -13,6 +13,9 @@ DEFAULT_TASKS = ("bbc-news", "bbc-names")
 # The arm of the batch-size axis: RoBERTa's table is of its recipe (MLM alone, FULL-SENTENCES).
 BATCH_ARM = "roberta"
 BACKENDS = ("tensorflow", "jax")
+# "shared": one cased SentencePiece vocabulary for every arm whose family takes one (tokenizers/shared_vocabulary.py);
+# "native": each family's own, as its paper trained it (the verdicts it can judge are then about the tokenizer).
+TOKENIZERS = ("shared", "native")
 # The numeric options and their ranges: those of the CLI's flags.
 _RANGES = {"seeds": ranges.STUDY_SEEDS, "seed": ranges.SEED, "vocab_size": ranges.VOCAB_SIZE,
            "workers": ranges.WORKERS}
@@ -37,6 +40,7 @@ class StudyOptions:
         their own; counting FLOPs and fine-tuning run on TensorFlow.
     batch_sizes: the batch-size axis in place of the objectives (study/batch_sizes.py): these effective
         batches at equal samples seen, each at its best rate of a grid by held-out perplexity.
+    tokenizers: one of TOKENIZERS: a vocabulary trained once and shared by the arms, or each family's own.
     """
 
     out: str = "studies/objectives"
@@ -54,6 +58,7 @@ class StudyOptions:
     backend: str = "tensorflow"
     verbose: int = 1
     batch_sizes: tuple | None = None
+    tokenizers: str = "shared"
 
     def __post_init__(self):
         if self.arms is None:
@@ -75,6 +80,8 @@ class StudyOptions:
             missing = [other for other in arm.depends_on if arm.name in self.arms and other not in self.arms]
             if missing:
                 raise ConfigError(f"--arms {arm.name} learns from the {missing[0]} arm's run: add {missing[0]} to --arms")
+        if self.tokenizers not in TOKENIZERS:
+            raise ConfigError(f"--tokenizers must be one of {', '.join(TOKENIZERS)} (got {self.tokenizers!r})")
         if self.backend not in BACKENDS:
             raise ConfigError(f"--backend must be one of {', '.join(BACKENDS)} (got {self.backend!r})")
         if self.backend == "jax":

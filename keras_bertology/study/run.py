@@ -2,7 +2,9 @@
 
     STUDY/study.json                    the plan (options, FLOPs per step) and every finished run
     STUDY/pretraining_text.jsonl        the tasks' unlabeled training text, when no --corpus is given
-    STUDY/tokenizers/<arm>/             each arm's vocabulary, trained once
+    STUDY/tokenizers/shared-vocabulary/ the vocabulary the arms share (--tokenizers shared), trained once
+    STUDY/tokenizers/<arm>/             each arm's tokenizer: the shared vocabulary as its family reads it,
+                                        or its family's own (--tokenizers native, and ELMo's words)
     STUDY/pretrain/<arm>/               a `bertology pretrain` run folder (resumable), whose
         snapshots/step-N/               encoder is also kept at each share of the budget
     STUDY/finetune/<arm>/budget-<share>/<task>/labels-<n>/seed-<s>/   a `bertology finetune` results folder
@@ -39,7 +41,7 @@ from keras_bertology.finetune.datasets import load_task
 from keras_bertology.output_paths import STUDY, claim_output_folder
 from keras_bertology.study.arms import ARMS, arm_run_folder
 from keras_bertology.study.batch_sizes import batch_study, check_runs
-from keras_bertology.study.compute import seed_run_folder, write_task_text
+from keras_bertology.study.compute import seed_run_folder, shared_vocabulary, write_task_text
 from keras_bertology.study.options import StudyOptions  # noqa: F401  re-exported
 from keras_bertology.study.report import gate, write_report
 from keras_bertology.study.steps import (
@@ -80,6 +82,7 @@ def _study(options, scale, out):
         with Workers(options.workers) as workers:
             return batch_study(options, given, scale, out, state, label_counts, workers)
     arms = sorted((arm for arm in ARMS if arm.name in options.arms), key=lambda arm: options.arms.index(arm.name))
+    shared_vocabulary(options, out)  # trained here once, before the workers read it
     with Workers(options.workers) as workers:
         runs = {}
         # Arms that learn from another arm's run (a teacher) count their FLOPs and train once it is done.

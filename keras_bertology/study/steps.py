@@ -11,7 +11,7 @@ import keras
 from keras_bertology.finetune.options import FinetuneOptions
 from keras_bertology.finetune.shared_work import SharedWork
 from keras_bertology.models.registry import get_family
-from keras_bertology.study.compute import PROBE_STEPS, arm_tokenizer, probe_step, read_documents
+from keras_bertology.study.compute import PROBE_STEPS, arm_tokenizer, probe_step, read_documents, shared_vocabulary
 from keras_bertology.study.report import finetune_key
 from keras_bertology.pretraining.options import PretrainOptions
 
@@ -49,7 +49,8 @@ def _arm_flops(options, scale, arm, out):
     documents = _SHARED["documents"]
     probe = arm_pretrain_options(options, scale, arm, steps=PROBE_STEPS, out=None, study_dir=out)
     context = family.run_context(probe.family_options)
-    tokenizer = arm_tokenizer(family, documents, probe, out / "tokenizers" / arm.name, context.tokenizer)
+    tokenizer = arm_tokenizer(family, documents, probe, out / "tokenizers" / arm.name, context.tokenizer,
+                              shared_vocabulary(options, out, documents))
     average, stages, _ = probe_step(family, tokenizer, documents, probe, context)
     keras.backend.clear_session()
     return {"average": average, "stages": stages}

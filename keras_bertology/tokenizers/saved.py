@@ -4,6 +4,7 @@ Importing this module registers the built-in types (`tokenizers.base.register_to
 """
 
 import hashlib
+import json
 from pathlib import Path
 
 from keras_bertology.errors import ConfigError
@@ -22,14 +23,19 @@ def load_tokenizer(directory: PathLike) -> Tokenizer:
     return tokenizer.with_layout(config.get("layout"))
 
 
+# Entries of tokenizer.json that say how a family reads a vocabulary, not what the vocabulary is.
+_READING_ENTRIES = ("special_tokens", "sentinels", "layout")
+
+
 def describe_saved_tokenizer(directory: PathLike) -> dict:
-    """What tells one saved vocabulary from another: {"type", "lower_case", "vocab_size", "sha256"}, the
-    digest over its files' names and bytes (a retrained or edited vocabulary differs there even at one
-    size and casing)."""
+    """What tells one vocabulary from another, whichever special tokens a family reads it with: {"type",
+    "lower_case", "vocab_size", "sha256"}, the size and the digest those of its text options and its pieces in
+    id order (T5's sentinels, appended after them, left out). A retrained vocabulary differs in the digest
+    even at one size and casing; the shared vocabulary read by GPT and by BERT does not."""
     directory = Path(directory)
     config = read_json_object(directory / CONFIG_FILE, "tokenizer configuration")
-    digest = hashlib.sha256()
-    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-        digest.update(path.relative_to(directory).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return {"type": config.get("type"), "lower_case": bool(config.get("lower_case")),
-            "vocab_size": load_tokenizer(directory).vocab_size, "sha256": digest.hexdigest()}
+    tokenizer = load_tokenizer(directory)
+    pieces = tokenizer.vocabulary[:tokenizer.vocab_size - int(config.get("sentinels", 0))]
+    options = {key: value for key, value in sorted(config.items()) if key not in _READING_ENTRIES}
+    return {"type": config.get("type"), "lower_case": bool(config.get("lower_case")), "vocab_size": len(pieces),
+            "sha256": hashlib.sha256(json.dumps([options, pieces]).encode("utf-8")).hexdigest()}

@@ -18,7 +18,7 @@ from keras_bertology.tokenizers.base import (DEFAULT_SPECIAL_TOKENS, PathLike, T
                                              check_training_input, read_bytes, register_tokenizer_type)
 
 SENTENCEPIECE_MODEL_FILE = "sentencepiece.model"
-SPECIAL_ROLES = ("cls", "pad", "sep", "unk", "mask")
+SPECIAL_ROLES = ("cls", "pad", "sep", "unk", "mask", "eot")
 # The roles every SentencePiece vocabulary has; cls and mask are optional (T5 has neither).
 REQUIRED_ROLES = ("pad", "sep", "unk")
 SENTENCEPIECE_WORD_START = "\u2581"
@@ -28,8 +28,8 @@ SENTENCEPIECE_WORD_START = "\u2581"
 class SentencePieceTokenizer(Tokenizer):
     """SentencePiece model run in-graph by tensorflow_text, with the special pieces it names.
 
-    `special_tokens` maps the roles cls, pad, sep, unk and mask to pieces of
-    the model (RoBERTa's <s> <pad> </s> <unk> <mask> by default, ALBERT's
+    `special_tokens` maps the roles cls, pad, sep, unk, mask and eot (a causal
+    LM's end of text; roles may share a piece) to pieces of the model (RoBERTa's <s> <pad> </s> <unk> <mask> by default, ALBERT's
     [CLS] [SEP] [MASK] <pad> <unk> with ALBERT's, `models.albert.tokenizer.ALBERT_SPECIAL_TOKENS`); it is saved
     with the model, so a tokenizer loads back with its own specials. Word
     starts are pieces beginning with "▁" plus the specials; byte-fallback

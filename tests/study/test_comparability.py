@@ -71,3 +71,26 @@ def test_the_report_shows_the_factor_and_why_a_claim_is_refused(vocabularies):
                "finetune_seconds": 1, "finetune_runs": 1, "finetune_train_seconds": 1}
     row = next(line for line in markdown(results).splitlines() if line.startswith(f"| {SPAN_CLAIM.text}"))
     assert "| objective | bbc-names |" in row and "not comparable: the vocabularies differ (spanbert: wordpiece, cased" in row
+
+
+def test_arms_read_the_shared_vocabulary_unless_native_or_their_recipe_spells_words(tmp_path):
+    from keras_bertology.pretraining.options import PretrainOptions
+    from keras_bertology.study.compute import arm_tokenizer, shared_vocabulary
+    from keras_bertology.study.options import StudyOptions
+
+    sentences = sentences_of_one_play(1500)
+    documents = [sentences[start:start + 50] for start in range(0, len(sentences), 50)]
+    kinds = {}
+    for tokenizers in ("shared", "native"):
+        options = StudyOptions(vocab_size=700, tokenizers=tokenizers)
+        shared = shared_vocabulary(options, tmp_path / tokenizers, documents)
+        assert (shared is None) == (tokenizers == "native")
+        for name in ("bert", "gpt", "elmo"):
+            probe = PretrainOptions(model=name, vocab_size=700)
+            folder = tmp_path / tokenizers / "tokenizers" / name
+            kinds[tokenizers, name] = describe_saved_tokenizer(folder) if arm_tokenizer(
+                FAMILIES[name], documents, probe, folder, shared=shared) else None
+    assert kinds["shared", "bert"] == kinds["shared", "gpt"] != kinds["native", "bert"]
+    assert kinds["shared", "bert"]["type"] == "sentencepiece" and not kinds["shared", "bert"]["lower_case"]
+    assert (kinds["native", "bert"]["type"], kinds["native", "gpt"]["type"]) == ("wordpiece", "byte_bpe")
+    assert kinds["shared", "elmo"] == kinds["native", "elmo"] and kinds["shared", "elmo"]["type"] == "word"

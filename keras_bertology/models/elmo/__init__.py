@@ -17,6 +17,7 @@ FAMILY = ModelFamily(
     backbone_path="keras_bertology.models.elmo.backbone:ElmoBackbone",
     pretrainer_path="keras_bertology.models.elmo.pretrainer:ElmoPretrainer",
     tokenizer_path="keras_bertology.tokenizers.word:train_word_tokenizer",
+    shared_tokenizer_path=None,  # its words, spelled in characters, are its recipe
     data=DataRecipe(
         instances_path="keras_bertology.models.elmo.instances:sentence_instances",
         masker_path="keras_bertology.models.elmo.instances:bidirectional_stage",

@@ -16,6 +16,7 @@ GPT = FAMILY = ModelFamily(
     backbone_path="keras_bertology.models.gpt.backbone:GPTBackbone",
     pretrainer_path="keras_bertology.models.gpt.pretrainer:GPTPretrainer",
     tokenizer_path="keras_bertology.models.gpt.tokenizer:train_tokenizer",
+    shared_tokenizer_path="keras_bertology.models.gpt.tokenizer:shared_tokenizer",
     data=DataRecipe(
         instances_path="keras_bertology.models.gpt.instances:block_instances",
         masker_path="keras_bertology.data.next_token:next_token_stage",

@@ -20,6 +20,7 @@ T5 = FAMILY = ModelFamily(
     backbone_path="keras_bertology.models.t5.backbone:T5Backbone",
     pretrainer_path="keras_bertology.models.t5.pretrainer:T5Pretrainer",
     tokenizer_path="keras_bertology.models.t5.tokenizer:train_tokenizer",
+    shared_tokenizer_path="keras_bertology.models.t5.tokenizer:shared_tokenizer",
     data=DataRecipe(
         instances_path="keras_bertology.models.t5.instances:stream_chunks",
         masker_path="keras_bertology.models.t5.masking:span_corruption_stage",

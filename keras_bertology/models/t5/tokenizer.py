@@ -13,3 +13,12 @@ def train_tokenizer(sentences, vocab_size):
     writes (`<extra_id_0>` the last id), so literal sentinels in served text are those ids."""
     return train_sentencepiece(sentences, vocab_size, model_type="unigram", byte_fallback=False,
                                special_tokens=T5_SPECIAL_TOKENS, sentinels=T5_SENTINELS)
+
+
+def shared_tokenizer(shared):
+    """A study's shared vocabulary (`tokenizers.shared_vocabulary`) as T5 reads it: its own <pad>, </s> and
+    <unk> are pieces of it, and the 100 sentinels come after the shared pieces (whose ids do not move)."""
+    from keras_bertology.tokenizers.sentencepiece import SentencePieceTokenizer, with_sentinels
+
+    return SentencePieceTokenizer(with_sentinels(shared.model_proto, T5_SENTINELS), T5_SPECIAL_TOKENS,
+                                  sentinels=T5_SENTINELS)

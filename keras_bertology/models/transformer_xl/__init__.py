@@ -18,6 +18,7 @@ TRANSFORMER_XL = FAMILY = ModelFamily(
     backbone_path="keras_bertology.models.transformer_xl.backbone:TransformerXLBackbone",
     pretrainer_path="keras_bertology.models.transformer_xl.pretrainer:TransformerXLPretrainer",
     tokenizer_path="keras_bertology.models.gpt.tokenizer:train_tokenizer",
+    shared_tokenizer_path="keras_bertology.models.gpt.tokenizer:shared_tokenizer",
     data=DataRecipe(
         instances_path="keras_bertology.models.transformer_xl.instances:stream_segments",
         masker_path="keras_bertology.data.next_token:next_token_stage",
