@@ -30,6 +30,9 @@ from keras_bertology.study.comparability import differences
 from keras_bertology.tokenizers.saved import describe_saved_tokenizer
 
 DECISIVE = 2.0  # standard errors
+# The fine-tuning key of the reference arm's encoder without pretraining: the gate's baseline, and that arm's
+# control.
+RANDOM_INIT = "random-init"
 
 
 def summarize(scores):
@@ -74,15 +77,21 @@ def _seed_scores(state, key, task, labels, seed_count):
     return [state["finetune"][finetune_key(key, task, labels, seed)]["score"] for seed in range(seed_count)]
 
 
-def gate(state, reference_key, random_init_key, task, labels, seed_count):
+def gate(state, reference_key, baseline_key, task, labels, seed_count):
     """Does pretraining pay on `task`: the reference encoder against random initialisation at `labels`
     examples (a "better" verdict, with "pays" added)."""
     verdict = judge("better", _seed_scores(state, reference_key, task, labels, seed_count),
-                    _seed_scores(state, random_init_key, task, labels, seed_count))
+                    _seed_scores(state, baseline_key, task, labels, seed_count))
     return {**verdict, "pays": verdict["verdict"] == "reproduced"}
 
 
-def write_report(out, options, scale, points, state, random_init_key, label_counts, compared, finetuned):
+def control_key(arm_name, reference_name):
+    """The study.json key of an arm's control: its encoder and vocabulary without pretraining (the reference
+    arm's is the gate's random initialisation)."""
+    return RANDOM_INIT if arm_name == reference_name else f"{arm_name}/{RANDOM_INIT}"
+
+
+def write_report(out, options, scale, points, state, label_counts, compared, finetuned):
     """results.json, results.md and score_vs_compute.png of a finished study; returns the results.
 
     `label_counts`: per task (as given), {"all": its label counts, "verdict": the one verdicts use};
@@ -93,7 +102,7 @@ def write_report(out, options, scale, points, state, random_init_key, label_coun
 
     tasks = [Path(task).name for task in options.tasks]
     verdict_labels = {Path(task).name: counts["verdict"] for task, counts in label_counts.items()}
-    metrics = {Path(task).name: state["finetune"][finetune_key(random_init_key, task, counts["verdict"], 0)]["metric"]
+    metrics = {Path(task).name: state["finetune"][finetune_key(RANDOM_INIT, task, counts["verdict"], 0)]["metric"]
                for task, counts in label_counts.items()}
     reference = next(point for point in points if point.steps == point.run.steps)
     rows = []
@@ -108,12 +117,20 @@ def write_report(out, options, scale, points, state, random_init_key, label_coun
             rows[-1]["pretrain_losses"] = {name: summary["last"].get("loss")
                                            for name, summary in pretrained["objectives"].items()}
     curves = {reference.arm.name: _curve(scores, reference.key, label_counts)}
-    random_init = _curve(scores, random_init_key, label_counts)
+    random_init = _curve(scores, RANDOM_INIT, label_counts)
     full = {row["arm"]: row for row in rows if row["budget"] == max(scale.budgets)}
-    gates = {Path(task).name: gate(state, reference.key, random_init_key, task, counts["verdict"], options.seed_count)
+    gates = {Path(task).name: gate(state, reference.key, RANDOM_INIT, task, counts["verdict"], options.seed_count)
              for task, counts in label_counts.items()}
-    # What each arm's verdicts may compare: its vocabulary (random initialisation has the reference arm's).
-    arms = {name: {"tokenizer": describe_saved_tokenizer(Path(out) / "tokenizers" / name)} for name in full}
+    # Per arm: its vocabulary (what its verdicts may compare) and, on each compared task, its control (its encoder
+    # and vocabulary without pretraining) and its own gate against it.
+    keys = {point.arm.name: point.key for point in points if point.steps == point.run.steps}
+    arms = {}
+    for name in full:
+        control = control_key(name, reference.arm.name)
+        arms[name] = {"tokenizer": describe_saved_tokenizer(Path(out) / "tokenizers" / name), "control": {
+            Path(task).name: {"scores": scores(control, task, counts["verdict"]),
+                              "gate": gate(state, keys[name], control, task, counts["verdict"], options.seed_count)}
+            for task, counts in label_counts.items() if task in compared}}
     claims = []
     for claim in CLAIMS:
         if claim.arm in full and claim.against in full:
@@ -142,13 +159,19 @@ def write_report(out, options, scale, points, state, random_init_key, label_coun
 
 
 def _judged(claim, task, arms, scores, against):
-    """results.json's entry of `claim` on `task`: its verdict from the paired scores, or "not comparable" (with
-    the reasons) where its arms differ in a recorded factor other than the one it names."""
+    """results.json's entry of `claim` on `task`: its verdict from the paired scores; "not comparable" (with the
+    reasons) where its arms differ in a recorded factor other than the one it names, else "no verdict" where an
+    arm does not beat its own control on the task (`arms`: results.json's records)."""
     judged = {"claim": claim.text, "arm": claim.arm, "against": claim.against, "relation": claim.relation,
               "factor": claim.factor, "task": task, **judge(claim.relation, scores, against)}
     reasons = differences(arms, judged)
+    below = [f"{name} does not beat its control ({arms[name]['control'][task]['gate']['difference']:+.3f} ± "
+             f"{arms[name]['control'][task]['gate']['standard_error']:.3f})"
+             for name in (claim.arm, claim.against) if not arms[name]["control"][task]["gate"]["pays"]]
     if reasons:
         judged.update(verdict="not comparable", not_comparable=reasons)
+    if below:
+        judged.update(verdict=judged["verdict"] if reasons else "no verdict", below_control=below)
     return judged
 
 
@@ -248,11 +271,12 @@ def markdown(results):
         lines.append(f"| {task} | {gate['difference']:+.3f} | {gate['standard_error']:.3f} | "
                      + (f"{decidable:.3f}" if decidable is not None else "-") + " | "
                      + ("given" if gate["pays"] else "none: the budget is too small for this task") + " |")
-    lines += ["", "## The seeds' claims at the full budget", ""]
+    lines += ["", *_control_table(results), "## The seeds' claims at the full budget", ""]
     if results["claims"]:
         lines += ["| claim | factor | task | difference | standard error | verdict |", "|---|---|---|---|---|---|"]
         for claim in results["claims"]:
-            verdict = claim["verdict"] + "".join(f": {reason}" for reason in claim.get("not_comparable", ()))
+            verdict = claim["verdict"] + "".join(f": {reason}" for reason in
+                                                 [*claim.get("not_comparable", ()), *claim.get("below_control", ())])
             lines.append(f"| {claim['claim']} ({claim['arm']} vs {claim['against']}) | {claim['factor']} | "
                          f"{claim['task']} | {claim['difference']:+.3f} | {claim['standard_error']:.3f} | {verdict} |")
     elif not any(gate["pays"] for gate in results["gate"].values()):
@@ -264,6 +288,22 @@ def markdown(results):
               "the two arms differ in more than the factor the claim names (`keras_bertology/study/comparability.py`).",
               ""]
     return "\n".join(lines)
+
+
+def _control_table(results):
+    """Each arm at the full budget against its control (its encoder and vocabulary without pretraining), on
+    the tasks every arm was fine-tuned on: an arm that does not beat it gets no verdict."""
+    rows = {row["arm"]: row for row in results["rows"] if row["budget"] == max(r["budget"] for r in results["rows"])}
+    lines = ["## Each arm against its own control", "",
+             "| arm | task | score | control (no pretraining) | gain | standard error | verdicts |",
+             "|---|---|---|---|---|---|---|"]
+    for name, record in results["arms"].items():
+        for task, control in record["control"].items():
+            gate = control["gate"]
+            lines.append(f"| {name} | {task} | {_cell(rows[name]['scores'][task])} | {_cell(control['scores'])} | "
+                         f"{gate['difference']:+.3f} | {gate['standard_error']:.3f} | "
+                         + ("given" if gate["pays"] else "none: it does not beat its control") + " |")
+    return lines + [""] if len(lines) > 4 else []
 
 
 def plot(results, path):

@@ -8,14 +8,19 @@
     STUDY/pretrain/<arm>/               a `bertology pretrain` run folder (resumable), whose
         snapshots/step-N/               encoder is also kept at each share of the budget
     STUDY/finetune/<arm>/budget-<share>/<task>/labels-<n>/seed-<s>/   a `bertology finetune` results folder
-    STUDY/finetune/random-init/<task>/labels-<n>/seed-<s>/            the encoder without pretraining
+    STUDY/finetune/random-init/<task>/labels-<n>/seed-<s>/            the reference's encoder without pretraining
+    STUDY/finetune/<arm>/random-init/<task>/labels-<n>/seed-<s>/      each other arm's control: its own encoder
+                                                                      and vocabulary without pretraining
     STUDY/results.json, results.md, score_vs_compute.png
 
 The gate's runs come first: the reference arm (the first) at its full
 budget and random initialisation, on every task at each label count. The
 other arms are fine-tuned only on the tasks where the reference beat random
 initialisation (or on all with --all-tasks): elsewhere the budget is too
-small for a verdict, and their runs would cost time and say nothing.
+small for a verdict, and their runs would cost time and say nothing. There
+each arm also has a control: its own encoder and vocabulary without
+pretraining, fine-tuned with the same seeds and examples; an arm that does
+not beat its control gets no verdict (study/report.py).
 
 Fine-tuning runs are paired: seed s draws the same n labeled examples (and
 starts the task head the same way) for every arm and for random init, so two
@@ -43,7 +48,7 @@ from keras_bertology.study.arms import ARMS, arm_run_folder
 from keras_bertology.study.batch_sizes import batch_study, check_runs
 from keras_bertology.study.compute import seed_run_folder, shared_vocabulary, write_task_text
 from keras_bertology.study.options import StudyOptions  # noqa: F401  re-exported
-from keras_bertology.study.report import gate, write_report
+from keras_bertology.study.report import control_key, gate, write_report
 from keras_bertology.study.steps import (
     RANDOM_INIT, Progress, arm_pretrain_options, count_flops, drop_corpus, finetune_all, quiet, say)
 from keras_bertology.study.workers import Workers
@@ -113,8 +118,10 @@ def _study(options, scale, out):
                              if options.all_tasks else "no other arm is fine-tuned on it (--all-tasks would)"))
         finetuned += finetune_all(options, scale, _arm_jobs(points, reference, label_counts, compared, out), state,
                                   out, workers)
+        finetuned += finetune_all(options, scale, _control_jobs(runs, label_counts, compared, out), state, out,
+                                  workers)
 
-    results = write_report(out, given, scale, points, state, RANDOM_INIT, label_counts, compared, finetuned)
+    results = write_report(out, given, scale, points, state, label_counts, compared, finetuned)
     say(options, f"study done: {out}/results.md, results.json, score_vs_compute.png")
     return results
 
@@ -158,6 +165,14 @@ def _gate_jobs(reference, label_counts, out):
     count, and the learning curves that show where pretraining pays."""
     return [(key, reference.folder(out), random_init, task, labels) for task, counts in label_counts.items()
             for key, random_init in ((reference.key, False), (RANDOM_INIT, True)) for labels in counts["all"]]
+
+
+def _control_jobs(runs, label_counts, tasks, out):
+    """Every arm's control but the reference's (the gate ran it) on `tasks`, at their verdict count: its
+    encoder, vocabulary and recipe without pretraining, fine-tuned with the same seeds and examples."""
+    reference = runs[0].arm.name
+    return [(control_key(run.arm.name, reference), run.points[-1].folder(out), True, task,
+             label_counts[task]["verdict"]) for task in tasks for run in runs[1:]]
 
 
 def _arm_jobs(points, reference, label_counts, tasks, out):

@@ -12,11 +12,9 @@ from keras_bertology.finetune.options import FinetuneOptions
 from keras_bertology.finetune.shared_work import SharedWork
 from keras_bertology.models.registry import get_family
 from keras_bertology.study.compute import PROBE_STEPS, arm_tokenizer, probe_step, read_documents, shared_vocabulary
-from keras_bertology.study.report import finetune_key
+from keras_bertology.study.report import RANDOM_INIT, finetune_key  # noqa: F401  RANDOM_INIT re-exported
 from keras_bertology.pretraining.options import PretrainOptions
 
-# The fine-tuning key of the encoder without pretraining, the baseline of every gate.
-RANDOM_INIT = "random-init"
 # What this process keeps between runs (a worker's, or the study's own with one worker): the corpus read
 # once, and the fine-tuning runs' SharedWork (a job's seeds share a traced model and encoded splits).
 _SHARED = {}

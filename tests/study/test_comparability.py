@@ -14,6 +14,12 @@ from keras_bertology.tokenizers.wordpiece import train_wordpiece
 
 SPAN_CLAIM = next(claim for claim in CLAIMS if (claim.arm, claim.against) == ("spanbert", "bert"))
 WINS = [0.30, 0.31, 0.29, 0.32, 0.30], [0.20, 0.19, 0.21, 0.20, 0.22]  # a clear paired gain
+BEATS_CONTROL = {"bbc-names": {"gate": {"difference": 0.05, "standard_error": 0.01, "pays": True}}}
+
+
+def _arm(folder, control=BEATS_CONTROL):
+    """An arm's record in results.json: its vocabulary and its control on bbc-names."""
+    return {"tokenizer": describe_saved_tokenizer(folder), "control": control}
 
 
 @pytest.fixture(scope="module")
@@ -41,36 +47,44 @@ def test_records_tell_casing_and_training_apart_and_copies_alike(vocabularies, t
 
 
 def test_a_claim_across_cased_and_uncased_vocabularies_is_refused_with_the_reason(vocabularies):
-    arms = {"spanbert": {"tokenizer": describe_saved_tokenizer(vocabularies["spanbert"])},
-            "bert": {"tokenizer": describe_saved_tokenizer(vocabularies["bert"])}}
+    arms = {"spanbert": _arm(vocabularies["spanbert"]), "bert": _arm(vocabularies["bert"])}
     refused = _judged(SPAN_CLAIM, "bbc-names", arms, *WINS)
     assert refused["verdict"] == "not comparable" and refused["factor"] == "objective"
     (reason,) = refused["not_comparable"]
     assert reason.startswith("the vocabularies differ") and "spanbert: wordpiece, cased" in reason
     assert "bert: wordpiece, lower-cased" in reason
     # The same vocabulary on both sides: the paired gain is judged.
-    arms["spanbert"] = {"tokenizer": describe_saved_tokenizer(vocabularies["copy"])}
+    arms["spanbert"] = _arm(vocabularies["copy"])
     assert _judged(SPAN_CLAIM, "bbc-names", arms, *WINS)["verdict"] == "reproduced"
+    # Unless an arm does not beat its own control: then no verdict, and why.
+    arms["bert"] = _arm(vocabularies["bert"], {"bbc-names": {"gate": {"difference": 0.001, "standard_error": 0.004,
+                                                                       "pays": False}}})
+    unjudged = _judged(SPAN_CLAIM, "bbc-names", arms, *WINS)
+    assert unjudged["verdict"] == "no verdict" and unjudged["below_control"] == [
+        "bert does not beat its control (+0.001 ± 0.004)"]
+    arms["bert"] = _arm(vocabularies["bert"])
     # A claim about the tokenizer itself compares two vocabularies by design.
-    arms["spanbert"] = {"tokenizer": describe_saved_tokenizer(vocabularies["spanbert"])}
+    arms["spanbert"] = _arm(vocabularies["spanbert"])
     about_casing = Claim("a cased vocabulary tags names better", "spanbert", "bert", "better", None, "tokenizer")
     assert _judged(about_casing, "bbc-names", arms, *WINS)["verdict"] == "reproduced"
 
 
 def test_the_report_shows_the_factor_and_why_a_claim_is_refused(vocabularies):
-    arms = {name: {"tokenizer": describe_saved_tokenizer(vocabularies[name])} for name in ("bert", "spanbert")}
-    claim = _judged(SPAN_CLAIM, "bbc-names", arms, *WINS)
     summary = {"mean": 0.2, "std": 0.01, "n": 5, "seeds": WINS[1]}
+    control = {"bbc-names": {"scores": summary, "gate": {"difference": 0.05, "standard_error": 0.01, "pays": True}}}
+    arms = {name: _arm(vocabularies[name], control) for name in ("bert", "spanbert")}
+    claim = _judged(SPAN_CLAIM, "bbc-names", arms, *WINS)
     results = {"scale": "tiny", "size": "2 layers", "pretraining_text": "text", "seeds": 5, "tasks": ["bbc-names"],
                "metrics": {"bbc-names": "f1"}, "verdict_labels": {"bbc-names": 32}, "reference_arm": "bert",
-               "rows": [{"arm": "bert", "objective": "MLM", "budget": 1.0, "steps": 1, "pretrain_flops": 1.0,
-                         "pretrain_seconds": 1.0, "scores": {"bbc-names": summary}}],
+               "rows": [{"arm": name, "objective": "MLM", "budget": 1.0, "steps": 1, "pretrain_flops": 1.0,
+                         "pretrain_seconds": 1.0, "scores": {"bbc-names": summary}} for name in ("bert", "spanbert")],
                "random_init": {"bbc-names": {"32": summary}}, "learning_curves": {"bert": {"bbc-names": {"32": summary}}},
                "gate": {"bbc-names": {"difference": 0.02, "standard_error": 0.005, "pays": True}},
-               "decidable_difference": {"bbc-names": 0.01}, "claims": [claim], "pretrain_seconds": 1,
+               "decidable_difference": {"bbc-names": 0.01}, "arms": arms, "claims": [claim], "pretrain_seconds": 1,
                "finetune_seconds": 1, "finetune_runs": 1, "finetune_train_seconds": 1}
     row = next(line for line in markdown(results).splitlines() if line.startswith(f"| {SPAN_CLAIM.text}"))
     assert "| objective | bbc-names |" in row and "not comparable: the vocabularies differ (spanbert: wordpiece, cased" in row
+    assert "| bert | bbc-names | 0.200 ± 0.010 | 0.200 ± 0.010 | +0.050 | 0.010 | given |" in markdown(results)
 
 
 def test_arms_read_the_shared_vocabulary_unless_native_or_their_recipe_spells_words(tmp_path):

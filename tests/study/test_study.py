@@ -409,25 +409,38 @@ def test_the_gate_runs_first_and_other_arms_fine_tune_only_where_pretraining_pay
         "steps": arm_run.steps, "train_seconds": 1.0, "samples_per_second": 1.0, "precision": "float32",
         "objectives": {"mlm": {"first": {"loss": 7.0}, "last": {"loss": 6.0}}}, "seconds": 1.0})
     monkeypatch.setattr(steps, "_finetune", finetune)
+    from keras_bertology.study import report
+
+    vocabulary = {"type": "sentencepiece", "lower_case": False, "vocab_size": 1000, "sha256": "0" * 64}
+    monkeypatch.setattr(report, "describe_saved_tokenizer", lambda folder: vocabulary)  # no run made one
     options = StudyOptions(scale="smoke", seeds=3, out=str(tmp_path / "s"), arms=("bert", "spanbert", "gpt"),
-                           verbose=0)
+                           vocab_size=1000, verbose=0)
     results = run.study(options)
     # The gate's six jobs (reference and random init at both label counts of both tasks) come first.
     gate_jobs = {(key, task, labels) for key in ("bert/budget-1", "random-init") for task in ("bbc-news", "bbc-names")
                  for labels in (8, 16)}
-    assert set(calls[:24]) == gate_jobs and len(calls) == 24 + 5 * 3
+    assert set(calls[:24]) == gate_jobs and len(calls) == 24 + 5 * 3 + 2 * 3
     others = ("bert/budget-0.5", "spanbert/budget-0.5", "spanbert/budget-1", "gpt/budget-0.5", "gpt/budget-1")
-    assert set(calls[24:]) == {(key, "bbc-names", 16) for key in others}
+    assert set(calls[24:39]) == {(key, "bbc-names", 16) for key in others}
+    # Then each other arm's control: its encoder without pretraining, on the same seeds (the reference's is the gate's).
+    controls = ("spanbert/random-init", "gpt/random-init")
+    assert set(calls[39:]) == {(key, "bbc-names", 16) for key in controls}
     assert {task: gate["pays"] for task, gate in results["gate"].items()} == {"bbc-news": False, "bbc-names": True}
-    assert {claim["task"] for claim in results["claims"]} == {"bbc-names"} and results["finetune_runs"] == 39
+    assert {claim["task"] for claim in results["claims"]} == {"bbc-names"} and results["finetune_runs"] == 45
+    # BERT beats its control (random init); SpanBERT and GPT, which pretraining did not move here, do not, and so
+    # every claim between them gets no verdict, whatever its difference.
+    assert {name: record["control"]["bbc-names"]["gate"]["pays"] for name, record in results["arms"].items()} == {
+        "bert": True, "spanbert": False, "gpt": False}
+    assert {claim["verdict"] for claim in results["claims"]} == {"no verdict"}
+    assert all("does not beat its control" in " ".join(claim["below_control"]) for claim in results["claims"])
     report = (tmp_path / "s" / "results.md").read_text()
     assert "| gpt | " + " | ".join([""] * 2 + ["0.410 ± 0.010"] * 2) in report  # bbc-news empty, bbc-names run
     assert "Empty cells: not fine-tuned on bbc-news, where bert did not beat random initialisation" in report
 
     calls.clear()  # --all-tasks later: the same study fine-tunes every arm on bbc-news too, and nothing else again
     results = run.study(dataclasses.replace(options, all_tasks=True))
-    assert sorted(calls) == sorted((key, "bbc-news", 16) for key in others for _ in range(3))
-    assert results["finetune_runs"] == 39 + 15  # the report counts the runs done before too
+    assert sorted(calls) == sorted((key, "bbc-news", 16) for key in others + controls for _ in range(3))
+    assert results["finetune_runs"] == 45 + 21  # the report counts the runs done before too
     assert all(len(row["scores"]) == 2 for row in results["rows"]) and "Empty cells" not in (
         tmp_path / "s" / "results.md").read_text()
 
