@@ -54,11 +54,12 @@ def chance_levels(instances, tokenizer, objectives, last_windows=None, stage=Non
             shares = np.bincount(labels.ravel()) / labels.size
             levels[name] = {"accuracy": float(shares.max()), "loss": _entropy(shares)}
         elif objective.predicts_tokens:
-            if stage is None:
+            targets = None if stage is None else stage_labels(stage, instances, objective)
+            if targets is None:
                 counts = np.bincount(instances["token_ids"].ravel(), minlength=tokenizer.vocab_size)
                 counts[tokenizer.special_ids] = 0
             else:
-                counts = np.bincount(stage_labels(stage, instances, objective), minlength=tokenizer.vocab_size)
+                counts = np.bincount(targets, minlength=tokenizer.vocab_size)
             shares = counts / counts.sum()
             top = int(shares.argmax())
             levels[name] = {
@@ -82,11 +83,14 @@ def labelling_stage(family, tokenizer, options):
 def stage_labels(stage, instances, objective, rows=1024):
     """The labels of `objective` that a data stage drawing nothing gives `instances`, where their weight is
     not 0 (1-D ints); `rows` instances at a time, so that what the stage adds per token (ELMo's spellings)
-    stays small."""
+    stays small. None where the objective reads its labels from the model (a sampled softmax's, scored among
+    the words it drew: the corpus' tokens are its level)."""
     total = len(instances["token_ids"])
     found = []
     for start in range(0, total, rows):
         batch = stage({key: value[start:start + rows] for key, value in instances.items() if len(value) == total})
+        if objective.label_key not in batch:
+            return None
         labels, weights = np.asarray(batch[objective.label_key]), np.asarray(batch[objective.weight_key])
         found.append(labels[weights > 0])
     return np.concatenate(found).astype(np.int64)

@@ -92,8 +92,10 @@ def test_a_document_packed_with_others_computes_as_alone_in_a_padded_row(packed,
             alone, mask = np.full((1, SEQ_LEN), PAD, "int32"), np.zeros((1, SEQ_LEN), "int32")
             alone[0, :where.sum()], mask[0, :where.sum()] = tokens[row][where], 1
             single = np.asarray(backbone({"token_ids": alone, "padding_mask": mask})["sequence_output"])
-            # Within 1e-6 of their size: float32 itself resolves 1.2e-7 of it, and the sums run in other orders.
-            np.testing.assert_allclose(states[row][where], single[0, :where.sum()], rtol=1e-6, atol=1e-6)
+            # Within the library's float32 parity bound, 1e-5: the sums run in other orders, by an amount that
+            # depends on the processor's vector width (AVX2 alone: 3.3e-6 relative on one of 112 values), while
+            # a document reading another's positions moves its states by tenths.
+            np.testing.assert_allclose(states[row][where], single[0, :where.sum()], rtol=1e-5, atol=1e-5)
             compared += 1
     assert compared >= 40 and np.abs(states).max() > 1
 
