@@ -273,26 +273,33 @@ def markdown(results):
                      + ("given" if gate["pays"] else "none: the budget is too small for this task") + " |")
     lines += ["", *_control_table(results), "## The seeds' claims at the full budget", ""]
     if results["claims"]:
-        lines += ["| claim | factor | task | difference | standard error | verdict |", "|---|---|---|---|---|---|"]
+        # A study of an earlier edition recorded no factors: its table renders as it did.
+        factors = all("factor" in claim for claim in results["claims"])
+        lines += ["| claim | " + ("factor | " if factors else "") + "task | difference | standard error | verdict |",
+                  "|---|---|---|---|---|" + ("---|" if factors else "")]
         for claim in results["claims"]:
             verdict = claim["verdict"] + "".join(f": {reason}" for reason in
                                                  [*claim.get("not_comparable", ()), *claim.get("below_control", ())])
-            lines.append(f"| {claim['claim']} ({claim['arm']} vs {claim['against']}) | {claim['factor']} | "
-                         f"{claim['task']} | {claim['difference']:+.3f} | {claim['standard_error']:.3f} | {verdict} |")
+            lines.append(f"| {claim['claim']} ({claim['arm']} vs {claim['against']}) | "
+                         + (f"{claim['factor']} | " if factors else "")
+                         + f"{claim['task']} | {claim['difference']:+.3f} | {claim['standard_error']:.3f} | {verdict} |")
     elif not any(gate["pays"] for gate in results["gate"].values()):
         lines.append("No claim is judged: on no task did pretraining beat random initialisation.")
     else:
         lines.append("No claim is judged: no claim has both of its arms in this study.")
+    refusals = (" \"not comparable\": the two arms differ in more than the factor the claim names "
+                "(`keras_bertology/study/comparability.py`); \"no verdict\": an arm does not beat its own control."
+                if "arms" in results else "")
     lines += ["", f"A verdict needs a paired difference beyond {DECISIVE:g} standard errors of it; \"no signal\": "
-              "both arms scored the same on every seed (see `keras_bertology/study/report.py`). \"not comparable\": "
-              "the two arms differ in more than the factor the claim names (`keras_bertology/study/comparability.py`).",
-              ""]
+              "both arms scored the same on every seed (see `keras_bertology/study/report.py`)." + refusals, ""]
     return "\n".join(lines)
 
 
 def _control_table(results):
     """Each arm at the full budget against its control (its encoder and vocabulary without pretraining), on
     the tasks every arm was fine-tuned on: an arm that does not beat it gets no verdict."""
+    if "arms" not in results:  # a study of an earlier edition: no controls
+        return []
     rows = {row["arm"]: row for row in results["rows"] if row["budget"] == max(r["budget"] for r in results["rows"])}
     lines = ["## Each arm against its own control", "",
              "| arm | task | score | control (no pretraining) | gain | standard error | verdicts |",

@@ -144,6 +144,7 @@ def train_sentencepiece(
     strip_accents: bool = False,
     replace_quotes: bool = False,
     sentinels: int = 0,
+    hard_limit: bool = True,
 ) -> SentencePieceTokenizer:
     """Train a SentencePiece model in memory (no files), deterministically.
 
@@ -157,7 +158,8 @@ def train_sentencepiece(
     apply to the training sentences as the tokenizer applies them to text.
     Without a cls (or mask) role the model has no such piece (T5's). The
     last `sentinels` of the `vocab_size` pieces are T5's sentinels (see
-    `with_sentinels`).
+    `with_sentinels`). Without `hard_limit`, a text too small for
+    `vocab_size` pieces gives as many as it holds, as WordPiece's learner does.
     """
     if model_type not in ("bpe", "unigram"):
         raise ConfigError(f"model_type must be 'bpe' or 'unigram', got {model_type!r}.")
@@ -191,6 +193,7 @@ def train_sentencepiece(
             user_defined_symbols=[special_tokens["mask"]] if "mask" in special_tokens else [],
             num_threads=1,
             minloglevel=2,
+            hard_vocab_limit=hard_limit,
         )
     except RuntimeError as error:
         raise _sentencepiece_training_error(error, vocab_size - sentinels, sentinels) from None

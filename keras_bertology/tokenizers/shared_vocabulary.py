@@ -14,11 +14,12 @@ SHARED_SPECIALS = dict(DEFAULT_SPECIAL_TOKENS)
 
 
 def train_shared_vocabulary(sentences: Sequence[str], vocab_size: int) -> SentencePieceTokenizer:
-    """A cased SentencePiece unigram model of `vocab_size` pieces with byte fallback (a character it never
-    saw becomes its UTF-8 bytes, never <unk>): case and accents kept, as the cased vocabularies of the
-    published models keep them, since a task may read them (proper nouns)."""
+    """A cased SentencePiece unigram model of up to `vocab_size` pieces (fewer where the text holds fewer, as
+    the native WordPiece and BPE learners give) with byte fallback (a character it never saw becomes its
+    UTF-8 bytes, never <unk>): case and accents kept, as the cased vocabularies of the published models keep
+    them, since a task may read them (proper nouns)."""
     return train_sentencepiece(sentences, vocab_size, model_type="unigram", byte_fallback=True,
-                               special_tokens=SHARED_SPECIALS)
+                               special_tokens=SHARED_SPECIALS, hard_limit=False)
 
 
 def encoder_tokenizer(shared: SentencePieceTokenizer) -> SentencePieceTokenizer:
