@@ -3,7 +3,12 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
+# uv installs the pinned requirements (requirements/uv.txt) in seconds where pip takes minutes (5.3 min -> 0.6
+# min for the test environment on 2 cores); it reads no pip configuration, so it is handed pip's --find-links
+# (a machine's local wheels, e.g. its CPU build of torch).
+UV := $(BIN)/uv
+FIND_LINKS := $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)
+PIP := $(UV) pip install --quiet --python $(BIN)/python $(addprefix --find-links ,$(PIP_FIND_LINKS) $(FIND_LINKS))
 
 RUNTIME := $(VENV)/.runtime-installed
 TESTING := $(VENV)/.test-installed
@@ -13,8 +18,9 @@ TESTING := $(VENV)/.test-installed
 # The package's dependencies and every extra (jax, beam, hub), pinned in requirements/; then the protobuf
 # that both Beam and the tests' transformers run on (requirements/protobuf.txt says why).
 EXTRAS := requirements/base.txt requirements/jax.txt requirements/beam.txt requirements/hub.txt
-$(RUNTIME): pyproject.toml setup.py $(EXTRAS) requirements/protobuf.txt
+$(RUNTIME): pyproject.toml setup.py requirements/uv.txt $(EXTRAS) requirements/protobuf.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	test -x $(UV) || $(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements/uv.txt
 	$(PIP) $(addprefix -r ,$(EXTRAS))
 	$(PIP) --no-deps -r requirements/protobuf.txt
 	$(PIP) --no-deps -e .
