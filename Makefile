@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # (a machine's local wheels, e.g. its CPU build of torch).
 UV := $(BIN)/uv
 FIND_LINKS := $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)
-PIP := $(UV) pip install --quiet --python $(BIN)/python $(addprefix --find-links ,$(PIP_FIND_LINKS) $(FIND_LINKS))
+PIP := $(UV) pip install --quiet --python $(BIN)/python $(addprefix --find-links ,$(sort $(PIP_FIND_LINKS) $(FIND_LINKS)))
 
 RUNTIME := $(VENV)/.runtime-installed
 TESTING := $(VENV)/.test-installed

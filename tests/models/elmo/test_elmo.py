@@ -276,7 +276,7 @@ print(json.dumps([record["loss"] for record in metrics["history"]]))
 """
 
 
-@pytest.mark.slow
+@pytest.mark.extended  # the strategy's path is the engine's, which CI checks on BERT and Transformer-XL
 def test_pretraining_runs_under_mirrored_strategy_on_two_cpus(tmp_path):
     """Each replica runs its LSTMs' loops on half of every batch of 16 (test_distribute.py checks on BERT that
     the replicas' all-reduced gradients are the one-device step's)."""
