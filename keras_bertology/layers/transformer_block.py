@@ -9,6 +9,7 @@ from keras import ops
 from keras_bertology.layers.activations import get_activation
 from keras_bertology.layers.attention import MultiHeadSelfAttention
 from keras_bertology.layers.dropout import HashedDropout
+from keras_bertology.layers.hidden_states import record_block
 from keras_bertology.layers.remat import RecomputableBlock
 
 NORMS = {"layer_norm": keras.layers.LayerNormalization, "rms_norm": keras.layers.RMSNormalization,
@@ -168,9 +169,10 @@ class TransformerEncoderBlock(RecomputableBlock, keras.layers.Layer):
              key_value=None, positions=None):
         """`memory`, `queries`, `score_terms`, `key_value` and `positions` go to the attention (see
         `MultiHeadSelfAttention`); with `queries` the block updates that stream (XLNet's query
-        stream), attending to `x`."""
-        return self.run_block(self._forward, x, attention_mask, training=training, memory=memory, queries=queries,
-                              score_terms=score_terms, key_value=key_value, positions=positions)
+        stream), attending to `x`. A call on the content stream reports its states (`record_block`)."""
+        outputs = self.run_block(self._forward, x, attention_mask, training=training, memory=memory, queries=queries,
+                                 score_terms=score_terms, key_value=key_value, positions=positions)
+        return outputs if queries is not None else record_block(x, outputs)
 
     def _forward(self, x, attention_mask, training, memory, queries, score_terms, key_value, positions):
         stream = x if queries is None else queries

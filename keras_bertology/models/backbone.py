@@ -10,6 +10,7 @@ import re
 import keras
 
 from keras_bertology.errors import ConfigError
+from keras_bertology.layers.hidden_states import recording_blocks
 
 _BLOCK = re.compile(r"encoder_block_(\d+)$")
 
@@ -86,6 +87,16 @@ class Backbone(keras.Model):
         """The model that encodes a text alone: this backbone, whose inputs a packed text fills; an
         encoder-decoder returns its encoder (see `T5Backbone`)."""
         return self
+
+    def hidden_states(self, inputs):
+        """[the states the first layer reads, each layer's output], [B, L, H] each, for packed `inputs`: what
+        a probe of each depth reads (Tenney et al. 2019). Collected from the blocks' calls
+        (layers/hidden_states.py); a family whose layers are not such blocks (ELMo) gives its own."""
+        with recording_blocks() as states:
+            self.text_encoder()(inputs, training=False)
+        if not states:
+            raise ConfigError(f"{type(self).__name__} has no encoder blocks that report their states")
+        return states
 
     def encoder_backbone(self):
         """A backbone of this family that is the text encoder alone, for fine-tuning heads: this one, or

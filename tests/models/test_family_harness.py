@@ -7,7 +7,7 @@ trips, ModernBERT's count of its tiny preset."""
 
 import pytest
 
-from family_harness import (check_from_preset, check_hf_round_trip, check_in_a_fresh_process, check_keras_round_trip,
+from family_harness import (check_from_preset, check_hf_round_trip, check_hidden_states, check_in_a_fresh_process, check_keras_round_trip,
                             check_mixed_precision, check_parameter_count, family_case, one_per_serving_path,
                             sentences_of_one_play)
 from keras_bertology.models import FAMILIES
@@ -36,6 +36,11 @@ def test_the_models_survive_a_keras_round_trip(cases, name, tmp_path):
 @pytest.mark.parametrize("name", NAMES)
 def test_a_mixed_bfloat16_forward_is_finite(cases, name):
     check_mixed_precision(cases[name])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_layers_states_are_read_for_probes(cases, name):
+    check_hidden_states(cases[name])
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -173,6 +173,20 @@ def check_mixed_precision(case):
             assert value is None or np.isfinite(value.astype("float32")).all(), name
 
 
+def check_hidden_states(case):
+    """`hidden_states` gives what the first layer reads and then each layer's output, [B, L, H] each: one
+    state a layer (a stack that reuses one block too), each layer changing it (tests/probing checks the
+    states of BERT's blocks one by one)."""
+    backbone = case.run.backbone
+    encoder = backbone.text_encoder()
+    inputs = {name: case.batch[name] for name in encoder.input}
+    states = [keras.ops.convert_to_numpy(state) for state in backbone.hidden_states(inputs)]
+    rows, length = inputs["padding_mask"].shape
+    assert len(states) == backbone.get_config()["num_layers"] + 1
+    assert all(state.shape == (rows, length, backbone.hidden_size) and np.isfinite(state).all() for state in states)
+    assert all(not np.allclose(before, after) for before, after in zip(states, states[1:]))
+
+
 def check_from_preset(case):
     """`Backbone`, `Pretrainer` and `Tokenizer.from_preset` of the run folder give the run's model back."""
     from keras_bertology.models import Backbone, Pretrainer

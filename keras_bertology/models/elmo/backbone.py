@@ -110,6 +110,14 @@ class ElmoBackbone(Backbone):
     def input_limits(self):
         return {"char_ids": self.num_characters, "padding_mask": 2}
 
+    def hidden_states(self, inputs):
+        """The depths ELMo's scalar mix reads: the character CNN's vectors (doubled to the LSTMs' width, as
+        the mix takes them), then each LSTM layer's two directions."""
+        outputs = self(inputs, training=False)
+        tokens = outputs["token_output"]
+        return [ops.concatenate([tokens, tokens], axis=-1),
+                *(outputs[f"lstm_outputs_{index}"] for index in range(1, self.num_layers + 1))]
+
     def served_outputs(self, outputs, inputs):
         """The outputs of ELMo's TF-Hub module, one position per word of the text (the <S> and </S> that
         packing added are dropped, padding is 0): `elmo` (the scalar mix), `word_emb` (the character CNN's

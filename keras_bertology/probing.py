@@ -1,0 +1,193 @@
+"""Linear probes on frozen features: what each layer of an encoder holds, with no fine-tuning.
+
+The BERTology method (Tenney et al. 2019, "BERT rediscovers the classical NLP pipeline"; Hewitt and Manning
+2019): the encoder's states at every depth (`Backbone.hidden_states`) are read for a task's examples, a
+multinomial logistic regression is fitted on each depth's states of the training examples and scored on
+the test examples, and a scalar mix (softmax weights over the depths, a scale, then the same regression,
+fitted jointly) scores what the layers hold together. A word is read at its first piece; a text as the
+mean of its pieces' states. The same probes on a randomly initialised encoder of the same architecture and
+vocabulary are the floor: what the probe learns from the word identities and positions alone.
+"""
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+from scipy.optimize import minimize
+
+from keras_bertology.finetune.encoding import encode_texts, encode_words
+
+L2 = 1e-3  # per example, on the standardised states; enough to keep a separable training set finite
+MAX_ITERATIONS = 300
+BATCH_SIZE = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeData:
+    """One task's probing examples: per depth, [examples, width] states; their labels; which split."""
+
+    depths: list
+    labels: np.ndarray
+    train: np.ndarray  # bool per example
+    dropped: int  # words cut off by the sequence length (they have no state)
+
+
+def _states_function(backbone):
+    """`backbone.hidden_states`, traced once per input shape on TensorFlow (eager op by op is slow)."""
+    import keras
+
+    if keras.config.backend() == "tensorflow":
+        return tf.function(backbone.hidden_states, reduce_retracing=True)
+    return backbone.hidden_states
+
+
+def word_states(backbone, family, tokenizer, seq_len, sentences):
+    """([per depth: [words, width]], [(sentence, word)] of each row, words cut off) for `sentences`
+    (lists of words): each word's states at its first piece."""
+    states_of = _states_function(backbone)
+    depths, where, dropped = None, [], 0
+    for start in range(0, len(sentences), BATCH_SIZE):
+        batch = sentences[start:start + BATCH_SIZE]
+        inputs, first_word = encode_words(family, tokenizer, seq_len, tf.ragged.constant(batch, dtype=tf.string))
+        first_word = first_word.numpy()
+        rows, positions = np.nonzero(first_word >= 0)
+        states = [np.asarray(state, "float32")[rows, positions] for state in states_of(dict(inputs))]
+        depths = states if depths is None else [np.concatenate([a, b]) for a, b in zip(depths, states)]
+        where += [(start + int(row), int(first_word[row, position])) for row, position in zip(rows, positions)]
+        dropped += sum(len(words) for words in batch) - len(rows)
+    return depths, where, dropped
+
+
+def text_states(backbone, family, tokenizer, seq_len, texts):
+    """[per depth: [texts, width]]: the mean of each text's states over its pieces (padding left out)."""
+    states_of = _states_function(backbone)
+    depths = None
+    for start in range(0, len(texts), BATCH_SIZE):
+        inputs = encode_texts(family, tokenizer, seq_len, tf.constant(texts[start:start + BATCH_SIZE]))
+        mask = np.asarray(inputs["padding_mask"], "float32")[:, :, None]
+        states = [(np.asarray(state, "float32") * mask).sum(1) / np.maximum(mask.sum(1), 1.0)
+                  for state in states_of(dict(inputs))]
+        depths = states if depths is None else [np.concatenate([a, b]) for a, b in zip(depths, states)]
+    return depths
+
+
+def standardise(depths, train):
+    """Each depth's states scaled by the training rows' mean and deviation, so that one L2 fits all."""
+    scaled = []
+    for states in depths:
+        mean, deviation = states[train].mean(0), states[train].std(0) + 1e-6
+        scaled.append((states - mean) / deviation)
+    return scaled
+
+
+def _softmax(logits):
+    shifted = np.exp(logits - logits.max(1, keepdims=True))
+    return shifted / shifted.sum(1, keepdims=True)
+
+
+class _Objective:
+    """The probe's loss and gradient over its flat parameters: the regression's weights [H, C] and bias
+    [C], then with a mix its logits over the D depths and its scale."""
+
+    def __init__(self, stacked, targets, mix):
+        self.stacked, self.targets, self.mix = stacked, targets, mix  # [D, N, H], one-hot [N, C]
+        self.depths, self.count, self.width = stacked.shape
+        self.classes = targets.shape[1]
+
+    def start(self):
+        params = np.zeros(self.width * self.classes + self.classes + (self.depths + 1 if self.mix else 0))
+        if self.mix:
+            params[-1] = 1.0
+        return params
+
+    def unpack(self, params):
+        size = self.width * self.classes
+        weights, bias = params[:size].reshape(self.width, self.classes), params[size:size + self.classes]
+        if not self.mix:
+            return weights, bias, np.zeros(1), 1.0
+        return weights, bias, params[size + self.classes:-1], params[-1]
+
+    def features(self, params, stacked):
+        _, _, mix_logits, scale = self.unpack(params)
+        share = _softmax(mix_logits[None])[0]
+        return scale * np.tensordot(share, stacked, axes=1), share
+
+    def __call__(self, params):
+        weights, bias, _, scale = self.unpack(params)
+        features, share = self.features(params, self.stacked)
+        probabilities = _softmax(features @ weights + bias)
+        loss = -np.sum(self.targets * np.log(probabilities + 1e-12)) / self.count + L2 * np.sum(weights ** 2)
+        error = (probabilities - self.targets) / self.count
+        gradients = [(features.T @ error + 2 * L2 * weights).ravel(), error.sum(0)]
+        if self.mix:  # features = scale * sum_d share_d * states_d
+            per_depth = np.einsum("dnh,nh->d", self.stacked, error @ weights.T)
+            gradients.append(share * scale * (per_depth - np.dot(share, per_depth)))
+            gradients.append(np.array([np.dot(share, per_depth)]))
+        return loss, np.concatenate(gradients)
+
+
+def fit_probe(states, labels, classes, mix=False):
+    """A multinomial logistic regression with L2 (L-BFGS) on `states` ([N, H], or with `mix` a list of
+    depths, mixed by softmax weights and a scale fitted with it); returns a function states -> labels
+    predicted, and the mix's weights over the depths (None without `mix`)."""
+    stacked = np.stack(list(states) if mix else [states])
+    targets = np.zeros((stacked.shape[1], len(classes)))
+    targets[np.arange(len(labels)), np.searchsorted(classes, labels)] = 1.0
+    objective = _Objective(stacked, targets, mix)
+    fitted = minimize(objective, objective.start(), jac=True, method="L-BFGS-B",
+                      options={"maxiter": MAX_ITERATIONS}).x
+    weights, bias, mix_logits, _ = objective.unpack(fitted)
+
+    def predict(new_states):
+        features, _ = objective.features(fitted, np.stack(list(new_states)) if mix else np.asarray(new_states)[None])
+        return classes[np.argmax(features @ weights + bias, axis=1)]
+
+    return predict, (_softmax(mix_logits[None])[0].tolist() if mix else None)
+
+
+def macro_f1(truth, predicted, classes):
+    """The mean over `classes` of each class's F1 (a class neither true nor predicted counts 0)."""
+    scores = []
+    for label in classes:
+        hits = np.sum((predicted == label) & (truth == label))
+        precision = hits / max(np.sum(predicted == label), 1)
+        recall = hits / max(np.sum(truth == label), 1)
+        scores.append(0.0 if hits == 0 else 2 * precision * recall / (precision + recall))
+    return float(np.mean(scores))
+
+
+def probe(data):
+    """{"layers": [macro-F1 of each depth's probe], "mix": the scalar mix probe's, "mix_weights": its
+    softmax weights over the depths, "train"/"test": example counts, "dropped": words without a state}."""
+    train, test = data.train, ~data.train
+    classes = np.unique(data.labels[train])
+    depths = standardise(data.depths, train)
+    layers = []
+    for states in depths:
+        predict, _ = fit_probe(states[train], data.labels[train], classes)
+        layers.append(macro_f1(data.labels[test], predict(states[test]), classes))
+    predict, weights = fit_probe([states[train] for states in depths], data.labels[train], classes, mix=True)
+    mixed = macro_f1(data.labels[test], predict([states[test] for states in depths]), classes)
+    return {"layers": layers, "mix": mixed, "mix_weights": weights, "train": int(train.sum()),
+            "test": int(test.sum()), "dropped": data.dropped}
+
+
+def task_probe_data(backbone, family, tokenizer, seq_len, task, train_count, test_count, seed):
+    """`ProbeData` of a task's `train_count` training examples drawn by `seed` and its first `test_count`
+    test examples (the same for every seed and encoder, so that their scores pair): a tagging task's words
+    at their tags, a one-text classification's texts at their labels."""
+    rng = np.random.default_rng(seed)
+    training = task.splits["train"]
+    drawn = [training[index] for index in sorted(rng.choice(len(training), min(train_count, len(training)),
+                                                            replace=False))]
+    examples = drawn + task.splits["test"][:test_count]
+    is_train = np.arange(len(examples)) < len(drawn)
+    if all("tags" in example for example in examples):
+        depths, where, dropped = word_states(backbone, family, tokenizer, seq_len,
+                                             [example["words"] for example in examples])
+        labels = np.array([examples[row]["tags"][word] for row, word in where])
+        return ProbeData(depths, labels, is_train[[row for row, _ in where]], dropped)
+    if task.pairs or not all("label" in example and "text" in example for example in examples):
+        raise ValueError(f"{task.name}: a probe reads tagged words or one labelled text per example")
+    depths = text_states(backbone, family, tokenizer, seq_len, [example["text"] for example in examples])
+    return ProbeData(depths, np.array([example["label"] for example in examples]), is_train, 0)

@@ -1,0 +1,118 @@
+"""Linear probes (keras_bertology/probing.py): each depth's states as the blocks compute them, the regression
+and its scalar mix against what they must find on data whose answer is known, and words read at their
+first piece."""
+
+import numpy as np
+import pytest
+from scipy.optimize import check_grad
+
+from keras_bertology import probing
+from keras_bertology.finetune.task_data import TaskData
+from keras_bertology.layers import merge_attention_masks
+from keras_bertology.models.bert.backbone import BertBackbone
+
+
+def _bert():
+    return BertBackbone(vocab_size=60, num_layers=3, num_heads=2, hidden_size=8, intermediate_size=16,
+                        max_positions=16)
+
+
+def test_each_depth_is_the_previous_one_through_its_block():
+    backbone = _bert()
+    rng = np.random.default_rng(0)
+    padding = np.ones((2, 7), "int32")
+    padding[1, 5:] = 0
+    inputs = {"token_ids": rng.integers(5, 60, (2, 7)).astype("int32"), "segment_ids": np.zeros((2, 7), "int32"),
+              "padding_mask": padding}
+    states = [np.asarray(state) for state in backbone.hidden_states(inputs)]
+    assert len(states) == 4
+    embedded = backbone.get_layer("embeddings")(inputs["token_ids"], inputs["segment_ids"])
+    np.testing.assert_allclose(states[0], np.asarray(embedded), atol=1e-6)
+    mask = merge_attention_masks(padding)
+    for depth in range(3):
+        block = backbone.get_layer(f"encoder_block_{depth}")
+        np.testing.assert_allclose(states[depth + 1], np.asarray(block(states[depth], attention_mask=mask)),
+                                   atol=1e-5)
+    np.testing.assert_allclose(states[-1], np.asarray(backbone(inputs)["sequence_output"]), atol=1e-6)
+
+
+@pytest.mark.parametrize("mix", [False, True])
+def test_the_gradient_is_the_losss(mix):
+    rng = np.random.default_rng(1)
+    stacked = rng.normal(size=(3 if mix else 1, 30, 4))
+    targets = np.eye(3)[rng.integers(0, 3, 30)]
+    objective = probing._Objective(stacked, targets, mix)
+    point = rng.normal(size=objective.start().shape)
+    assert check_grad(lambda p: objective(p)[0], lambda p: objective(p)[1], point) < 1e-5
+
+
+def _blobs(rng, count, width, centres, spread):
+    labels = rng.integers(0, len(centres), count)
+    return centres[labels] + spread * rng.normal(size=(count, width)), labels
+
+
+def test_a_probe_finds_separable_classes_and_not_noise():
+    rng = np.random.default_rng(2)
+    centres = rng.normal(size=(4, 16)) * 3
+    states, labels = _blobs(rng, 2000, 16, centres, 1.0)
+    classes = np.arange(4)
+    predict, weights = probing.fit_probe(states[:1000], labels[:1000], classes)
+    assert weights is None and probing.macro_f1(labels[1000:], predict(states[1000:]), classes) > 0.95
+    noise = rng.normal(size=(2000, 16))
+    predict, _ = probing.fit_probe(noise[:1000], labels[:1000], classes)
+    assert probing.macro_f1(labels[1000:], predict(noise[1000:]), classes) < 0.35  # chance is 0.25
+
+
+def test_the_mix_weighs_the_depth_that_holds_the_labels():
+    rng = np.random.default_rng(3)
+    centres = rng.normal(size=(3, 8)) * 2
+    informative, labels = _blobs(rng, 1500, 8, centres, 1.0)
+    depths = [rng.normal(size=(1500, 8)), informative, rng.normal(size=(1500, 8))]
+    data = probing.ProbeData(depths, labels, np.arange(1500) < 1000, 0)
+    result = probing.probe(data)
+    assert np.argmax(result["layers"]) == 1 and result["layers"][1] > 0.9 > max(result["layers"][0],
+                                                                              result["layers"][2]) + 0.4
+    assert result["mix"] > 0.9 and np.argmax(result["mix_weights"]) == 1 and result["mix_weights"][1] > 0.5
+    assert (result["train"], result["test"]) == (1000, 500)
+
+
+def test_macro_f1_averages_each_classs_f1():
+    truth, predicted = np.array([0, 0, 1, 1, 2]), np.array([0, 1, 1, 1, 0])
+    # class 0: precision 1/2, recall 1/2; class 1: 2/3, 1; class 2: never predicted
+    assert probing.macro_f1(truth, predicted, np.arange(3)) == pytest.approx((0.5 + 0.8 + 0) / 3)
+
+
+def test_words_are_read_at_their_first_piece_and_words_cut_off_are_counted():
+    from keras_bertology.models.registry import get_family
+    from keras_bertology.tokenizers.wordpiece import WordPieceTokenizer
+
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "king", "##dom", "falls"]
+    tokenizer = WordPieceTokenizer(vocabulary, lower_case=True)
+    backbone = _bert()
+    sentences = [["the", "kingdom", "falls"], ["kingdom", "the", "king", "falls", "the", "king"]]
+    depths, where, dropped = probing.word_states(backbone, get_family("bert"), tokenizer, 8, sentences)
+    # 8 positions hold [CLS], 6 pieces and [SEP]: the second sentence's 7 pieces lose the last, its last "king".
+    assert where == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (1, 3), (1, 4)] and dropped == 1
+    states = [np.asarray(state) for state in backbone.hidden_states(
+        {"token_ids": np.array([[2, 5, 6, 7, 8, 3, 0, 0]], "int32"), "segment_ids": np.zeros((1, 8), "int32"),
+         "padding_mask": np.array([[1, 1, 1, 1, 1, 1, 0, 0]], "int32")})]
+    for depth, state in enumerate(states):  # "the" at 1, "kingdom" at its first piece 2, "falls" at 4
+        np.testing.assert_allclose(depths[depth][:3], state[0, [1, 2, 4]], atol=1e-5)
+
+
+def test_task_data_pairs_every_seeds_test_examples_and_draws_its_training_ones():
+    from keras_bertology.models.registry import get_family
+    from keras_bertology.tokenizers.wordpiece import WordPieceTokenizer
+
+    tokenizer = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "king", "sea"],
+                                   lower_case=True)
+    words = [["the", "king"], ["the", "sea"], ["king"], ["sea", "sea"]] * 5
+    task = TaskData("toy", "tagging", ("O", "X"), False,
+                    {"train": [{"words": w, "tags": ["X" if x == "king" else "O" for x in w]} for w in words],
+                     "dev": [], "test": [{"words": w, "tags": ["X" if x == "king" else "O" for x in w]}
+                                         for w in words[:4]]}, "toy")
+    first, second = (probing.task_probe_data(_bert(), get_family("bert"), tokenizer, 8, task, 6, 4, seed)
+                     for seed in (0, 1))
+    for data in (first, second):
+        assert 6 <= data.train.sum() <= 12 and data.dropped == 0  # 6 sentences of 1 or 2 words
+        assert (~data.train).sum() == 7 and list(data.labels[~data.train]) == ["O", "X", "O", "O", "X", "O", "O"]
