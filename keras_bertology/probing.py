@@ -172,22 +172,30 @@ def probe(data):
             "test": int(test.sum()), "dropped": data.dropped}
 
 
-def task_probe_data(backbone, family, tokenizer, seq_len, task, train_count, test_count, seed):
-    """`ProbeData` of a task's `train_count` training examples drawn by `seed` and its first `test_count`
-    test examples (the same for every seed and encoder, so that their scores pair): a tagging task's words
-    at their tags, a one-text classification's texts at their labels."""
-    rng = np.random.default_rng(seed)
-    training = task.splits["train"]
-    drawn = [training[index] for index in sorted(rng.choice(len(training), min(train_count, len(training)),
-                                                            replace=False))]
-    examples = drawn + task.splits["test"][:test_count]
-    is_train = np.arange(len(examples)) < len(drawn)
+def task_probe_data(backbone, family, tokenizer, seq_len, task, pool_count, test_count):
+    """(`ProbeData` of a task's first `pool_count` training examples, marked training, and its first
+    `test_count` test examples; the example each row comes from): a tagging task's words at their tags, a
+    one-text classification's texts at their labels. `draw` then takes a seed's share of the pool, so that
+    an encoder's states are read once for every seed, and every seed and encoder is tested alike."""
+    pool = task.splits["train"][:pool_count]
+    examples = pool + task.splits["test"][:test_count]
+    is_train = np.arange(len(examples)) < len(pool)
     if all("tags" in example for example in examples):
         depths, where, dropped = word_states(backbone, family, tokenizer, seq_len,
                                              [example["words"] for example in examples])
         labels = np.array([examples[row]["tags"][word] for row, word in where])
-        return ProbeData(depths, labels, is_train[[row for row, _ in where]], dropped)
+        rows = np.array([row for row, _ in where])
+        return ProbeData(depths, labels, is_train[rows], dropped), rows
     if task.pairs or not all("label" in example and "text" in example for example in examples):
         raise ValueError(f"{task.name}: a probe reads tagged words or one labelled text per example")
     depths = text_states(backbone, family, tokenizer, seq_len, [example["text"] for example in examples])
-    return ProbeData(depths, np.array([example["label"] for example in examples]), is_train, 0)
+    return ProbeData(depths, np.array([example["label"] for example in examples]), is_train, 0), \
+        np.arange(len(examples))
+
+
+def draw(data, rows, train_count, seed):
+    """The `ProbeData` of `train_count` pool examples drawn by `seed` (all their rows) and every test row."""
+    pool = np.unique(rows[data.train])
+    drawn = np.random.default_rng(seed).choice(pool, min(train_count, len(pool)), replace=False)
+    keep = ~data.train | np.isin(rows, drawn)
+    return ProbeData([states[keep] for states in data.depths], data.labels[keep], data.train[keep], data.dropped)

@@ -208,6 +208,9 @@ class Scale:
     finetune_max_examples: int | None = None  # dev and test kept to their first N (a quick smoke)
     finetune_seq_len: int | None = None  # None: the pretraining length
     finetune_summary: str | None = None  # a classifier's summary position; None: each family's own
+    # Linear probes (study/probes.py): the training examples' pool each seed draws from, the examples a
+    # seed draws, and the test examples (the same for every encoder and seed).
+    probe_examples: tuple = (600, 200, 200)
 
     def verdict_labels_of(self, kind):
         """The label count verdicts are made at on a task of `kind` (see `finetune.tasks.TASK_KINDS`)."""
@@ -235,7 +238,7 @@ SCALES = {
     # CI's smoke: every arm and both tasks, a few steps, a few examples.
     "smoke": Scale(1, 32, 1, 64, 32, 8, reference_steps=12, budgets=(0.5, 1.0), label_counts=(8, 16),
                    verdict_labels=16, seeds=2, finetune_epochs=1, finetune_batch_size=16, finetune_min_steps=1,
-                   finetune_max_examples=48),
+                   finetune_max_examples=48, probe_examples=(24, 12, 12)),
     # 2 CPU cores: 600 steps of BERT-Tiny's shape per arm on the tasks' own unlabeled text; fine-tuning on
     # 32 / 128 drawn labels, 64 tokens each, at 1e-3 for at least 120 steps (60 left random initialisation
     # short of what it learns, which passed as pretraining paying), classifying from the mean state;

@@ -91,12 +91,13 @@ def control_key(arm_name, reference_name):
     return RANDOM_INIT if arm_name == reference_name else f"{arm_name}/{RANDOM_INIT}"
 
 
-def write_report(out, options, scale, points, state, label_counts, compared, finetuned):
+def write_report(out, options, scale, points, state, label_counts, compared, finetuned, probing=None):
     """results.json, results.md and score_vs_compute.png of a finished study; returns the results.
 
     `label_counts`: per task (as given), {"all": its label counts, "verdict": the one verdicts use};
     `compared`: the tasks every arm was fine-tuned on (the others hold the reference arm's full budget
-    and random init only); `finetuned`: the study.json keys of the study's fine-tuning runs."""
+    and random init only); `finetuned`: the study.json keys of the study's fine-tuning runs; `probing`: the
+    linear probes' results (study/probes.py)."""
     def scores(key, task, labels):
         return summarize(_seed_scores(state, key, task, labels, options.seed_count))
 
@@ -155,6 +156,8 @@ def write_report(out, options, scale, points, state, label_counts, compared, fin
                "finetune_runs": len(runs),
                "finetune_train_seconds": sum(run["seconds"] for run in runs),
                "finetune_seconds": sum(run["wall_seconds"] for run in runs)}
+    if probing is not None:
+        results["probing"] = probing
     return write_results(out, results, markdown, plot, "score_vs_compute.png")
 
 
@@ -271,7 +274,7 @@ def markdown(results):
         lines.append(f"| {task} | {gate['difference']:+.3f} | {gate['standard_error']:.3f} | "
                      + (f"{decidable:.3f}" if decidable is not None else "-") + " | "
                      + ("given" if gate["pays"] else "none: the budget is too small for this task") + " |")
-    lines += ["", *_control_table(results), "## The seeds' claims at the full budget", ""]
+    lines += ["", *_control_table(results), *probe_table(results), "## The seeds' claims at the full budget", ""]
     if results["claims"]:
         # A study of an earlier edition recorded no factors: its table renders as it did.
         factors = all("factor" in claim for claim in results["claims"])
@@ -311,6 +314,28 @@ def _control_table(results):
                          f"{gate['difference']:+.3f} | {gate['standard_error']:.3f} | "
                          + ("given" if gate["pays"] else "none: it does not beat its control") + " |")
     return lines + [""] if len(lines) > 4 else []
+
+
+def probe_table(results):
+    """results.md's probing section: per task, each arm at each budget point against its control."""
+    if "probing" not in results:
+        return []
+    lines = ["## Linear probes (frozen states; macro-F1)", "",
+             "A logistic regression on each depth's states (a word at its first piece, an article as the mean "
+             "of its pieces), and on a scalar mix of all depths; the control is the arm's own architecture "
+             f"and vocabulary randomly initialised. Mean ± sd over {results['seeds']} seeds (each draws the "
+             "probe's training examples, and the control's weights).", ""]
+    for task, table in results["probing"].items():
+        lines += [f"{task}:", "", "| encoder | mix | gain over its control | each depth (0: embeddings) | "
+                  "mix weights |", "|---|---|---|---|---|"]
+        for key, record in table.items():
+            gain = record.get("gain")
+            lines.append(f"| {key} | {record['mix']['mean']:.3f} ± {record['mix']['std']:.3f} | "
+                         + (f"{gain['mean']:+.3f} ± {gain['std']:.3f}" if gain else "-") + " | "
+                         + " ".join(f"{depth['mean']:.3f}" for depth in record["layers"]) + " | "
+                         + " ".join(f"{weight:.2f}" for weight in record["mix_weights"]) + " |")
+        lines.append("")
+    return lines
 
 
 def plot(results, path):

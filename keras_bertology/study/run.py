@@ -48,6 +48,7 @@ from keras_bertology.study.arms import ARMS, arm_run_folder
 from keras_bertology.study.batch_sizes import batch_study, check_runs
 from keras_bertology.study.compute import seed_run_folder, shared_vocabulary, write_task_text
 from keras_bertology.study.options import StudyOptions  # noqa: F401  re-exported
+from keras_bertology.study.probes import probe_all, probe_results
 from keras_bertology.study.report import control_key, gate, write_report
 from keras_bertology.study.steps import (
     RANDOM_INIT, Progress, arm_pretrain_options, count_flops, drop_corpus, finetune_all, quiet, say)
@@ -106,6 +107,7 @@ def _study(options, scale, out):
                     _pretrain_all(options, scale, wave_runs, state, out, pretraining)
         runs = [runs[arm.name] for arm in arms]
         points = [point for run in runs for point in run.points]
+        probed = probe_all(options, scale, runs, state, out, workers, say)
         reference = runs[0].points[-1]
         finetuned = finetune_all(options, scale, _gate_jobs(reference, label_counts, out), state, out, workers)
         gated = {task: gate(state, reference.key, RANDOM_INIT, task, counts["verdict"], options.seed_count)
@@ -121,7 +123,8 @@ def _study(options, scale, out):
         finetuned += finetune_all(options, scale, _control_jobs(runs, label_counts, compared, out), state, out,
                                   workers)
 
-    results = write_report(out, given, scale, points, state, label_counts, compared, finetuned)
+    results = write_report(out, given, scale, points, state, label_counts, compared, finetuned,
+                           probe_results(state, runs, probed, options.seed_count))
     say(options, f"study done: {out}/results.md, results.json, score_vs_compute.png")
     return results
 

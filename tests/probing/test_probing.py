@@ -100,19 +100,24 @@ def test_words_are_read_at_their_first_piece_and_words_cut_off_are_counted():
         np.testing.assert_allclose(depths[depth][:3], state[0, [1, 2, 4]], atol=1e-5)
 
 
-def test_task_data_pairs_every_seeds_test_examples_and_draws_its_training_ones():
+def test_each_seed_draws_its_training_examples_from_the_pool_and_every_seed_is_tested_alike():
     from keras_bertology.models.registry import get_family
     from keras_bertology.tokenizers.wordpiece import WordPieceTokenizer
 
     tokenizer = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "king", "sea"],
                                    lower_case=True)
-    words = [["the", "king"], ["the", "sea"], ["king"], ["sea", "sea"]] * 5
-    task = TaskData("toy", "tagging", ("O", "X"), False,
-                    {"train": [{"words": w, "tags": ["X" if x == "king" else "O" for x in w]} for w in words],
-                     "dev": [], "test": [{"words": w, "tags": ["X" if x == "king" else "O" for x in w]}
-                                         for w in words[:4]]}, "toy")
-    first, second = (probing.task_probe_data(_bert(), get_family("bert"), tokenizer, 8, task, 6, 4, seed)
-                     for seed in (0, 1))
-    for data in (first, second):
-        assert 6 <= data.train.sum() <= 12 and data.dropped == 0  # 6 sentences of 1 or 2 words
-        assert (~data.train).sum() == 7 and list(data.labels[~data.train]) == ["O", "X", "O", "O", "X", "O", "O"]
+    words = [["the", "king"], ["the", "sea"], ["king"], ["sea", "sea", "sea"]] * 5
+
+    def tagged(sentences):
+        return [{"words": w, "tags": ["X" if x == "king" else "O" for x in w]} for w in sentences]
+
+    task = TaskData("toy", "tagging", ("O", "X"), False, {"train": tagged(words), "dev": [],
+                                                           "test": tagged(words[:4])}, "toy")
+    data, rows = probing.task_probe_data(_bert(), get_family("bert"), tokenizer, 8, task, 16, 4)
+    assert data.train.sum() == 32 and (~data.train).sum() == 8 and list(rows[-8:]) == [16, 16, 17, 17, 18, 19, 19, 19]
+    for seed in range(4):
+        drawn = probing.draw(data, rows, 5, seed)
+        assert list(drawn.labels[~drawn.train]) == ["O", "X", "O", "O", "X", "O", "O", "O"]
+        np.testing.assert_array_equal(drawn.depths[1][~drawn.train], data.depths[1][~data.train])
+        sentences = np.random.default_rng(seed).choice(16, 5, replace=False)  # the pool's sentences, by seed
+        assert drawn.train.sum() == sum(len(words[index]) for index in sentences)

@@ -350,7 +350,16 @@ def test_the_smoke_study_gives_every_arm_equal_compute_and_resumes(tmp_path, cap
         differ = results["arms"][claim["arm"]]["tokenizer"] != results["arms"][claim["against"]]["tokenizer"]
         assert (claim["verdict"] == "not comparable") == (differ and claim["factor"] != "tokenizer"), claim
     assert set(results["decidable_difference"]) == {"bbc-news"}
+    # Linear probes of every point and control on the study's probing task, each depth (embeddings and the one
+    # layer) and the mix; each point's gain is over its own arm's control.
+    probed = results["probing"]["bbc-news"]
+    controls = {"random-init", "electra-two-stage/random-init", "distilbert/random-init"}
+    assert set(probed) == {f"{arm}/budget-{b}" for arm in SMOKE_ARMS for b in ("0.5", "1")} | controls
+    for key, record in probed.items():
+        assert len(record["layers"]) == 2 and 0 <= record["mix"]["mean"] <= 1 and record["mix"]["n"] == 2
+        assert ("gain" in record) == (key not in controls) and sum(record["mix_weights"]) == pytest.approx(1)
     report = (out / "results.md").read_text()
+    assert "## Linear probes" in report
     assert (out / "score_vs_compute.png").stat().st_size > 10_000 and "| no pretraining |" in report
     assert all(f"| {task} |" in report for task in results["gate"])
     text = [json.loads(line)["text"] for line in (out / "pretraining_text.jsonl").read_text().splitlines()]
@@ -409,8 +418,17 @@ def test_the_gate_runs_first_and_other_arms_fine_tune_only_where_pretraining_pay
         "steps": arm_run.steps, "train_seconds": 1.0, "samples_per_second": 1.0, "precision": "float32",
         "objectives": {"mlm": {"first": {"loss": 7.0}, "last": {"loss": 6.0}}}, "seconds": 1.0})
     monkeypatch.setattr(steps, "_finetune", finetune)
-    from keras_bertology.study import report
+    from keras_bertology.study import probes, report
 
+    probed = []
+
+    def probe(scale, key, run_dir, seeds, control_seed, tasks):  # BERT's full budget reads names better
+        probed.append((key, seeds, control_seed))
+        return {probes.probe_key(key, task, seed): {"layers": [0.3, 0.4], "mix": 0.5 + 0.1 * (key == "bert/budget-1")
+                                                    + 0.01 * seed, "mix_weights": [0.25, 0.75]}
+                for task in tasks for seed in seeds}
+
+    monkeypatch.setattr(probes, "_probe", probe)
     vocabulary = {"type": "sentencepiece", "lower_case": False, "vocab_size": 1000, "sha256": "0" * 64}
     monkeypatch.setattr(report, "describe_saved_tokenizer", lambda folder: vocabulary)  # no run made one
     options = StudyOptions(scale="smoke", seeds=3, out=str(tmp_path / "s"), arms=("bert", "spanbert", "gpt"),
@@ -427,6 +445,19 @@ def test_the_gate_runs_first_and_other_arms_fine_tune_only_where_pretraining_pay
     assert set(calls[39:]) == {(key, "bbc-names", 16) for key in controls}
     assert {task: gate["pays"] for task, gate in results["gate"].items()} == {"bbc-news": False, "bbc-names": True}
     assert {claim["task"] for claim in results["claims"]} == {"bbc-names"} and results["finetune_runs"] == 45
+    # The probes: each point's states once for every seed, each arm's control once a seed (its weights drawn by it).
+    points = {f"{arm}/budget-{budget}" for arm in ("bert", "spanbert", "gpt") for budget in ("0.5", "1")}
+    assert sorted(probed) == sorted([(key, (0, 1, 2), None) for key in points] + [
+        (control, (seed,), seed) for control in ("random-init", "spanbert/random-init", "gpt/random-init")
+        for seed in range(3)])
+    names = results["probing"]["bbc-names"]
+    assert set(results["probing"]) == {"bbc-news", "bbc-names"} and set(names) == points | {
+        "random-init", "spanbert/random-init", "gpt/random-init"}
+    assert names["bert/budget-1"]["gain"]["mean"] == pytest.approx(0.1)
+    assert names["gpt/budget-1"]["gain"]["mean"] == pytest.approx(0.0) and "gain" not in names["gpt/random-init"]
+    assert names["bert/budget-1"]["layers"][1]["mean"] == pytest.approx(0.4) and names["bert/budget-1"]["mix"]["n"] == 3
+    assert "| bert/budget-1 | 0.610 ± 0.010 | +0.100 ± 0.000 | 0.300 0.400 | 0.25 0.75 |" in (
+        tmp_path / "s" / "results.md").read_text()
     # BERT beats its control (random init); SpanBERT and GPT, which pretraining did not move here, do not, and so
     # every claim between them gets no verdict, whatever its difference.
     assert {name: record["control"]["bbc-names"]["gate"]["pays"] for name, record in results["arms"].items()} == {
