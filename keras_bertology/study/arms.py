@@ -210,7 +210,7 @@ class Scale:
     finetune_summary: str | None = None  # a classifier's summary position; None: each family's own
     # Linear probes (study/probes.py): the training examples' pool each seed draws from, the examples a
     # seed draws, and the test examples (the same for every encoder and seed).
-    probe_examples: tuple = (600, 200, 200)
+    probe_examples: tuple = (400, 150, 150)
 
     def verdict_labels_of(self, kind):
         """The label count verdicts are made at on a task of `kind` (see `finetune.tasks.TASK_KINDS`)."""
