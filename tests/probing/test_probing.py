@@ -67,12 +67,12 @@ def test_the_mix_weighs_the_depth_that_holds_the_labels():
     rng = np.random.default_rng(3)
     centres = rng.normal(size=(3, 8)) * 2
     informative, labels = _blobs(rng, 1500, 8, centres, 1.0)
-    depths = [rng.normal(size=(1500, 8)), informative, rng.normal(size=(1500, 8))]
+    # The informative depth off the middle: a mix that read the depths in another order would miss it.
+    depths = [rng.normal(size=(1500, 8)), rng.normal(size=(1500, 8)), informative]
     data = probing.ProbeData(depths, labels, np.arange(1500) < 1000, 0)
     result = probing.probe(data)
-    assert np.argmax(result["layers"]) == 1 and result["layers"][1] > 0.9 > max(result["layers"][0],
-                                                                              result["layers"][2]) + 0.4
-    assert result["mix"] > 0.9 and np.argmax(result["mix_weights"]) == 1 and result["mix_weights"][1] > 0.5
+    assert np.argmax(result["layers"]) == 2 and result["layers"][2] > 0.9 > max(result["layers"][:2]) + 0.4
+    assert result["mix"] > 0.9 and np.argmax(result["mix_weights"]) == 2 and result["mix_weights"][2] > 0.5
     assert (result["train"], result["test"]) == (1000, 500)
 
 
