@@ -88,7 +88,8 @@ JAX_TESTS := tests/convert/test_hf_parity.py tests/engine/test_large_batch.py te
 	'tests/pretraining/test_resume.py::test_runs_killed_at_random_moments_end_with_the_weights_of_an_uninterrupted_run[mixed_bfloat16]'
 # CI leaves out the tests marked extended (pytest.ini): the other benchmarks' smokes and the families'
 # repeats of a path it checks on the families whose code on that path differs. `make test-all` runs them too.
-# Each stage is held to its time budget in tests/support/durations.json (tests/support/stage_budget.py): a stage over it fails.
+# Each stage is held to its time budget in tests/support/durations.json at the speed of the machine that recorded it
+# (tests/support/stage_budget.py): a stage over it fails.
 MAIN_STAGE := -n 2 --dist loadfile --no-loadscope-reorder --durations=30 -m "not extended and not alone"
 JAX_STAGE := -n 2 --dist loadfile --no-loadscope-reorder --durations=15 -m "not extended and not alone" $(JAX_TESTS)
 ALONE_STAGE := -p no:xdist --durations=5 -m "alone and not extended"
