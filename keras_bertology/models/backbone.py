@@ -92,8 +92,9 @@ class Backbone(keras.Model):
         """[the states the first layer reads, each layer's output], [B, L, H] each, for packed `inputs`: what
         a probe of each depth reads (Tenney et al. 2019). Collected from the blocks' calls
         (layers/hidden_states.py); a family whose layers are not such blocks (ELMo) gives its own."""
-        with recording_blocks() as states:
-            self.text_encoder()(inputs, training=False)
+        encoder = self.text_encoder()
+        with recording_blocks() as states:  # the inputs it takes only (a packed text may hold segments too)
+            encoder({name: inputs[name] for name in encoder.input}, training=False)
         if not states:
             raise ConfigError(f"{type(self).__name__} has no encoder blocks that report their states")
         return states

@@ -45,8 +45,13 @@ def probe_all(options, scale, runs, state, out, workers, say):
     def done(job, results):
         state["probe"].update(results)
         state.save()
+        by_task = {}
+        for key, result in results.items():
+            by_task.setdefault(key.split("/")[-2], []).append(result["mix"])
         say(options, f"[probe {job[1]}" + ("" if job[4] is None else f", seed {job[4]}") + "] "
-                     + "; ".join(f"{key.split('/')[-2]} mix {result['mix']:.3f}" for key, result in results.items()))
+                     + "; ".join(f"{task} mix {sum(mixes) / len(mixes):.3f}" + (f" (mean of {len(mixes)} seeds)"
+                                                                               if len(mixes) > 1 else "")
+                                 for task, mixes in by_task.items()))
 
     workers.run_all(_probe, [(scale, *job, tasks) for job in todo], done)
     return tasks
