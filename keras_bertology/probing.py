@@ -176,6 +176,13 @@ def probe(data):
             "test": int(test.sum()), "dropped": data.dropped}
 
 
+def readable(task):
+    """Whether a probe reads `task`: its examples are tagged words, or one labelled text each."""
+    examples = [example for split in ("train", "test") for example in task.splits.get(split, [])]
+    return bool(examples) and (all("tags" in example for example in examples) or not task.pairs and all(
+        "label" in example and "text" in example for example in examples))
+
+
 def task_probe_data(backbone, family, tokenizer, seq_len, task, pool_count, test_count):
     """(`ProbeData` of a task's first `pool_count` training examples, marked training, and its first
     `test_count` test examples; the example each row comes from): a tagging task's words at their tags, a
@@ -190,7 +197,7 @@ def task_probe_data(backbone, family, tokenizer, seq_len, task, pool_count, test
         labels = np.array([examples[row]["tags"][word] for row, word in where])
         rows = np.array([row for row, _ in where])
         return ProbeData(depths, labels, is_train[rows], dropped), rows
-    if task.pairs or not all("label" in example and "text" in example for example in examples):
+    if not readable(task):
         raise ValueError(f"{task.name}: a probe reads tagged words or one labelled text per example")
     depths = text_states(backbone, family, tokenizer, seq_len, [example["text"] for example in examples])
     return ProbeData(depths, np.array([example["label"] for example in examples]), is_train, 0), \

@@ -14,8 +14,8 @@ import keras
 
 from keras_bertology.study.report import control_key, summarize
 
-# Built-in tasks a study probes (any the study fine-tunes on too): words of proper nouns in lower-cased
-# text, whose capitals are gone, and the topics of whole articles.
+# The built-in tasks a study probes when none of its own can be: words of proper nouns in lower-cased text,
+# whose capitals are gone, and the topics of whole articles.
 PROBE_TASKS = ("bbc-names", "bbc-news")
 
 
@@ -34,10 +34,13 @@ def probe_jobs(runs, tasks, seed_count, out):
                    for run in runs for seed in seeds]
 
 
-def probe_all(options, scale, runs, state, out, workers, say):
-    """Every probe of `probe_jobs` on the study's probing tasks not done yet, each recorded in study.json
-    as its encoder's job ends; returns the tasks."""
-    tasks = [task for task in PROBE_TASKS if task in [Path(t).name for t in options.tasks]] or list(PROBE_TASKS)
+def probe_all(options, scale, runs, state, out, workers, say, loaded):
+    """Every probe of `probe_jobs` not done yet, each recorded in study.json as its encoder's job ends, on
+    the study's tasks that a probe reads (`loaded`: {task: TaskData}; tagged words, one labelled text per
+    example), or on the built-in PROBE_TASKS when none is; returns the tasks."""
+    from keras_bertology.probing import readable
+
+    tasks = [task for task, data in loaded.items() if readable(data)] or list(PROBE_TASKS)
     state.setdefault("probe", {})
     todo = [job for job in probe_jobs(runs, tasks, options.seed_count, out)
             if any(probe_key(job[0], task, seed) not in state["probe"] for task in tasks for seed in job[2])]

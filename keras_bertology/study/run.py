@@ -107,7 +107,7 @@ def _study(options, scale, out):
                     _pretrain_all(options, scale, wave_runs, state, out, pretraining)
         runs = [runs[arm.name] for arm in arms]
         points = [point for run in runs for point in run.points]
-        probed = probe_all(options, scale, runs, state, out, workers, say)
+        probed = probe_all(options, scale, runs, state, out, workers, say, tasks)
         reference = runs[0].points[-1]
         finetuned = finetune_all(options, scale, _gate_jobs(reference, label_counts, out), state, out, workers)
         gated = {task: gate(state, reference.key, RANDOM_INIT, task, counts["verdict"], options.seed_count)

@@ -121,3 +121,16 @@ def test_each_seed_draws_its_training_examples_from_the_pool_and_every_seed_is_t
         np.testing.assert_array_equal(drawn.depths[1][~drawn.train], data.depths[1][~data.train])
         sentences = np.random.default_rng(seed).choice(16, 5, replace=False)  # the pool's sentences, by seed
         assert drawn.train.sum() == sum(len(words[index]) for index in sentences)
+
+
+def test_a_probe_reads_tagged_words_and_single_labelled_texts_not_pairs():
+    def task(examples, pairs=False):
+        return TaskData("toy", "kind", ("a", "b"), pairs, {"train": examples, "dev": [], "test": examples}, "toy")
+
+    assert probing.readable(task([{"words": ["the", "king"], "tags": ["O", "X"]}]))
+    assert probing.readable(task([{"text": "the king", "label": "a"}]))
+    assert not probing.readable(task([{"text": "the king", "text_pair": "a sea", "label": "a"}], pairs=True))
+    assert not probing.readable(task([{"text": "the king", "target": "a sea"}]))  # text to text
+    assert not probing.readable(task([]))
+    with pytest.raises(ValueError, match="a probe reads tagged words"):
+        probing.task_probe_data(None, None, None, 8, task([{"text": "x", "target": "y"}]), 4, 4)
