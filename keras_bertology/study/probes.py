@@ -12,7 +12,7 @@ from pathlib import Path
 
 import keras
 
-from keras_bertology.study.report import control_key, summarize
+from keras_bertology.study.report import control_key, judge, summarize
 
 # The built-in tasks a study probes when none of its own can be: words of proper nouns in lower-cased text,
 # whose capitals are gone, and the topics of whole articles.
@@ -88,7 +88,8 @@ def _probe(scale, key, run_dir, seeds, control_seed, tasks):
 
 def probe_results(state, runs, tasks, seed_count):
     """results.json's "probing": per task, per encoder (each point, each control): each depth's and the
-    mix's macro-F1 over the seeds, the mix's weights averaged, and the mix's gain over the arm's control."""
+    mix's macro-F1 over the seeds, the mix's weights averaged, and the mix's gain over the arm's control
+    with its gate (a "better" verdict, seed by seed, with "pays")."""
     reference = runs[0].arm.name
     found = {}
     for task in tasks:
@@ -104,7 +105,9 @@ def probe_results(state, runs, tasks, seed_count):
                               "mix_weights": [sum(seed["mix_weights"][d] for seed in seeds) / len(seeds)
                                               for d in range(depths)]}
             for point in run.points:
-                gains = [a - b for a, b in zip(table[point.key]["mix"]["seeds"], table[control]["mix"]["seeds"])]
-                table[point.key]["gain"] = summarize(gains)
+                mixes, floor = table[point.key]["mix"]["seeds"], table[control]["mix"]["seeds"]
+                verdict = judge("better", mixes, floor)
+                table[point.key].update(gain=summarize([a - b for a, b in zip(mixes, floor)]),
+                                        gate={**verdict, "pays": verdict["verdict"] == "reproduced"})
         found[name] = table
     return found

@@ -138,7 +138,8 @@ def write_report(out, options, scale, points, state, label_counts, compared, fin
             for name in ([claim.task] if claim.task else tasks):
                 if name in tasks and gates[name]["pays"]:
                     claims.append(_judged(claim, name, arms, full[claim.arm]["scores"][name]["seeds"],
-                                          full[claim.against]["scores"][name]["seeds"]))
+                                          full[claim.against]["scores"][name]["seeds"],
+                                          {arm: arms[arm]["control"][name]["gate"] for arm in (claim.arm, claim.against)}))
     decidable = {task: decidable_difference([row["scores"][task]["seeds"] for row in full.values()
                                              if task in row["scores"]]
                                             + [random_init[task][str(verdict_labels[task])]["seeds"]])
@@ -158,19 +159,38 @@ def write_report(out, options, scale, points, state, label_counts, compared, fin
                "finetune_seconds": sum(run["wall_seconds"] for run in runs)}
     if probing is not None:
         results["probing"] = probing
+        results["probe_claims"] = probe_claims(probing, arms, keys)
     return write_results(out, results, markdown, plot, "score_vs_compute.png")
 
 
-def _judged(claim, task, arms, scores, against):
+def probe_claims(probing, arms, keys):
+    """The claims judged on the linear probes: per probing task, the two arms' mix macro-F1 at the full budget
+    (`keys`: arm -> its full-budget key), paired by seed (a seed draws the probe's examples alike for every
+    arm), refused as fine-tuning's are, an arm's control being its probe's. No gate of the reference arm: a
+    probe has no fine-tuning that random initialisation could catch up with."""
+    judged = []
+    for claim in CLAIMS:
+        if claim.arm in keys and claim.against in keys:
+            for task, table in probing.items():
+                if claim.task is None or claim.task == task:
+                    records = {name: table[keys[name]] for name in (claim.arm, claim.against)}
+                    judged.append(_judged(claim, task, arms, records[claim.arm]["mix"]["seeds"],
+                                          records[claim.against]["mix"]["seeds"],
+                                          {name: record["gate"] for name, record in records.items()}))
+    return judged
+
+
+def _judged(claim, task, arms, scores, against, control_gates):
     """results.json's entry of `claim` on `task`: its verdict from the paired scores; "not comparable" (with the
     reasons) where its arms differ in a recorded factor other than the one it names, else "no verdict" where an
-    arm does not beat its own control on the task (`arms`: results.json's records)."""
+    arm does not beat its own control on the task (`arms`: results.json's records; `control_gates`: each arm's
+    gate against its control)."""
     judged = {"claim": claim.text, "arm": claim.arm, "against": claim.against, "relation": claim.relation,
               "factor": claim.factor, "task": task, **judge(claim.relation, scores, against)}
     reasons = differences(arms, judged)
-    below = [f"{name} does not beat its control ({arms[name]['control'][task]['gate']['difference']:+.3f} ± "
-             f"{arms[name]['control'][task]['gate']['standard_error']:.3f})"
-             for name in (claim.arm, claim.against) if not arms[name]["control"][task]["gate"]["pays"]]
+    below = [f"{name} does not beat its control ({control_gates[name]['difference']:+.3f} ± "
+             f"{control_gates[name]['standard_error']:.3f})"
+             for name in (claim.arm, claim.against) if not control_gates[name]["pays"]]
     if reasons:
         judged.update(verdict="not comparable", not_comparable=reasons)
     if below:
@@ -276,16 +296,7 @@ def markdown(results):
                      + ("given" if gate["pays"] else "none: the budget is too small for this task") + " |")
     lines += ["", *_control_table(results), *probe_table(results), "## The seeds' claims at the full budget", ""]
     if results["claims"]:
-        # A study of an earlier edition recorded no factors: its table renders as it did.
-        factors = all("factor" in claim for claim in results["claims"])
-        lines += ["| claim | " + ("factor | " if factors else "") + "task | difference | standard error | verdict |",
-                  "|---|---|---|---|---|" + ("---|" if factors else "")]
-        for claim in results["claims"]:
-            verdict = claim["verdict"] + "".join(f": {reason}" for reason in
-                                                 [*claim.get("not_comparable", ()), *claim.get("below_control", ())])
-            lines.append(f"| {claim['claim']} ({claim['arm']} vs {claim['against']}) | "
-                         + (f"{claim['factor']} | " if factors else "")
-                         + f"{claim['task']} | {claim['difference']:+.3f} | {claim['standard_error']:.3f} | {verdict} |")
+        lines += claims_table(results["claims"])
     elif not any(gate["pays"] for gate in results["gate"].values()):
         lines.append("No claim is judged: on no task did pretraining beat random initialisation.")
     else:
@@ -296,6 +307,21 @@ def markdown(results):
     lines += ["", f"A verdict needs a paired difference beyond {DECISIVE:g} standard errors of it; \"no signal\": "
               "both arms scored the same on every seed (see `keras_bertology/study/report.py`)." + refusals, ""]
     return "\n".join(lines)
+
+
+def claims_table(claims):
+    """The rows of a table of judged claims, each verdict with its reasons."""
+    # A study of an earlier edition recorded no factors: its table renders as it did.
+    factors = all("factor" in claim for claim in claims)
+    lines = ["| claim | " + ("factor | " if factors else "") + "task | difference | standard error | verdict |",
+             "|---|---|---|---|---|" + ("---|" if factors else "")]
+    for claim in claims:
+        verdict = claim["verdict"] + "".join(f": {reason}" for reason in
+                                             [*claim.get("not_comparable", ()), *claim.get("below_control", ())])
+        lines.append(f"| {claim['claim']} ({claim['arm']} vs {claim['against']}) | "
+                     + (f"{claim['factor']} | " if factors else "")
+                     + f"{claim['task']} | {claim['difference']:+.3f} | {claim['standard_error']:.3f} | {verdict} |")
+    return lines
 
 
 def _control_table(results):
@@ -330,11 +356,16 @@ def probe_table(results):
                   "mix weights |", "|---|---|---|---|---|"]
         for key, record in table.items():
             gain = record.get("gain")
+            gate = record.get("gate")
             lines.append(f"| {key} | {record['mix']['mean']:.3f} ± {record['mix']['std']:.3f} | "
-                         + (f"{gain['mean']:+.3f} ± {gain['std']:.3f}" if gain else "-") + " | "
+                         + (f"{gain['mean']:+.3f} ± {gain['std']:.3f}" if gain else "-")
+                         + ("" if not gate or gate["pays"] else " (not beyond 2 standard errors)") + " | "
                          + " ".join(f"{depth['mean']:.3f}" for depth in record["layers"]) + " | "
                          + " ".join(f"{weight:.2f}" for weight in record["mix_weights"]) + " |")
         lines.append("")
+    if results.get("probe_claims"):
+        lines += ["The claims on the probes' mix at the full budget, paired by seed; an arm whose probe does not "
+                  "beat its control's gets no verdict:", "", *claims_table(results["probe_claims"]), ""]
     return lines
 
 

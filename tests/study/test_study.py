@@ -422,10 +422,11 @@ def test_the_gate_runs_first_and_other_arms_fine_tune_only_where_pretraining_pay
 
     probed = []
 
-    def probe(scale, key, run_dir, seeds, control_seed, tasks):  # BERT's full budget reads names better
+    def probe(scale, key, run_dir, seeds, control_seed, tasks):  # BERT's full budget reads best, then SpanBERT's
         probed.append((key, seeds, control_seed))
-        return {probes.probe_key(key, task, seed): {"layers": [0.3, 0.4], "mix": 0.5 + 0.1 * (key == "bert/budget-1")
-                                                    + 0.01 * seed, "mix_weights": [0.25, 0.75]}
+        lead = {"bert/budget-1": 0.1, "spanbert/budget-1": 0.05}.get(key, 0.0)
+        return {probes.probe_key(key, task, seed): {"layers": [0.3, 0.4], "mix": 0.5 + lead + 0.01 * seed,
+                                                    "mix_weights": [0.25, 0.75]}
                 for task in tasks for seed in seeds}
 
     monkeypatch.setattr(probes, "_probe", probe)
@@ -458,6 +459,18 @@ def test_the_gate_runs_first_and_other_arms_fine_tune_only_where_pretraining_pay
     assert names["bert/budget-1"]["layers"][1]["mean"] == pytest.approx(0.4) and names["bert/budget-1"]["mix"]["n"] == 3
     assert "| bert/budget-1 | 0.610 ± 0.010 | +0.100 ± 0.000 | 0.300 0.400 | 0.25 0.75 |" in (
         tmp_path / "s" / "results.md").read_text()
+    assert names["gpt/budget-1"]["gate"]["pays"] is False and names["spanbert/budget-1"]["gate"]["pays"] is True
+    assert "| gpt/budget-1 | 0.510 ± 0.010 | +0.000 ± 0.000 (not beyond 2 standard errors) |" in (
+        tmp_path / "s" / "results.md").read_text()
+    # The claims on the probes: on both tasks (no fine-tuning gate), paired by seed; GPT's probe does not beat its
+    # control, so its claims get no verdict; SpanBERT's does, and its claim against BERT is judged.
+    judged = {(claim["arm"], claim["against"], claim["task"]): claim for claim in results["probe_claims"]}
+    assert {task for _, _, task in judged} == {"bbc-news", "bbc-names"}
+    spans = judged[("spanbert", "bert", "bbc-names")]
+    assert spans["difference"] == pytest.approx(-0.05) and spans["verdict"] == "reversed"
+    with_gpt = [claim["verdict"] for (arm, against, _), claim in judged.items() if "gpt" in (arm, against)]
+    assert with_gpt and set(with_gpt) == {"no verdict"}
+    assert "The claims on the probes" in (tmp_path / "s" / "results.md").read_text()
     # BERT beats its control (random init); SpanBERT and GPT, which pretraining did not move here, do not, and so
     # every claim between them gets no verdict, whatever its difference.
     assert {name: record["control"]["bbc-names"]["gate"]["pays"] for name, record in results["arms"].items()} == {
