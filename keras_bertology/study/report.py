@@ -138,8 +138,7 @@ def write_report(out, options, scale, points, state, label_counts, compared, fin
             for name in ([claim.task] if claim.task else tasks):
                 if name in tasks and gates[name]["pays"]:
                     claims.append(_judged(claim, name, arms, full[claim.arm]["scores"][name]["seeds"],
-                                          full[claim.against]["scores"][name]["seeds"],
-                                          {arm: arms[arm]["control"][name]["gate"] for arm in (claim.arm, claim.against)}))
+                                          full[claim.against]["scores"][name]["seeds"]))
     decidable = {task: decidable_difference([row["scores"][task]["seeds"] for row in full.values()
                                              if task in row["scores"]]
                                             + [random_init[task][str(verdict_labels[task])]["seeds"]])
@@ -180,13 +179,14 @@ def probe_claims(probing, arms, keys):
     return judged
 
 
-def _judged(claim, task, arms, scores, against, control_gates):
+def _judged(claim, task, arms, scores, against, control_gates=None):
     """results.json's entry of `claim` on `task`: its verdict from the paired scores; "not comparable" (with the
     reasons) where its arms differ in a recorded factor other than the one it names, else "no verdict" where an
     arm does not beat its own control on the task (`arms`: results.json's records; `control_gates`: each arm's
-    gate against its control)."""
+    gate against its control, by default its fine-tuning's)."""
     judged = {"claim": claim.text, "arm": claim.arm, "against": claim.against, "relation": claim.relation,
               "factor": claim.factor, "task": task, **judge(claim.relation, scores, against)}
+    control_gates = control_gates or {name: arms[name]["control"][task]["gate"] for name in (claim.arm, claim.against)}
     reasons = differences(arms, judged)
     below = [f"{name} does not beat its control ({control_gates[name]['difference']:+.3f} ± "
              f"{control_gates[name]['standard_error']:.3f})"
