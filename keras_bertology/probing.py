@@ -17,6 +17,7 @@ from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
 from keras_bertology.finetune.encoding import encode_texts, encode_words
+from keras_bertology.paired_seeds import judge, summarize
 
 L2 = 1e-3  # per example, on the standardised states; enough to keep a separable training set finite
 MAX_ITERATIONS = 200  # a probe of 4,000 words converges within about 100 (L-BFGS's gradient tolerance)
@@ -210,3 +211,40 @@ def draw(data, rows, train_count, seed):
     drawn = np.random.default_rng(seed).choice(pool, min(train_count, len(pool)), replace=False)
     keep = ~data.train | np.isin(rows, drawn)
     return ProbeData([states[keep] for states in data.depths], data.labels[keep], data.train[keep], data.dropped)
+
+
+def random_control(backbone, seed):
+    """`backbone`'s architecture (and so its vocabulary's tables) with weights drawn anew by `seed`: the floor
+    of what a probe reads from word identities and positions alone."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    return backbone.__class__.from_config(backbone.get_config())
+
+
+def probe_seeds(backbone, family, tokenizer, seq_len, task, examples, seeds):
+    """{seed: `probe` result} of `task` (`examples`: pool, drawn and test counts): the states are read once,
+    then each seed draws its training examples from the pool."""
+    pool, train, test = examples
+    data, rows = task_probe_data(backbone, family, tokenizer, seq_len, task, pool, test)
+    return {seed: probe(draw(data, rows, train, seed)) for seed in seeds}
+
+
+def summarise(results):
+    """Per-seed `probe` results in one record: each depth's and the mix's macro-F1 over the seeds
+    (`summarize`), the mix's weights averaged."""
+    depths = len(results[0]["layers"])
+    return {"mix": summarize([result["mix"] for result in results]),
+            "layers": [summarize([result["layers"][depth] for result in results]) for depth in range(depths)],
+            "mix_weights": [sum(result["mix_weights"][depth] for result in results) / len(results)
+                            for depth in range(depths)]}
+
+
+def against_control(record, control):
+    """The mix's gain of a `summarise` record over its control's, seed by seed, and its gate: a "better"
+    verdict (beyond two standard errors) with "pays"."""
+    mixes, floor = record["mix"]["seeds"], control["mix"]["seeds"]
+    verdict = judge("better", mixes, floor)
+    return {"gain": summarize([a - b for a, b in zip(mixes, floor)]),
+            "gate": {**verdict, "pays": verdict["verdict"] == "reproduced"}}
+

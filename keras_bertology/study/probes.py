@@ -12,7 +12,8 @@ from pathlib import Path
 
 import keras
 
-from keras_bertology.study.report import control_key, judge, summarize
+from keras_bertology import probing
+from keras_bertology.study.report import control_key
 
 # The built-in tasks a study probes when none of its own can be: words of proper nouns in lower-cased text,
 # whose capitals are gone, and the topics of whole articles.
@@ -38,9 +39,7 @@ def probe_all(options, scale, runs, state, out, workers, say, loaded):
     """Every probe of `probe_jobs` not done yet, each recorded in study.json as its encoder's job ends, on
     the study's tasks that a probe reads (`loaded`: {task: TaskData}; tagged words, one labelled text per
     example), or on the built-in PROBE_TASKS when none is; returns the tasks."""
-    from keras_bertology.probing import readable
-
-    tasks = [task for task, data in loaded.items() if readable(data)] or list(PROBE_TASKS)
+    tasks = [task for task, data in loaded.items() if probing.readable(data)] or list(PROBE_TASKS)
     state.setdefault("probe", {})
     todo = [job for job in probe_jobs(runs, tasks, options.seed_count, out)
             if any(probe_key(job[0], task, seed) not in state["probe"] for task in tasks for seed in job[2])]
@@ -63,25 +62,19 @@ def probe_all(options, scale, runs, state, out, workers, say, loaded):
 def _probe(scale, key, run_dir, seeds, control_seed, tasks):
     """One encoder's probes (in a worker): {probe_key: result} of each task and seed. The encoder of
     `run_dir`, or with `control_seed` its architecture drawn anew by that seed."""
-    from keras_bertology import probing
     from keras_bertology.finetune.datasets import load_task
     from keras_bertology.models.registry import get_family
     from keras_bertology.runs import load_run_model
 
     run = load_run_model(run_dir)
-    backbone = run.backbone
-    if control_seed is not None:
-        keras.utils.set_random_seed(control_seed)
-        backbone = backbone.__class__.from_config(backbone.get_config())
-    pool, train, test = scale.probe_examples
+    backbone = run.backbone if control_seed is None else probing.random_control(run.backbone, control_seed)
     results = {}
     for task in tasks:
         started = time.perf_counter()
-        data, rows = probing.task_probe_data(backbone, get_family(run.family), run.tokenizer, run.seq_len,
-                                             load_task(task), pool, test)
-        for seed in seeds:
-            results[probe_key(key, task, seed)] = dict(probing.probe(probing.draw(data, rows, train, seed)),
-                                                       seconds=(time.perf_counter() - started) / len(seeds))
+        by_seed = probing.probe_seeds(backbone, get_family(run.family), run.tokenizer, run.seq_len, load_task(task),
+                                      scale.probe_examples, seeds)
+        seconds = (time.perf_counter() - started) / len(seeds)
+        results.update({probe_key(key, task, seed): dict(result, seconds=seconds) for seed, result in by_seed.items()})
     keras.backend.clear_session()
     return results
 
@@ -98,16 +91,9 @@ def probe_results(state, runs, tasks, seed_count):
         for run in runs:
             control = control_key(run.arm.name, reference)
             for key in [point.key for point in run.points] + [control]:
-                seeds = [state["probe"][probe_key(key, task, seed)] for seed in range(seed_count)]
-                depths = len(seeds[0]["layers"])
-                table[key] = {"mix": summarize([seed["mix"] for seed in seeds]),
-                              "layers": [summarize([seed["layers"][d] for seed in seeds]) for d in range(depths)],
-                              "mix_weights": [sum(seed["mix_weights"][d] for seed in seeds) / len(seeds)
-                                              for d in range(depths)]}
+                table[key] = probing.summarise([state["probe"][probe_key(key, task, seed)]
+                                                for seed in range(seed_count)])
             for point in run.points:
-                mixes, floor = table[point.key]["mix"]["seeds"], table[control]["mix"]["seeds"]
-                verdict = judge("better", mixes, floor)
-                table[point.key].update(gain=summarize([a - b for a, b in zip(mixes, floor)]),
-                                        gate={**verdict, "pays": verdict["verdict"] == "reproduced"})
+                table[point.key].update(probing.against_control(table[point.key], table[control]))
         found[name] = table
     return found

@@ -25,37 +25,14 @@ import statistics
 from pathlib import Path
 
 from keras_bertology.atomic import atomic_file
+from keras_bertology.paired_seeds import DECISIVE, judge, summarize
 from keras_bertology.study.arms import CLAIMS
 from keras_bertology.study.comparability import differences
 from keras_bertology.tokenizers.saved import describe_saved_tokenizer
 
-DECISIVE = 2.0  # standard errors
 # The fine-tuning key of the reference arm's encoder without pretraining: the gate's baseline, and that arm's
 # control.
 RANDOM_INIT = "random-init"
-
-
-def summarize(scores):
-    """Mean, sample standard deviation (0 for one seed), count and the per-seed `scores` themselves."""
-    return {"mean": statistics.fmean(scores), "std": statistics.stdev(scores) if len(scores) > 1 else 0.0,
-            "n": len(scores), "seeds": list(scores)}
-
-
-def judge(relation, a, b):
-    """The verdict of one claim from the per-seed scores of arm `a` and arm `b` (paired by seed)."""
-    differences = [x - y for x, y in zip(a, b, strict=True)]
-    difference = statistics.fmean(differences)
-    error = statistics.stdev(differences) / math.sqrt(len(differences)) if len(differences) > 1 else 0.0
-    z = difference / error if error > 0 else math.copysign(math.inf, difference) if difference else 0.0
-    if not difference and not error:
-        verdict = "no signal"
-    elif relation == "better":
-        verdict = "reproduced" if z > DECISIVE else "reversed" if z < -DECISIVE else "undecided"
-    elif relation == "same":
-        verdict = "reproduced" if abs(z) <= DECISIVE else "not reproduced"
-    else:  # "at least"
-        verdict = "reproduced" if z >= -DECISIVE else "not reproduced"
-    return {"difference": difference, "standard_error": error, "verdict": verdict}
 
 
 def decidable_difference(seed_scores):
