@@ -180,6 +180,7 @@ def build_parser():
     _add_prepare(commands, FAMILIES)
     _add_finetune(commands)
     _add_study(commands)
+    _add_probe(commands)
 
     export = commands.add_parser("export", help="export a run folder to a SavedModel or a Hugging Face model")
     export.add_argument("run_dir", metavar="RUN_DIR",
@@ -270,6 +271,28 @@ def _add_finetune(commands):
                           help="write the scores, the report and the curve only: no model.keras, no SavedModel")
     _length_buckets(finetune)
     _serving_xla(finetune)
+
+
+def _add_probe(commands):
+    from keras_bertology.probe_encoder import ProbeOptions
+
+    defaults = ProbeOptions()
+    probe = commands.add_parser("probe", help="linear probes of an encoder's every layer against its random control")
+    probe.add_argument("--from", dest="from_dir", required=True, metavar="RUN_DIR",
+                       help="run folder written by `bertology pretrain` or `bertology convert`")
+    probe.add_argument("--task", required=True, metavar="NAME|DATA_DIR",
+                       help="as `finetune --task` takes it, of tagged words (bbc-names, wnut16, a .conll folder) or "
+                            "one labelled text per example (bbc-news, a .tsv or .jsonl folder)")
+    _number(probe, "--seeds", ranges.PROBE_SEEDS,
+            "seeds: each draws the probe's training examples and the control's weights", default=defaults.seeds)
+    _number(probe, "--pool", ranges.MAX_EXAMPLES, "the first N training examples the seeds draw from",
+            default=defaults.pool, metavar="N")
+    _number(probe, "--train-examples", ranges.MAX_EXAMPLES, "training examples each seed draws from the pool",
+            default=defaults.train_examples, metavar="N")
+    _number(probe, "--test-examples", ranges.MAX_EXAMPLES, "the first N test examples, the same for every seed",
+            default=defaults.test_examples, metavar="N")
+    _number(probe, "--seq-len", ranges.SEQ_LEN, "tokens per example (default: the run's)")
+    probe.add_argument("--out", metavar="DIR", help="results folder (default: runs/probe-<task>-<time>)")
 
 
 def _add_study(commands):
@@ -450,6 +473,12 @@ def _run_finetune(args):
     finetune(FinetuneOptions(**{name: value for name, value in vars(args).items() if name not in ("command", "given")}))
 
 
+def _run_probe(args):
+    from keras_bertology.probe_encoder import ProbeOptions, probe_encoder
+
+    probe_encoder(ProbeOptions(**{name: value for name, value in vars(args).items() if name not in ("command", "given")}))
+
+
 def _run_study(args):
     from keras_bertology.study.run import study
 
@@ -553,7 +582,7 @@ def _run_presets(args):
 
 
 COMMANDS = {"pretrain": _run_pretrain, "prepare": _run_prepare, "finetune": _run_finetune, "study": _run_study,
-            "export": _run_export, "convert": _run_convert, "presets": _run_presets}
+            "probe": _run_probe, "export": _run_export, "convert": _run_convert, "presets": _run_presets}
 
 
 BACKENDS = ("tensorflow", "jax")

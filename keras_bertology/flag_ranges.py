@@ -158,3 +158,5 @@ TOKENIZER_SAMPLE_MB = Range(float, 0, 2**16, open=("low",))
 # Fine-tuning seeds of a study: each one fine-tunes every arm on every task again; two are the fewest
 # whose paired differences have a standard error, and the mean has long settled at 100.
 STUDY_SEEDS = Range(int, 2, 100)
+# Seeds of `bertology probe`: each draws the probe's examples and a control; two give a standard error.
+PROBE_SEEDS = STUDY_SEEDS

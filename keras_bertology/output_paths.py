@@ -41,12 +41,13 @@ PRETRAINING_RUN = FolderKind("a pretraining run (bertology pretrain)",
 CONVERTED_RUN = FolderKind("a converted model (bertology convert)", ("model/run.json",))
 FINETUNING = FolderKind("fine-tuning results (bertology finetune)", ("results.json",))
 STUDY = FolderKind("a study (bertology study)", ("study.json",))
+PROBES = FolderKind("linear probes (bertology probe)", ("probes.json",))
 PREPARED_DATA = FolderKind("prepared data (bertology prepare)", ("manifest.json",))
 SAVED_MODEL = FolderKind("a SavedModel exported by bertology", ("assets/bertology.json",), ("saved_model.pb",))
 HF_MODEL = FolderKind("a Hugging Face model exported by bertology", ("bertology.json",), ("config.json",))
 # The first kind a folder matches is what it is: a finished pretraining run also holds model/run.json, a
 # finished study results.json.
-KINDS = (PRETRAINING_RUN, CONVERTED_RUN, STUDY, PREPARED_DATA, FINETUNING, SAVED_MODEL, HF_MODEL)
+KINDS = (PRETRAINING_RUN, CONVERTED_RUN, STUDY, PREPARED_DATA, FINETUNING, PROBES, SAVED_MODEL, HF_MODEL)
 
 
 def check_output_folder(path, flag, kind, replaced=False):

@@ -192,7 +192,7 @@ LAYERS = (
     ("errors", "flag_ranges", "atomic", "folder_lock", "output_paths", "lazy_imports", "extras", "runtime",
      "native_logs", "supervise", "keras_archives", "paired_seeds"),
     ("layers",), ("engine",), ("data",), ("tokenizers",), ("models",), ("runs",), ("convert",), ("preset_loading",),
-    ("outputs",), ("export",), ("pretraining",), ("finetune", "prepare", "probing"), ("study",), ("cli",), ("cli_reference",),
+    ("outputs",), ("export",), ("pretraining",), ("finetune", "prepare", "probing", "probe_encoder"), ("study",), ("cli",), ("cli_reference",),
 )
 # The two calls up that the design makes: `from_preset` on the base classes loads through preset_loading when
 # called, and a family's converter and tokenizer format use convert/'s helpers.
