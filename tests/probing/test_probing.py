@@ -134,3 +134,13 @@ def test_a_probe_reads_tagged_words_and_single_labelled_texts_not_pairs():
     assert not probing.readable(task([]))
     with pytest.raises(ValueError, match="a probe reads tagged words"):
         probing.task_probe_data(None, None, None, 8, task([{"text": "x", "target": "y"}]), 4, 4)
+
+
+def test_a_control_is_the_architecture_with_weights_drawn_by_its_seed():
+    backbone = _bert()
+    first, again, other = (probing.random_control(backbone, seed) for seed in (1, 1, 2))
+    assert first.get_config() == backbone.get_config()
+    for mine, same, different, trained in zip(first.weights, again.weights, other.weights, backbone.weights):
+        np.testing.assert_array_equal(np.asarray(mine), np.asarray(same))
+        if np.asarray(mine).std() > 0:  # drawn, not a constant initialiser (biases, layer norms)
+            assert not np.allclose(mine, different) and not np.allclose(mine, trained)
