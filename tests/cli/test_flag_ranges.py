@@ -17,6 +17,7 @@ from keras_bertology.finetune.options import FinetuneOptions
 from keras_bertology.flag_ranges import Range
 from keras_bertology.models import FAMILIES
 from keras_bertology.prepare.options import PrepareOptions
+from keras_bertology.probe_encoder import ProbeOptions
 from keras_bertology.pretraining.options import PretrainOptions
 
 HUGE = 10**22
@@ -30,7 +31,8 @@ def _base_argv(command, tmp):
                          "--export", f"{tmp}/export"],
             "study": ["study", "--out", f"{tmp}/study"],
             "convert": ["convert", "--from-hf", f"{tmp}/hf", "--out", f"{tmp}/run"],
-            "export": ["export", f"{tmp}/run", "--out", f"{tmp}/export"]}.get(command, [command])
+            "export": ["export", f"{tmp}/run", "--out", f"{tmp}/export"],
+            "probe": ["probe", "--from", f"{tmp}/run", "--task", "bbc-news", "--out", f"{tmp}/probes"]}.get(command, [command])
 
 
 def _commands():
@@ -86,7 +88,8 @@ def _ends(bounds):
 
 def test_the_table_covers_every_command_and_family():
     flags = {(command, flag) for command, flag, _, _ in FLAGS}
-    assert {command for command, _ in flags} == {"pretrain", "prepare", "finetune", "study", "convert", "export"}
+    assert {command for command, _ in flags} == {"pretrain", "prepare", "finetune", "study", "convert", "export",
+                                                  "probe"}
     family_flags = {option.flag for family in FAMILIES.values() for option in family.options if option.kind is not str}
     assert family_flags <= {flag for command, flag in flags if command == "pretrain"}
     assert family_flags <= {flag for command, flag in flags if command == "prepare"}
@@ -141,6 +144,8 @@ def _api_options(command, args):
         return cli._options(args, PrepareOptions)
     if command == "finetune":
         return FinetuneOptions(**{name: value for name, value in vars(args).items() if name != "command"})
+    if command == "probe":
+        return ProbeOptions(**{name: value for name, value in vars(args).items() if name != "command"})
     return cli._study_options(args)
 
 
