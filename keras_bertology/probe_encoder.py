@@ -65,15 +65,14 @@ def probe_encoder(options, say=print):
             controls.append(probing.probe_seeds(control, family, run.tokenizer, seq_len, task, examples, (seed,))[seed])
             say(f"[probe] control {seed + 1}/{options.seeds} (weights drawn by seed {seed}): "
                 f"mix {controls[-1]['mix']:.3f}")
-        record = probing.summarise([trained[seed] for seed in seeds])
+        record, floor = probing.summarise([trained[seed] for seed in seeds]), probing.summarise(controls)
         first = trained[0]
         results = {"run": str(options.from_dir), "family": run.family, "task": task.name, "kind": task.kind,
                    "metric": "macro-F1", "seq_len": seq_len, "seeds": options.seeds,
                    "examples": {"pool": options.pool, "drawn": options.train_examples,
                                 "test": options.test_examples, "train_rows": first["train"],
                                 "test_rows": first["test"], "cut_off": first["dropped"]},
-                   "encoder": record, "control": probing.summarise(controls),
-                   **probing.against_control(record, probing.summarise(controls))}
+                   "encoder": record, "control": floor, **probing.against_control(record, floor)}
         write_results(out, results)
     say("\n".join(table(results)))
     say(f"probes written to {out} (probes.json, probes.md, probes.png)")

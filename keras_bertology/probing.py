@@ -247,4 +247,3 @@ def against_control(record, control):
     verdict = judge("better", mixes, floor)
     return {"gain": summarize([a - b for a, b in zip(mixes, floor)]),
             "gate": {**verdict, "pays": verdict["verdict"] == "reproduced"}}
-
