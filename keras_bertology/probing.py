@@ -3,8 +3,10 @@
 The BERTology method (Tenney et al. 2019, "BERT rediscovers the classical NLP pipeline"; Hewitt and Manning
 2019): the encoder's states at every depth (`Backbone.hidden_states`) are read for a task's examples, a
 multinomial logistic regression is fitted on each depth's states of the training examples and scored on
-the test examples, and a scalar mix (softmax weights over the depths, a scale, then the same regression,
-fitted jointly) scores what the layers hold together. A word is read at its first piece; a text as the
+the test examples, and a scalar mix (softmax weights over the depths, then the same regression, fitted
+jointly) scores what the layers hold together. The mix has no scale of its own (Tenney et al.'s gamma): in a
+linear probe a scale only multiplies the weights, and it let the fit grow the features instead of the
+weights, out of the L2 penalty's reach, and overfit (training loss 3e-6 where the best depth's stays 0.03). A word is read at its first piece; a text as the
 mean of its pieces' states. The same probes on a randomly initialised encoder of the same architecture and
 vocabulary are the floor: what the probe learns from the word identities and positions alone.
 """
@@ -21,6 +23,7 @@ from keras_bertology.paired_seeds import judge, summarize
 
 L2 = 1e-3  # per example, on the standardised states; enough to keep a separable training set finite
 MAX_ITERATIONS = 200  # a probe of 4,000 words converges within about 100 (L-BFGS's gradient tolerance)
+SURE = np.log(1e6)  # the mix logit that starts on one depth: its share 1 - 1e-6 per other depth
 BATCH_SIZE = 64
 
 
@@ -89,7 +92,7 @@ def _softmax(logits):
 
 class _Objective:
     """The probe's loss and gradient over its flat parameters: the regression's weights [H, C] and bias
-    [C], then with a mix its logits over the D depths and its scale."""
+    [C], then with a mix its logits over the D depths."""
 
     def __init__(self, stacked, targets, mix):
         self.stacked, self.targets, self.mix = stacked, targets, mix  # [D, N, H], one-hot [N, C]
@@ -97,57 +100,82 @@ class _Objective:
         self.classes = targets.shape[1]
 
     def start(self):
-        params = np.zeros(self.width * self.classes + self.classes + (self.depths + 1 if self.mix else 0))
-        if self.mix:
-            params[-1] = 1.0
-        return params
+        return np.zeros(self.width * self.classes + self.classes + (self.depths if self.mix else 0))
+
+    def start_on(self, depth, fitted):
+        """A mix's parameters that read (nearly) only `depth`, with that depth's fitted probe."""
+        logits = np.zeros(self.depths)
+        logits[depth] = SURE
+        return np.concatenate([fitted.weights.ravel(), fitted.bias, logits])
 
     def unpack(self, params):
         size = self.width * self.classes
         weights, bias = params[:size].reshape(self.width, self.classes), params[size:size + self.classes]
-        if not self.mix:
-            return weights, bias, np.zeros(1), 1.0
-        return weights, bias, params[size + self.classes:-1], params[-1]
+        return weights, bias, (params[size + self.classes:] if self.mix else np.zeros(1))
 
     def features(self, params, stacked):
-        _, _, mix_logits, scale = self.unpack(params)
-        share = _softmax(mix_logits[None])[0]
-        return scale * np.tensordot(share, stacked, axes=1), share
+        share = _softmax(self.unpack(params)[2][None])[0]
+        return np.tensordot(share, stacked, axes=1), share
 
     def __call__(self, params):
-        weights, bias, _, scale = self.unpack(params)
+        weights, bias, _ = self.unpack(params)
         features, share = self.features(params, self.stacked)
         probabilities = _softmax(features @ weights + bias)
         loss = -np.sum(self.targets * np.log(probabilities + 1e-12)) / self.count + L2 * np.sum(weights ** 2)
         error = (probabilities - self.targets) / self.count
         gradients = [(features.T @ error + 2 * L2 * weights).ravel(), error.sum(0)]
-        if self.mix:  # features = scale * sum_d share_d * states_d
+        if self.mix:  # features = sum_d share_d * states_d
             per_depth = np.einsum("dnh,nh->d", self.stacked, error @ weights.T)
-            gradients.append(share * scale * (per_depth - np.dot(share, per_depth)))
-            gradients.append(np.array([np.dot(share, per_depth)]))
+            gradients.append(share * (per_depth - np.dot(share, per_depth)))
         return loss, np.concatenate(gradients)
 
 
-def fit_probe(states, labels, classes, mix=False):
-    """A multinomial logistic regression with L2 (L-BFGS) on `states` ([N, H], or with `mix` a list of
-    depths, mixed by softmax weights and a scale fitted with it); returns a function states -> labels
-    predicted, and the mix's weights over the depths (None without `mix`)."""
+@dataclasses.dataclass(frozen=True)
+class FittedProbe:
+    """A fitted probe: its regression, its mix's weights over the depths (None for one depth) and the
+    training objective it reached."""
+
+    weights: np.ndarray
+    bias: np.ndarray
+    mix_weights: list | None
+    loss: float
+    classes: np.ndarray
+
+    def predict(self, states):
+        """The labels predicted for `states` ([N, H], or for a mix the list of depths)."""
+        stacked = np.stack(list(states)) if self.mix_weights is not None else np.asarray(states)[None]
+        features = np.tensordot(np.asarray(self.mix_weights or [1.0]), stacked, axes=1)
+        return self.classes[np.argmax(features @ self.weights + self.bias, axis=1)]
+
+
+def _minimised(objective, start):
+    # One BLAS thread: on matrices this small OpenBLAS's pool costs more than it computes (a probe of 1,450
+    # words took 4.5 s on two cores with it, 0.4 s without).
+    with threadpool_limits(limits=1, user_api="blas"):
+        return minimize(objective, start, jac=True, method="L-BFGS-B", options={"maxiter": MAX_ITERATIONS})
+
+
+def fit_probe(states, labels, classes, depth_probes=None):
+    """A multinomial logistic regression with L2 (L-BFGS) on `states` ([N, H]); or, given `depth_probes`
+    (each depth's own fit), a scalar mix of the list of depths `states`, fitted with its regression.
+
+    The mix's objective is not convex (the weights multiply the shares), and from an even mix L-BFGS can
+    stop above what one depth alone reaches. So it also starts from the depth whose probe reached the
+    lowest training objective, reading that depth only, and keeps whichever start ends lower: a mix never
+    fits its training examples worse than its best depth does."""
+    mix = depth_probes is not None
     stacked = np.stack(list(states) if mix else [states])
     targets = np.zeros((stacked.shape[1], len(classes)))
     targets[np.arange(len(labels)), np.searchsorted(classes, labels)] = 1.0
     objective = _Objective(stacked, targets, mix)
-    # One BLAS thread: on matrices this small OpenBLAS's pool costs more than it computes (a probe of 1,450
-    # words took 4.5 s on two cores with it, 0.4 s without).
-    with threadpool_limits(limits=1, user_api="blas"):
-        fitted = minimize(objective, objective.start(), jac=True, method="L-BFGS-B",
-                          options={"maxiter": MAX_ITERATIONS}).x
-    weights, bias, mix_logits, _ = objective.unpack(fitted)
-
-    def predict(new_states):
-        features, _ = objective.features(fitted, np.stack(list(new_states)) if mix else np.asarray(new_states)[None])
-        return classes[np.argmax(features @ weights + bias, axis=1)]
-
-    return predict, (_softmax(mix_logits[None])[0].tolist() if mix else None)
+    starts = [objective.start()]
+    if mix:
+        best = min(range(len(depth_probes)), key=lambda depth: depth_probes[depth].loss)
+        starts.append(objective.start_on(best, depth_probes[best]))
+    fitted = min((_minimised(objective, start) for start in starts), key=lambda result: result.fun)
+    weights, bias, mix_logits = objective.unpack(fitted.x)
+    return FittedProbe(weights, bias, _softmax(mix_logits[None])[0].tolist() if mix else None, float(fitted.fun),
+                       classes)
 
 
 def macro_f1(truth, predicted, classes):
@@ -167,13 +195,11 @@ def probe(data):
     train, test = data.train, ~data.train
     classes = np.unique(data.labels[train])
     depths = standardise(data.depths, train)
-    layers = []
-    for states in depths:
-        predict, _ = fit_probe(states[train], data.labels[train], classes)
-        layers.append(macro_f1(data.labels[test], predict(states[test]), classes))
-    predict, weights = fit_probe([states[train] for states in depths], data.labels[train], classes, mix=True)
-    mixed = macro_f1(data.labels[test], predict([states[test] for states in depths]), classes)
-    return {"layers": layers, "mix": mixed, "mix_weights": weights, "train": int(train.sum()),
+    fits = [fit_probe(states[train], data.labels[train], classes) for states in depths]
+    layers = [macro_f1(data.labels[test], fit.predict(states[test]), classes) for fit, states in zip(fits, depths)]
+    mix = fit_probe([states[train] for states in depths], data.labels[train], classes, depth_probes=fits)
+    mixed = macro_f1(data.labels[test], mix.predict([states[test] for states in depths]), classes)
+    return {"layers": layers, "mix": mixed, "mix_weights": mix.mix_weights, "train": int(train.sum()),
             "test": int(test.sum()), "dropped": data.dropped}
 
 
