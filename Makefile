@@ -15,9 +15,9 @@ TESTING := $(VENV)/.test-installed
 
 .PHONY: run test durations test-all check-wheel benchmark study clean
 
-# The package's dependencies and every extra (jax, beam, hub), pinned in requirements/; then the protobuf
+# The package's dependencies and every extra (jax, beam, hub, onnx), pinned in requirements/; then the protobuf
 # that both Beam and the tests' transformers run on (requirements/protobuf.txt says why).
-EXTRAS := requirements/base.txt requirements/jax.txt requirements/beam.txt requirements/hub.txt
+EXTRAS := requirements/base.txt requirements/jax.txt requirements/beam.txt requirements/hub.txt requirements/onnx.txt
 $(RUNTIME): pyproject.toml setup.py requirements/uv.txt $(EXTRAS) requirements/protobuf.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	test -x $(UV) || $(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements/uv.txt

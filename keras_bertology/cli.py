@@ -182,14 +182,16 @@ def build_parser():
     _add_study(commands)
     _add_probe(commands)
 
-    export = commands.add_parser("export", help="export a run folder to a SavedModel or a Hugging Face model")
+    export = commands.add_parser("export", help="export a run folder to a SavedModel, a Hugging Face model or ONNX")
     export.add_argument("run_dir", metavar="RUN_DIR",
                         help="a run folder written by `bertology pretrain` or `bertology convert`")
     export.add_argument("--format", choices=EXPORT_FORMATS, default=EXPORT_FORMATS[0],
                         help="saved_model: a TensorFlow SavedModel serving raw strings; hf: a transformers model "
-                             "folder (config.json, model.safetensors, tokenizer files)")
+                             "folder (config.json, model.safetensors, tokenizer files); onnx: the encoder on token "
+                             "ids for ONNX Runtime (model.onnx, onnx.json; the onnx extra)")
     export.add_argument("--out", metavar="DIR",
-                        help="default: savedmodels/<run folder name>, or hf/<run folder name> with --format hf")
+                        help="default: savedmodels/<run folder name>, or hf/ or onnx/<run folder name> with "
+                             "--format hf or onnx")
     _length_buckets(export)
     _serving_xla(export)
 
@@ -495,8 +497,8 @@ def _study_options(args):
 
 
 def _run_export(args):
-    if args.format == "hf":
-        return _run_export_hf(args)
+    if args.format != "saved_model":
+        return _run_export_other(args)
     from keras_bertology.export import export_saved_model
     from keras_bertology.output_paths import SAVED_MODEL, claim_output_folder
     from keras_bertology.runs import load_run_model
@@ -508,16 +510,27 @@ def _run_export(args):
     print(f"SavedModel written to {out}")
 
 
-def _run_export_hf(args):
-    from keras_bertology.convert.hf_export import export_hf
+def _run_export_other(args):
+    """`--format hf` or `onnx`: neither serves strings through TensorFlow, so the SavedModel's flags are refused."""
     from keras_bertology.errors import ConfigError
-    from keras_bertology.output_paths import HF_MODEL, claim_output_folder
+    from keras_bertology.output_paths import HF_MODEL, ONNX_MODEL, claim_output_folder
 
     for flag, given in (("--length-buckets", args.length_buckets), ("--serving-xla", args.serving_xla)):
         if given:
-            raise ConfigError(f"{flag} applies to a SavedModel, not to --format hf")
+            raise ConfigError(f"{flag} applies to a SavedModel, not to --format {args.format}")
     run_dir = Path(args.run_dir)
-    out = Path(args.out) if args.out else Path("hf") / run_dir.resolve().name
+    out = Path(args.out) if args.out else Path(args.format) / run_dir.resolve().name
+    if args.format == "onnx":
+        from keras_bertology.export.onnx import export_onnx
+        from keras_bertology.runs import load_run_model
+
+        with claim_output_folder(out, "--out", ONNX_MODEL, replaced=True):
+            description = export_onnx(load_run_model(run_dir, with_tokenizer=False), out)
+        print(f"ONNX model written to {out}: inputs {', '.join(spec['name'] for spec in description['inputs'])}; "
+              f"outputs {', '.join(description['outputs'])} (opset {description['opset']})")
+        return
+    from keras_bertology.convert.hf_export import export_hf
+
     with claim_output_folder(out, "--out", HF_MODEL, replaced=True):
         exported = export_hf(run_dir, out)
     parts = "".join(f"; {part.architecture} in {out / name}" for name, part in exported.parts.items())
@@ -586,7 +599,7 @@ COMMANDS = {"pretrain": _run_pretrain, "prepare": _run_prepare, "finetune": _run
 
 
 BACKENDS = ("tensorflow", "jax")
-EXPORT_FORMATS = ("saved_model", "hf")
+EXPORT_FORMATS = ("saved_model", "hf", "onnx")
 
 
 def _select_backend(argv):

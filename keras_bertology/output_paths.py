@@ -45,9 +45,11 @@ PROBES = FolderKind("linear probes (bertology probe)", ("probes.json",))
 PREPARED_DATA = FolderKind("prepared data (bertology prepare)", ("manifest.json",))
 SAVED_MODEL = FolderKind("a SavedModel exported by bertology", ("assets/bertology.json",), ("saved_model.pb",))
 HF_MODEL = FolderKind("a Hugging Face model exported by bertology", ("bertology.json",), ("config.json",))
+ONNX_MODEL = FolderKind("an ONNX model exported by bertology", ("onnx.json",), ("model.onnx",))
 # The first kind a folder matches is what it is: a finished pretraining run also holds model/run.json, a
 # finished study results.json.
-KINDS = (PRETRAINING_RUN, CONVERTED_RUN, STUDY, PREPARED_DATA, FINETUNING, PROBES, SAVED_MODEL, HF_MODEL)
+KINDS = (PRETRAINING_RUN, CONVERTED_RUN, STUDY, PREPARED_DATA, FINETUNING, PROBES, SAVED_MODEL, HF_MODEL,
+         ONNX_MODEL)
 
 
 def check_output_folder(path, flag, kind, replaced=False):

@@ -7,9 +7,9 @@ trips, ModernBERT's count of its tiny preset."""
 
 import pytest
 
-from family_harness import (check_from_preset, check_hf_round_trip, check_hidden_states, check_in_a_fresh_process, check_keras_round_trip,
-                            check_mixed_precision, check_parameter_count, family_case, one_per_serving_path,
-                            sentences_of_one_play)
+from family_harness import (check_from_preset, check_hf_round_trip, check_hidden_states, check_in_a_fresh_process,
+                            check_keras_round_trip, check_mixed_precision, check_onnx, check_parameter_count,
+                            family_case, one_per_serving_path, sentences_of_one_play)
 from keras_bertology.models import FAMILIES
 
 NAMES = sorted(FAMILIES)
@@ -51,6 +51,19 @@ def test_from_preset_gives_the_run_back(cases, name):
 @pytest.mark.parametrize("name", [name for name in NAMES if FAMILIES[name].conversion.hf_exporter_path])
 def test_the_transformers_round_trip_computes_alike(cases, name, tmp_path):
     assert check_hf_round_trip(cases[name], tmp_path)
+
+
+# ELMo's LSTMs are a TensorFlow while loop over tensor lists, which tf2onnx cannot convert: its export is refused
+# (tests/export/test_onnx.py). In CI, one family of each way of attending; the others repeat a path.
+ONNX_FAMILIES = [name for name in NAMES if name != "elmo"]
+# BigBird at the harness's 16 tokens attends in full (its block-sparse branch starts beyond 7 blocks).
+ONNX_REPEATS = ("albert", "bigbird", "distilbert", "electra", "ernie", "roberta", "spanbert", "deberta-v3")
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=[pytest.mark.extended] * (name in ONNX_REPEATS))
+                                  for name in ONNX_FAMILIES])
+def test_the_onnx_export_computes_as_the_encoder_without_tensorflow(cases, name, tmp_path):
+    check_onnx(cases[name], tmp_path)
 
 
 # Extended: in CI, test_fresh_process.py loads every family's run folder in a new process by every loading path

@@ -218,6 +218,51 @@ def check_hf_round_trip(case, folder):
     return True
 
 
+# Run in a process that imports onnxruntime and NumPy only: what a server without TensorFlow runs.
+ONNX_SERVER = """
+import sys
+import numpy as np
+import onnxruntime
+session = onnxruntime.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"])
+inputs = dict(np.load(sys.argv[2]))
+names = [output.name for output in session.get_outputs()]
+outputs = {}
+for rows, length in ((None, None), (1, 5)):  # the whole batch, then one shorter row: both axes dynamic
+    feed = {item.name: inputs[item.name][:rows, :length] for item in session.get_inputs()}
+    outputs.update({f"{rows}/{name}": value for name, value in zip(names, session.run(None, feed))})
+assert "tensorflow" not in sys.modules and "keras" not in sys.modules
+np.savez(sys.argv[3], **outputs)
+"""
+ONNX_TOLERANCE = 1e-4
+
+
+def check_onnx(case, folder):
+    """The run exported with `--format onnx` computes its encoder's outputs within ONNX_TOLERANCE in a process
+    with ONNX Runtime and no TensorFlow, on the whole batch and on a shorter one; onnx.json says its inputs,
+    their limits and the run's length."""
+    from keras_bertology.export.onnx import export_onnx
+
+    folder = Path(folder)
+    description = export_onnx(case.run, folder / "onnx")
+    encoder = case.run.backbone.text_encoder()
+    limits = case.run.backbone.input_limits()
+    assert [spec["name"] for spec in description["inputs"]] == list(encoder.input)
+    assert all(spec.get("below") == limits.get(spec["name"]) for spec in description["inputs"])
+    assert description["max_length"] == case.run.seq_len == SEQ_LEN
+    inputs = {name: case.batch[name].astype("int32") for name in encoder.input}
+    np.savez(folder / "inputs.npz", **inputs)
+    done = subprocess.run([sys.executable, "-c", ONNX_SERVER, str(folder / "onnx" / "model.onnx"),
+                           str(folder / "inputs.npz"), str(folder / "outputs.npz")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = dict(np.load(folder / "outputs.npz"))
+    shorter = {name: value[:1, :5] for name, value in inputs.items()}
+    for rows, batch in ((None, inputs), (1, shorter)):
+        expected = outputs_of(encoder, batch)
+        assert sorted(description["outputs"]) == sorted(expected)
+        _assert_same({name: got[f"{rows}/{name}"] for name in expected}, expected, ONNX_TOLERANCE, f"onnx {rows}")
+
+
 def check_in_a_fresh_process(cases, folder, plugins=(), exported=None):
     """Every case in ONE new process: its run folder's `.keras` archives loaded as the library loads them
     compute what the case's models do, bit for bit; the cases of `exported` (all by default) export as a

@@ -1,0 +1,155 @@
+"""`bertology export --format onnx`: a run's encoder as an ONNX model on token ids, for ONNX Runtime (C++, C#,
+Java, JavaScript, mobile), with no TensorFlow where it serves.
+
+`model.onnx` takes one int32 tensor per encoder input, named as the SavedModel's `serve_ids` names them
+(token_ids, segment_ids, padding_mask, ...; [batch, length], ELMo's [batch, length, 50]), both axes dynamic
+(no padding to the run's length), and gives the encoder's outputs in float32. ONNX has no assert: the checks
+`serve_ids` makes in its graph (at most the run's length, ids in range) are written to `onnx.json` for the
+client to make, with the opset and the versions of the tools that made the file.
+"""
+
+import contextlib
+import json
+import logging
+
+import numpy as np
+import tensorflow as tf
+
+from keras_bertology import __version__
+from keras_bertology.atomic import atomic_directory
+from keras_bertology.errors import ConfigError
+
+OPSET = 17  # ONNX Runtime 1.14 and later run it (the C#, Java and JavaScript packages of 2023 on)
+MODEL_FILE = "model.onnx"
+DESCRIPTION_FILE = "onnx.json"
+NEEDS_EXTRA = "--format onnx needs the onnx extra: pip install 'keras-bertology[onnx]'"
+# The export runs its model once in ONNX Runtime against the run's encoder: a converter's mistake stops it.
+CHECK_TOLERANCE = 1e-4
+CHECK_SHAPE = (2, 8)  # batch, length (at most the run's); the second row half padding
+
+
+def _converter():
+    """tf2onnx's converter and the versions it records, or one line naming the extra when it is missing."""
+    try:
+        import onnx
+        import tf2onnx
+        from tf2onnx import convert
+    except ImportError:
+        raise ConfigError(NEEDS_EXTRA) from None
+    return convert, {"tf2onnx": tf2onnx.__version__, "onnx": onnx.__version__, "tensorflow": tf.__version__}
+
+
+def _erfc(ctx, node, name, args):
+    """Keras's exact GELU computes erfc, which tf2onnx (1.17) cannot convert: erfc(x) = 1 - erf(x)."""
+    from tf2onnx import utils
+
+    dtype = utils.map_onnx_to_numpy_type(ctx.get_dtype(node.input[0]))
+    one = ctx.make_const(utils.make_name(f"{name}_one"), np.array(1, dtype)).output[0]
+    node.type = "Erf"
+    ctx.insert_new_node_on_output("Sub", node.output[0], inputs=[one, node.output[0]],
+                                  name=utils.make_name(f"{name}_one_minus"))
+
+
+@contextlib.contextmanager
+def _quiet_conversion():
+    """tf2onnx converting, quietly (what it cannot convert is reported by `_unconverted`), with its graph
+    optimizers less the reshape optimizer, which rewires the shape a head split reads (`ops.shape(x)[:2]`
+    of a Dense output without bias) to the 2-D matrix under it: T5, DeBERTa, ModernBERT, XLNet and
+    Transformer-XL then fail in ONNX Runtime ("cannot reshape {32,128} to {32,128,4,32}"). tf2onnx's
+    from_function takes no optimizer list, so the table it reads is swapped."""
+    from tf2onnx import optimizer
+
+    every, log = optimizer._get_optimizers, logging.getLogger("tf2onnx")
+    level = log.level
+    optimizer._get_optimizers = lambda: {name: step for name, step in every().items() if name != "reshape_optimizer"}
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        optimizer._get_optimizers = every
+        log.setLevel(level)
+
+
+def _unconverted(model):
+    """The operation types of `model` (its subgraphs too) that ONNX does not define: what tf2onnx left as
+    TensorFlow's."""
+    import onnx
+
+    def nodes(graph):
+        for node in graph.node:
+            yield node
+            for attribute in node.attribute:
+                if attribute.type == onnx.AttributeProto.GRAPH:
+                    yield from nodes(attribute.g)
+
+    return sorted({node.op_type for node in nodes(model.graph) if not onnx.defs.has(node.op_type, node.domain)})
+
+
+def _check_inputs(specs, limits, seq_len, seed=0):
+    """{name: int32 array} of CHECK_SHAPE (length at most `seq_len`): ids drawn within each input's limit, the
+    second row's padding mask half zeros."""
+    rng = np.random.default_rng(seed)
+    batch, length = CHECK_SHAPE[0], min(CHECK_SHAPE[1], seq_len)
+    inputs = {}
+    for spec in specs:
+        shape = (batch, length, *spec.shape[2:])
+        if spec.name == "padding_mask":
+            inputs[spec.name] = np.ones(shape, "int32")
+            inputs[spec.name][1, (length + 1) // 2:] = 0
+        else:
+            inputs[spec.name] = rng.integers(0, limits.get(spec.name, 2), shape).astype("int32")
+    return inputs
+
+
+def _self_check(model, traced, inputs):
+    """The largest difference between ONNX Runtime's outputs of `model` and `traced`'s on `inputs`."""
+    import onnxruntime
+
+    expected = {name: value.numpy() for name, value in traced(*inputs.values()).items()}
+    try:
+        session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        got = dict(zip([output.name for output in session.get_outputs()], session.run(None, inputs)))
+    except Exception as error:  # onnxruntime's own error types (Fail, InvalidGraph, ...): the converted model is wrong
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ConfigError(f"ONNX Runtime cannot run the converted model ({message[:300]}); export it as a "
+                          "SavedModel") from None
+    return max(float(np.abs(got[name] - value).max()) for name, value in expected.items())
+
+
+def export_onnx(run, out_dir):
+    """Write `run`'s (a `runs.RunModel`) text encoder as `out_dir`/model.onnx and its description, atomically;
+    returns the description."""
+    convert, versions = _converter()
+    encoder = run.backbone.text_encoder()  # an encoder-decoder's encoder: what a text alone feeds
+    names = list(encoder.input)
+    specs = [tf.TensorSpec([None, None, *encoder.input[name].shape[2:]], tf.int32, name=name) for name in names]
+
+    def encode(*inputs):
+        outputs = encoder(dict(zip(names, inputs)), training=False)
+        return {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
+
+    traced = tf.function(encode, input_signature=specs, autograph=False)
+    outputs = sorted(traced.get_concrete_function().structured_outputs)
+    limits = run.backbone.input_limits()
+    description = {
+        "bertology_version": __version__, "family": run.family, "preset": run.preset, "model": MODEL_FILE,
+        "inputs": [{"name": name, "dtype": "int32", "shape": ["batch", "length", *spec.shape[2:]],
+                    **({"below": int(limits[name])} if name in limits else {})} for name, spec in zip(names, specs)],
+        "max_length": run.seq_len, "outputs": outputs, "opset": OPSET, "versions": versions,
+    }
+    with _quiet_conversion():
+        model, _ = convert.from_function(traced, input_signature=specs, opset=OPSET,
+                                         custom_op_handlers={"Erfc": (_erfc, [])})
+    unconverted = _unconverted(model)
+    if unconverted:
+        raise ConfigError(f"{run.family}'s encoder has operations ONNX cannot express ({', '.join(unconverted)}); "
+                          "export it as a SavedModel")
+    gap = _self_check(model, traced, _check_inputs(specs, limits, run.seq_len))
+    if not gap <= CHECK_TOLERANCE:
+        raise ConfigError(f"the ONNX model of this {run.family} run computes otherwise than the run's encoder "
+                          f"(outputs {gap:.2g} apart, more than {CHECK_TOLERANCE:g}); export it as a SavedModel")
+    description["self_check"] = {"shape": list(CHECK_SHAPE), "max_difference": gap}
+    with atomic_directory(out_dir) as staging:
+        (staging / MODEL_FILE).write_bytes(model.SerializeToString())
+        (staging / DESCRIPTION_FILE).write_text(json.dumps(description, indent=2))
+    return description

@@ -1,0 +1,131 @@
+"""`bertology export --format onnx` (keras_bertology/export/onnx.py) as a user meets it: the files it writes, the
+families it refuses, the extra it needs, and the check that stops a converter's mistake. Every family's outputs
+against its encoder's, in a process without TensorFlow: tests/models/test_family_harness.py."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from family_harness import native_run, sentences_of_one_play
+from keras_bertology.cli import main
+from keras_bertology.export import onnx as onnx_export
+from keras_bertology.models.registry import get_family
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """{family: run folder} of a one-layer BERT and ELMo."""
+    root, sentences = tmp_path_factory.mktemp("onnx-runs"), sentences_of_one_play()
+    for name in ("bert", "elmo"):
+        native_run(get_family(name), root / name, sentences, perturb_seed=0)
+    return {name: root / name for name in ("bert", "elmo")}
+
+
+def _export(capsys, run_dir, out):
+    code = main(["export", str(run_dir), "--format", "onnx", "--out", str(out)])
+    return code, capsys.readouterr()
+
+
+def test_the_export_writes_the_model_and_what_a_client_needs_to_feed_it(runs, tmp_path, capsys):
+    import onnxruntime
+
+    out = tmp_path / "onnx"
+    code, printed = _export(capsys, runs["bert"], out)
+    assert code == 0 and printed.out.strip().splitlines()[-1] == (
+        f"ONNX model written to {out}: inputs token_ids, padding_mask, segment_ids; outputs pooled_output, "
+        "sequence_output (opset 17)")
+    assert sorted(path.name for path in out.iterdir()) == ["model.onnx", "onnx.json"]
+    description = json.loads((out / "onnx.json").read_text())
+    assert description["family"] == "bert" and description["max_length"] == 16 and description["opset"] == 17
+    assert {spec["name"]: spec["below"] for spec in description["inputs"]} == {
+        "token_ids": description["inputs"][0]["below"], "padding_mask": 2, "segment_ids": 2}
+    assert description["self_check"]["max_difference"] <= onnx_export.CHECK_TOLERANCE
+    assert set(description["versions"]) == {"tf2onnx", "onnx", "tensorflow"}
+    session = onnxruntime.InferenceSession(str(out / "model.onnx"), providers=["CPUExecutionProvider"])
+    assert [(item.name, item.type) for item in session.get_inputs()] == [
+        (spec["name"], "tensor(int32)") for spec in description["inputs"]]
+    assert all(isinstance(axis, str) for item in session.get_inputs() for axis in item.shape)  # both axes dynamic
+    # Exported again into its own folder: replaced whole.
+    (out / "model.onnx").write_bytes(b"stale")
+    assert _export(capsys, runs["bert"], out)[0] == 0 and (out / "model.onnx").stat().st_size > 1000
+
+
+def test_a_family_whose_encoder_onnx_cannot_express_is_refused_in_one_line(runs, tmp_path, capsys):
+    code, printed = _export(capsys, runs["elmo"], tmp_path / "onnx")
+    assert code != 0 and printed.err.count("\n") == 1 and "Traceback" not in printed.err
+    assert "elmo's encoder has operations ONNX cannot express (TensorListReserve, TensorListSetItem)" in printed.err
+    assert not (tmp_path / "onnx").exists()
+
+
+def test_without_the_onnx_extra_the_export_names_it(runs, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tf2onnx", None)
+    code, printed = _export(capsys, runs["bert"], tmp_path / "onnx")
+    assert code != 0 and printed.err.strip().endswith(onnx_export.NEEDS_EXTRA) and printed.err.count("\n") == 1
+    assert not (tmp_path / "onnx").exists()
+
+
+def test_a_model_the_converter_got_wrong_is_never_written(runs, tmp_path, capsys, monkeypatch):
+    """Erfc converted as erf (the 1 - left out): every GELU wrong, the check against the encoder catches it."""
+    def erf_for_erfc(ctx, node, name, args):
+        node.type = "Erf"
+
+    monkeypatch.setattr(onnx_export, "_erfc", erf_for_erfc)
+    code, printed = _export(capsys, runs["bert"], tmp_path / "onnx")
+    assert code != 0 and "the ONNX model of this bert run computes otherwise than the run's encoder" in printed.err
+    assert not (tmp_path / "onnx").exists()
+
+
+def test_the_check_inputs_stay_within_each_inputs_limits_and_pad_the_second_row():
+    import tensorflow as tf
+
+    specs = [tf.TensorSpec([None, None], tf.int32, name=name) for name in ("token_ids", "padding_mask")] + \
+        [tf.TensorSpec([None, None, 50], tf.int32, name="char_ids")]
+    inputs = onnx_export._check_inputs(specs, {"token_ids": 7, "char_ids": 262}, seq_len=6)
+    assert inputs["token_ids"].shape == (2, 6) and inputs["char_ids"].shape == (2, 6, 50)
+    assert inputs["token_ids"].max() < 7 and inputs["char_ids"].max() < 262 and inputs["char_ids"].min() >= 0
+    np.testing.assert_array_equal(inputs["padding_mask"], [[1] * 6, [1, 1, 1, 0, 0, 0]])
+
+
+def _serving_docs_onnx_client():
+    """The ONNX Runtime client of docs/serving.md's ONNX section."""
+    page = (Path(__file__).parents[2] / "docs" / "serving.md").read_text()
+    section = page[page.index("## ONNX"):page.index("## Endpoints by family")]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def test_the_serving_docs_client_runs_without_tensorflow_and_computes_as_the_encoder(runs, tmp_path, capsys):
+    """The documented client, as written, in a new process that never imports TensorFlow: the Hugging Face
+    export's tokenizer lays the texts out as the run's own, and the ONNX model computes its encoder's
+    sequence output from them."""
+    from keras_bertology.runs import load_run_model
+
+    for kind in ("onnx", "hf"):
+        assert main(["export", str(runs["bert"]), "--format", kind, "--out",
+                     str(tmp_path / kind / "bert-tiny-shakespeare")]) == 0
+    capsys.readouterr()
+    client = _serving_docs_onnx_client() + (
+        "import sys, numpy\n"
+        "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules\n"
+        "numpy.savez('served.npz', output=sequence_output, **feed)\n")
+    done = subprocess.run([sys.executable, "-c", client], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    served = dict(np.load(tmp_path / "served.npz"))
+    run = load_run_model(runs["bert"])
+    import tensorflow as tf
+
+    texts = tf.constant(["Now is the winter of our discontent.", "To be, or not to be?"])
+    packed = get_family("bert").pack_text(run.tokenizer, run.seq_len, texts)
+    ours = [[int(i) for i, kept in zip(row, mask) if kept] for row, mask in
+            zip(np.asarray(packed["token_ids"]), np.asarray(packed["padding_mask"]))]
+    assert [row[mask == 1].tolist() for row, mask in zip(served["token_ids"], served["padding_mask"])] == ours
+    # The encoder on the run's own layout (segment ids included), cut to the served batch's length.
+    encoder, length = run.backbone.text_encoder(), served["token_ids"].shape[1]
+    expected = np.asarray(encoder({name: np.asarray(packed[name])[:, :length] for name in encoder.input},
+                                  training=False)["sequence_output"])
+    real = served["padding_mask"] == 1
+    np.testing.assert_allclose(served["output"][real], expected[real], atol=1e-4)
