@@ -184,7 +184,8 @@ def build_parser():
 
     export = commands.add_parser("export", help="export a run folder to a SavedModel, a Hugging Face model or ONNX")
     export.add_argument("run_dir", metavar="RUN_DIR",
-                        help="a run folder written by `bertology pretrain` or `bertology convert`")
+                        help="a run folder written by `bertology pretrain` or `bertology convert` (with --format "
+                             "onnx also a `bertology finetune` output folder)")
     export.add_argument("--format", choices=EXPORT_FORMATS, default=EXPORT_FORMATS[0],
                         help="saved_model: a TensorFlow SavedModel serving raw strings; hf: a transformers model "
                              "folder (config.json, model.safetensors, tokenizer files); onnx: the encoder on token "
@@ -521,11 +522,13 @@ def _run_export_other(args):
     run_dir = Path(args.run_dir)
     out = Path(args.out) if args.out else Path(args.format) / run_dir.resolve().name
     if args.format == "onnx":
-        from keras_bertology.export.onnx import export_onnx
+        from keras_bertology.export.onnx import export_onnx, export_task_onnx
+        from keras_bertology.output_paths import FINETUNING
         from keras_bertology.runs import load_run_model
 
         with claim_output_folder(out, "--out", ONNX_MODEL, replaced=True):
-            description = export_onnx(load_run_model(run_dir, with_tokenizer=False), out)
+            description = export_task_onnx(run_dir, out) if FINETUNING.holds(run_dir) else \
+                export_onnx(load_run_model(run_dir, with_tokenizer=False), out)
         print(f"ONNX model written to {out}: inputs {', '.join(spec['name'] for spec in description['inputs'])}; "
               f"outputs {', '.join(description['outputs'])} (opset {description['opset']})")
         return

@@ -1,16 +1,17 @@
-"""`bertology export --format onnx`: a run's encoder as an ONNX model on token ids, for ONNX Runtime (C++, C#,
-Java, JavaScript, mobile), with no TensorFlow where it serves.
+"""`bertology export --format onnx`: a run's encoder, or a fine-tuned task model, as an ONNX model on token
+ids, for ONNX Runtime (C++, C#, Java, JavaScript, mobile), with no TensorFlow where it serves.
 
 `model.onnx` takes one int32 tensor per encoder input, named as the SavedModel's `serve_ids` names them
 (token_ids, segment_ids, padding_mask, ...; [batch, length], ELMo's [batch, length, 50]), both axes dynamic
-(no padding to the run's length), and gives the encoder's outputs in float32. ONNX has no assert: the checks
-`serve_ids` makes in its graph (at most the run's length, ids in range) are written to `onnx.json` for the
-client to make, with the opset and the versions of the tools that made the file.
+(no padding to the run's length), and gives the encoder's outputs (a task model's logits) in float32. ONNX
+has no assert: the checks `serve_ids` makes in its graph (at most the run's length, ids in range) are written
+to `onnx.json` for the client to make, with the opset and the versions of the tools that made the file.
 """
 
 import contextlib
 import json
 import logging
+from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
@@ -119,37 +120,66 @@ def _self_check(model, traced, inputs):
 def export_onnx(run, out_dir):
     """Write `run`'s (a `runs.RunModel`) text encoder as `out_dir`/model.onnx and its description, atomically;
     returns the description."""
-    convert, versions = _converter()
     encoder = run.backbone.text_encoder()  # an encoder-decoder's encoder: what a text alone feeds
-    names = list(encoder.input)
-    specs = [tf.TensorSpec([None, None, *encoder.input[name].shape[2:]], tf.int32, name=name) for name in names]
+    return _export(encoder, run.backbone.input_limits(), run.seq_len, out_dir,
+                   {"family": run.family, "preset": run.preset}, f"{run.family}'s encoder")
 
-    def encode(*inputs):
-        outputs = encoder(dict(zip(names, inputs)), training=False)
+
+def export_task_onnx(folder, out_dir):
+    """Write the task model `bertology finetune` left in `folder` (model.keras, results.json) as
+    `out_dir`/model.onnx, its logits for the labels that onnx.json lists in order; returns the description."""
+    from keras_bertology.keras_archives import load_keras_archive
+
+    folder = Path(folder)
+    results = json.loads((folder / "results.json").read_text())
+    if not (folder / "model.keras").is_file():
+        raise ConfigError(f"{folder} holds no model.keras (fine-tuned with --results-only): nothing to export")
+    model = load_keras_archive(folder / "model.keras")
+    backbone = getattr(model, "backbone", model)
+    beyond_text = sorted(set(model.input) - set(backbone.text_encoder().input))
+    if beyond_text:  # a decoder's inputs: the model generates text, a loop of calls rather than one forward pass
+        raise ConfigError(f"this {results['kind']} model also takes {', '.join(beyond_text)}: it generates text, "
+                          "which the ONNX export does not cover; serve its SavedModel")
+    limits = backbone.input_limits()
+    details = {"family": results["encoder"]["family"], "task": results["task"], "kind": results["kind"],
+               "labels": results["labels"]}
+    return _export(model, limits, results["recipe"]["seq_len"], out_dir, details,
+                   f"this {results['kind']} model of {results['encoder']['family']}")
+
+
+def _export(model, limits, seq_len, out_dir, details, what):
+    """`model` (Keras, a dict of [B, L, ...] int inputs) converted, checked and written; `what` names it in
+    errors."""
+    convert, versions = _converter()
+    names = list(model.input)
+    specs = [tf.TensorSpec([None, None, *model.input[name].shape[2:]], tf.int32, name=name) for name in names]
+
+    def call(*inputs):
+        outputs = model(dict(zip(names, inputs)), training=False)
+        outputs = outputs if isinstance(outputs, dict) else {"logits": outputs}
         return {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
 
-    traced = tf.function(encode, input_signature=specs, autograph=False)
-    outputs = sorted(traced.get_concrete_function().structured_outputs)
-    limits = run.backbone.input_limits()
+    traced = tf.function(call, input_signature=specs, autograph=False)
     description = {
-        "bertology_version": __version__, "family": run.family, "preset": run.preset, "model": MODEL_FILE,
+        "bertology_version": __version__, **details, "model": MODEL_FILE,
         "inputs": [{"name": name, "dtype": "int32", "shape": ["batch", "length", *spec.shape[2:]],
                     **({"below": int(limits[name])} if name in limits else {})} for name, spec in zip(names, specs)],
-        "max_length": run.seq_len, "outputs": outputs, "opset": OPSET, "versions": versions,
+        "max_length": seq_len, "outputs": sorted(traced.get_concrete_function().structured_outputs),
+        "opset": OPSET, "versions": versions,
     }
     with _quiet_conversion():
-        model, _ = convert.from_function(traced, input_signature=specs, opset=OPSET,
-                                         custom_op_handlers={"Erfc": (_erfc, [])})
-    unconverted = _unconverted(model)
+        converted, _ = convert.from_function(traced, input_signature=specs, opset=OPSET,
+                                             custom_op_handlers={"Erfc": (_erfc, [])})
+    unconverted = _unconverted(converted)
     if unconverted:
-        raise ConfigError(f"{run.family}'s encoder has operations ONNX cannot express ({', '.join(unconverted)}); "
+        raise ConfigError(f"{what} has operations ONNX cannot express ({', '.join(unconverted)}); "
                           "export it as a SavedModel")
-    gap = _self_check(model, traced, _check_inputs(specs, limits, run.seq_len))
+    gap = _self_check(converted, traced, _check_inputs(specs, limits, seq_len))
     if not gap <= CHECK_TOLERANCE:
-        raise ConfigError(f"the ONNX model of this {run.family} run computes otherwise than the run's encoder "
-                          f"(outputs {gap:.2g} apart, more than {CHECK_TOLERANCE:g}); export it as a SavedModel")
+        raise ConfigError(f"the ONNX model of {what} computes otherwise than the Keras model (outputs {gap:.2g} "
+                          f"apart, more than {CHECK_TOLERANCE:g}); export it as a SavedModel")
     description["self_check"] = {"shape": list(CHECK_SHAPE), "max_difference": gap}
     with atomic_directory(out_dir) as staging:
-        (staging / MODEL_FILE).write_bytes(model.SerializeToString())
+        (staging / MODEL_FILE).write_bytes(converted.SerializeToString())
         (staging / DESCRIPTION_FILE).write_text(json.dumps(description, indent=2))
     return description

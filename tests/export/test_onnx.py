@@ -76,7 +76,7 @@ def test_a_model_the_converter_got_wrong_is_never_written(runs, tmp_path, capsys
 
     monkeypatch.setattr(onnx_export, "_erfc", erf_for_erfc)
     code, printed = _export(capsys, runs["bert"], tmp_path / "onnx")
-    assert code != 0 and "the ONNX model of this bert run computes otherwise than the run's encoder" in printed.err
+    assert code != 0 and "the ONNX model of bert's encoder computes otherwise than the Keras model" in printed.err
     assert not (tmp_path / "onnx").exists()
 
 
@@ -129,3 +129,78 @@ def test_the_serving_docs_client_runs_without_tensorflow_and_computes_as_the_enc
                                   training=False)["sequence_output"])
     real = served["padding_mask"] == 1
     np.testing.assert_allclose(served["output"][real], expected[real], atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", [pytest.param("classify", marks=pytest.mark.extended), "classify_pairs", "tag",
+                                  "answer"])
+def test_a_fine_tuned_task_model_exports_its_logits_and_labels(runs, tmp_path, capsys, kind):
+    """`bertology export FINETUNE_DIR --format onnx`: the task model's logits (a span model's start and end),
+    in a process without TensorFlow, equal to the Keras model's within 1e-4 on the whole batch and a shorter
+    one; onnx.json lists the labels in the order of the logits. (`classify` shares `classify_pairs`' head.)"""
+    import keras
+
+    from family_harness import ONNX_SERVER, ONNX_TOLERANCE
+    from finetune_material import user_folders, write_file
+    from keras_bertology.keras_archives import load_keras_archive
+
+    folders = user_folders(tmp_path / "data")
+    if kind == "classify":  # the pairs' label and second text alone
+        for split in ("train", "dev", "test"):
+            rows = [row.split("\t") for row in (folders["pairs"] / f"{split}.tsv").read_text().splitlines()[1:]]
+            write_file(tmp_path / "data" / "single", f"{split}.tsv",
+                       "".join(f"{label}\t{text}\n" for label, _, text, _ in [["label", "", "text", ""], *rows]))
+    folder = {"classify": tmp_path / "data" / "single", "classify_pairs": folders["pairs"], "tag": folders["tags"],
+              "answer": folders["spans"]}[kind]
+    tuned, out = tmp_path / "ft", tmp_path / "onnx"
+    assert main(["finetune", "--task", str(folder), "--from", str(runs["bert"]), "--epochs", "1", "--batch-size",
+                 "16", "--seq-len", "32", "--out", str(tuned), "--no-export"]) == 0
+    code, printed = _export(capsys, tuned, out)
+    assert code == 0, printed.err
+    description = json.loads((out / "onnx.json").read_text())
+    results = json.loads((tuned / "results.json").read_text())
+    assert (description["kind"], description["labels"], description["max_length"]) == (
+        results["kind"], results["labels"], 32)
+    model = load_keras_archive(tuned / "model.keras")
+    rng = np.random.default_rng(0)
+    inputs = {name: rng.integers(0, model.backbone.input_limits().get(name, 2), (3, 12)).astype("int32")
+              for name in model.input}
+    inputs["padding_mask"][:] = 1
+    inputs["padding_mask"][2, 7:] = 0
+    np.savez(tmp_path / "inputs.npz", **inputs)
+    done = subprocess.run([sys.executable, "-c", ONNX_SERVER, str(out / "model.onnx"), str(tmp_path / "inputs.npz"),
+                           str(tmp_path / "outputs.npz")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = dict(np.load(tmp_path / "outputs.npz"))
+    for rows, batch in ((None, inputs), (1, {name: value[:1, :5] for name, value in inputs.items()})):
+        expected = model(batch, training=False)
+        expected = expected if isinstance(expected, dict) else {"logits": expected}
+        assert sorted(expected) == description["outputs"]
+        for name, value in expected.items():
+            np.testing.assert_allclose(got[f"{rows}/{name}"], keras.ops.convert_to_numpy(value), atol=ONNX_TOLERANCE)
+
+
+def test_a_fine_tuning_kept_without_its_model_is_refused_in_one_line(runs, tmp_path, capsys):
+    from finetune_material import user_folders
+
+    tuned = tmp_path / "ft"
+    assert main(["finetune", "--task", str(user_folders(tmp_path / "data")["pairs"]), "--from", str(runs["bert"]),
+                 "--epochs", "1", "--seq-len", "16", "--out", str(tuned), "--results-only"]) == 0
+    code, printed = _export(capsys, tuned, tmp_path / "onnx")
+    assert code != 0 and printed.err.count("\n") == 1 and "holds no model.keras" in printed.err
+    assert not (tmp_path / "onnx").exists()
+
+
+def test_a_text_to_text_model_is_refused_in_one_line(tmp_path, capsys):
+    """A seq2seq model generates text (a decoder called again per token): not one forward pass to export."""
+    from finetune_material import write_file
+
+    run = tmp_path / "t5"
+    native_run(get_family("t5"), run, sentences_of_one_play(), perturb_seed=0)
+    for split in ("train", "test"):
+        write_file(tmp_path / "task", f"{split}.jsonl", "".join(
+            json.dumps({"input": f"the {word} falls", "target": word}) + "\n" for word in ("rain", "night") * 8))
+    assert main(["finetune", "--task", str(tmp_path / "task"), "--from", str(run), "--epochs", "1", "--seq-len", "16",
+                 "--out", str(tmp_path / "ft"), "--no-export"]) == 0
+    code, printed = _export(capsys, tmp_path / "ft", tmp_path / "onnx")
+    assert code != 0 and printed.err.count("\n") == 1 and "it generates text" in printed.err
+    assert not (tmp_path / "onnx").exists()
