@@ -204,3 +204,28 @@ def test_a_text_to_text_model_is_refused_in_one_line(tmp_path, capsys):
     code, printed = _export(capsys, tmp_path / "ft", tmp_path / "onnx")
     assert code != 0 and printed.err.count("\n") == 1 and "it generates text" in printed.err
     assert not (tmp_path / "onnx").exists()
+
+
+def test_bigbirds_block_sparse_branch_computes_as_the_encoder_beyond_the_dense_limit(tmp_path):
+    """BigBird's attention is full up to (3 + 2 + 2 x random) blocks and block-sparse beyond, a branch the
+    ONNX graph keeps beside the full one (both axes are dynamic): checked at the limit, one block beyond
+    it and twice it."""
+    import onnxruntime
+
+    from keras_bertology.layers.block_sparse_attention import dense_length_limit
+
+    run = native_run(get_family("bigbird"), tmp_path / "run", sentences_of_one_play(), perturb_seed=0)
+    onnx_export.export_onnx(run, tmp_path / "onnx")
+    encoder = run.backbone.text_encoder()
+    attention = next(layer for layer in encoder._flatten_layers() if hasattr(layer, "random_blocks"))
+    limit = dense_length_limit(attention.block_size, attention.random_blocks)
+    session = onnxruntime.InferenceSession(str(tmp_path / "onnx" / "model.onnx"), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    for length in (limit, limit + attention.block_size, 2 * limit):
+        inputs = {"token_ids": rng.integers(5, run.tokenizer.vocab_size, (2, length)).astype("int32"),
+                  "padding_mask": np.ones((2, length), "int32"), "segment_ids": np.zeros((2, length), "int32")}
+        inputs["padding_mask"][1, length - attention.block_size:] = 0
+        inputs = {name: inputs[name] for name in encoder.input}
+        got = dict(zip([output.name for output in session.get_outputs()], session.run(None, inputs)))
+        for name, value in encoder(inputs, training=False).items():
+            np.testing.assert_allclose(got[name], np.asarray(value), atol=1e-4, err_msg=f"{name} at {length}")
