@@ -523,11 +523,11 @@ def _run_export_other(args):
     out = Path(args.out) if args.out else Path(args.format) / run_dir.resolve().name
     if args.format == "onnx":
         from keras_bertology.export.onnx import export_onnx, export_task_onnx
-        from keras_bertology.output_paths import FINETUNING
+        from keras_bertology.output_paths import FINETUNING, folder_kind
         from keras_bertology.runs import load_run_model
 
         with claim_output_folder(out, "--out", ONNX_MODEL, replaced=True):
-            description = export_task_onnx(run_dir, out) if FINETUNING.holds(run_dir) else \
+            description = export_task_onnx(run_dir, out) if folder_kind(run_dir) is FINETUNING else \
                 export_onnx(load_run_model(run_dir, with_tokenizer=False), out)
         print(f"ONNX model written to {out}: inputs {', '.join(spec['name'] for spec in description['inputs'])}; "
               f"outputs {', '.join(description['outputs'])} (opset {description['opset']})")

@@ -155,11 +155,16 @@ def _entries(folder):
                   and not (entry.name.startswith(".") and entry.name.endswith((".tmp", ".old"))))
 
 
+def folder_kind(path):
+    """The kind of output `path` holds (the first of KINDS it matches), or None."""
+    return next((kind for kind in KINDS if kind.holds(Path(path))), None)
+
+
 def _check_contents(path, flag, kind):
     entries = _entries(path)
     if not entries:
         return
-    found = next((other for other in KINDS if other.holds(path)), None)
+    found = folder_kind(path)
     if found is kind:
         return
     if found is not None:

@@ -6,8 +6,8 @@ multinomial logistic regression is fitted on each depth's states of the training
 the test examples, and a scalar mix (softmax weights over the depths, then the same regression, fitted
 jointly) scores what the layers hold together. The mix has no scale of its own (Tenney et al.'s gamma): in a
 linear probe a scale only multiplies the weights, and it let the fit grow the features instead of the
-weights, out of the L2 penalty's reach, and overfit (training loss 3e-6 where the best depth's stays 0.03). A word is read at its first piece; a text as the
-mean of its pieces' states. The same probes on a randomly initialised encoder of the same architecture and
+weights, out of the L2 penalty's reach, and overfit (training loss 3e-6 where the best depth's stays 0.03).
+A word is read at its first piece; a text as the mean of its pieces' states. The same probes on a randomly initialised encoder of the same architecture and
 vocabulary are the floor: what the probe learns from the word identities and positions alone.
 """
 
