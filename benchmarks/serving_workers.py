@@ -52,6 +52,10 @@ def prepare_ours(spec):
     export_saved_model(run, work / "saved_model")
     if "ours_xla" in spec["systems"]:
         export_saved_model(run, work / "saved_model_xla", length_buckets=XLA_BUCKETS, xla=True)
+    if {"ours_onnx", "ours_onnx_int8"} & set(spec["systems"]):
+        from keras_bertology.export.onnx import export_onnx
+
+        export_onnx(run, work / "ours_onnx", quantize="int8" if "ours_onnx_int8" in spec["systems"] else None)
     return {"config": config, "tokenizer": type(tokenizer).__name__, "vocab_size": tokenizer.vocab_size,
             "lower_case": getattr(tokenizer, "lower_case", None)}
 
@@ -243,20 +247,25 @@ def torch_endpoint(spec, compiled):
     return call, {"torch_threads": torch.get_num_threads()}
 
 
-def onnx_endpoint(spec):
-    """ONNX Runtime (CPUExecutionProvider) on the exported twin, with transformers' fast tokenizer."""
+# Our ONNX model's input names for transformers' tokenizer's outputs.
+OUR_ONNX_NAMES = {"token_ids": "input_ids", "padding_mask": "attention_mask", "segment_ids": "token_type_ids"}
+
+
+def onnx_endpoint(spec, model_file="model.onnx", names_in_tokenizer=None, dtype="int64"):
+    """ONNX Runtime (CPUExecutionProvider) on an ONNX file of the work folder (the twin's, or ours with
+    `names_in_tokenizer` mapping its inputs to the tokenizer's outputs), with transformers' fast tokenizer."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = cores()
-    session = onnxruntime.InferenceSession(str(Path(spec["work"]) / "model.onnx"), options,
+    session = onnxruntime.InferenceSession(str(Path(spec["work"]) / model_file), options,
                                            providers=["CPUExecutionProvider"])
-    names = [node.name for node in session.get_inputs()]
+    names = {node.name: (names_in_tokenizer or {}).get(node.name, node.name) for node in session.get_inputs()}
     tokenizer = peer_tokenizer(spec)
 
     def call(texts):
         inputs = tokenizer(texts, padding="longest", truncation=True, max_length=MAX_TOKENS, return_tensors="np")
-        session.run(None, {name: inputs[name].astype("int64") for name in names})
+        session.run(None, {name: inputs[source].astype(dtype) for name, source in names.items()})
         return int(inputs["input_ids"].shape[1])
 
     return call, {"onnxruntime_intra_op_threads": cores()}
@@ -270,6 +279,9 @@ def endpoint(spec):
         return torch_endpoint(spec, compiled=system == "torch_compile")
     if system == "onnxruntime":
         return onnx_endpoint(spec)
+    if system in ("ours_onnx", "ours_onnx_int8"):
+        model_file = "ours_onnx/model.int8.onnx" if system == "ours_onnx_int8" else "ours_onnx/model.onnx"
+        return onnx_endpoint(spec, model_file, OUR_ONNX_NAMES, dtype="int32")
     raise ValueError(f"unknown system {system!r}")
 
 

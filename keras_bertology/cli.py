@@ -193,6 +193,9 @@ def build_parser():
     export.add_argument("--out", metavar="DIR",
                         help="default: savedmodels/<run folder name>, or hf/ or onnx/<run folder name> with "
                              "--format hf or onnx")
+    export.add_argument("--quantize", choices=("int8",),
+                        help="with --format onnx: also model.int8.onnx, its matrix weights in int8 (ONNX Runtime's "
+                             "dynamic quantization; docs/serving.md gives the accuracy it costs)")
     _length_buckets(export)
     _serving_xla(export)
 
@@ -498,6 +501,10 @@ def _study_options(args):
 
 
 def _run_export(args):
+    if args.quantize and args.format != "onnx":
+        from keras_bertology.errors import ConfigError
+
+        raise ConfigError(f"--quantize applies to --format onnx, not to --format {args.format}")
     if args.format != "saved_model":
         return _run_export_other(args)
     from keras_bertology.export import export_saved_model
@@ -527,10 +534,13 @@ def _run_export_other(args):
         from keras_bertology.runs import load_run_model
 
         with claim_output_folder(out, "--out", ONNX_MODEL, replaced=True):
-            description = export_task_onnx(run_dir, out) if folder_kind(run_dir) is FINETUNING else \
-                export_onnx(load_run_model(run_dir, with_tokenizer=False), out)
+            description = export_task_onnx(run_dir, out, args.quantize) if folder_kind(run_dir) is FINETUNING else \
+                export_onnx(load_run_model(run_dir, with_tokenizer=False), out, args.quantize)
         print(f"ONNX model written to {out}: inputs {', '.join(spec['name'] for spec in description['inputs'])}; "
               f"outputs {', '.join(description['outputs'])} (opset {description['opset']})")
+        if "quantized" in description:
+            print(f"int8 model written to {out / description['quantized']['model']} (largest difference from the "
+                  f"float model on the check inputs: {description['quantized']['max_difference']:.2g})")
         return
     from keras_bertology.convert.hf_export import export_hf
 

@@ -55,6 +55,47 @@ def test_the_export_writes_the_model_and_what_a_client_needs_to_feed_it(runs, tm
     assert _export(capsys, runs["bert"], out)[0] == 0 and (out / "model.onnx").stat().st_size > 1000
 
 
+def test_quantize_int8_adds_a_model_whose_matrix_products_run_on_int8_weights(runs, tmp_path, capsys):
+    """Beside the float model (still checked to 1e-4), model.int8.onnx: its products of the inputs with weight
+    matrices in int8 (ONNX Runtime's MatMulInteger on dynamically quantized activations), near the float
+    model's outputs; what it costs in fine-tuned accuracy is measured in benchmarks/onnx_int8_accuracy.py."""
+    import onnx
+    import onnxruntime
+
+    out = tmp_path / "onnx"
+    code = main(["export", str(runs["bert"]), "--format", "onnx", "--quantize", "int8", "--out", str(out)])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert sorted(path.name for path in out.iterdir()) == ["model.int8.onnx", "model.onnx", "onnx.json"]
+    description = json.loads((out / "onnx.json").read_text())
+    assert description["self_check"]["max_difference"] <= onnx_export.CHECK_TOLERANCE
+    quantized = description["quantized"]
+    assert (quantized["model"], quantized["weights"]) == ("model.int8.onnx", "int8")
+    # Nearer than the outputs' own scale (a perturbed one-layer BERT's states are ~1), farther than a converter's
+    # error: the int8 model is not the float one under another name.
+    assert onnx_export.CHECK_TOLERANCE < quantized["max_difference"] < 0.2
+    assert f"int8 model written to {out / 'model.int8.onnx'}" in printed.out
+    graph = onnx.load(str(out / "model.int8.onnx")).graph
+    weights = {tensor.name for tensor in graph.initializer}
+    products = [node for node in graph.node if node.op_type in ("MatMul", "MatMulInteger")]
+    # Query, key, value, attention output, the feed-forward's two kernels and the pooler on int8 weights; the
+    # attention's two products of activations stay float.
+    assert sum(node.op_type == "MatMulInteger" for node in products) == 7
+    assert [node.op_type for node in products if weights & set(node.input)] == ["MatMulInteger"] * 7
+    assert (out / "model.int8.onnx").stat().st_size < 0.35 * (out / "model.onnx").stat().st_size
+    session = onnxruntime.InferenceSession(str(out / "model.int8.onnx"), providers=["CPUExecutionProvider"])
+    assert [item.name for item in session.get_inputs()] == [spec["name"] for spec in description["inputs"]]
+
+
+def test_quantize_belongs_to_the_onnx_export_and_is_refused_elsewhere_in_one_line(runs, tmp_path, capsys):
+    for other in ("saved_model", "hf"):
+        code = main(["export", str(runs["bert"]), "--format", other, "--quantize", "int8", "--out",
+                     str(tmp_path / other)])
+        err = capsys.readouterr().err
+        assert code != 0 and err.strip().endswith(f"--quantize applies to --format onnx, not to --format {other}")
+        assert err.count("\n") == 1 and not (tmp_path / other).exists()
+
+
 def test_a_family_whose_encoder_onnx_cannot_express_is_refused_in_one_line(runs, tmp_path, capsys):
     code, printed = _export(capsys, runs["elmo"], tmp_path / "onnx")
     assert code != 0 and printed.err.count("\n") == 1 and "Traceback" not in printed.err

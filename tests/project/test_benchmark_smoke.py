@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -173,7 +174,7 @@ def test_serving_benchmark_smoke_times_every_system_on_every_row(tmp_path):
     assert [(row["length"], row["batch"]) for row in entry["rows"]] == [("short", 1), ("short", 32)]
     for row in entry["rows"]:
         systems = row["systems"]
-        assert set(systems) == {"ours", "ours_xla", "torch_eager", "onnxruntime"}
+        assert set(systems) == {"ours", "ours_xla", "ours_onnx", "torch_eager", "onnxruntime"}
         key = "p50_ms" if row["batch"] == 1 else "seqs_per_sec"
         for name, values in systems.items():
             assert values[key] > 0 and math.isfinite(values[key]), (row["length"], row["batch"], name)
@@ -181,8 +182,13 @@ def test_serving_benchmark_smoke_times_every_system_on_every_row(tmp_path):
         for peer in ("torch_eager", "onnxruntime"):
             expected = {ours: systems[peer]["p50_ms"] / systems[ours]["p50_ms"] if row["batch"] == 1
                         else systems[ours]["seqs_per_sec"] / systems[peer]["seqs_per_sec"]
-                        for ours in ("ours", "ours_xla")}
+                        for ours in ("ours", "ours_xla", "ours_onnx")}
             assert row["ratios"][peer] == pytest.approx(expected), peer
+        # Each export is held to its own goals: the ONNX export's at batch 1 on short texts are 1.5x eager and
+        # 1.0x the twin's ONNX export.
+        if row["batch"] == 1:
+            assert row["goals"]["torch_eager"] == {"SavedModel": 1.0, "ONNX": 1.5}
+            assert row["goals"]["onnxruntime"] == {"SavedModel": None, "ONNX": 1.0}
     assert "## bert-tiny" in (tmp_path / "serving.md").read_text()
 
 
@@ -278,3 +284,40 @@ def test_packing_benchmark_smoke_measures_both_packings_on_both_corpora(tmp_path
         padded, unpadded = rows[(corpus, "doc-sentences")], rows[(corpus, "unpadded")]
         assert unpadded["real_token_share"] >= padded["real_token_share"] and unpadded["samples_per_second"] > 0
     assert rows[("bbc-news", "unpadded")]["instances"] < rows[("bbc-news", "doc-sentences")]["instances"]
+
+
+@pytest.mark.extended
+def test_the_int8_benchmark_scores_onnx_as_the_keras_model_scored_it(tmp_path):
+    """`benchmarks/onnx_int8_accuracy.py` on a user folder: the float ONNX model, scored through the task kind's
+    own predict and score, gives the Keras model's test score (the adapter feeds and reads it right), and the
+    int8 row is the quantized file's."""
+    sys.path.insert(0, str(REPO_ROOT / "tests" / "support"))
+    from family_harness import native_run, sentences_of_one_play
+    from finetune_material import user_folders
+
+    from benchmarks import onnx_int8_accuracy as bench
+    from keras_bertology.models.registry import get_family
+
+    run = tmp_path / "run"
+    native_run(get_family("bert"), run, sentences_of_one_play())
+    task = user_folders(tmp_path / "data")["pairs"]
+    # 32 positions, beyond the run's 16: every pair ends in padding, which the adapter must mask.
+    args = bench.build_parser().parse_args(["--epochs", "2", "--rounds", "1", "--seq-len", "32"])
+    row = bench.measure_task(str(task), run, tmp_path, args)
+    assert row["float32"] == row["keras_test"] and row["metric"] == "macro_f1"
+    # The adapter's logits are the Keras model's on the same encoded examples (every input fed by its name).
+    from keras_bertology.finetune.datasets import load_task
+    from keras_bertology.finetune.tasks import TASK_KINDS
+    from keras_bertology.keras_archives import load_keras_archive
+    from keras_bertology.runs import load_run_model
+
+    onnx_model = bench.OnnxTaskModel(tmp_path / "onnx-pairs" / "model.onnx")
+    tuned, loaded_task, encoder = load_keras_archive(tmp_path / "ft-pairs" / "model.keras"), load_task(str(task)), \
+        load_run_model(run)
+    examples = loaded_task.splits["test"]
+    inputs = TASK_KINDS[loaded_task.kind].encode(loaded_task, examples, get_family("bert"), encoder.tokenizer, 32,
+                                                 onnx_model.inputs)["inputs"]
+    assert (inputs["padding_mask"] == 0).any(axis=1).all()
+    np.testing.assert_allclose(onnx_model.predict(inputs, batch_size=7), tuned.predict(inputs, verbose=0), atol=1e-4)
+    assert row["difference"] == row["int8"] - row["float32"] and 0 < row["quantized_max_difference"] < 0.5
+    assert set(row["ms"]) == {"float32", "int8"} and all(set(ms) == set(bench.BATCHES) for ms in row["ms"].values())
