@@ -1,0 +1,156 @@
+"""Layer norms that tf2onnx wrote out op by op, put back as ONNX's LayerNormalization.
+
+tf2onnx converts Keras's LayerNormalization as TensorFlow computes it: two means (GlobalAveragePool), a
+difference, a square, a reciprocal square root and four products and sums, thirteen nodes a norm, which
+ONNX Runtime neither fuses nor runs as one kernel (nor as SkipLayerNormalization with the residual sum
+before it). Written as the one operator that opset 17 defines, each norm is one kernel.
+
+Only the exact pattern is replaced: every intermediate value used by the pattern alone, the scale and bias
+constants whose leading axes are 1, the epsilon a scalar constant. The export's self-check against the
+Keras model still decides whether the file is kept.
+"""
+
+import numpy as np
+from onnx import helper, numpy_helper
+
+
+class _Graph:
+    """Look-ups over one ONNX graph: each value's producer and consumers, and the constants."""
+
+    def __init__(self, graph):
+        self.graph = graph
+        self.producer = {output: node for node in graph.node for output in node.output}
+        self.consumers = {}
+        for node in graph.node:
+            for name in dict.fromkeys(_read_by(node)):  # a node reading a value twice (x * x) is one consumer
+                self.consumers.setdefault(name, []).append(node)
+        self.constants = {tensor.name: tensor for tensor in graph.initializer}
+        self.outputs = {value.name for value in graph.output}
+
+    def only_consumer(self, value, op_type):
+        """The one node that reads `value`, if it is an `op_type` and nothing else (no graph output) reads it."""
+        users = self.consumers.get(value, [])
+        if len(users) == 1 and users[0].op_type == op_type and value not in self.outputs:
+            return users[0]
+        return None
+
+    def constant(self, name):
+        return numpy_helper.to_array(self.constants[name]) if name in self.constants else None
+
+
+def _read_by(node):
+    """The values `node` reads: its inputs, and those its subgraphs (an If's branches, a Loop's body) read
+    from the graph around them."""
+    names = list(node.input)
+    for attribute in node.attribute:
+        for subgraph in [attribute.g] if attribute.HasField("g") else list(attribute.graphs):
+            inner = {value.name for value in subgraph.input} | {tensor.name for tensor in subgraph.initializer} | \
+                {output for inner_node in subgraph.node for output in inner_node.output}
+            names += [name for inner_node in subgraph.node for name in _read_by(inner_node) if name not in inner]
+            names += [value.name for value in subgraph.output if value.name not in inner]
+    return names
+
+
+def _other(node, known):
+    """The input of a two-input `node` that is not `known` (None where neither or both are)."""
+    first, second = node.input
+    if first == known and second != known:
+        return second
+    if second == known and first != known:
+        return first
+    return None
+
+
+def _match(graph, mean):
+    """(nodes to remove, x, the names of the scale and bias constants, epsilon, output) of the layer norm whose
+    first mean is `mean`, or
+    None where the nodes around it are not exactly tf2onnx's layer norm."""
+    x = mean.input[0]
+    users = graph.consumers.get(mean.output[0], [])
+    if sorted(node.op_type for node in users) != ["Neg", "Sub"] or mean.output[0] in graph.outputs:
+        return None
+    negated = next(node for node in users if node.op_type == "Neg")
+    difference = next(node for node in users if node.op_type == "Sub")
+    if list(difference.input) != [x, mean.output[0]]:
+        return None
+    square = graph.only_consumer(difference.output[0], "Mul")
+    if square is None or list(square.input) != [difference.output[0]] * 2:
+        return None
+    variance = graph.only_consumer(square.output[0], "GlobalAveragePool")
+    shifted = variance and graph.only_consumer(variance.output[0], "Add")
+    root = shifted and graph.only_consumer(shifted.output[0], "Sqrt")
+    inverse = root and graph.only_consumer(root.output[0], "Reciprocal")
+    scaled = inverse and graph.only_consumer(inverse.output[0], "Mul")
+    if scaled is None:
+        return None
+    epsilon = graph.constant(_other(shifted, variance.output[0]))
+    scale_name = _other(scaled, inverse.output[0])
+    scale = graph.constant(scale_name)
+    users = graph.consumers.get(scaled.output[0], [])
+    if epsilon is None or epsilon.size != 1 or scale is None or len(users) != 2 or \
+            {node.op_type for node in users} != {"Mul"} or scaled.output[0] in graph.outputs:
+        return None
+    times_x = next((node for node in users if _other(node, scaled.output[0]) == x), None)
+    times_mean = next((node for node in users if _other(node, scaled.output[0]) == negated.output[0]), None)
+    if times_x is None or times_mean is None or graph.consumers.get(negated.output[0]) != [times_mean]:
+        return None
+    biased = graph.only_consumer(times_mean.output[0], "Add")
+    bias_name = biased and _other(biased, times_mean.output[0])
+    if bias_name is None or graph.constant(bias_name) is None:
+        return None
+    total = graph.only_consumer(biased.output[0], "Add")
+    if total is None or set(total.input) != {times_x.output[0], biased.output[0]} or \
+            graph.only_consumer(times_x.output[0], "Add") is not total:
+        return None
+    nodes = [mean, negated, difference, square, variance, shifted, root, inverse, scaled, times_x, times_mean,
+             biased, total]
+    return nodes, x, (scale_name, bias_name), float(epsilon.reshape(())), total.output[0]
+
+
+def _trailing(values):
+    """`values` without its leading axes of size 1 (a [1, 1, H] scale as [H]); None where one is larger."""
+    leading = values.shape[:-1]
+    return values.reshape(values.shape[-1:]) if all(size == 1 for size in leading) else None
+
+
+def fuse_layer_norms(model):
+    """`model` (an ONNX ModelProto, changed in place) with each of tf2onnx's written-out layer norms made one
+    LayerNormalization; returns how many were."""
+    graph = _Graph(model.graph)
+    replaced, made, fused = {}, {}, 0
+    for node in list(model.graph.node):
+        if node.op_type != "GlobalAveragePool" or id(node) in replaced:
+            continue
+        match = _match(graph, node)
+        if match is None:
+            continue
+        nodes, x, sources, epsilon, output = match
+        values = [_trailing(graph.constant(source)) for source in sources]
+        if any(value is None for value in values) or values[0].shape != values[1].shape:
+            continue
+        names = []
+        for source, value in zip(sources, values):  # one [H] constant per source (tf2onnx shares equal ones)
+            if source not in made:
+                made[source] = f"{source}_as_norm_weights"
+                model.graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(value), made[source]))
+            names.append(made[source])
+        # GlobalAveragePool means over every axis from the third: the norm's axis is 2, whatever the rank.
+        norm = helper.make_node("LayerNormalization", [x, *names], [output], name=f"{output}_fused",
+                                axis=2, epsilon=epsilon)
+        for removed in nodes:
+            replaced[id(removed)] = None
+        replaced[id(nodes[-1])] = norm  # where the last node stood, after everything the norm reads
+        fused += 1
+    kept = [replaced.get(id(node), node) for node in model.graph.node]
+    del model.graph.node[:]
+    model.graph.node.extend(node for node in kept if node is not None)
+    _drop_unused_constants(model.graph)
+    return fused
+
+
+def _drop_unused_constants(graph):
+    """The initializers no node reads any more (the written-out norms' scales, biases and epsilons) removed."""
+    read = {name for node in graph.node for name in _read_by(node)} | {value.name for value in graph.output}
+    kept = [tensor for tensor in graph.initializer if tensor.name in read]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
