@@ -15,11 +15,9 @@ from onnx import helper, numpy_helper
 
 
 class _Graph:
-    """Look-ups over one ONNX graph: each value's producer and consumers, and the constants."""
+    """Look-ups over one ONNX graph: each value's consumers, the constants and the graph's outputs."""
 
     def __init__(self, graph):
-        self.graph = graph
-        self.producer = {output: node for node in graph.node for output in node.output}
         self.consumers = {}
         for node in graph.node:
             for name in dict.fromkeys(_read_by(node)):  # a node reading a value twice (x * x) is one consumer
@@ -63,8 +61,7 @@ def _other(node, known):
 
 def _match(graph, mean):
     """(nodes to remove, x, the names of the scale and bias constants, epsilon, output) of the layer norm whose
-    first mean is `mean`, or
-    None where the nodes around it are not exactly tf2onnx's layer norm."""
+    first mean is `mean`, or None where the nodes around it are not exactly tf2onnx's layer norm."""
     x = mean.input[0]
     users = graph.consumers.get(mean.output[0], [])
     if sorted(node.op_type for node in users) != ["Neg", "Sub"] or mean.output[0] in graph.outputs:
@@ -92,7 +89,8 @@ def _match(graph, mean):
         return None
     times_x = next((node for node in users if _other(node, scaled.output[0]) == x), None)
     times_mean = next((node for node in users if _other(node, scaled.output[0]) == negated.output[0]), None)
-    if times_x is None or times_mean is None or graph.consumers.get(negated.output[0]) != [times_mean]:
+    if times_x is None or times_mean is None or graph.consumers.get(negated.output[0]) != [times_mean] or \
+            negated.output[0] in graph.outputs:
         return None
     biased = graph.only_consumer(times_mean.output[0], "Add")
     bias_name = biased and _other(biased, times_mean.output[0])
@@ -108,9 +106,11 @@ def _match(graph, mean):
 
 
 def _trailing(values):
-    """`values` without its leading axes of size 1 (a [1, 1, H] scale as [H]); None where one is larger."""
-    leading = values.shape[:-1]
-    return values.reshape(values.shape[-1:]) if all(size == 1 for size in leading) else None
+    """`values` without its leading axes of size 1 (a [1, 1, H] scale as [H]); None where one is larger, or
+    where it is a scalar."""
+    if values.ndim == 0 or any(size != 1 for size in values.shape[:-1]):
+        return None
+    return values.reshape(values.shape[-1:])
 
 
 def fuse_layer_norms(model):
