@@ -2,26 +2,46 @@
 # The peer suite on a GPU machine (see ../shared/GPU.md): ours and keras-hub on Keras' JAX backend,
 # transformers on PyTorch (eager and torch.compile), bf16, the shapes of the H100 figures.
 #
-#   bash benchmarks/gpu_peers.sh download      # here: the Keras wheels the GPU machine lacks, into .whl/
-#   bash benchmarks/gpu_peers.sh run OUT_DIR   # there: writes OUT_DIR/gpu_peers.{json,md,png}
+#   bash benchmarks/gpu_peers.sh download            # here: the Keras wheels the GPU machine lacks, into .whl/
+#   bash benchmarks/gpu_peers.sh run OUT_DIR [FLAGS]  # there: writes OUT_DIR/gpu_peers.{json,md,png}
+#   bash benchmarks/gpu_peers.sh attention OUT_DIR [SHAPE ...]  # there: gpu_attention_check, then bert-base
+#       at gpu_base512 and gpu_base128 and ModernBERT's sizes at gpu_long8192 (ours also with its attention
+#       written out), one round each: OUT_DIR/gpu_attention_check.json, gpu_<shape>.{json,md,png}
 #   bash benchmarks/gpu_peers.sh long OUT_DIR [ARGS]  # there: bench_long_sequences on the GPU, OUT_DIR/long_sequences_gpu.*
+# FLAGS are peer_suite's (--models, --shapes, --systems, --rounds, --name ...), after the defaults.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+suite() {
+  # Other processes' CPU use says nothing about a GPU's timing: never wait for a quiet machine there.
+  python3 -m benchmarks.peer_suite --backend jax --device gpu --precisions mixed_bfloat16 --max-others-busy 1 \
+    --out "$out" "$@"
+}
 case "${1:-}" in
   download)
     python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d .whl \
       keras==3.15.1 keras-hub==0.32.0 namex optree kagglehub kagglesdk==0.1.28
     grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude ;;
-  run|long)
+  run|attention|long)
     out="${2:?give the output folder}"
     python3 -m pip install -q --no-index --no-deps --target .site .whl/*.whl
-    export PYTHONPATH="$PWD/.site:$PWD" KERAS_BACKEND=jax
-    if [ "$1" = run ]; then
-      python3 -m benchmarks.peer_suite --backend jax --device gpu --precisions mixed_bfloat16 \
-        --shapes gpu_base128 gpu_base512 gpu_large128 --rounds 2 --name gpu_peers --out "$out"
-    else
-      python3 -m benchmarks.bench_long_sequences --device gpu --name long_sequences_gpu --out "$out" "${@:3}"
-    fi ;;
-  *) echo "usage: $0 download | run OUT_DIR | long OUT_DIR [bench_long_sequences flags]" >&2; exit 2 ;;
+    export PYTHONPATH="$PWD/.site:$PWD" KERAS_BACKEND=jax PYTHONUNBUFFERED=1
+    case "$1" in
+      run) suite --shapes gpu_base128 gpu_base512 gpu_large128 --rounds 2 --name gpu_peers "${@:3}" ;;
+      attention)
+        shapes=("${@:3}")
+        [ ${#shapes[@]} -gt 0 ] || shapes=(gpu_base512 gpu_long8192 gpu_base128)
+        python3 -m benchmarks.gpu_attention_check --out "$out"
+        for shape in "${shapes[@]}"; do
+          if [ "$shape" = gpu_long8192 ]; then
+            suite --models modernbert --shapes "$shape" --rounds 1 --name "$shape" \
+              --systems ours ours_written_out torch_eager torch_compile
+          else
+            suite --models bert --shapes "$shape" --rounds 1 --name "$shape"
+          fi
+        done ;;
+      long) python3 -m benchmarks.bench_long_sequences --device gpu --name long_sequences_gpu --out "$out" "${@:3}" ;;
+    esac ;;
+  *) echo "usage: $0 download | run OUT_DIR [FLAGS] | attention OUT_DIR [SHAPE ...] | long OUT_DIR [bench_long_sequences flags]" >&2
+     exit 2 ;;
 esac

@@ -50,6 +50,8 @@ SHAPES = {
     "gpu_base128": Shape(12, 768, 12, 3072, 128, 128, warmup=5, steps=30),
     "gpu_base512": Shape(12, 768, 12, 3072, 512, 32, warmup=5, steps=30),
     "gpu_large128": Shape(24, 1024, 16, 4096, 128, 128, warmup=5, steps=20),
+    # ModernBERT-base's sizes (22 layers, GeGLU of 1,152) at its full context.
+    "gpu_long8192": Shape(22, 768, 12, 1152, 8192, 4, warmup=3, steps=10),
 }
 
 

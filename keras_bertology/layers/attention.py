@@ -7,8 +7,8 @@ import keras
 from keras import ops
 
 from keras_bertology.layers import rotary
+from keras_bertology.layers.dot_product import as_score_mask, attend
 from keras_bertology.layers.dropout import HashedDropout
-from keras_bertology.layers.sliding_window import MASKED_SCORE as _MASKED_SCORE
 from keras_bertology.layers.sliding_window import windowed_attention
 
 # A decoder's first position attends to one key: a softmax over one score, which Keras warns of.
@@ -214,39 +214,41 @@ class MultiHeadSelfAttention(keras.layers.Layer):
                 positions = rotary.sequence_positions(ops.shape(x)[1])
             query = rotary.rotate(query, positions, self.rotary_base)
             key = rotary.rotate(key, positions, self.rotary_base)
+        dropout = self._probability_dropout(training)
         if self.window is not None and self._in_blocks(query, score_terms):
             if self._scale != 1.0:
                 query = query * ops.cast(self._scale, query.dtype)
-            context = windowed_attention(query, key, value, attention_mask, self.window // 2,
-                                         dropout=lambda probs: self.dropout_layer(probs, training=training))
+            context = windowed_attention(query, key, value, attention_mask, self.window // 2, dropout=dropout)
             return self.output_dense(ops.reshape(context, (-1, ops.shape(query)[1], self.num_heads * self._head_dim)))
         if self.window is not None:
             band = band_mask(ops.shape(query)[1], self.window)
             attention_mask = band if attention_mask is None else ops.logical_and(
                 ops.cast(attention_mask, "bool"), band)
-        if score_terms:
-            scores = ops.cast(ops.einsum("bqnd,bknd->bnqk", query, key), "float32")
-            for term in score_terms:
-                scores = scores + ops.cast(term(query, key) if callable(term) else term, "float32")
-            if self._scale != 1.0:
-                scores = scores * self._scale
-        else:  # scaling the queries first is cheaper and BERT's order
-            if self._scale != 1.0:
-                query = query * ops.cast(self._scale, query.dtype)
-            scores = ops.cast(ops.einsum("bqnd,bknd->bnqk", query, key), "float32")
-        if self.causal:
+        bias = None
+        for term in score_terms:  # on the unscaled heads; the scale then multiplies their sum
+            term = ops.cast(term(query, key) if callable(term) else term, "float32")
+            bias = term if bias is None else bias + term
+        if self._scale != 1.0:  # scaling the queries first is cheaper and BERT's order
+            query = query * ops.cast(self._scale, query.dtype)
+            bias = None if bias is None else bias * self._scale
+        # The causal order as the kernel's own (top-left) when the queries are the keys' own positions.
+        aligned = self.causal and memory is None and queries is None and key_value is None
+        if self.causal and not aligned:
             order = causal_mask(ops.shape(query)[1], ops.shape(key)[1])
             attention_mask = order if attention_mask is None else ops.logical_and(
                 ops.cast(attention_mask, "bool"), order)
-        if attention_mask is not None:
-            keep = ops.expand_dims(ops.cast(attention_mask, "bool"), axis=-3)
-            scores = ops.where(keep, scores, _MASKED_SCORE)
-        probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
-        probs = self.dropout_layer(probs, training=training)
-        context = ops.einsum("bnqk,bknd->bqnd", probs, value)
+        mask = None if attention_mask is None else as_score_mask(attention_mask)
+        context = attend(query, key, value, bias, mask, is_causal=aligned, dropout=dropout)
         batch, length = ops.shape(context)[0], ops.shape(context)[1]
         context = ops.reshape(context, (batch, length, self.num_heads * self._head_dim))
         return self.output_dense(context)
+
+    def _probability_dropout(self, training):
+        """Dropout on the attention probabilities while it is active (training, a rate above 0), else None:
+        `dot_product.attend` then uses the backend's fused kernel."""
+        if not training or not self.dropout:
+            return None
+        return lambda probs: self.dropout_layer(probs, training=training)
 
     def _in_blocks(self, query, score_terms):
         """Whether a windowed layer computes in blocks (`sliding_window`): over a length longer than twice

@@ -24,7 +24,8 @@ import keras
 from keras import ops
 
 from keras_bertology.errors import ConfigError
-from keras_bertology.layers.attention import _MASKED_SCORE, MultiHeadSelfAttention
+from keras_bertology.layers.attention import MultiHeadSelfAttention
+from keras_bertology.layers.dot_product import MASKED_SCORE
 
 WINDOW_BLOCKS = 3
 GLOBAL_BLOCKS = 2
@@ -222,7 +223,7 @@ class BlockSparseSelfAttention(MultiHeadSelfAttention):
         return ops.cast(ops.logical_not(repeats), "float32")
 
     def _softmax(self, scores, visible):
-        scores = ops.where(visible > 0, ops.cast(scores, "float32"), _MASKED_SCORE)
+        scores = ops.where(visible > 0, ops.cast(scores, "float32"), MASKED_SCORE)
         return ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
 
     def get_config(self):

@@ -23,6 +23,7 @@ from keras import ops
 
 from keras_bertology.errors import ConfigError
 from keras_bertology.layers.attention import MultiHeadSelfAttention
+from keras_bertology.layers.dot_product import attend
 
 SHARING = ("none", "headwise", "key_value", "layerwise")
 
@@ -145,10 +146,7 @@ class LowRankSelfAttention(MultiHeadSelfAttention):
         key_matrix, value_matrix = key_matrix[..., :length], value_matrix[..., :length]
         pattern = "nkl,blnd->bknd" if self.sharing == "none" else "kl,blnd->bknd"
         key, value = ops.einsum(pattern, key_matrix, key), ops.einsum(pattern, value_matrix, value)
-        scores = ops.cast(ops.einsum("bqnd,bknd->bnqk", query, key), "float32")
-        probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
-        probs = self.dropout_layer(probs, training=training)
-        context = ops.einsum("bnqk,bknd->bqnd", probs, value)
+        context = attend(query, key, value, dropout=self._probability_dropout(training))
         context = ops.reshape(context, (ops.shape(x)[0], length, self.num_heads * self._head_dim))
         return self.output_dense(context)
 

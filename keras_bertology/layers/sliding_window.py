@@ -13,8 +13,7 @@ mask, for every query that sees at least one key.
 
 from keras import ops
 
-# Score given to hidden keys; the softmax runs in float32, where exp() of it is 0.
-MASKED_SCORE = -1e9
+from keras_bertology.layers.dot_product import MASKED_SCORE, attend, seen_or_all
 
 
 def _blocks(x, block, count):
@@ -72,12 +71,16 @@ def windowed_attention(query, key, value, mask, half, dropout=None):
     count = (length + block - 1) // block
     queries = _blocks(query, block, count)  # [B, C, b, N, D]
     keys, values = _neighbours(_blocks(key, block, count)), _neighbours(_blocks(value, block, count))
-    scores = ops.cast(ops.einsum("bcqnd,bcsnd->bncqs", queries, keys), "float32")  # [B, N, C, b, 3b]
-    keep = ops.logical_and(_key_mask(mask, length, block, count), _band(block, half))  # [B, C, b, 3b]
-    scores = ops.where(ops.expand_dims(keep, 1), scores, MASKED_SCORE)
-    probs = ops.cast(ops.softmax(scores, axis=-1), query.dtype)
-    if dropout is not None:
-        probs = dropout(probs)
-    context = ops.einsum("bncqs,bcsnd->bcqnd", probs, values)
+    keep = seen_or_all(ops.logical_and(_key_mask(mask, length, block, count), _band(block, half)))  # [B, C, b, 3b]
+    if dropout is None:  # each block a row of the batch: the fused kernel's attention over its three blocks
+        heads = tuple(query.shape[2:])
+        context = attend(ops.reshape(queries, (-1, block, *heads)), ops.reshape(keys, (-1, 3 * block, *heads)),
+                         ops.reshape(values, (-1, 3 * block, *heads)),
+                         mask=ops.reshape(keep, (-1, 1, block, 3 * block)))
+    else:
+        scores = ops.cast(ops.einsum("bcqnd,bcsnd->bncqs", queries, keys), "float32")  # [B, N, C, b, 3b]
+        scores = ops.where(ops.expand_dims(keep, 1), scores, MASKED_SCORE)
+        probs = ops.cast(ops.softmax(scores, axis=-1), query.dtype)
+        context = ops.einsum("bncqs,bcsnd->bcqnd", dropout(probs), values)
     context = ops.reshape(context, (-1, count * block, *query.shape[2:]))
     return context[:, :length]
