@@ -448,6 +448,30 @@ def summarize(rounds):
     }
 
 
+# The processor's vector extensions that decide the CPU kernels' speed (oneDNN's float32 and bf16 paths), as
+# /proc/cpuinfo's flags name them.
+VECTOR_EXTENSIONS = (("avx2", "AVX2"), ("avx512f", "AVX-512"), ("avx512_vnni", "AVX-512-VNNI"),
+                     ("avx512_bf16", "AVX-512-BF16"), ("amx_bf16", "AMX-BF16"))
+
+
+def describe_processor(machine):
+    """'2 usable CPUs (AMD EPYC ...; AVX2, AVX-512, ...)': the processor as a report's header names it."""
+    extensions = ", ".join(machine.get("vector_extensions") or ["no AVX2"])
+    return f"{machine['usable_cpus']} usable CPUs ({machine['cpu_model']}; {extensions})"
+
+
+def processor_facts():
+    """{cpu_model, vector_extensions} from /proc/cpuinfo (None and [] where it cannot be read)."""
+    cpu_model, flags = None, set()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and cpu_model is None:
+                cpu_model = line.split(":", 1)[1].strip()
+            elif line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+    return {"cpu_model": cpu_model, "vector_extensions": [name for flag, name in VECTOR_EXTENSIONS if flag in flags]}
+
+
 def machine_info():
     def version(package):
         try:
@@ -455,12 +479,6 @@ def machine_info():
         except importlib.metadata.PackageNotFoundError:
             return None
 
-    cpu_model = None
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
     commit = None
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         proc = subprocess.run(
@@ -471,7 +489,7 @@ def machine_info():
     return {
         "cpu_count": os.cpu_count(),
         "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "cpu_model": cpu_model,
+        **processor_facts(),
         "platform": platform.platform(),
         "python": platform.python_version(),
         "tensorflow": version("tensorflow"),

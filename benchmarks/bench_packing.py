@@ -27,7 +27,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python benchmarks/bench_packing.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.bench_mlm import DEFAULT_OUT, REPO_ROOT, atomic_write, machine_info  # noqa: E402
+from benchmarks.bench_mlm import DEFAULT_OUT, REPO_ROOT, atomic_write, describe_processor, machine_info  # noqa: E402
 
 PACKINGS = ("doc-sentences", "unpadded")
 CORPORA = ("plays", "bbc-news")
@@ -118,7 +118,7 @@ def render(report):
     lines = [f"# Unpadded packing: real tokens per row and per second ({report['seq_len']} tokens, batch "
              f"{report['batch_size']})", "",
              f"`modernbert-tiny`, {report['steps']} steps a run, median of {report['rounds']} alternating rounds, "
-             f"each a fresh `bertology pretrain`; {machine['usable_cpus']} usable CPUs ({machine['cpu_model']}). "
+             f"each a fresh `bertology pretrain`; {describe_processor(machine)}. "
              "doc-sentences: a row never holds two documents; unpadded: several documents to a row, each attending "
              "within itself. Same batch and length: the same token budget a step.", "",
              "| corpus | packing | instances | real tokens | samples/s | real tokens/s | vs doc-sentences |",

@@ -18,7 +18,6 @@ Writes `<out>/serving.json`, `serving.md` and `serving.png` (default benchmarks/
 """
 
 import argparse
-import contextlib
 import datetime
 import importlib.metadata
 import importlib.util
@@ -32,6 +31,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchmarks.bench_mlm import processor_facts
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results"
@@ -195,17 +196,13 @@ def missed_goals(report):
 
 
 def machine_info():
-    cpu_model = None
-    with contextlib.suppress(OSError):
-        cpu_model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                          if line.startswith("model name")), None)
     versions = {}
     for package in VERSIONED:
         try:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
             versions[package] = None
-    return {"processor": platform.processor(), "cpu_model": cpu_model, "cpu_count": os.cpu_count(),
+    return {"processor": platform.processor(), **processor_facts(), "cpu_count": os.cpu_count(),
             "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
             "platform": platform.platform(), "python": platform.python_version(), "versions": versions,
             "loadavg": os.getloadavg() if hasattr(os, "getloadavg") else None,
@@ -242,7 +239,7 @@ def render_markdown(report):
         "the ONNX export's goals are its float file's (int8 changes the weights' precision, a second factor). "
         "Seq axis: the padded length each side ran (ours / peers).",
         "",
-        f"Machine: {machine['cpu_model']}{processor}, "
+        f"Machine: {machine['cpu_model']}{processor} ({', '.join(machine.get('vector_extensions') or ['no AVX2'])}), "
         f"{machine['usable_cpus']} usable "
         f"of {machine['cpu_count']} CPUs, threads matched to {machine['usable_cpus']}; {versions}; {machine['date']}.",
         "",

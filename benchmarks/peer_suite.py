@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.bench_mlm import REPO_ROOT, atomic_write, machine_info, wait_for_quiet
+from benchmarks.bench_mlm import REPO_ROOT, atomic_write, describe_processor, machine_info, wait_for_quiet
 from benchmarks.peer_models import MODELS, SHAPES, train_flops
 
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results"
@@ -225,7 +225,7 @@ def render_markdown(report):
         "transformers eager and compiled.",
         "",
         f"Keras backend {report['backend']} on {machine['gpu'] or 'the CPU'}; "
-        f"machine: {machine['usable_cpus']} usable CPUs ({machine['cpu_model']}); TensorFlow "
+        f"machine: {describe_processor(machine)}; TensorFlow "
         f"{machine['tensorflow']}, Keras {machine['keras']}, keras-hub {machine['keras_hub']}, torch "
         f"{machine['torch']}, transformers {machine['transformers']}; {machine['date']}. Matmul roofline: "
         + ", ".join(f"{p} {v / 1e9:.0f} GFLOP/s" for p, v in report["rooflines"].items()) + ".",

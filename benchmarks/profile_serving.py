@@ -24,6 +24,7 @@ from pathlib import Path
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from benchmarks.bench_mlm import describe_processor  # noqa: E402
 from benchmarks.bench_serving import DEFAULT_OUT, machine_info, write_report  # noqa: E402
 
 HIDDEN, HEADS, INTERMEDIATE = 768, 12, 3072  # bert-base
@@ -124,7 +125,7 @@ def render_markdown(report):
     lines = ["# Serving kernels: TensorFlow graph, XLA and PyTorch eager, one at a time", "",
              f"bert-base widths ({HIDDEN} hidden, {HEADS} heads, {INTERMEDIATE} intermediate), one sequence of L "
              f"tokens, median of {report['settings']['calls']} calls after warm-up; threads matched to "
-             f"{machine['usable_cpus']} usable CPUs ({machine['cpu_model']}); {machine['date']}. "
+             f"{describe_processor(machine)}; {machine['date']}. "
              "Every TensorFlow and XLA time includes the cost of entering a graph (the last row of each L). "
              "Regenerate: `.venv/bin/python -m benchmarks.profile_serving`.", "",
              "| L | kernel | " + " | ".join(SYSTEMS) + " | TensorFlow / PyTorch |", "|---|---|---|---|---|---|"]

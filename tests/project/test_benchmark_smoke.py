@@ -140,6 +140,9 @@ def test_peer_suite_smoke_trains_the_same_architecture_in_every_system(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["peers_smoke.json", "peers_smoke.md", "peers_smoke.png"]
     report = json.loads((tmp_path / "peers_smoke.json").read_text())
     assert report["machine"]["cpu_model"] is not None and report["rooflines"]["float32"] > 0
+    extensions = report["machine"]["vector_extensions"]  # what decides the CPU kernels, named in the table
+    assert set(extensions) <= {"AVX2", "AVX-512", "AVX-512-VNNI", "AVX-512-BF16", "AMX-BF16"}
+    assert ", ".join(extensions or ["no AVX2"]) in (tmp_path / "peers_smoke.md").read_text()
     by_model = {entry["model"]: entry for entry in report["entries"]}
     assert sorted(by_model) == ["electra"]  # the model whose two encoders share one set of embeddings
     assert set(by_model["electra"]["systems"]) == {"ours", "torch_eager"}
@@ -169,6 +172,7 @@ def test_serving_benchmark_smoke_times_every_system_on_every_row(tmp_path):
     report = json.loads((tmp_path / "serving.json").read_text())
     assert report["smoke"] is True and report["machine"]["cpu_model"] and "processor" in report["machine"]
     assert report["machine"]["usable_cpus"] >= 1 and report["machine"]["versions"]["onnxruntime"]
+    assert ", ".join(report["machine"]["vector_extensions"] or ["no AVX2"]) in (tmp_path / "serving.md").read_text()
     (entry,) = report["models"]
     assert entry["same_ids_share"] == {"short": 1.0}  # both sides tokenize the texts alike
     assert [(row["length"], row["batch"]) for row in entry["rows"]] == [("short", 1), ("short", 32)]
