@@ -99,7 +99,7 @@ def _gradient(layer, x, kwargs):
     if keras.backend.backend() == "jax":
         import jax
 
-        return np.asarray(jax.grad(lambda inputs: ops.sum(layer(inputs, **kwargs) * weights))(x))
+        return np.asarray(jax.jit(jax.grad(lambda inputs: ops.sum(layer(inputs, **kwargs) * weights)))(x))
     import tensorflow as tf
 
     inputs = tf.constant(x)
