@@ -1,13 +1,18 @@
-"""Layer norms that tf2onnx wrote out op by op, put back as ONNX's LayerNormalization.
+"""Layer norms and GELUs that tf2onnx wrote out op by op, put back as what ONNX Runtime runs as one kernel.
 
 tf2onnx converts Keras's LayerNormalization as TensorFlow computes it: two means (GlobalAveragePool), a
 difference, a square, a reciprocal square root and four products and sums, thirteen nodes a norm, which
 ONNX Runtime neither fuses nor runs as one kernel (nor as SkipLayerNormalization with the residual sum
 before it). Written as the one operator that opset 17 defines, each norm is one kernel.
 
-Only the exact pattern is replaced: every intermediate value used by the pattern alone, the scale and bias
-constants whose leading axes are 1, the epsilon a scalar constant. The export's self-check against the
-Keras model still decides whether the file is kept.
+Keras's exact GELU arrives as 0.5 x (1 - erf(-x / sqrt 2)) (TensorFlow's erfc, which the export writes as
+1 - erf), six nodes that ONNX Runtime does not recognise. Written as 0.5 x (1 + erf(x / sqrt 2)) in the
+order its session optimizer looks for (Div, Erf, Add, Mul, Mul), still standard ONNX, it becomes one Gelu
+kernel when a session loads the file.
+
+Only the exact patterns are replaced: every intermediate value used by the pattern alone, the scale and bias
+constants whose leading axes are 1, the epsilon and the GELU's constants scalars. The export's self-check
+against the Keras model still decides whether the file is kept.
 """
 
 import numpy as np
@@ -24,6 +29,12 @@ class _Graph:
                 self.consumers.setdefault(name, []).append(node)
         self.constants = {tensor.name: tensor for tensor in graph.initializer}
         self.outputs = {value.name for value in graph.output}
+        self.producers = {output: node for node in graph.node for output in node.output}
+
+    def produced_by(self, value, op_type):
+        """The node that computes `value`, if it is an `op_type`."""
+        node = self.producers.get(value)
+        return node if node is not None and node.op_type == op_type else None
 
     def only_consumer(self, value, op_type):
         """The one node that reads `value`, if it is an `op_type` and nothing else (no graph output) reads it."""
@@ -146,6 +157,74 @@ def fuse_layer_norms(model):
     model.graph.node.extend(node for node in kept if node is not None)
     _drop_unused_constants(model.graph)
     return fused
+
+
+def _scalar(graph, name, value):
+    """Whether `name` is a one-element constant equal to `value` (to float32's precision)."""
+    constant = graph.constant(name) if name is not None else None
+    return constant is not None and constant.size == 1 and abs(float(constant.reshape(())) - value) <= 1e-6
+
+
+def _match_gelu(graph, erf):
+    """(nodes to remove, x, output) of the written-out GELU around `erf`: 0.5 x times (1 - erf(-x times
+    1/sqrt 2)); None where the nodes around it are not exactly that."""
+    scaled = graph.produced_by(erf.input[0], "Mul")
+    negated = scaled and next(filter(None, (graph.produced_by(name, "Neg") for name in scaled.input)), None)
+    if negated is None or graph.only_consumer(scaled.output[0], "Erf") is not erf or \
+            graph.only_consumer(negated.output[0], "Mul") is not scaled or \
+            not _scalar(graph, _other(scaled, negated.output[0]), 2 ** -0.5):
+        return None
+    x = negated.input[0]
+    complement = graph.only_consumer(erf.output[0], "Sub")
+    if complement is None or complement.input[1] != erf.output[0] or not _scalar(graph, complement.input[0], 1.0):
+        return None
+    product = graph.only_consumer(complement.output[0], "Mul")
+    half = product and graph.produced_by(_other(product, complement.output[0]), "Mul")
+    if half is None or graph.only_consumer(half.output[0], "Mul") is not product or \
+            not _scalar(graph, _other(half, x), 0.5):
+        return None
+    dtype = graph.constant(_other(half, x)).dtype  # the GELU's own precision (a bf16 model's is bf16)
+    return [half, negated, scaled, erf, complement, product], x, product.output[0], dtype
+
+
+def fuse_gelus(model):
+    """`model` (an ONNX ModelProto, changed in place) with each of tf2onnx's written-out exact GELUs in the
+    form ONNX Runtime's optimizer makes one Gelu kernel of; returns how many were."""
+    graph = _Graph(model.graph)
+    replaced, made, fused = {}, {}, 0
+    for node in list(model.graph.node):
+        match = _match_gelu(graph, node) if node.op_type == "Erf" else None
+        if match is None:
+            continue
+        nodes, x, output, dtype = match
+        names = {}
+        for key, value in (("sqrt2", 2 ** 0.5), ("one", 1.0), ("half", 0.5)):  # one constant per value and dtype
+            if (key, dtype) not in made:
+                made[key, dtype] = _unused_name(graph, f"gelu_{key}_{dtype}")
+                model.graph.initializer.append(numpy_helper.from_array(np.array(value, dtype), made[key, dtype]))
+            names[key] = made[key, dtype]
+        step = f"{output}_gelu"
+        written = [helper.make_node("Div", [x, names["sqrt2"]], [f"{step}_scaled"]),
+                   helper.make_node("Erf", [f"{step}_scaled"], [f"{step}_erf"]),
+                   helper.make_node("Add", [f"{step}_erf", names["one"]], [f"{step}_shifted"]),
+                   helper.make_node("Mul", [x, f"{step}_shifted"], [f"{step}_product"]),
+                   helper.make_node("Mul", [f"{step}_product", names["half"]], [output])]
+        for removed in nodes:
+            replaced[id(removed)] = []
+        replaced[id(nodes[-1])] = written  # where the last node stood, after everything the GELU reads
+        fused += 1
+    kept = [new for node in model.graph.node for new in replaced.get(id(node), [node])]
+    del model.graph.node[:]
+    model.graph.node.extend(kept)
+    _drop_unused_constants(model.graph)
+    return fused
+
+
+def _unused_name(graph, name):
+    """`name`, or `name` with a number after it, that no value of the graph has."""
+    taken = set(graph.constants) | set(graph.producers) | set(graph.consumers)
+    candidates = (name if index == 0 else f"{name}_{index}" for index in range(len(taken) + 1))
+    return next(candidate for candidate in candidates if candidate not in taken)
 
 
 def _drop_unused_constants(graph):

@@ -1,5 +1,10 @@
-"""keras_bertology/export/onnx_fusion.py: tf2onnx's written-out layer norm made one LayerNormalization, only where
-nothing else reads the values it removes (the exports' own files: tests/export/test_onnx.py)."""
+"""keras_bertology/export/onnx_fusion.py: tf2onnx's written-out layer norm made one LayerNormalization, and its
+written-out GELU the form ONNX Runtime makes one Gelu kernel of, only where nothing else reads the values they
+remove (the exports' own files: tests/export/test_onnx.py)."""
+
+import math
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -7,7 +12,7 @@ import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from keras_bertology.export.onnx_fusion import fuse_layer_norms
+from keras_bertology.export.onnx_fusion import fuse_gelus, fuse_layer_norms
 
 HIDDEN, EPSILON = 6, 1e-3
 
@@ -74,3 +79,55 @@ def test_a_norm_whose_values_something_else_reads_is_left_as_it_is(reader):
     assert len(model.graph.node) == len(_written_out_norm(**reader).graph.node)
     for got, expected in zip(_run(model, x), before):
         np.testing.assert_array_equal(got, expected)
+
+
+def _written_out_gelu(also_output=None):
+    """Keras's exact GELU as the export writes it: 0.5 x times (1 - erf(-x times 1/sqrt 2)), six nodes, with
+    the Erfc rewritten as 1 - Erf; `also_output` names an intermediate the graph also gives out."""
+    constants = [numpy_helper.from_array(np.array(value, "float32"), name)
+                 for name, value in (("half", 0.5), ("rsqrt2", 2 ** -0.5), ("one", 1.0))]
+    node = helper.make_node
+    nodes = [node("Mul", ["half", "x"], ["halved"]), node("Neg", ["x"], ["negated"]),
+             node("Mul", ["negated", "rsqrt2"], ["scaled"]), node("Erf", ["scaled"], ["erf"]),
+             node("Sub", ["one", "erf"], ["complement"]), node("Mul", ["halved", "complement"], ["y"])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, HIDDEN])]
+    if also_output:
+        outputs.append(helper.make_tensor_value_info(also_output, TensorProto.FLOAT, None))
+    graph = helper.make_graph(nodes, "gelu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, HIDDEN])],
+                              outputs, constants)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _kernels(model):
+    """The operators of `model` as an ONNX Runtime session runs them, after its graph optimizations."""
+    options = onnxruntime.SessionOptions()
+    options.optimized_model_filepath = str(Path(tempfile.mkdtemp()) / "optimized.onnx")
+    onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return [node.op_type for node in onnx.load(options.optimized_model_filepath).graph.node]
+
+
+def test_the_written_out_gelu_becomes_one_kernel_in_onnx_runtime_with_the_same_values():
+    model = _written_out_gelu()
+    x = np.random.default_rng(3).normal(0.0, 3.0, (2, 3, HIDDEN)).astype("float32")
+    expected = 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+    np.testing.assert_allclose(_run(model, x)[0], expected, atol=1e-6)  # the pattern is the exact GELU
+    assert "Gelu" not in _kernels(model)
+    assert fuse_gelus(model) == 1
+    onnx.checker.check_model(model)
+    assert [node.op_type for node in model.graph.node] == ["Div", "Erf", "Add", "Mul", "Mul"]
+    assert model.graph.node[-1].output == ["y"] and len(model.graph.initializer) == 3  # the old constants gone
+    np.testing.assert_allclose(_run(model, x)[0], expected, atol=1e-6)
+    assert _kernels(model) == ["Gelu"]
+
+
+@pytest.mark.parametrize("given_out", ["halved", "negated", "erf", "complement"])
+def test_a_gelu_whose_values_something_else_reads_is_left_as_it_is(given_out):
+    model = _written_out_gelu(also_output=given_out)
+    assert fuse_gelus(model) == 0
+    assert [node.op_type for node in model.graph.node] == [node.op_type for node in _written_out_gelu().graph.node]
+
+
+def test_a_gelu_of_other_constants_is_left_as_it_is():
+    model = _written_out_gelu()
+    model.graph.initializer[1].CopyFrom(numpy_helper.from_array(np.array(0.7, "float32"), "rsqrt2"))
+    assert fuse_gelus(model) == 0
