@@ -163,6 +163,10 @@ def build_parser():
     pretrain.add_argument("--remat", action="store_true",
                           help="recompute each block's activations in the backward pass instead of keeping them: "
                                "less memory (longer sequences, larger batches) for about a third more compute")
+    _number(pretrain, "--attention-dropout", ranges.ATTENTION_DROPOUT,
+            "dropout on the attention probabilities while training, in place of the preset's (0.1 for BERT's); at "
+            "0 a GPU runs every attention through cuDNN's fused flash attention (--backend jax, mixed_bfloat16), "
+            "which takes no dropout (default: the preset's)", default=None)
     pretrain.add_argument("--backend", choices=BACKENDS, default=os.environ.get("KERAS_BACKEND", "tensorflow"),
                           help="Keras backend the model trains on (default: KERAS_BACKEND, else tensorflow); the "
                                "input pipelines run TensorFlow either way, and a JAX run is exported by TensorFlow")

@@ -124,6 +124,7 @@ SEED = Range(int, 0, 2**31 - 1)
 # Peak learning rate: recipes use 1e-5 to 1e-2, so 10 is 1000x the largest; a tiny RoBERTa's loss still
 # stays finite at 10 (30 steps, measured), while 1e30 overflows its weights to NaN by step 3.
 LEARNING_RATE = Range(float, 0, 10, open=("low",))
+ATTENTION_DROPOUT = Range(float, 0, 1, open=("high",))
 # Layer-wise decay factor: 1 turns it off; above 1 the lowest layers would learn fastest.
 LAYER_DECAY = Range(float, 0, 1, open=("low",))
 # Share of the steps of a warmup-stable-decay schedule's final decay: none would end the run at the peak

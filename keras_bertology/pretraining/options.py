@@ -5,6 +5,7 @@ refuses anything that cannot work before a slow step starts.
 """
 
 import dataclasses
+import inspect
 import math
 import os
 
@@ -30,7 +31,8 @@ _RANGES = {"steps": ranges.STEPS, "batch_size": ranges.BATCH_SIZE, "seq_len": ra
            "max_predictions": ranges.MAX_PREDICTIONS, "learning_rate": ranges.LEARNING_RATE,
            "layer_decay": ranges.LAYER_DECAY, "seed": ranges.SEED, "decay_share": ranges.DECAY_SHARE,
            "model_parallel": ranges.MODEL_PARALLEL, "warmup_steps": ranges.WARMUP_STEPS,
-           "decay_power": ranges.DECAY_POWER, "accumulate": ranges.ACCUMULATE, "eval_every": ranges.EVAL_EVERY}
+           "decay_power": ranges.DECAY_POWER, "accumulate": ranges.ACCUMULATE, "eval_every": ranges.EVAL_EVERY,
+           "attention_dropout": ranges.ATTENTION_DROPOUT}
 _SPECIAL_POSITIONS = 3  # [CLS] and up to two [SEP]s are never masked
 
 
@@ -78,6 +80,7 @@ class PretrainOptions:
     # auto: XLA-compiled steps on one device (see engine/xla.py); BERTOLOGY_XLA sets the default
     xla: str = dataclasses.field(default_factory=lambda: os.environ.get("BERTOLOGY_XLA", "auto"))
     remat: bool = False  # recompute each block's activations in the backward pass (see layers.remat)
+    attention_dropout: float | None = None  # dropout on the attention probabilities; None: the preset's
     strategy: str = "default"
     model_parallel: int = 1  # devices each weight is split over (--backend jax), see engine.keras_distribution
     seed: int = 0
@@ -100,7 +103,10 @@ class PretrainOptions:
         if self.no_export and self.export:
             raise ConfigError("--export and --no-export contradict each other; keep one")
         ranges.check_options(self, _RANGES, optional=("max_predictions", "learning_rate", "warmup_steps",
-                                                      "eval_every"))
+                                                      "eval_every", "attention_dropout"))
+        if self.attention_dropout is not None and not _takes_attention_dropout(family.backbone_cls):
+            raise ConfigError(f"--attention-dropout does not apply to --model {family.name}: its backbone has no "
+                              "dropout of the attention probabilities of its own")
         self._check_schedule()
         ranges.check_length_buckets(self.length_buckets, self.seq_len)
         ranges.check_serving_flags(self.length_buckets, self.serving_xla, "--no-export" if self.no_export else None)
@@ -231,7 +237,10 @@ class PretrainOptions:
             config["embedding_size"] = config["hidden_size"]
         if self.packing == "unpadded":  # rows of several documents (the families that take it)
             config["packed_documents"] = True
-        return dict(config, **overrides)
+        config = dict(config, **overrides)
+        if self.attention_dropout is not None:  # over a source run's too: dropout changes no weight
+            config["attention_dropout"] = self.attention_dropout
+        return config
 
     def with_prepared_data(self, manifest, given=()):
         """These options with the data options of prepared shards (`manifest`). An option in `given`
@@ -312,3 +321,9 @@ def _check_choice(name, value, choices, optional=False):
     if (value is None and optional) or value in choices:
         return
     raise ConfigError(f"{_flag(name)} must be one of {', '.join(choices)} (got {value!r})")
+
+
+def _takes_attention_dropout(backbone_cls):
+    """Whether the backbone class, or a base it hands its keyword arguments to, takes `attention_dropout`."""
+    return any("attention_dropout" in inspect.signature(cls.__init__).parameters
+               for cls in backbone_cls.__mro__ if "__init__" in vars(cls))

@@ -272,6 +272,12 @@ CASES = [
     ("layer decay above 1", _pretrain("--layer-decay", "1.5"),
      "argument --layer-decay: '1.5' is not a number in (0, 1]"),
     ("NaN layer decay", _pretrain("--layer-decay", "nan"), "'nan' is not a number in (0, 1]"),
+    ("attention dropout of 1", _pretrain("--attention-dropout", "1"),
+     "argument --attention-dropout: '1' is not a number in [0, 1)"),
+    ("attention dropout of a backbone with one dropout", _pretrain("--model", "xlnet", "--preset", "xlnet-tiny",
+                                                                   "--attention-dropout", "0"),
+     "--attention-dropout does not apply to --model xlnet: its backbone has no dropout of the attention "
+     "probabilities of its own"),
     ("seed above int32", _pretrain("--seed", "4294967296"),
      "argument --seed: '4294967296' is not a whole number from 0 to 2147483647"),
     ("negative seed", _pretrain("--seed", "-1"), "argument --seed: '-1' is not a whole number from 0"),
