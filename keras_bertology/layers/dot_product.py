@@ -4,9 +4,13 @@ It goes through `keras.ops.dot_product_attention`, which picks a fused kernel
 where the backend has one (cuDNN's flash attention under JAX on a GPU, in
 bf16 or fp16), so the [B, N, Lq, Lk] scores are never written to memory
 there. Dropout on the probabilities needs them written out, so with dropout
-the same sum is computed step by step here, softmax in float32.
+the same sum is computed step by step here, softmax in float32; so is it on
+TensorFlow, which has no fused kernel and whose op writes out the same sum
+with three more passes over the scores (a SavedModel's and an ONNX export's
+graph would carry them).
 """
 
+import keras
 from keras import ops
 
 # Score given to hidden keys; the softmax runs in float32, where exp() of it is 0.
@@ -36,7 +40,8 @@ def attend(query, key, value, bias=None, mask=None, is_causal=False, dropout=Non
         bias: None, or added to the scores, broadcastable to [B, N, Lq, Lk].
         mask: None, or bool broadcastable to [B, N, Lq, Lk] (`as_score_mask`); True: may attend.
         is_causal: query i sees keys 0 .. i only (Lq == Lk, no memory before the queries).
-        dropout: None, or a callable applied to the [B, N, Lq, Lk] probabilities: then they are written out.
+        dropout: None, or a callable applied to the [B, N, Lq, Lk] probabilities: then they are written out
+            (as they are on TensorFlow, `fused_kernel_route`).
 
     Returns:
         [B, Lq, N, D] context. A query that sees no key (a padding position, a block past the text) attends
@@ -44,7 +49,7 @@ def attend(query, key, value, bias=None, mask=None, is_causal=False, dropout=Non
     """
     if mask is not None:
         mask = seen_or_all(mask)
-    if dropout is None:
+    if dropout is None and fused_kernel_route():
         rows = (ops.shape(query)[1], ops.shape(key)[1])
         return ops.dot_product_attention(query, key, value, bias=_every_row(bias, rows), mask=_every_row(mask, rows),
                                          scale=1.0, is_causal=is_causal)
@@ -57,7 +62,13 @@ def attend(query, key, value, bias=None, mask=None, is_causal=False, dropout=Non
     if mask is not None:
         scores = ops.where(mask, scores, MASKED_SCORE)
     probs = ops.cast(ops.softmax(scores, axis=-1), query.dtype)
-    return ops.einsum("bnqk,bknd->bqnd", dropout(probs), value)
+    return ops.einsum("bnqk,bknd->bqnd", probs if dropout is None else dropout(probs), value)
+
+
+def fused_kernel_route():
+    """Whether attention without dropout goes through `ops.dot_product_attention`: on every backend but
+    TensorFlow, where the op is the written-out sum itself."""
+    return keras.config.backend() != "tensorflow"
 
 
 def _every_row(x, rows):

@@ -13,7 +13,7 @@ mask, for every query that sees at least one key.
 
 from keras import ops
 
-from keras_bertology.layers.dot_product import MASKED_SCORE, attend, seen_or_all
+from keras_bertology.layers.dot_product import MASKED_SCORE, attend, fused_kernel_route, seen_or_all
 
 
 def _blocks(x, block, count):
@@ -72,7 +72,7 @@ def windowed_attention(query, key, value, mask, half, dropout=None):
     queries = _blocks(query, block, count)  # [B, C, b, N, D]
     keys, values = _neighbours(_blocks(key, block, count)), _neighbours(_blocks(value, block, count))
     keep = seen_or_all(ops.logical_and(_key_mask(mask, length, block, count), _band(block, half)))  # [B, C, b, 3b]
-    if dropout is None:  # each block a row of the batch: the fused kernel's attention over its three blocks
+    if dropout is None and fused_kernel_route():  # each block a row of the batch: the kernel's attention
         heads = tuple(query.shape[2:])
         context = attend(ops.reshape(queries, (-1, block, *heads)), ops.reshape(keys, (-1, 3 * block, *heads)),
                          ops.reshape(values, (-1, 3 * block, *heads)),
@@ -81,6 +81,6 @@ def windowed_attention(query, key, value, mask, half, dropout=None):
         scores = ops.cast(ops.einsum("bcqnd,bcsnd->bncqs", queries, keys), "float32")  # [B, N, C, b, 3b]
         scores = ops.where(ops.expand_dims(keep, 1), scores, MASKED_SCORE)
         probs = ops.cast(ops.softmax(scores, axis=-1), query.dtype)
-        context = ops.einsum("bncqs,bcsnd->bcqnd", dropout(probs), values)
+        context = ops.einsum("bncqs,bcsnd->bcqnd", probs if dropout is None else dropout(probs), values)
     context = ops.reshape(context, (-1, count * block, *query.shape[2:]))
     return context[:, :length]
