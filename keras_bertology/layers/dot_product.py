@@ -19,10 +19,14 @@ MASKED_SCORE = -1e9
 
 def as_score_mask(mask):
     """A [Lq, Lk] or [B, Lq, Lk] mask (1 / True: may attend) as a bool mask for [B, N, Lq, Lk] scores."""
-    mask = ops.expand_dims(ops.cast(mask, "bool"), axis=-3)
-    while len(mask.shape) < 4:
-        mask = ops.expand_dims(mask, axis=0)
-    return mask
+    return _four_axes(ops.expand_dims(ops.cast(mask, "bool"), axis=-3))
+
+
+def _four_axes(x):
+    """`x` with leading axes of size 1 up to four."""
+    while len(x.shape) < 4:
+        x = ops.expand_dims(x, axis=0)
+    return x
 
 
 def seen_or_all(mask):
@@ -76,6 +80,5 @@ def _every_row(x, rows):
     bias (a mask becomes one) only with a row for every query and a column for every key."""
     if x is None:
         return None
-    while len(x.shape) < 4:
-        x = ops.expand_dims(x, axis=0)
+    x = _four_axes(x)
     return ops.broadcast_to(x, (*ops.shape(x)[:2], *rows))

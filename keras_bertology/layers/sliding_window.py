@@ -71,7 +71,7 @@ def windowed_attention(query, key, value, mask, half, dropout=None):
     count = (length + block - 1) // block
     queries = _blocks(query, block, count)  # [B, C, b, N, D]
     keys, values = _neighbours(_blocks(key, block, count)), _neighbours(_blocks(value, block, count))
-    keep = seen_or_all(ops.logical_and(_key_mask(mask, length, block, count), _band(block, half)))  # [B, C, b, 3b]
+    keep = ops.logical_and(_key_mask(mask, length, block, count), _band(block, half))  # [B, C, b, 3b]
     if dropout is None and fused_kernel_route():  # each block a row of the batch: the kernel's attention
         heads = tuple(query.shape[2:])
         context = attend(ops.reshape(queries, (-1, block, *heads)), ops.reshape(keys, (-1, 3 * block, *heads)),
@@ -79,7 +79,7 @@ def windowed_attention(query, key, value, mask, half, dropout=None):
                          mask=ops.reshape(keep, (-1, 1, block, 3 * block)))
     else:
         scores = ops.cast(ops.einsum("bcqnd,bcsnd->bncqs", queries, keys), "float32")  # [B, N, C, b, 3b]
-        scores = ops.where(ops.expand_dims(keep, 1), scores, MASKED_SCORE)
+        scores = ops.where(ops.expand_dims(seen_or_all(keep), 1), scores, MASKED_SCORE)
         probs = ops.cast(ops.softmax(scores, axis=-1), query.dtype)
         context = ops.einsum("bncqs,bcsnd->bcqnd", probs if dropout is None else dropout(probs), values)
     context = ops.reshape(context, (-1, count * block, *query.shape[2:]))
