@@ -273,8 +273,9 @@ def render_markdown(report):
         lines += ["", "The ONNX export's misses: on long inputs and full batches its time is the matrix products, "
                   "which ONNX Runtime runs with the same kernels for ours and for the twin's export, so no graph "
                   "change buys much there; the int8 file is the lever (its accuracy cost: "
-                  "`onnx_int8_accuracy.md`). Its short inputs owe their speed to the layer norms it fuses "
-                  "(`export/onnx_fusion.py`); attention and GELU are still written out."]
+                  "`onnx_int8_accuracy.md`). On short inputs a graph's time is mostly a fixed cost per node: the "
+                  "export writes each layer norm as one node, each GELU as ONNX Runtime's kernel and each dense "
+                  "layer as one MatMul (`export/onnx_fusion.py`); attention is still written out."]
     if any(f"with {LABELS[name]} " in line for line in missed for name in EXPORTS["SavedModel"]):
         lines += ["", "Why: `serving_kernels.md` (`benchmarks/profile_serving.py`) times the encoder's kernels one at "
                   "a time on the same machine. TensorFlow's CPU kernels for the element-wise work around the "

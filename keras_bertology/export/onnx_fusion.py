@@ -10,9 +10,16 @@ Keras's exact GELU arrives as 0.5 x (1 - erf(-x / sqrt 2)) (TensorFlow's erfc, w
 order its session optimizer looks for (Div, Erf, Add, Mul, Mul), still standard ONNX, it becomes one Gelu
 kernel when a session loads the file.
 
+Keras's Dense on [B, L, H] is TensorFlow's tensordot: the input reshaped to [B x L, H], a MatMul, and the
+product reshaped back to [B, L, U], each shape computed in the graph from the input's (Shape, Gather,
+ReduceProd, Concat, Casts): about ten nodes around each product, most of a short input's time in ONNX
+Runtime, where each node costs a fixed time. ONNX's MatMul takes the [B, L, H] input as it is, so the
+product alone remains (BERT-Mini: 499 nodes to 267, batch-1 latency 12% lower).
+
 Only the exact patterns are replaced: every intermediate value used by the pattern alone, the scale and bias
-constants whose leading axes are 1, the epsilon and the GELU's constants scalars. The export's self-check
-against the Keras model still decides whether the file is kept.
+constants whose leading axes are 1, the epsilon and the GELU's constants scalars, the tensordot's shapes
+those of its input's leading axes and its one contracted axis. The export's self-check against the Keras
+model still decides whether the file is kept.
 """
 
 import numpy as np
@@ -218,6 +225,102 @@ def fuse_gelus(model):
     model.graph.node.extend(kept)
     _drop_unused_constants(model.graph)
     return fused
+
+
+def _through_casts(graph, value):
+    """The node that computes `value`, past the Casts that tf2onnx puts between shape computations."""
+    node = graph.producers.get(value)
+    while node is not None and node.op_type == "Cast":
+        node = graph.producers.get(node.input[0])
+    return node
+
+
+def _gathered_axes(graph, value, x):
+    """The axes of `x`'s shape that `value` is (Gather(Shape(x), constant axes)), or None."""
+    gather = _through_casts(graph, value)
+    if gather is None or gather.op_type != "Gather" or any(a.name == "axis" and a.i != 0 for a in gather.attribute):
+        return None
+    shape, axes = _through_casts(graph, gather.input[0]), graph.constant(gather.input[1])
+    if shape is None or shape.op_type != "Shape" or list(shape.input) != [x] or len(shape.attribute) or axes is None:
+        return None
+    return axes.reshape(-1).tolist()
+
+
+def _product_of_axes(graph, value, x):
+    """The axes of `x`'s shape whose product `value` is (ReduceProd of `_gathered_axes`, kept as one value),
+    or None."""
+    node = _through_casts(graph, value)
+    if node is not None and node.op_type == "Unsqueeze":
+        node = _through_casts(graph, node.input[0])
+    if node is None or node.op_type != "ReduceProd" or len(node.input) != 1:
+        return None
+    return _gathered_axes(graph, node.input[0], x)
+
+
+def _concatenated(graph, value):
+    """The inputs of the axis-0 Concat that `value` is, or None."""
+    node = _through_casts(graph, value)
+    if node is None or node.op_type != "Concat" or any(a.name == "axis" and a.i != 0 for a in node.attribute):
+        return None
+    return list(node.input)
+
+
+def _match_tensordot(graph, product):
+    """(the Reshape after it, x, output) of the tensordot whose MatMul is `product`: x [..., H] reshaped to
+    [-1, H], times a constant [H, U], reshaped to x's leading axes and U; or None. The Reshape before it may
+    feed other products too (tf2onnx gives the query, key and value projections one): it goes when the
+    last of them no longer reads it."""
+    weights = graph.constant(product.input[1])
+    flatten = graph.produced_by(product.input[0], "Reshape")
+    restore = graph.only_consumer(product.output[0], "Reshape")
+    if weights is None or weights.ndim != 2 or flatten is None or restore is None:
+        return None
+    x = flatten.input[0]
+    flat_shape, out_shape = _concatenated(graph, flatten.input[1]), _concatenated(graph, restore.input[1])
+    if flat_shape is None or out_shape is None or len(flat_shape) != 2 or len(out_shape) != 2:
+        return None
+    leading = _gathered_axes(graph, out_shape[0], x)
+    units = graph.constant(out_shape[1])
+    if leading is None or leading != list(range(len(leading))) or units is None or \
+            units.reshape(-1).tolist() != [weights.shape[1]] or \
+            _product_of_axes(graph, flat_shape[0], x) != leading or \
+            _product_of_axes(graph, flat_shape[1], x) != [len(leading)]:
+        return None
+    return restore, x, restore.output[0]
+
+
+def fuse_tensordots(model):
+    """`model` (an ONNX ModelProto, changed in place) with each of tf2onnx's tensordots over the last axis of
+    its input one MatMul on that input, the shape computations no longer read dropped; returns how many
+    were."""
+    graph = _Graph(model.graph)
+    removed, fused = set(), 0
+    for node in model.graph.node:
+        match = _match_tensordot(graph, node) if node.op_type == "MatMul" else None
+        if match is None:
+            continue
+        restore, x, output = match
+        node.input[0], node.output[0] = x, output
+        removed.add(id(restore))
+        fused += 1
+    kept = [node for node in model.graph.node if id(node) not in removed]
+    del model.graph.node[:]
+    model.graph.node.extend(kept)
+    _drop_unread_nodes(model.graph)
+    _drop_unused_constants(model.graph)
+    return fused
+
+
+def _drop_unread_nodes(graph):
+    """The nodes none of whose outputs is read any more (by a node, a subgraph or the graph's outputs)
+    removed, and then those that only they read."""
+    while True:
+        read = {name for node in graph.node for name in _read_by(node)} | {value.name for value in graph.output}
+        kept = [node for node in graph.node if any(output in read for output in node.output)]
+        if len(kept) == len(graph.node):
+            return
+        del graph.node[:]
+        graph.node.extend(kept)
 
 
 def _unused_name(graph, name):

@@ -1,6 +1,7 @@
-"""keras_bertology/export/onnx_fusion.py: tf2onnx's written-out layer norm made one LayerNormalization, and its
-written-out GELU the form ONNX Runtime makes one Gelu kernel of, only where nothing else reads the values they
-remove (the exports' own files: tests/export/test_onnx.py)."""
+"""keras_bertology/export/onnx_fusion.py: tf2onnx's written-out layer norm made one LayerNormalization, its
+written-out GELU the form ONNX Runtime makes one Gelu kernel of, and its tensordots one MatMul each, only where
+nothing else reads the values they remove and the shapes are exactly those (the exports' own files:
+tests/export/test_onnx.py)."""
 
 import math
 import tempfile
@@ -12,7 +13,7 @@ import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from keras_bertology.export.onnx_fusion import fuse_gelus, fuse_layer_norms
+from keras_bertology.export.onnx_fusion import fuse_gelus, fuse_layer_norms, fuse_tensordots
 
 HIDDEN, EPSILON = 6, 1e-3
 
@@ -131,3 +132,76 @@ def test_a_gelu_of_other_constants_is_left_as_it_is():
     model = _written_out_gelu()
     model.graph.initializer[1].CopyFrom(numpy_helper.from_array(np.array(0.7, "float32"), "rsqrt2"))
     assert fuse_gelus(model) == 0
+
+
+UNITS = 5
+
+
+def _tensordot(products=1, free=(0, 1), contracted=(2,), inner=(HIDDEN,)):
+    """x [B, L, *inner] times constant [prod(inner), UNITS] matrices as tf2onnx writes Keras's Dense: x reshaped to
+    [prod of the `free` axes, prod of the `contracted` ones] (one Reshape for all `products`, as tf2onnx
+    shares it), a MatMul each, each product reshaped to the `free` axes and UNITS; outputs y0, y1, ..."""
+    rng = np.random.default_rng(4)
+    node = helper.make_node
+    int32 = TensorProto.INT32
+    constants = [numpy_helper.from_array(np.array(free, "int64"), "free"),
+                 numpy_helper.from_array(np.array(contracted, "int64"), "axes"),
+                 numpy_helper.from_array(np.array([0], "int64"), "zero"),
+                 numpy_helper.from_array(np.array([UNITS], "int32"), "units")]
+    nodes = [node("Shape", ["x"], ["shape"]), node("Cast", ["shape"], ["shape32"], to=int32),
+             node("Gather", ["shape32", "free"], ["free_dims"]), node("Gather", ["shape32", "axes"], ["axes_dims"]),
+             node("ReduceProd", ["free_dims"], ["rows"], keepdims=0),
+             node("ReduceProd", ["axes_dims"], ["columns"], keepdims=0),
+             node("Unsqueeze", ["rows", "zero"], ["rows1"]), node("Unsqueeze", ["columns", "zero"], ["columns1"]),
+             node("Concat", ["rows1", "columns1"], ["flat32"], axis=0),
+             node("Cast", ["flat32"], ["flat_shape"], to=TensorProto.INT64),
+             node("Reshape", ["x", "flat_shape"], ["flat"]),
+             node("Concat", ["free_dims", "units"], ["out32"], axis=0),
+             node("Cast", ["out32"], ["out_shape"], to=TensorProto.INT64)]
+    outputs = []
+    for index in range(products):
+        weights = rng.normal(size=(int(np.prod(inner)), UNITS)).astype("float32")
+        constants.append(numpy_helper.from_array(weights, f"w{index}"))
+        nodes += [node("MatMul", ["flat", f"w{index}"], [f"product{index}"]),
+                  node("Reshape", [f"product{index}", "out_shape"], [f"y{index}"])]
+        outputs.append(helper.make_tensor_value_info(f"y{index}", TensorProto.FLOAT, ["batch", "length", UNITS]))
+    graph = helper.make_graph(nodes, "tensordot", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, ["batch", "length", *inner])], outputs, constants)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _run_all(model, x):
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": x})
+
+
+@pytest.mark.parametrize("products", [1, 3])
+def test_each_tensordot_over_the_last_axis_becomes_one_matmul_with_the_same_values(products):
+    model = _tensordot(products)
+    weights = [numpy_helper.to_array(tensor) for tensor in model.graph.initializer if tensor.name.startswith("w")]
+    x = np.random.default_rng(5).normal(size=(3, 7, HIDDEN)).astype("float32")
+    expected = _run_all(model, x)
+    np.testing.assert_allclose(expected[-1], x @ weights[-1], rtol=1e-6)  # the pattern is the product
+    assert fuse_tensordots(model) == products
+    onnx.checker.check_model(model)
+    assert [node.op_type for node in model.graph.node] == ["MatMul"] * products  # the shape work gone with them
+    assert sorted(tensor.name for tensor in model.graph.initializer) == [f"w{index}" for index in range(products)]
+    for got, want in zip(_run_all(model, x), expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    other_shape = np.ones((1, 2, HIDDEN), "float32")  # both leading axes still dynamic
+    assert _run_all(model, other_shape)[0].shape == (1, 2, UNITS)
+
+
+@pytest.mark.parametrize("case", ["two contracted axes", "leading axes swapped", "other units",
+                                  "another tensor's shape"])
+def test_a_tensordot_of_other_axes_or_shapes_is_left_as_it_is(case):
+    model = _tensordot(contracted=(2, 3), inner=(2, 3)) if case == "two contracted axes" else \
+        _tensordot(free=(1, 0)) if case == "leading axes swapped" else _tensordot()
+    if case == "other units":  # the restored shape names more units than the weights have
+        model.graph.initializer[3].CopyFrom(numpy_helper.from_array(np.array([UNITS + 1], "int32"), "units"))
+    if case == "another tensor's shape":  # the shapes read from a second input, not from x
+        model.graph.input.append(helper.make_tensor_value_info("other", TensorProto.FLOAT, ["batch", 4, HIDDEN]))
+        model.graph.node[0].input[0] = "other"
+    kinds = [node.op_type for node in model.graph.node]
+    assert fuse_tensordots(model) == 0
+    assert [node.op_type for node in model.graph.node] == kinds
