@@ -201,10 +201,11 @@ def _export(model, limits, seq_len, out_dir, details, what, quantize=None):
     if unconverted:
         raise ConfigError(f"{what} has operations ONNX cannot express ({', '.join(unconverted)}); "
                           "export it as a SavedModel")
-    from keras_bertology.export.onnx_fusion import fuse_gelus, fuse_layer_norms, fuse_tensordots  # _converter checked
+    from keras_bertology.export import onnx_fusion  # onnx is there: _converter checked
 
-    description["fused"] = {"LayerNormalization": fuse_layer_norms(converted), "Gelu": fuse_gelus(converted),
-                            "MatMul": fuse_tensordots(converted)}
+    description["fused"] = {"LayerNormalization": onnx_fusion.fuse_layer_norms(converted),
+                            "Gelu": onnx_fusion.fuse_gelus(converted), "MatMul": onnx_fusion.fuse_tensordots(converted),
+                            "Reshape": onnx_fusion.fuse_reshape_shapes(converted)}
     check_inputs = _check_inputs(specs, limits, seq_len)
     gap = _self_check(converted.SerializeToString(), traced, check_inputs)
     if not gap <= CHECK_TOLERANCE:

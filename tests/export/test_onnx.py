@@ -48,11 +48,12 @@ def test_the_export_writes_the_model_and_what_a_client_needs_to_feed_it(runs, tm
     assert set(description["versions"]) == {"tf2onnx", "onnx", "tensorflow"}
     # The embeddings' norm and the block's two, each one LayerNormalization; the block's GELU in the form ONNX
     # Runtime runs as one kernel; the block's six dense layers each one MatMul on their [B, L, H] input (the
-    # pooler's input, [B, H], was one already; tests/export/test_onnx_fusion.py).
+    # pooler's input, [B, H], was one already); the heads split three times and merged once, each reshape to
+    # a constant shape (tests/export/test_onnx_fusion.py).
     import onnx
 
     kinds = [node.op_type for node in onnx.load(str(out / "model.onnx")).graph.node]
-    assert description["fused"] == {"LayerNormalization": 3, "Gelu": 1, "MatMul": 6}
+    assert description["fused"] == {"LayerNormalization": 3, "Gelu": 1, "MatMul": 6, "Reshape": 4}
     assert kinds.count("LayerNormalization") == 3 and kinds.count("Erf") == 1
     assert "ReduceProd" not in kinds
     assert "GlobalAveragePool" not in kinds and "Neg" not in kinds

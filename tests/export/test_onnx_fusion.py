@@ -13,7 +13,7 @@ import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from keras_bertology.export.onnx_fusion import fuse_gelus, fuse_layer_norms, fuse_tensordots
+from keras_bertology.export.onnx_fusion import fuse_gelus, fuse_layer_norms, fuse_reshape_shapes, fuse_tensordots
 
 HIDDEN, EPSILON = 6, 1e-3
 
@@ -204,4 +204,46 @@ def test_a_tensordot_of_other_axes_or_shapes_is_left_as_it_is(case):
         model.graph.node[0].input[0] = "other"
     kinds = [node.op_type for node in model.graph.node]
     assert fuse_tensordots(model) == 0
+    assert [node.op_type for node in model.graph.node] == kinds
+
+
+def _head_split(first=0, second=1, shape_of="x", allowzero=0):
+    """x [B, L, 8] reshaped to [B, L, 2, 4] as tf2onnx writes `ops.reshape(x, (batch, length, 2, 4))` with
+    batch, length = ops.shape(x)[0], ops.shape(x)[1] (`first`, `second`: the axes those two read)."""
+    node = helper.make_node
+    constants = [numpy_helper.from_array(np.array([value], "int64"), name)
+                 for name, value in (("a0", first), ("a1", first + 1), ("b0", second), ("b1", second + 1),
+                                     ("zero", 0))]
+    constants.append(numpy_helper.from_array(np.array([2, 4], "int32"), "heads"))
+    nodes = [node("Shape", [shape_of], ["shape"]), node("Cast", ["shape"], ["shape32"], to=TensorProto.INT32),
+             node("Slice", ["shape32", "a0", "a1", "zero"], ["batch"]),
+             node("Slice", ["shape32", "b0", "b1", "zero"], ["length"]),
+             node("Concat", ["batch", "length", "heads"], ["target32"], axis=0),
+             node("Cast", ["target32"], ["target"], to=TensorProto.INT64),
+             node("Reshape", ["x", "target"], ["y"], **({"allowzero": 1} if allowzero else {}))]
+    inputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, ["batch", "length", 8])
+              for name in dict.fromkeys(["x", shape_of])]
+    graph = helper.make_graph(nodes, "heads", inputs, [helper.make_tensor_value_info(
+        "y", TensorProto.FLOAT, ["batch", "length", 2, 4])], constants)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_a_reshape_that_keeps_its_inputs_leading_dimensions_gets_a_constant_shape():
+    model = _head_split()
+    assert fuse_reshape_shapes(model) == 1
+    onnx.checker.check_model(model)
+    assert [node.op_type for node in model.graph.node] == ["Reshape"]
+    assert numpy_helper.to_array(model.graph.initializer[0]).tolist() == [0, 0, 2, 4]
+    for shape in ((3, 5, 8), (1, 1, 8)):  # both leading axes still dynamic
+        x = np.random.default_rng(6).normal(size=shape).astype("float32")
+        np.testing.assert_array_equal(_run_all(model, x)[0], x.reshape(*shape[:2], 2, 4))
+
+
+@pytest.mark.parametrize("case", ["axes swapped", "another tensor's shape", "allowzero"])
+def test_a_reshape_to_other_dimensions_keeps_its_computed_shape(case):
+    model = {"axes swapped": lambda: _head_split(first=1, second=0),
+             "another tensor's shape": lambda: _head_split(shape_of="other"),
+             "allowzero": lambda: _head_split(allowzero=1)}[case]()
+    kinds = [node.op_type for node in model.graph.node]
+    assert fuse_reshape_shapes(model) == 0
     assert [node.op_type for node in model.graph.node] == kinds
