@@ -244,10 +244,16 @@ def _gathered_axes(graph, value, x):
     gather = _through_casts(graph, value)
     if gather is None or gather.op_type != "Gather" or any(a.name == "axis" and a.i != 0 for a in gather.attribute):
         return None
-    shape, axes = _through_casts(graph, gather.input[0]), graph.constant(gather.input[1])
-    if shape is None or shape.op_type != "Shape" or list(shape.input) != [x] or len(shape.attribute) or axes is None:
+    axes = graph.constant(gather.input[1])
+    if not _is_shape_of(graph, gather.input[0], x) or axes is None:
         return None
     return axes.reshape(-1).tolist()
+
+
+def _is_shape_of(graph, value, x):
+    """Whether `value` is x's whole shape (Shape(x), through Casts)."""
+    shape = _through_casts(graph, value)
+    return shape is not None and shape.op_type == "Shape" and list(shape.input) == [x] and not len(shape.attribute)
 
 
 def _product_of_axes(graph, value, x):
@@ -320,10 +326,8 @@ def _kept_dimension(graph, value, x):
     piece = _through_casts(graph, value)
     if piece is None or piece.op_type != "Slice" or not 3 <= len(piece.input) <= 5:
         return None
-    shape = _through_casts(graph, piece.input[0])
     bounds = [graph.constant(name) for name in piece.input[1:]]
-    if shape is None or shape.op_type != "Shape" or list(shape.input) != [x] or len(shape.attribute) or \
-            any(bound is None or bound.size != 1 for bound in bounds):
+    if not _is_shape_of(graph, piece.input[0], x) or any(bound is None or bound.size != 1 for bound in bounds):
         return None
     start, end, *rest = (int(bound.reshape(())) for bound in bounds)
     return start if end == start + 1 and start >= 0 and rest in ([], [0], [0, 1]) else None
