@@ -7,6 +7,11 @@
 #   bash benchmarks/gpu_peers.sh attention OUT_DIR [SHAPE ...]  # there: gpu_attention_check, then bert-base
 #       at gpu_base512 and gpu_base128 and ModernBERT's sizes at gpu_long8192 (ours also with its attention
 #       written out), one round each: OUT_DIR/gpu_attention_check.json, gpu_<shape>.{json,md,png}
+#   bash benchmarks/gpu_peers.sh base OUT_DIR  # there: BERT without attention dropout at 512 tokens (every system
+#       on a fused kernel) against transformers, then bert-base at 128 tokens: gpu_base512_no_attention_dropout.*,
+#       gpu_base128.* (one round each, about 8 minutes on an H200)
+#   bash benchmarks/gpu_peers.sh dropout OUT_DIR  # there: BERT without any dropout at 512 and 128 tokens, ours
+#       against torch.compile: what drawing dropout's random bits costs (gpu_bert_no_dropout.*)
 #   bash benchmarks/gpu_peers.sh long OUT_DIR [ARGS]  # there: bench_long_sequences on the GPU, OUT_DIR/long_sequences_gpu.*
 # FLAGS are peer_suite's (--models, --shapes, --systems, --rounds, --name ...), after the defaults.
 set -euo pipefail
@@ -22,7 +27,7 @@ case "${1:-}" in
       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d .whl \
       keras==3.15.1 keras-hub==0.32.0 namex optree kagglehub kagglesdk==0.1.28
     grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude ;;
-  run|attention|long)
+  run|attention|base|dropout|long)
     out="${2:?give the output folder}"
     python3 -m pip install -q --no-index --no-deps --target .site .whl/*.whl
     export PYTHONPATH="$PWD/.site:$PWD" KERAS_BACKEND=jax PYTHONUNBUFFERED=1
@@ -40,8 +45,14 @@ case "${1:-}" in
             suite --models bert --shapes "$shape" --rounds 1 --name "$shape"
           fi
         done ;;
+      base)
+        suite --models bert-no-attention-dropout --shapes gpu_base512 --rounds 1 \
+          --systems ours torch_eager torch_compile --name gpu_base512_no_attention_dropout
+        suite --models bert --shapes gpu_base128 --rounds 1 --name gpu_base128 ;;
+      dropout) suite --models bert-no-dropout --shapes gpu_base512 gpu_base128 --rounds 1 \
+                 --systems ours torch_compile --name gpu_bert_no_dropout ;;
       long) python3 -m benchmarks.bench_long_sequences --device gpu --name long_sequences_gpu --out "$out" "${@:3}" ;;
     esac ;;
-  *) echo "usage: $0 download | run OUT_DIR [FLAGS] | attention OUT_DIR [SHAPE ...] | long OUT_DIR [bench_long_sequences flags]" >&2
+  *) echo "usage: $0 download | run OUT_DIR [FLAGS] | attention OUT_DIR [SHAPE ...] | base OUT_DIR | dropout OUT_DIR | long OUT_DIR [bench_long_sequences flags]" >&2
      exit 2 ;;
 esac

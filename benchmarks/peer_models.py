@@ -72,6 +72,7 @@ class PeerModel:
     torch_peer: the transformers builder when the family's objective options change what it trains.
     teacher: the row (a key of MODELS) of a frozen teacher twice as deep that every step runs forward
         (DistilBERT's), or "".
+    config: backbone config values over the preset's, (key, value) pairs every system trains with.
     """
 
     family: str
@@ -85,10 +86,24 @@ class PeerModel:
     note: str = ""
     torch_peer: str = ""  # its builder in peer_torch.BUILDERS; default the family's
     teacher: str = ""
+    config: tuple = ()
 
 
 MODELS = {
     "bert": PeerModel("bert", "bert-base", "MLM + NSP", "nsp_labels", "BertMaskedLM", "BertForPreTraining"),
+    # Attention dropout keeps the probabilities written out (layers/dot_product.attend); without it every
+    # system can run a fused kernel, which is what this row measures.
+    "bert-no-attention-dropout": PeerModel(
+        "bert", "bert-base", "MLM + NSP, attention dropout 0", "nsp_labels", None, "BertForPreTraining",
+        config=(("attention_dropout", 0.0),),
+        note="BERT without attention dropout: ours through keras.ops.dot_product_attention (cuDNN's flash "
+             "attention under JAX on a GPU), transformers' sdpa with dropout 0; hidden dropout 0.1 in both (keras-hub's BERT has one dropout rate "
+             "for both, so it has no such row)."),
+    # And without hidden dropout either: what the random bits of dropout cost a step in each system.
+    "bert-no-dropout": PeerModel(
+        "bert", "bert-base", "MLM + NSP, no dropout", "nsp_labels", None, "BertForPreTraining",
+        config=(("dropout", 0.0), ("attention_dropout", 0.0)),
+        note="BERT without any dropout: no random bits drawn in a step of either system."),
     "roberta": PeerModel("roberta", "roberta-base", "MLM", None, "RobertaMaskedLM", "RobertaForMaskedLM"),
     # transformers' DeBERTa computes no enhanced mask decoder: ours runs without it here, the same work.
     "deberta": PeerModel("deberta", "deberta-base", "MLM (last layer, no EMD)", None, None, "DebertaForMaskedLM",
@@ -167,7 +182,7 @@ def our_config(model, shape):
     from keras_bertology.models.registry import FAMILIES
 
     family = FAMILIES[model.family]
-    config = family.backbone_config(model.preset, dict(model.options))
+    config = family.backbone_config(model.preset, dict(model.options), **dict(model.config))
     config.update(family.sized_config(dict(num_layers=shape.num_layers, hidden_size=shape.hidden_size,
                                            num_heads=shape.num_heads, intermediate_size=shape.intermediate_size)))
     if "head_dim" in config:  # T5's d_kv, as wide as the shape's heads

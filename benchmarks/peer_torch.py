@@ -39,6 +39,9 @@ def _bert(config, shape, layout="Bert", **extra):
     """BERT's MLM + NSP (`layout` "Ernie": ERNIE's, with the preset's activation and epsilon)."""
     import transformers
 
+    for ours, theirs in (("dropout", "hidden_dropout_prob"), ("attention_dropout", "attention_probs_dropout_prob")):
+        if ours in config:  # a row that sets it (both systems default to 0.1)
+            extra[theirs] = config[ours]
     model = getattr(transformers, f"{layout}ForPreTraining")(_hf_config(f"{layout}Config", config, shape, **extra))
     encoder = getattr(model, layout.lower())
 
