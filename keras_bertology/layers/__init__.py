@@ -29,6 +29,7 @@ from keras_bertology.layers.shared_stack import SharedEncoderStack
 from keras_bertology.layers.span_boundary import SpanBoundaryHead
 from keras_bertology.layers.transformer_block import TransformerDecoderBlock, TransformerEncoderBlock
 from keras_bertology.layers.two_stream import TwoStreamBlock
+from keras_bertology.layers.vocabulary_scores import TokenScoresInChunks
 
 __all__ = [
     "ATTENTION_KINDS",
@@ -56,6 +57,7 @@ __all__ = [
     "TokenPositionSegmentEmbedding",
     "TransformerDecoderBlock",
     "TransformerEncoderBlock",
+    "TokenScoresInChunks",
     "TwoStreamBlock",
     "attention_kind",
     "causal_mask",

@@ -2,7 +2,8 @@
 
 import keras
 
-from keras_bertology.models.causal_lm import CLM
+from keras_bertology.layers.vocabulary_scores import TokenScoresInChunks
+from keras_bertology.models.causal_lm import CLM, CLM_IN_CHUNKS
 from keras_bertology.models.pretrainer import Pretrainer
 
 
@@ -16,6 +17,13 @@ class GPTPretrainer(Pretrainer):
     positions whose next token is real, reported with accuracy and perplexity
     as `clm_loss`, `clm_accuracy`, `clm_perplexity`.
 
+    `loss_chunk_size` > 0 trains the same objective without the logits: the
+    model takes the targets (`next_token_ids`) as an input and its `clm` output
+    is each position's (cross-entropy, target is the arg-max), computed that
+    many positions at a time (`layers.TokenScoresInChunks`), so no
+    [positions, vocabulary] tensor waits for the backward pass. Same loss,
+    gradients and metrics; `causal_lm_model()` still gives the logits.
+
     Example:
         >>> from keras_bertology.models.gpt import GPTBackbone, GPTPretrainer
         >>> backbone = GPTBackbone(vocab_size=100, num_layers=1, num_heads=2, hidden_size=16,
@@ -24,15 +32,35 @@ class GPTPretrainer(Pretrainer):
         >>> model.compile()
     """
 
-    def __init__(self, backbone, **kwargs):
+    def __init__(self, backbone, loss_chunk_size=0, **kwargs):
         inputs = dict(backbone.input)
         states = backbone(inputs)["sequence_output"]
-        logits = keras.layers.Activation("linear", dtype="float32", name="clm_logits")(
-            backbone.token_embedding(states, reverse=True))
-        super().__init__(backbone, inputs, {"clm": logits}, [CLM], **kwargs)
+        self.loss_chunk_size = loss_chunk_size
+        if not loss_chunk_size:
+            super().__init__(backbone, inputs, {"clm": _logits(backbone, states)}, [CLM], **kwargs)
+            return
+        inputs["next_token_ids"] = keras.Input(shape=backbone.input["token_ids"].shape[1:], dtype="int32",
+                                               name="next_token_ids")
+        scores = TokenScoresInChunks(backbone.token_embedding, loss_chunk_size, dtype=backbone.dtype_policy,
+                                     name="clm_scores")(states, inputs["next_token_ids"])
+        super().__init__(backbone, inputs, {"clm": scores}, [CLM_IN_CHUNKS], **kwargs)
 
     output_kinds = ("continuation",)
 
     def causal_lm_model(self):
         """backbone inputs -> the next-token logits [B, L, V], for serving `score` and `generate`."""
-        return keras.Model(self.input, self.output["clm"])
+        if not self.loss_chunk_size:
+            return keras.Model(self.input, self.output["clm"])
+        inputs = {name: keras.Input(shape=tensor.shape[1:], dtype=tensor.dtype, name=name)
+                  for name, tensor in self.backbone.input.items()}
+        return keras.Model(inputs, _logits(self.backbone, self.backbone(inputs)["sequence_output"]))
+
+    def get_config(self):
+        config = super().get_config()
+        return {**config, "loss_chunk_size": self.loss_chunk_size} if self.loss_chunk_size else config
+
+
+def _logits(backbone, states):
+    """The tied head's float32 logits [B, L, V]."""
+    return keras.layers.Activation("linear", dtype="float32", name="clm_logits")(
+        backbone.token_embedding(states, reverse=True))
