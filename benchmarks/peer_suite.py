@@ -17,6 +17,7 @@ Writes `<out>/<name>.json`, `.md` and `.png` (default benchmarks/results/peers*)
 """
 
 import argparse
+import dataclasses
 import importlib.metadata
 import json
 import os
@@ -33,12 +34,15 @@ from benchmarks.peer_models import MODELS, SHAPES, train_flops
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results"
 SYSTEMS = ("ours", "keras_hub", "torch_eager", "torch_compile")
 # Configurations of ours measured beside the default one when asked (--systems), never a peer.
-VARIANTS = ("ours_no_xla", "ours_xla", "ours_written_out")
+VARIANTS = ("ours_no_xla", "ours_xla", "ours_written_out", "ours_loss_chunks")
 # The variants' --xla: ours itself trains with --xla auto.
-VARIANT_XLA = {"ours": "auto", "ours_no_xla": "off", "ours_xla": "on", "ours_written_out": "auto"}
+VARIANT_XLA = {"ours": "auto", "ours_no_xla": "off", "ours_xla": "on", "ours_written_out": "auto",
+               "ours_loss_chunks": "auto"}
+LOSS_CHUNK_SIZE = 512  # ours_loss_chunks: the positions whose logits exist at once
 LABELS = {"ours": "keras-bertology", "ours_no_xla": "keras-bertology without XLA",
           "ours_xla": "keras-bertology with XLA",
-          "ours_written_out": "keras-bertology, attention written out", "keras_hub": "keras-hub",
+          "ours_written_out": "keras-bertology, attention written out",
+          "ours_loss_chunks": f"keras-bertology, loss in chunks of {LOSS_CHUNK_SIZE}", "keras_hub": "keras-hub",
           "torch_eager": "HF torch eager", "torch_compile": "HF torch.compile"}
 GOALS = {"keras_hub": 1.2, "torch_eager": 1.0, "torch_compile": 1.0}
 PRECISIONS = ("float32", "mixed_bfloat16")
@@ -62,6 +66,8 @@ def measure(model_name, shape_name, precision, system, steps, device):
                 from keras_bertology.layers import MultiHeadSelfAttention
 
                 MultiHeadSelfAttention._probability_dropout = lambda layer, training: (lambda probs: probs)
+            if system == "ours_loss_chunks":  # the family's option (GPT's --loss-chunk-size)
+                model = dataclasses.replace(model, options=(*model.options, ("loss_chunk_size", LOSS_CHUNK_SIZE)))
             keras_model, dataset = build_ours(model, shape, precision, xla=VARIANT_XLA[system])
         clock = StepClock(shape.warmup)
         details = train_keras(keras_model, dataset, clock, steps)
@@ -330,7 +336,8 @@ def parse_args(argv=None):
     parser.add_argument("--systems", nargs="+", choices=SYSTEMS + VARIANTS, default=list(SYSTEMS),
                         help="the systems to measure; ours is always measured (ours_no_xla, ours_xla: ours "
                              "with XLA off, on; ours_written_out: ours with every attention's probabilities "
-                             "written out instead of keras.ops.dot_product_attention)")
+                             "written out instead of keras.ops.dot_product_attention; ours_loss_chunks: ours with "
+                             f"the loss over the vocabulary in chunks of {LOSS_CHUNK_SIZE} positions, GPT only)")
     parser.add_argument("--backend", choices=("tensorflow", "jax"), default="tensorflow",
                         help="Keras backend of ours and keras-hub (the GPU machine has JAX, not TensorFlow)")
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")

@@ -1,4 +1,4 @@
-"""Cross-entropy over a tied vocabulary, a chunk of positions at a time (`--loss-chunk`).
+"""Cross-entropy over a tied vocabulary, a chunk of positions at a time (GPT's `--loss-chunk-size`).
 
 A language model's loss over a large vocabulary is the one place where a
 step holds a [positions, vocabulary] float32 tensor for its backward pass:
@@ -64,13 +64,8 @@ class TokenScoresInChunks(keras.layers.Layer):
         chunked_states = ops.reshape(ops.pad(flat_states, [[0, padding], [0, 0]]), (-1, self.chunk_size, width))
         chunked_targets = ops.reshape(ops.pad(flat_targets, [[0, padding]]), (-1, self.chunk_size))
         score = keras.remat(_chunk_scores)
-
-        def step(_, chunk):  # Keras' TensorFlow scan wants each output shaped as the carry
-            scores = score(chunk[0], chunk[1], kernel)
-            return scores, scores
-
-        initial = ops.zeros((self.chunk_size, 2), "float32")
-        _, scores = ops.scan(step, initial, (chunked_states, chunked_targets))
+        # A map, not a scan: TensorFlow's map bounds its loop, which XLA needs to differentiate it.
+        scores = ops.map(lambda chunk: score(chunk[0], chunk[1], kernel), (chunked_states, chunked_targets))
         return ops.reshape(ops.reshape(scores, (-1, 2))[:count], (*rows, 2))
 
     def _kernel(self, dtype):
