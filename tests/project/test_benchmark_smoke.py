@@ -325,3 +325,22 @@ def test_the_int8_benchmark_scores_onnx_as_the_keras_model_scored_it(tmp_path):
     np.testing.assert_allclose(onnx_model.predict(inputs, batch_size=7), tuned.predict(inputs, verbose=0), atol=1e-4)
     assert row["difference"] == row["int8"] - row["float32"] and 0 < row["quantized_max_difference"] < 0.5
     assert set(row["ms"]) == {"float32", "int8"} and all(set(ms) == set(bench.BATCHES) for ms in row["ms"].values())
+
+
+@pytest.mark.extended
+@pytest.mark.slow
+def test_loss_chunks_benchmark_finds_the_chunked_step_holding_less(tmp_path):
+    """XLA's memory plan is deterministic: at the tiny shape (256 positions x 50,257 tokens, a 2-layer encoder of
+    64) the step whose loss takes 8 positions at a time holds less than the float32 logits of every position
+    alone (measured 29 MiB against 49; over every logit 150 MiB; without the recomputation, 78)."""
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_loss_chunks", "--shapes", "tiny", "--chunks", "8",
+                           "--precisions", "float32", "--out", str(tmp_path)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["loss_chunks.json", "loss_chunks.md"]
+    (entry,) = json.loads((tmp_path / "loss_chunks.json").read_text())["entries"]
+    rows = {row["chunk_size"]: row for row in entry["rows"]}
+    assert sorted(rows) == [0, 8] and rows[0]["positions"] == 256 and rows[0]["vocabulary"] == 50257
+    logits_mib = 256 * 50257 * 4 / 2 ** 20
+    assert 0 < rows[8]["temp_mib"] < logits_mib < rows[0]["temp_mib"]
+    assert "| all |" in (tmp_path / "loss_chunks.md").read_text()
