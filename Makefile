@@ -55,7 +55,7 @@ run: $(RUNTIME)
 # pretrainers (test_layers.py passes there too).
 JAX_TESTS := tests/convert/test_hf_parity.py tests/engine/test_large_batch.py tests/convert/test_minilm_parity.py tests/models/test_pretrainer.py tests/layers/test_dropout.py \
 	tests/layers/test_attention_streams.py tests/layers/test_fused_attention.py tests/models/test_ranked_precision.py \
-	tests/layers/test_vocabulary_scores.py tests/models/gpt/test_gpt_loss_chunks.py \
+	tests/layers/test_vocabulary_scores.py tests/models/test_loss_chunks.py \
 	tests/models/gpt/test_gpt.py::test_converted_gpt2_matches_transformers_on_both_padding_sides \
 	tests/layers/test_remat.py::test_a_recomputed_step_has_the_plain_steps_gradients[bert] \
 	tests/layers/test_remat.py::test_a_recomputed_step_has_the_plain_steps_gradients[elmo] \

@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_bertology.layers.activations import get_activation
 from keras_bertology.layers.dropout import HashedDropout
+from keras_bertology.layers.vocabulary_scores import scores_in_chunks
 
 
 def gather_positions(sequence, positions):
@@ -36,6 +37,9 @@ class MaskedLMHead(keras.layers.Layer):
         initializer_range: float.
         transform_bias: bool, a bias on the transform (ModernBERT's head has none).
         layer_norm_bias: bool; False leaves the LayerNorm a scale and no bias.
+        loss_chunk_size: int; given `targets` [B, P], the head returns each target's (cross-entropy,
+            1.0 where it is the arg-max) [B, P, 2] instead of logits, that many positions' logits at a
+            time, each chunk computed again for the gradient (`layers.vocabulary_scores`).
 
     Example:
         >>> from keras import ops
@@ -56,9 +60,11 @@ class MaskedLMHead(keras.layers.Layer):
         tie_decoder=True,
         transform_bias=True,
         layer_norm_bias=True,
+        loss_chunk_size=0,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.loss_chunk_size = loss_chunk_size
         self.transform_bias = transform_bias
         self.layer_norm_bias = layer_norm_bias
         self.vocab_size = vocab_size
@@ -72,7 +78,7 @@ class MaskedLMHead(keras.layers.Layer):
                 f"tied embedding has {token_embedding.input_dim} rows, head expects {vocab_size}"
             )
 
-    def build(self, hidden_shape, mask_positions_shape=None):
+    def build(self, hidden_shape, mask_positions_shape=None, targets_shape=None):
         init = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
         width = self.token_embedding.output_dim if self.token_embedding else hidden_shape[-1]
         self.transform = keras.layers.Dense(
@@ -93,10 +99,16 @@ class MaskedLMHead(keras.layers.Layer):
         )
         self.built = True
 
-    def call(self, hidden, mask_positions=None):
+    def call(self, hidden, mask_positions=None, targets=None):
         if mask_positions is not None:
             hidden = gather_positions(hidden, mask_positions)
         x = self.layer_norm(self.transform(hidden))
+        if targets is not None:
+            if not self.loss_chunk_size:
+                raise ValueError("the head scores targets only with a loss_chunk_size")
+            kernel = ops.transpose(self.token_embedding.embeddings) if self._tied else self.decoder_kernel
+            bias = ops.cast(self.output_bias, "float32")  # a tensor: the recomputed function takes no variable
+            return scores_in_chunks(x, targets, ops.cast(kernel, x.dtype), self.loss_chunk_size, bias)
         if self._tied:
             logits = self.token_embedding(x, reverse=True)
         else:
@@ -107,13 +119,14 @@ class MaskedLMHead(keras.layers.Layer):
     def _tied(self):
         return self.token_embedding is not None and self.tie_decoder
 
-    def compute_output_shape(self, hidden_shape, mask_positions_shape=None):
+    def compute_output_shape(self, hidden_shape, mask_positions_shape=None, targets_shape=None):
         rows = mask_positions_shape[1] if mask_positions_shape is not None else hidden_shape[1]
-        return (hidden_shape[0], rows, self.vocab_size)
+        return (hidden_shape[0], rows, self.vocab_size if targets_shape is None else 2)
 
-    def compute_output_spec(self, hidden, mask_positions=None):
+    def compute_output_spec(self, hidden, mask_positions=None, targets=None):
         shape = self.compute_output_shape(
-            hidden.shape, None if mask_positions is None else mask_positions.shape
+            hidden.shape, None if mask_positions is None else mask_positions.shape,
+            None if targets is None else targets.shape,
         )
         return keras.KerasTensor(shape, dtype="float32")
 
@@ -128,6 +141,8 @@ class MaskedLMHead(keras.layers.Layer):
         )
         if not (self.transform_bias and self.layer_norm_bias):
             config.update(transform_bias=self.transform_bias, layer_norm_bias=self.layer_norm_bias)
+        if self.loss_chunk_size:
+            config.update(loss_chunk_size=self.loss_chunk_size)
         return config
 
 

@@ -54,19 +54,7 @@ class TokenScoresInChunks(keras.layers.Layer):
         self.built = True
 
     def call(self, states, targets):
-        kernel = self._kernel(states.dtype)
-        width = ops.shape(states)[-1]
-        rows = ops.shape(targets)
-        flat_states = ops.reshape(states, (-1, width))
-        flat_targets = ops.reshape(ops.cast(targets, "int32"), (-1,))
-        count = ops.shape(flat_targets)[0]
-        padding = (-count) % self.chunk_size
-        chunked_states = ops.reshape(ops.pad(flat_states, [[0, padding], [0, 0]]), (-1, self.chunk_size, width))
-        chunked_targets = ops.reshape(ops.pad(flat_targets, [[0, padding]]), (-1, self.chunk_size))
-        score = keras.remat(_chunk_scores)
-        # A map, not a scan: TensorFlow's map bounds its loop, which XLA needs to differentiate it.
-        scores = ops.map(lambda chunk: score(chunk[0], chunk[1], kernel), (chunked_states, chunked_targets))
-        return ops.reshape(ops.reshape(scores, (-1, 2))[:count], (*rows, 2))
+        return scores_in_chunks(states, targets, self._kernel(states.dtype), self.chunk_size)
 
     def _kernel(self, dtype):
         """The [H, V] table the embedding's reverse call multiplies by, as a tensor in `dtype`: passed
@@ -86,9 +74,30 @@ class TokenScoresInChunks(keras.layers.Layer):
         return {**super().get_config(), "chunk_size": self.chunk_size}
 
 
-def _chunk_scores(states, targets, kernel):
+def scores_in_chunks(states, targets, kernel, chunk_size, bias=None):
+    """[..., H] states and [...] targets -> [..., 2] float32 (cross-entropy, target is the arg-max) of the
+    logits `float32(states @ kernel) + bias`, `chunk_size` positions at a time, each chunk's logits computed
+    again for the gradient. `kernel` [H, V] and `bias` [V] are tensors (TensorFlow's `recompute_grad`
+    inside a loop cannot capture a variable); `bias` None adds nothing."""
+    width = ops.shape(states)[-1]
+    rows = ops.shape(targets)
+    flat_states = ops.reshape(states, (-1, width))
+    flat_targets = ops.reshape(ops.cast(targets, "int32"), (-1,))
+    count = ops.shape(flat_targets)[0]
+    padding = (-count) % chunk_size
+    chunked_states = ops.reshape(ops.pad(flat_states, [[0, padding], [0, 0]]), (-1, chunk_size, width))
+    chunked_targets = ops.reshape(ops.pad(flat_targets, [[0, padding]]), (-1, chunk_size))
+    if bias is None:
+        bias = ops.zeros((ops.shape(kernel)[-1],), "float32")
+    score = keras.remat(_chunk_scores)
+    # A map, not a scan: TensorFlow's map bounds its loop, which XLA needs to differentiate it.
+    scores = ops.map(lambda chunk: score(chunk[0], chunk[1], kernel, bias), (chunked_states, chunked_targets))
+    return ops.reshape(ops.reshape(scores, (-1, 2))[:count], (*rows, 2))
+
+
+def _chunk_scores(states, targets, kernel, bias):
     """[C, H] states, [C] targets -> [C, 2] (cross-entropy, target is the arg-max)."""
-    logits = ops.cast(ops.matmul(ops.cast(states, kernel.dtype), kernel), "float32")
+    logits = ops.cast(ops.matmul(ops.cast(states, kernel.dtype), kernel), "float32") + ops.cast(bias, "float32")
     target_logits = ops.take_along_axis(logits, targets[:, None], axis=-1)[:, 0]
     losses = ops.logsumexp(logits, axis=-1) - target_logits
     correct = ops.cast(ops.equal(ops.cast(ops.argmax(logits, axis=-1), "int32"), targets), "float32")

@@ -483,6 +483,13 @@ class ModelFamily:
         return dict(config, **overrides)
 
 
+# The families whose language-model loss can take its positions in chunks (`layers.vocabulary_scores`).
+LOSS_CHUNK_SIZE = FamilyOption(
+    "loss_chunk_size", int, 0, "positions whose vocabulary logits a training step holds at once: the loss in "
+    "chunks, each recomputed for the gradient, instead of [positions, vocabulary] logits kept for it (0: all "
+    "at once)", minimum=0, maximum=1 << 20, used_by=("pretrainer",))
+
+
 def sized_preset(base_config, num_layers, hidden_size, params, description):
     """A preset in the BERT sizing rule: 64-wide heads and a 4x feed-forward."""
     return {

@@ -64,6 +64,39 @@ class Objective:
         return self.make_loss()
 
 
+# An objective whose model scores its own targets (the loss in chunks, `layers.vocabulary_scores`): the
+# targets are an input, and the output holds each target's (cross-entropy, 1.0 where it is the arg-max)
+# instead of logits.
+def scored_loss(targets, scores):
+    return scores[..., 0]
+
+
+def _scored_correct(targets, scores):
+    return scores[..., 1]
+
+
+@keras.saving.register_keras_serializable(package="keras_bertology")
+class ScoredCrossEntropy(keras.losses.Loss):
+    """The cross-entropy the model computed per target, averaged over the targets that carry weight."""
+
+    def __init__(self, name="cross_entropy", reduction=WEIGHTED_AVERAGE, dtype=None):
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+
+    def call(self, y_true, y_pred):
+        return scored_loss(y_true, y_pred)
+
+
+def scored_accuracy(prefix):
+    """Accuracy read from scored outputs, named `<prefix>accuracy`."""
+    return [keras.metrics.MeanMetricWrapper(_scored_correct, name=f"{prefix}accuracy")]
+
+
+def scored(objective, make_metrics=scored_accuracy):
+    """`objective` for a model that scores its targets itself: the same name, targets and weights, its loss
+    and metrics read from the scores."""
+    return dataclasses.replace(objective, make_loss=ScoredCrossEntropy, make_metrics=make_metrics)
+
+
 class Pretrainer(keras.Model):
     """A functional model over `backbone` whose outputs are trained by `objectives`.
 
@@ -186,7 +219,12 @@ class Pretrainer(keras.Model):
         if "mlm" not in self.objectives:
             return None
         names = [*self.backbone.input, "mask_positions"]
-        return keras.Model({name: self.input[name] for name in names}, self.output["mlm"])
+        logits = self.output["mlm"] if self.served_mlm_logits is None else self.served_mlm_logits
+        return keras.Model({name: self.input[name] for name in names}, logits)
+
+    # A pretrainer whose "mlm" output scores its targets (the loss in chunks) sets the head's logits here,
+    # a node of the same graph that training never computes.
+    served_mlm_logits = None
 
     # An encoder-decoder sets it, and offers `start_decoding` and `decode_step`: its decoder writes text one
     # position a step from a key/value cache (serving's `generate`, text-to-text fine-tuning).

@@ -14,8 +14,9 @@ SHAPE = SHAPES["tiny"]
 SIZES = dict(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64, vocab_size=1500)
 
 
-def tiny_pretrainer(family, dropout=0.0, **sizes):
-    """(pretrainer of `family` at SIZES with `dropout` everywhere a rate is taken, one batch (x, y, weights))."""
+def tiny_pretrainer(family, dropout=0.0, options=None, **sizes):
+    """(pretrainer of `family` at SIZES with `dropout` everywhere a rate is taken and the family `options`,
+    one batch (x, y, weights))."""
     keras.utils.set_random_seed(0)
     preset = next(iter(family.presets))
     # Every class's own arguments: a backbone may take its parent's (GPT's dropout) through **kwargs.
@@ -26,9 +27,9 @@ def tiny_pretrainer(family, dropout=0.0, **sizes):
     backbone = family.backbone_cls(**family.backbone_config(
         preset, **small, **{key: dropout for key in ("dropout", "attention_dropout") if key in accepted}))
     # A family with a memory: its update, a variable assigned in the step, runs inside the step too.
-    options = None
+    options = dict(options or {})
     if family.data.stream_batches:
-        options = {name: value for name, value in (("mem_len", 8), ("bi_data", 0)) if name in family.option_values()}
+        options.update((name, value) for name, value in (("mem_len", 8), ("bi_data", 0)) if name in family.option_values())
     pretrainer = family.build_pretrainer(backbone, options, preset, batch_size=SHAPE.batch_size)
     features = _features(family, backbone.vocab_size)
     if family.data.stream_batches:

@@ -2,7 +2,7 @@
 
 from keras_bertology.lazy_imports import lazy_attributes
 from keras_bertology.models.bert.presets import BERT_PRESETS
-from keras_bertology.models.family import Conversion, DataRecipe, ModelFamily
+from keras_bertology.models.family import LOSS_CHUNK_SIZE, Conversion, DataRecipe, ModelFamily
 
 BERT = FAMILY = ModelFamily(
     name="bert",
@@ -14,6 +14,7 @@ BERT = FAMILY = ModelFamily(
         instances_path="keras_bertology.data.instances:sentence_pair_instances",
         masking="static",
     ),
+    options=(LOSS_CHUNK_SIZE,),
     conversion=Conversion(
         hf_model_types=("bert",),
         hf_tokenizer_path="keras_bertology.models.bert.hf_tokenizer:HF_TOKENIZER",

@@ -3,12 +3,14 @@
 import keras
 
 from keras_bertology.layers import MaskedLMHead, PooledClassificationHead
-from keras_bertology.models.pretrainer import Objective, Pretrainer
+from keras_bertology.models.pretrainer import Objective, Pretrainer, scored
 
 # Masked LM: original ids at the masked positions; filler prediction slots weigh 0.
 MLM = Objective("mlm", label_key="mask_ids", weight_key="mask_weights", predicts_tokens=True)
 # Next-sentence prediction: 1 when B is a random sentence, 0 when it continues A.
 NSP = Objective("nsp", label_key="nsp_labels")
+# The masked LM where the head scores its targets itself (`loss_chunk_size`).
+MLM_IN_CHUNKS = scored(MLM)
 
 
 @keras.saving.register_keras_serializable(package="keras_bertology")
@@ -31,6 +33,10 @@ class BertPretrainer(Pretrainer):
             instead of the token embeddings (an imported untied checkpoint).
         mlm_head_options: dict, further `MaskedLMHead` arguments (ModernBERT's head has no biases
             in its transform and norm).
+        loss_chunk_size: int; > 0 trains the masked LM without its logits: the targets (`mask_ids`)
+            are an input and the "mlm" output holds each one's (cross-entropy, target is the arg-max),
+            computed that many positions at a time (`layers.vocabulary_scores`). Same loss, gradients
+            and metrics; `masked_lm_model()` still serves the logits.
 
     Example:
         >>> from keras_bertology.models import BertBackbone, BertPretrainer
@@ -41,7 +47,7 @@ class BertPretrainer(Pretrainer):
     """
 
     def __init__(self, backbone, next_sentence_prediction=True, mlm_activation=None, tie_decoder=True,
-                 mlm_head_options=None, **kwargs):
+                 mlm_head_options=None, loss_chunk_size=0, **kwargs):
         mlm_head_options = dict(mlm_head_options or {})
         mlm_activation = mlm_activation or backbone.activation
         inputs = dict(backbone.input)
@@ -56,9 +62,16 @@ class BertPretrainer(Pretrainer):
             tie_decoder=tie_decoder,
             dtype=backbone.dtype_policy,
             name="mlm_head",
+            loss_chunk_size=loss_chunk_size,
             **mlm_head_options,
         )
-        outputs = {"mlm": mlm_head(encoded["sequence_output"], inputs["mask_positions"])}
+        logits = mlm_head(encoded["sequence_output"], inputs["mask_positions"])
+        outputs = {"mlm": logits}
+        mlm = MLM
+        if loss_chunk_size:
+            inputs["mask_ids"] = keras.Input((None,), dtype="int32", name="mask_ids")
+            outputs["mlm"] = mlm_head(encoded["sequence_output"], inputs["mask_positions"], inputs["mask_ids"])
+            mlm = MLM_IN_CHUNKS
         if next_sentence_prediction:
             if "pooled_output" not in encoded:
                 raise ValueError("next-sentence prediction needs a backbone with a pooler")
@@ -66,8 +79,11 @@ class BertPretrainer(Pretrainer):
                 2, initializer_range=backbone.initializer_range,
                 dtype=backbone.dtype_policy, name="nsp_head",
             )(encoded["pooled_output"])
-        objectives = [MLM, NSP] if next_sentence_prediction else [MLM]
+        objectives = [mlm, NSP] if next_sentence_prediction else [mlm]
         super().__init__(backbone, inputs, outputs, objectives, **kwargs)
+        if loss_chunk_size:
+            self.served_mlm_logits = logits
+        self.loss_chunk_size = loss_chunk_size
         self.next_sentence_prediction = next_sentence_prediction
         self.mlm_activation = mlm_activation
         self.tie_decoder = tie_decoder
@@ -85,4 +101,6 @@ class BertPretrainer(Pretrainer):
                   "mlm_activation": self.mlm_activation, "tie_decoder": self.tie_decoder}
         if self.mlm_head_options:
             config["mlm_head_options"] = self.mlm_head_options
+        if self.loss_chunk_size:
+            config["loss_chunk_size"] = self.loss_chunk_size
         return config

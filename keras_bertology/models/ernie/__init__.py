@@ -6,7 +6,7 @@ The family object is imported without TensorFlow; the classes load lazily.
 """
 
 from keras_bertology.models.ernie.presets import ERNIE_PRESETS
-from keras_bertology.models.family import Conversion, DataRecipe, ModelFamily
+from keras_bertology.models.family import LOSS_CHUNK_SIZE, Conversion, DataRecipe, ModelFamily
 
 ERNIE = FAMILY = ModelFamily(
     name="ernie",
@@ -18,6 +18,7 @@ ERNIE = FAMILY = ModelFamily(
         instances_path="keras_bertology.data.instances:sentence_pair_instances",
         masking_units="words,phrases,entities",
     ),
+    options=(LOSS_CHUNK_SIZE,),
     conversion=Conversion(
         hf_model_types=("ernie",),
         hf_tokenizer_path="keras_bertology.models.bert.hf_tokenizer:HF_TOKENIZER",

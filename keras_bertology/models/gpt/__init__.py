@@ -7,7 +7,7 @@ next token. Exports serve `score` (log-likelihood of raw strings) and
 """
 
 from keras_bertology.lazy_imports import lazy_attributes
-from keras_bertology.models.family import Conversion, DataRecipe, FamilyOption, InputLayout, ModelFamily
+from keras_bertology.models.family import LOSS_CHUNK_SIZE, Conversion, DataRecipe, InputLayout, ModelFamily
 from keras_bertology.models.gpt.presets import GPT_PRESETS
 
 GPT = FAMILY = ModelFamily(
@@ -24,11 +24,7 @@ GPT = FAMILY = ModelFamily(
         stage_draws=False,
     ),
     inputs=InputLayout(summary_position="last_text"),
-    options=(
-        FamilyOption("loss_chunk_size", int, 0, "positions whose vocabulary logits a training step holds at once: "
-                     "the loss in chunks, each recomputed for the gradient, instead of [positions, vocabulary] "
-                     "logits kept for it (0: all at once)", minimum=0, maximum=1 << 20, used_by=("pretrainer",)),
-    ),
+    options=(LOSS_CHUNK_SIZE,),
     conversion=Conversion(
         hf_model_types=("gpt2",),
         hf_tokenizer_path="keras_bertology.models.gpt.hf_tokenizer:HF_TOKENIZER",

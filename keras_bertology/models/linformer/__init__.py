@@ -6,7 +6,7 @@ has no Linformer: no import or export.
 The family object is imported without TensorFlow; the classes load lazily.
 """
 
-from keras_bertology.models.family import DataRecipe, FamilyOption, ModelFamily
+from keras_bertology.models.family import LOSS_CHUNK_SIZE, DataRecipe, FamilyOption, ModelFamily
 from keras_bertology.models.linformer.presets import LINFORMER_PRESETS
 
 # LowRankSelfAttention's sharing modes, named here so that the family loads without Keras.
@@ -23,6 +23,7 @@ LINFORMER = FAMILY = ModelFamily(
         packings=("full-sentences", "doc-sentences"),
     ),
     options=(
+        LOSS_CHUNK_SIZE,
         FamilyOption("projected_length", int, None, "k, the rows keys and values are projected to (default: the "
                      "preset's)", minimum=1, maximum=65536, used_by=("backbone",), config_key="attention_options"),
         FamilyOption("sharing", str, None, "which projections are shared: none (per head), headwise, key_value, "

@@ -7,7 +7,7 @@ The family object is imported without TensorFlow; the classes load lazily.
 """
 
 from keras_bertology.lazy_imports import lazy_attributes
-from keras_bertology.models.family import Conversion, DataRecipe, FamilyOption, ModelFamily, TrainingDefaults
+from keras_bertology.models.family import LOSS_CHUNK_SIZE, Conversion, DataRecipe, FamilyOption, ModelFamily, TrainingDefaults
 from keras_bertology.models.modernbert.presets import MODERNBERT_PRESETS
 
 MODERNBERT = FAMILY = ModelFamily(
@@ -31,6 +31,7 @@ MODERNBERT = FAMILY = ModelFamily(
         hf_exporter_path="keras_bertology.models.modernbert.convert:export",
     ),
     options=(
+        LOSS_CHUNK_SIZE,
         FamilyOption("mask_rate", float, 0.3, "share of the tokens the masked LM predicts (the original's 0.3)",
                      minimum=0.01, maximum=0.5, used_by=("masker",)),
         FamilyOption("global_rotary_base", float, None, "rotary base of the global layers (default: the preset's "

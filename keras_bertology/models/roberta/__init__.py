@@ -3,7 +3,7 @@ vocabulary learned from the corpus (as the original's; it runs inside the SavedM
 as RobertaTokenizer's vocab.json + merges.txt)."""
 
 from keras_bertology.lazy_imports import lazy_attributes
-from keras_bertology.models.family import Conversion, DataRecipe, ModelFamily
+from keras_bertology.models.family import LOSS_CHUNK_SIZE, Conversion, DataRecipe, ModelFamily
 from keras_bertology.models.roberta.presets import ROBERTA_PRESETS
 
 ROBERTA = FAMILY = ModelFamily(
@@ -16,6 +16,7 @@ ROBERTA = FAMILY = ModelFamily(
         instances_path="keras_bertology.data.instances:packed_instances",
         packings=("full-sentences", "doc-sentences", "unpadded"),
     ),
+    options=(LOSS_CHUNK_SIZE,),
     conversion=Conversion(
         hf_model_types=("roberta",),
         hf_tokenizer_path="keras_bertology.models.roberta.hf_tokenizer:HF_TOKENIZER",

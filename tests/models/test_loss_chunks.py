@@ -1,0 +1,80 @@
+"""Every family with `--loss-chunk-size` trains with its loss in chunks as with all the logits at once.
+
+For each family that declares the option (GPT's causal LM; the masked LM of BERT, RoBERTa, ERNIE, Linformer
+and ModernBERT), two pretrainers from the same initial weights take the same steps on the peer suite's
+batch: one scores its logits with Keras' cross-entropy, the other scores its targets itself a few positions
+at a time (`layers.vocabulary_scores`). Their logged losses and metrics agree to 1e-6 at every step and
+their weights after the steps to 1e-6, with and without XLA; the chunked one keeps its setting through a
+`.keras` archive and serves the plain one's logits. Both backends (JAX_TESTS in the Makefile).
+"""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_bertology.models.registry import FAMILIES
+from tiny_steps import tiny_pretrainer
+
+CHUNKED = sorted(name for name, family in FAMILIES.items()
+                 if any(option.name == "loss_chunk_size" for option in family.options))
+STEPS, RATE = 3, 0.5
+# ERNIE's and Linformer's pretrainers are BERT's and RoBERTa's: repeats, run by `make test-all`.
+REPEATS = {"ernie", "linformer"}
+# With XLA: TensorFlow differentiates the loop over chunks only when it is bounded (JAX always compiles).
+CASES = [pytest.param(name, False, marks=[pytest.mark.extended] if name in REPEATS else [])
+         for name in CHUNKED] + [pytest.param(name, True) for name in ("gpt", "bert")]
+
+
+def _trained(family, loss_chunk_size, jit_compile):
+    options = {"loss_chunk_size": loss_chunk_size} if loss_chunk_size else None
+    model, (x, y, weights) = tiny_pretrainer(family, options=options)
+    model.compile(optimizer=keras.optimizers.SGD(RATE), jit_compile=jit_compile)
+    logs = [model.train_on_batch(x, y, weights, return_dict=True) for _ in range(STEPS)]
+    return model, logs, x
+
+
+def _served_logits(model, x):
+    served = model.causal_lm_model() or model.masked_lm_model()
+    return served.predict({name: x[name] for name in served.input}, verbose=0)
+
+
+def test_the_families_with_language_models_over_a_vocabulary_offer_it():
+    assert {"gpt", "bert", "roberta", "modernbert"} <= set(CHUNKED)
+
+
+@pytest.mark.parametrize("name,jit_compile", CASES)
+def test_training_with_the_loss_in_chunks_equals_training_on_all_the_logits(name, jit_compile, tmp_path):
+    if jit_compile and keras.backend.backend() == "jax":
+        pytest.skip("JAX compiles every step: the case without XLA is the same")
+    family = FAMILIES[name]
+    plain, plain_logs, x = _trained(family, 0, jit_compile)
+    chunked, chunked_logs, _ = _trained(family, 5, jit_compile)
+    assert set(chunked.input) - set(plain.input) == {objective.label_key for objective in chunked.declared_objectives
+                                                     if objective.predicts_tokens}
+    assert plain_logs[-1]["loss"] < plain_logs[0]["loss"]  # the steps moved the weights
+    for theirs, ours in zip(plain_logs, chunked_logs, strict=True):
+        assert sorted(ours) == sorted(theirs)
+        for metric in theirs:
+            assert ours[metric] == pytest.approx(theirs[metric], rel=1e-6, abs=1e-6), metric
+    for theirs, ours in zip(plain.weights, chunked.weights, strict=True):
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(ours), keras.ops.convert_to_numpy(theirs),
+                                   rtol=1e-6, atol=1e-6, err_msg=ours.path)
+    if jit_compile:
+        return  # the archive and the served logits do not depend on how the steps compiled
+    path = tmp_path / "pretrainer.keras"
+    chunked.save(path)
+    reloaded = keras.saving.load_model(path)
+    assert reloaded.loss_chunk_size == 5
+    expected = _served_logits(plain, x)
+    for model in (chunked, reloaded):
+        np.testing.assert_allclose(_served_logits(model, x), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_the_head_scores_targets_only_with_a_chunk_size():
+    from keras_bertology.layers import MaskedLMHead
+
+    head = MaskedLMHead(vocab_size=50)
+    hidden, positions = keras.ops.ones((2, 8, 16)), keras.ops.zeros((2, 3), "int32")
+    with pytest.raises(ValueError, match="only with a loss_chunk_size"):
+        head(hidden, positions, keras.ops.zeros((2, 3), "int32"))
+    assert tuple(MaskedLMHead(vocab_size=50, loss_chunk_size=4)(hidden, positions, positions).shape) == (2, 3, 2)
