@@ -1,4 +1,4 @@
-"""Cross-entropy over a tied vocabulary, a chunk of positions at a time (GPT's `--loss-chunk-size`).
+"""Cross-entropy over a vocabulary, a chunk of positions at a time (`--loss-chunk-size`).
 
 A language model's loss over a large vocabulary is the one place where a
 step holds a [positions, vocabulary] float32 tensor for its backward pass:
@@ -8,6 +8,8 @@ positions computes its logits, their log-sum-exp, the target's logit and
 whether the target is the arg-max, keeps only those two numbers per position,
 and computes its logits again in the backward pass (`keras.remat`): memory
 for one chunk's logits instead of all of them, for one more head matmul.
+`TokenScoresInChunks` scores a causal LM's tied table (GPT); `MaskedLMHead`
+calls `scores_in_chunks` with its own transform, decoder and bias.
 """
 
 import keras

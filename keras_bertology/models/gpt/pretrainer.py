@@ -35,32 +35,27 @@ class GPTPretrainer(Pretrainer):
     def __init__(self, backbone, loss_chunk_size=0, **kwargs):
         inputs = dict(backbone.input)
         states = backbone(inputs)["sequence_output"]
+        # The tied head's float32 logits: the output, or with the loss in chunks a node that serving reads.
+        logits = keras.layers.Activation("linear", dtype="float32", name="clm_logits")(
+            backbone.token_embedding(states, reverse=True))
+        outputs, objective = {"clm": logits}, CLM
+        if loss_chunk_size:
+            inputs["next_token_ids"] = keras.Input(shape=backbone.input["token_ids"].shape[1:], dtype="int32",
+                                                   name="next_token_ids")
+            outputs["clm"] = TokenScoresInChunks(backbone.token_embedding, loss_chunk_size, dtype=backbone.dtype_policy,
+                                                 name="clm_scores")(states, inputs["next_token_ids"])
+            objective = CLM_IN_CHUNKS
+        super().__init__(backbone, inputs, outputs, [objective], **kwargs)
         self.loss_chunk_size = loss_chunk_size
-        if not loss_chunk_size:
-            super().__init__(backbone, inputs, {"clm": _logits(backbone, states)}, [CLM], **kwargs)
-            return
-        inputs["next_token_ids"] = keras.Input(shape=backbone.input["token_ids"].shape[1:], dtype="int32",
-                                               name="next_token_ids")
-        scores = TokenScoresInChunks(backbone.token_embedding, loss_chunk_size, dtype=backbone.dtype_policy,
-                                     name="clm_scores")(states, inputs["next_token_ids"])
-        super().__init__(backbone, inputs, {"clm": scores}, [CLM_IN_CHUNKS], **kwargs)
+        self._served_logits = logits
 
     output_kinds = ("continuation",)
 
     def causal_lm_model(self):
         """backbone inputs -> the next-token logits [B, L, V], for serving `score` and `generate`."""
-        if not self.loss_chunk_size:
-            return keras.Model(self.input, self.output["clm"])
-        inputs = {name: keras.Input(shape=tensor.shape[1:], dtype=tensor.dtype, name=name)
-                  for name, tensor in self.backbone.input.items()}
-        return keras.Model(inputs, _logits(self.backbone, self.backbone(inputs)["sequence_output"]))
+        return keras.Model({name: self.input[name] for name in self.backbone.input}, self._served_logits)
 
     def get_config(self):
         config = super().get_config()
         return {**config, "loss_chunk_size": self.loss_chunk_size} if self.loss_chunk_size else config
 
-
-def _logits(backbone, states):
-    """The tied head's float32 logits [B, L, V]."""
-    return keras.layers.Activation("linear", dtype="float32", name="clm_logits")(
-        backbone.token_embedding(states, reverse=True))
