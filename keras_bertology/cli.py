@@ -434,15 +434,19 @@ def _add_prepare(commands, families):
 
 
 def _add_family_options(parser, families):
-    """One group of flags per family that has its own settings; a flag shared by families appears once."""
-    seen = set()
+    """The families' own flags, one group per set of families that declares them (a flag shared by
+    families appears once, under all their names), in the order the families first declare them."""
+    owners, options = {}, {}
     for family in families.values():
-        fresh = [option for option in family.options if option.name not in seen]
-        if not fresh:
-            continue
-        group = parser.add_argument_group(f"--model {family.name} only")
-        for option in fresh:
-            seen.add(option.name)
+        for option in family.options:
+            owners.setdefault(option.name, []).append(family.name)
+            options.setdefault(option.name, option)
+    groups = {}
+    for name, option in options.items():
+        groups.setdefault(tuple(owners[name]), []).append(option)
+    for names, group_options in groups.items():
+        group = parser.add_argument_group(f"--model {', '.join(names)} only")
+        for option in group_options:
             if option.range is None:
                 group.add_argument(option.flag, choices=option.choices or None, default=None,
                                    dest=f"family_{option.name}", metavar=None if option.choices else "PATH",

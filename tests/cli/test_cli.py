@@ -192,6 +192,26 @@ def test_convert_minilm_then_export_serves_real_embeddings(tmp_path):
     assert np.abs(served["sequence_output"][real] - expected[real]).max() <= 1e-4
 
 
+@pytest.mark.parametrize("command", ["pretrain", "prepare"])
+def test_the_help_lists_each_family_flag_under_every_family_that_declares_it(command, capsys):
+    """A flag several families declare (--loss-chunk-size) sits once, under a heading naming all of them."""
+    from keras_bertology.models.registry import FAMILIES
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    printed = capsys.readouterr().out
+    owners = {}
+    for family in FAMILIES.values():
+        for option in family.options:
+            owners.setdefault(option.name.replace("_", "-"), []).append(family.name)
+    headings = re.findall(r"^--model (.+) only:$", printed, flags=re.MULTILINE)
+    for flag, names in owners.items():
+        assert printed.count(f"  --{flag} ") == 1, flag
+        before = printed[:printed.index(f"  --{flag} ")]
+        assert before.rsplit("\n--model ", 1)[1].split(" only:")[0] == ", ".join(names), flag
+    assert len(headings) == len({tuple(names) for names in owners.values()})
+
+
 def test_cli_error_in_a_real_process_has_no_traceback():
     result = _bertology("pretrain", "--preset", "nope")
     assert result.returncode == 2

@@ -1,7 +1,7 @@
 """Every family with `--loss-chunk-size` trains with its loss in chunks as with all the logits at once.
 
-For each family that declares the option (GPT's causal LM; the masked LM of BERT, RoBERTa, ERNIE, Linformer
-and ModernBERT), two pretrainers from the same initial weights take the same steps on the peer suite's
+For each family that declares the option (GPT's causal LM; the masked LM of BERT, RoBERTa, ERNIE, Linformer,
+ModernBERT, BigBird and ALBERT), two pretrainers from the same initial weights take the same steps on the peer suite's
 batch: one scores its logits with Keras' cross-entropy, the other scores its targets itself a few positions
 at a time (`layers.vocabulary_scores`). Their logged losses and metrics agree to 1e-6 at every step and
 their weights after the steps to 1e-6, with and without XLA; the chunked one keeps its setting through a
@@ -18,8 +18,8 @@ from tiny_steps import tiny_pretrainer
 CHUNKED = sorted(name for name, family in FAMILIES.items()
                  if any(option.name == "loss_chunk_size" for option in family.options))
 STEPS, RATE = 3, 0.5
-# ERNIE's and Linformer's pretrainers are BERT's and RoBERTa's: repeats, run by `make test-all`.
-REPEATS = {"ernie", "linformer"}
+# ERNIE's, Linformer's and BigBird's pretrainers are BERT's and RoBERTa's: repeats, run by `make test-all`.
+REPEATS = {"bigbird", "ernie", "linformer"}
 # With XLA: TensorFlow differentiates the loop over chunks only when it is bounded (JAX always compiles).
 CASES = [pytest.param(name, False, marks=[pytest.mark.extended] if name in REPEATS else [])
          for name in CHUNKED] + [pytest.param(name, True) for name in ("gpt", "bert")]
@@ -39,7 +39,7 @@ def _served_logits(model, x):
 
 
 def test_the_families_with_language_models_over_a_vocabulary_offer_it():
-    assert {"gpt", "bert", "roberta", "modernbert"} <= set(CHUNKED)
+    assert {"gpt", "bert", "roberta", "modernbert", "albert", "bigbird"} <= set(CHUNKED)
 
 
 @pytest.mark.parametrize("name,jit_compile", CASES)

@@ -2,7 +2,8 @@
 
 from keras_bertology.lazy_imports import lazy_attributes
 from keras_bertology.models.albert.presets import ALBERT_PRESETS
-from keras_bertology.models.family import Conversion, DataRecipe, FamilyOption, ModelFamily, TrainingDefaults
+from keras_bertology.models.family import (LOSS_CHUNK_SIZE, Conversion, DataRecipe, FamilyOption, ModelFamily,
+                                           TrainingDefaults)
 
 ALBERT = FAMILY = ModelFamily(
     name="albert",
@@ -29,7 +30,8 @@ ALBERT = FAMILY = ModelFamily(
     ),
     options=(FamilyOption("max_ngram", int, 3, "longest masked n-gram in words; p(n) ~ 1/n", minimum=1, maximum=10),
              FamilyOption("sentence_task", str, "sop", "sentence-order prediction, or next-sentence prediction "
-                          "for an ablation", choices=("sop", "nsp"), used_by=("instances", "pretrainer"))),
+                          "for an ablation", choices=("sop", "nsp"), used_by=("instances", "pretrainer")),
+             LOSS_CHUNK_SIZE),
 )
 
 __getattr__ = lazy_attributes(__name__, {

@@ -13,6 +13,17 @@ NSP = Objective("nsp", label_key="nsp_labels")
 MLM_IN_CHUNKS = scored(MLM)
 
 
+def masked_lm_output(head, sequence, inputs):
+    """(the "mlm" output, its objective, the logits to serve or None) of the `MaskedLMHead` `head` on
+    `sequence` at `inputs["mask_positions"]`. A head with a `loss_chunk_size` scores its targets, which
+    become the input "mask_ids" (added to `inputs`); its logits stay in the graph for serving."""
+    logits = head(sequence, inputs["mask_positions"])
+    if not head.loss_chunk_size:
+        return logits, MLM, None
+    inputs["mask_ids"] = keras.Input((None,), dtype="int32", name="mask_ids")
+    return head(sequence, inputs["mask_positions"], inputs["mask_ids"]), MLM_IN_CHUNKS, logits
+
+
 @keras.saving.register_keras_serializable(package="keras_bertology")
 class BertPretrainer(Pretrainer):
     """Backbone + MLM head (tied to the token embeddings) + optional NSP head.
@@ -65,13 +76,8 @@ class BertPretrainer(Pretrainer):
             loss_chunk_size=loss_chunk_size,
             **mlm_head_options,
         )
-        logits = mlm_head(encoded["sequence_output"], inputs["mask_positions"])
-        outputs = {"mlm": logits}
-        mlm = MLM
-        if loss_chunk_size:
-            inputs["mask_ids"] = keras.Input((None,), dtype="int32", name="mask_ids")
-            outputs["mlm"] = mlm_head(encoded["sequence_output"], inputs["mask_positions"], inputs["mask_ids"])
-            mlm = MLM_IN_CHUNKS
+        mlm_output, mlm, served_logits = masked_lm_output(mlm_head, encoded["sequence_output"], inputs)
+        outputs = {"mlm": mlm_output}
         if next_sentence_prediction:
             if "pooled_output" not in encoded:
                 raise ValueError("next-sentence prediction needs a backbone with a pooler")
@@ -81,8 +87,7 @@ class BertPretrainer(Pretrainer):
             )(encoded["pooled_output"])
         objectives = [mlm, NSP] if next_sentence_prediction else [mlm]
         super().__init__(backbone, inputs, outputs, objectives, **kwargs)
-        if loss_chunk_size:
-            self.served_mlm_logits = logits
+        self.served_mlm_logits = served_logits
         self.loss_chunk_size = loss_chunk_size
         self.next_sentence_prediction = next_sentence_prediction
         self.mlm_activation = mlm_activation

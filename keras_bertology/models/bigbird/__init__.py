@@ -8,7 +8,7 @@ The family object is imported without TensorFlow; the classes load lazily.
 
 from keras_bertology.lazy_imports import lazy_attributes
 from keras_bertology.models.bigbird.presets import BIGBIRD_PRESETS
-from keras_bertology.models.family import Conversion, DataRecipe, FamilyOption, ModelFamily
+from keras_bertology.models.family import LOSS_CHUNK_SIZE, Conversion, DataRecipe, FamilyOption, ModelFamily
 
 BIGBIRD = FAMILY = ModelFamily(
     name="bigbird",
@@ -32,6 +32,7 @@ BIGBIRD = FAMILY = ModelFamily(
                      config_key="attention_options"),
         FamilyOption("random_blocks", int, None, "random key blocks per query block (default: the preset's)",
                      minimum=0, maximum=64, used_by=("backbone",), config_key="attention_options"),
+        LOSS_CHUNK_SIZE,
     ),
 )
 
