@@ -14,6 +14,24 @@ def gather_positions(sequence, positions):
     return ops.take_along_axis(sequence, index, axis=1)
 
 
+def decode_tokens(x, token_embedding, decoder_kernel, output_bias, targets=None, loss_chunk_size=0):
+    """A token head's last step on its states `x` [B, P, E]: float32 logits over the vocabulary, from the
+    tied `token_embedding` (when `decoder_kernel` is None) or `decoder_kernel`, plus `output_bias`; or, given
+    `targets` [B, P], each target's (cross-entropy, 1.0 where it is the arg-max) [B, P, 2], computed
+    `loss_chunk_size` positions at a time (`layers.vocabulary_scores`)."""
+    if targets is not None:
+        if not loss_chunk_size:
+            raise ValueError("the head scores targets only with a loss_chunk_size")
+        kernel = ops.transpose(token_embedding.embeddings) if decoder_kernel is None else decoder_kernel
+        bias = ops.cast(output_bias, "float32")  # a tensor: the recomputed function takes no variable
+        return scores_in_chunks(x, targets, ops.cast(kernel, x.dtype), loss_chunk_size, bias)
+    if decoder_kernel is None:
+        logits = token_embedding(x, reverse=True)
+    else:
+        logits = ops.matmul(x, ops.cast(decoder_kernel, x.dtype))
+    return ops.cast(logits, "float32") + ops.cast(output_bias, "float32")
+
+
 @keras.saving.register_keras_serializable(package="keras_bertology")
 class MaskedLMHead(keras.layers.Layer):
     """BERT's MLM head: dense + activation + LayerNorm, tied (or own) decoder, output bias.
@@ -103,17 +121,8 @@ class MaskedLMHead(keras.layers.Layer):
         if mask_positions is not None:
             hidden = gather_positions(hidden, mask_positions)
         x = self.layer_norm(self.transform(hidden))
-        if targets is not None:
-            if not self.loss_chunk_size:
-                raise ValueError("the head scores targets only with a loss_chunk_size")
-            kernel = ops.transpose(self.token_embedding.embeddings) if self._tied else self.decoder_kernel
-            bias = ops.cast(self.output_bias, "float32")  # a tensor: the recomputed function takes no variable
-            return scores_in_chunks(x, targets, ops.cast(kernel, x.dtype), self.loss_chunk_size, bias)
-        if self._tied:
-            logits = self.token_embedding(x, reverse=True)
-        else:
-            logits = ops.matmul(x, ops.cast(self.decoder_kernel, x.dtype))
-        return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
+        return decode_tokens(x, self.token_embedding, None if self._tied else self.decoder_kernel, self.output_bias,
+                             targets, self.loss_chunk_size)
 
     @property
     def _tied(self):

@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_bertology.layers.activations import get_activation
-from keras_bertology.layers.heads import gather_positions
+from keras_bertology.layers.heads import decode_tokens, gather_positions
 
 
 @keras.saving.register_keras_serializable(package="keras_bertology")
@@ -25,6 +25,9 @@ class SpanBoundaryHead(keras.layers.Layer):
         position_embedding_size: int, width of p_i (200 in SpanBERT).
         activation: str, a name from `layers.activations`.
         layer_norm_epsilon, initializer_range: float.
+        loss_chunk_size: int; given `targets` [B, P], the head returns each target's (cross-entropy,
+            1.0 where it is the arg-max) [B, P, 2] instead of logits, that many positions at a time
+            (`layers.vocabulary_scores`), as `MaskedLMHead` does.
 
     Example:
         >>> from keras import ops
@@ -36,8 +39,9 @@ class SpanBoundaryHead(keras.layers.Layer):
     """
 
     def __init__(self, vocab_size, token_embedding=None, max_span_positions=32, position_embedding_size=200,
-                 activation="gelu", layer_norm_epsilon=1e-12, initializer_range=0.02, **kwargs):
+                 activation="gelu", layer_norm_epsilon=1e-12, initializer_range=0.02, loss_chunk_size=0, **kwargs):
         super().__init__(**kwargs)
+        self.loss_chunk_size = loss_chunk_size
         self.vocab_size = vocab_size
         self.token_embedding = token_embedding
         self.max_span_positions = max_span_positions
@@ -46,7 +50,8 @@ class SpanBoundaryHead(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
 
-    def build(self, hidden_shape, span_left_shape=None, span_right_shape=None, span_offset_shape=None):
+    def build(self, hidden_shape, span_left_shape=None, span_right_shape=None, span_offset_shape=None,
+              targets_shape=None):
         init = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
         hidden = hidden_shape[-1]
         width = self.token_embedding.output_dim if self.token_embedding is not None else hidden
@@ -72,24 +77,24 @@ class SpanBoundaryHead(keras.layers.Layer):
         self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,), initializer="zeros")
         self.built = True
 
-    def call(self, hidden, span_left, span_right, span_offset):
+    def call(self, hidden, span_left, span_right, span_offset, targets=None):
         offset = ops.clip(ops.cast(span_offset, "int32"), 0, self.max_span_positions - 1)
         x = ops.concatenate([gather_positions(hidden, span_left), gather_positions(hidden, span_right),
                              self.position_embedding(offset)], axis=-1)
         for dense, norm in zip(self.transforms, self.layer_norms):
             x = norm(dense(x))
-        if self.token_embedding is not None:
-            logits = self.token_embedding(x, reverse=True)
-        else:
-            logits = ops.matmul(x, ops.cast(self.decoder_kernel, x.dtype))
-        return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
+        decoder_kernel = None if self.token_embedding is not None else self.decoder_kernel
+        return decode_tokens(x, self.token_embedding, decoder_kernel, self.output_bias, targets, self.loss_chunk_size)
 
-    def compute_output_spec(self, hidden, span_left, span_right, span_offset):
-        return keras.KerasTensor((hidden.shape[0], span_left.shape[1], self.vocab_size), dtype="float32")
+    def compute_output_spec(self, hidden, span_left, span_right, span_offset, targets=None):
+        width = self.vocab_size if targets is None else 2
+        return keras.KerasTensor((hidden.shape[0], span_left.shape[1], width), dtype="float32")
 
     def get_config(self):
         config = super().get_config()
         config.update(vocab_size=self.vocab_size, max_span_positions=self.max_span_positions,
                       position_embedding_size=self.position_embedding_size, activation=self.activation,
                       layer_norm_epsilon=self.layer_norm_epsilon, initializer_range=self.initializer_range)
+        if self.loss_chunk_size:
+            config.update(loss_chunk_size=self.loss_chunk_size)
         return config

@@ -1,7 +1,7 @@
 """Every family with `--loss-chunk-size` trains with its loss in chunks as with all the logits at once.
 
 For each family that declares the option (GPT's causal LM; the masked LM of BERT, RoBERTa, ERNIE, Linformer,
-ModernBERT, BigBird and ALBERT), two pretrainers from the same initial weights take the same steps on the peer suite's
+ModernBERT, BigBird, ALBERT, and SpanBERT's masked LM and span boundary objective), two pretrainers from the same initial weights take the same steps on the peer suite's
 batch: one scores its logits with Keras' cross-entropy, the other scores its targets itself a few positions
 at a time (`layers.vocabulary_scores`). Their logged losses and metrics agree to 1e-6 at every step and
 their weights after the steps to 1e-6, with and without XLA; the chunked one keeps its setting through a
@@ -39,7 +39,7 @@ def _served_logits(model, x):
 
 
 def test_the_families_with_language_models_over_a_vocabulary_offer_it():
-    assert {"gpt", "bert", "roberta", "modernbert", "albert", "bigbird"} <= set(CHUNKED)
+    assert {"gpt", "bert", "roberta", "modernbert", "albert", "bigbird", "spanbert"} <= set(CHUNKED)
 
 
 @pytest.mark.parametrize("name,jit_compile", CASES)
@@ -51,6 +51,10 @@ def test_training_with_the_loss_in_chunks_equals_training_on_all_the_logits(name
     chunked, chunked_logs, _ = _trained(family, 5, jit_compile)
     assert set(chunked.input) - set(plain.input) == {objective.label_key for objective in chunked.declared_objectives
                                                      if objective.predicts_tokens}
+    # Every objective over the vocabulary holds scores ([B, P, 2]: cross-entropy, arg-max hit), no logits.
+    assert {objective.name: chunked.output[objective.name].shape[-1] for objective in chunked.declared_objectives
+            if objective.predicts_tokens} == {objective.name: 2 for objective in chunked.declared_objectives
+                                              if objective.predicts_tokens}
     assert plain_logs[-1]["loss"] < plain_logs[0]["loss"]  # the steps moved the weights
     for theirs, ours in zip(plain_logs, chunked_logs, strict=True):
         assert sorted(ours) == sorted(theirs)

@@ -5,7 +5,7 @@ so `bertology convert` imports them through the BERT family.
 """
 
 from keras_bertology.lazy_imports import lazy_attributes
-from keras_bertology.models.family import Conversion, DataRecipe, FamilyOption, ModelFamily
+from keras_bertology.models.family import LOSS_CHUNK_SIZE, Conversion, DataRecipe, FamilyOption, ModelFamily
 from keras_bertology.models.spanbert.presets import SPANBERT_PRESETS
 
 SPANBERT = FAMILY = ModelFamily(
@@ -25,7 +25,8 @@ SPANBERT = FAMILY = ModelFamily(
     ),
     options=(FamilyOption("span_p", float, 0.2, "p of the Geometric span length in words", minimum=0.01, maximum=1.0),
              FamilyOption("max_span", int, 10, "longest span in words (the law is renormalised)", minimum=1,
-                          maximum=30)),
+                          maximum=30),
+             LOSS_CHUNK_SIZE),
 )
 
 __getattr__ = lazy_attributes(__name__, {

@@ -127,7 +127,7 @@ def test_pretrain_spanbert_from_the_command_line(tmp_path, capsys):
     metrics, served = pretrain_two_plays(tmp_path, capsys, "spanbert", "spanbert-tiny", "--seq-len", "64",
                                          "--vocab-size", "800", "--max-span", "3")
     assert set(metrics["objectives"]) == {"mlm", "sbo"}
-    assert metrics["family_options"] == {"span_p": 0.2, "max_span": 3}
+    assert metrics["family_options"] == {"span_p": 0.2, "max_span": 3, "loss_chunk_size": 0}
     assert metrics["instances"] == "packed_instances (doc-sentences)" and metrics["masking"] == "dynamic"
     assert metrics["objectives"]["sbo"]["chance"]["most_frequent_token"]
     out = served.mlm_logits(tf.constant(["To be, or not to [MASK]."]))
