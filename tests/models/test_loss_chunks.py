@@ -1,7 +1,7 @@
 """Every family with `--loss-chunk-size` trains with its loss in chunks as with all the logits at once.
 
 For each family that declares the option (GPT's causal LM; the masked LM of BERT, RoBERTa, ERNIE, Linformer,
-ModernBERT, BigBird, ALBERT, and SpanBERT's masked LM and span boundary objective), two pretrainers from the same initial weights take the same steps on the peer suite's
+ModernBERT, BigBird, ALBERT and DeBERTa; SpanBERT's masked LM and span boundary objective), two pretrainers from the same initial weights take the same steps on the peer suite's
 batch: one scores its logits with Keras' cross-entropy, the other scores its targets itself a few positions
 at a time (`layers.vocabulary_scores`). Their logged losses and metrics agree to 1e-6 at every step and
 their weights after the steps to 1e-6, with and without XLA; the chunked one keeps its setting through a
@@ -39,7 +39,7 @@ def _served_logits(model, x):
 
 
 def test_the_families_with_language_models_over_a_vocabulary_offer_it():
-    assert {"gpt", "bert", "roberta", "modernbert", "albert", "bigbird", "spanbert"} <= set(CHUNKED)
+    assert {"gpt", "bert", "roberta", "modernbert", "albert", "bigbird", "spanbert", "deberta"} <= set(CHUNKED)
 
 
 @pytest.mark.parametrize("name,jit_compile", CASES)

@@ -7,7 +7,7 @@ The family object is imported without TensorFlow; the classes load lazily.
 
 from keras_bertology.lazy_imports import lazy_attributes
 from keras_bertology.models.deberta.presets import DEBERTA_PRESETS
-from keras_bertology.models.family import Conversion, DataRecipe, FamilyOption, ModelFamily
+from keras_bertology.models.family import LOSS_CHUNK_SIZE, Conversion, DataRecipe, FamilyOption, ModelFamily
 
 DEBERTA = FAMILY = ModelFamily(
     name="deberta",
@@ -29,6 +29,7 @@ DEBERTA = FAMILY = ModelFamily(
         FamilyOption("enhanced_mask_decoder", int, 1, "1: the MLM head reads the enhanced mask decoder (absolute "
                      "positions, the last layer twice); 0: the last layer's states (transformers' head)", minimum=0,
                      maximum=1, used_by=("pretrainer",)),
+        LOSS_CHUNK_SIZE,
     ),
 )
 

@@ -10,7 +10,7 @@ the second output at the masked positions.
 import keras
 
 from keras_bertology.layers import MaskedLMHead, merge_attention_masks
-from keras_bertology.models.bert.pretrainer import MLM
+from keras_bertology.models.bert.pretrainer import masked_lm_output
 from keras_bertology.models.pretrainer import Pretrainer
 
 EMD_PASSES = 2
@@ -28,6 +28,9 @@ class DebertaPretrainer(Pretrainer):
         backbone: a `DebertaBackbone`.
         enhanced_mask_decoder: bool, absolute positions and the last block run twice before the head.
         tie_decoder: bool; False gives the head a decoder of its own (an imported untied checkpoint).
+        loss_chunk_size: int; > 0 scores the masked LM's targets (then an input, `mask_ids`) that many
+            positions at a time instead of keeping [positions, vocabulary] logits for the gradient, as
+            `BertPretrainer` does.
 
     Example:
         >>> from keras_bertology.models.deberta import DebertaBackbone, DebertaPretrainer
@@ -39,7 +42,7 @@ class DebertaPretrainer(Pretrainer):
         ['mlm']
     """
 
-    def __init__(self, backbone, enhanced_mask_decoder=True, tie_decoder=True, **kwargs):
+    def __init__(self, backbone, enhanced_mask_decoder=True, tie_decoder=True, loss_chunk_size=0, **kwargs):
         inputs = dict(backbone.input)
         inputs["mask_positions"] = keras.Input((None,), dtype="int32", name="mask_positions")
         encoder_inputs = {name: inputs[name] for name in backbone.input}
@@ -50,13 +53,19 @@ class DebertaPretrainer(Pretrainer):
         head = MaskedLMHead(backbone.vocab_size, token_embedding=backbone.token_embedding,
                             activation=backbone.activation, layer_norm_epsilon=backbone.layer_norm_epsilon,
                             initializer_range=backbone.initializer_range, tie_decoder=tie_decoder,
-                            dtype=backbone.dtype_policy, name="mlm_head")
-        super().__init__(backbone, inputs, {"mlm": head(states, inputs["mask_positions"])}, [MLM], **kwargs)
+                            dtype=backbone.dtype_policy, name="mlm_head", loss_chunk_size=loss_chunk_size)
+        mlm_output, mlm, served_logits = masked_lm_output(head, states, inputs)
+        super().__init__(backbone, inputs, {"mlm": mlm_output}, [mlm], **kwargs)
+        self.served_mlm_logits = served_logits
         self.enhanced_mask_decoder, self.tie_decoder = bool(enhanced_mask_decoder), tie_decoder
+        self.loss_chunk_size = loss_chunk_size
 
     def get_config(self):
-        return {**super().get_config(), "enhanced_mask_decoder": self.enhanced_mask_decoder,
-                "tie_decoder": self.tie_decoder}
+        config = {**super().get_config(), "enhanced_mask_decoder": self.enhanced_mask_decoder,
+                  "tie_decoder": self.tie_decoder}
+        if self.loss_chunk_size:
+            config["loss_chunk_size"] = self.loss_chunk_size
+        return config
 
 
 def _enhanced_mask_decoder(backbone, inputs):
