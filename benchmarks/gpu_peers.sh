@@ -13,6 +13,9 @@
 #   bash benchmarks/gpu_peers.sh dropout OUT_DIR  # there: BERT without any dropout at 512 and 128 tokens, ours
 #       against torch.compile: what drawing dropout's random bits costs (gpu_bert_no_dropout.*)
 #   bash benchmarks/gpu_peers.sh long OUT_DIR [ARGS]  # there: bench_long_sequences on the GPU, OUT_DIR/long_sequences_gpu.*
+#   bash benchmarks/gpu_peers.sh profile OUT_DIR [MODEL SHAPE]  # there: device time per kernel and per kind of one
+#       training step, ours against torch eager and torch.compile (gpu_profile.py; by default BERT without attention
+#       dropout at gpu_base512, where ours trails torch.compile): OUT_DIR/gpu_profile_<system>.json, gpu_profile.md
 # FLAGS are peer_suite's (--models, --shapes, --systems, --rounds, --name ...), after the defaults.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +30,7 @@ case "${1:-}" in
       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d .whl \
       keras==3.15.1 keras-hub==0.32.0 namex optree kagglehub kagglesdk==0.1.28
     grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude ;;
-  run|attention|base|dropout|long)
+  run|attention|base|dropout|long|profile)
     out="${2:?give the output folder}"
     python3 -m pip install -q --no-index --no-deps --target .site .whl/*.whl
     export PYTHONPATH="$PWD/.site:$PWD" KERAS_BACKEND=jax PYTHONUNBUFFERED=1
@@ -52,7 +55,13 @@ case "${1:-}" in
       dropout) suite --models bert-no-dropout --shapes gpu_base512 gpu_base128 --rounds 1 \
                  --systems ours torch_compile --name gpu_bert_no_dropout ;;
       long) python3 -m benchmarks.bench_long_sequences --device gpu --name long_sequences_gpu --out "$out" "${@:3}" ;;
+      profile)
+        row=(--model "${3:-bert-no-attention-dropout}" --shape "${4:-gpu_base512}" --out "$out")
+        for system in ours torch_eager torch_compile; do  # one fresh process each, as the suite runs them
+          python3 -m benchmarks.gpu_profile --system "$system" "${row[@]}"
+        done
+        python3 -m benchmarks.gpu_profile --compare --out "$out" ;;
     esac ;;
-  *) echo "usage: $0 download | run OUT_DIR [FLAGS] | attention OUT_DIR [SHAPE ...] | base OUT_DIR | dropout OUT_DIR | long OUT_DIR [bench_long_sequences flags]" >&2
+  *) echo "usage: $0 download | run OUT_DIR [FLAGS] | attention OUT_DIR [SHAPE ...] | base OUT_DIR | dropout OUT_DIR | long OUT_DIR [bench_long_sequences flags] | profile OUT_DIR [MODEL SHAPE]" >&2
      exit 2 ;;
 esac

@@ -344,3 +344,59 @@ def test_loss_chunks_benchmark_finds_the_chunked_step_holding_less(tmp_path):
     logits_mib = 256 * 50257 * 4 / 2 ** 20
     assert 0 < rows[8]["temp_mib"] < logits_mib < rows[0]["temp_mib"]
     assert "| all |" in (tmp_path / "loss_chunks.md").read_text()
+
+
+def test_the_gpu_profile_counts_each_kernel_once_from_the_device_streams():
+    """A JAX trace shows a GPU's kernels on its streams and again, summed, on XLA's derived lines: only the
+    streams count; host events are left out when a device ran; each kernel gets its kind."""
+    from benchmarks.gpu_profile import perfetto_events, summarize
+
+    def meta(pid, name, tid=None):
+        return {"ph": "M", "pid": pid, "name": "thread_name" if tid is not None else "process_name",
+                **({"tid": tid} if tid is not None else {}), "args": {"name": name}}
+
+    def kernel(pid, tid, name, dur, op=""):
+        return {"ph": "X", "pid": pid, "tid": tid, "name": name, "dur": dur, "args": {"hlo_op": op}}
+
+    trace = {"traceEvents": [
+        meta(1, "/host:CPU"), meta(2, "/device:GPU:0"), meta(2, "Stream #13(Compute)", 7), meta(2, "XLA Ops", 8),
+        kernel(1, 3, "PjitFunction(train_step)", 900.0),
+        kernel(2, 7, "sm90_xmma_gemm_bf16bf16_bf16f32", 300.0, "dot.4"),
+        kernel(2, 7, "cudnn_generated_fort_native_sdpa_sm90_flash_fprop", 200.0, "custom-call.2"),
+        kernel(2, 7, "loop_add_fusion", 50.0, "fusion.9"), kernel(2, 7, "input_reduce_fusion", 25.0, "fusion.3"),
+        kernel(2, 8, "dot.4", 300.0), kernel(2, 8, "custom-call.2", 200.0),
+    ]}
+    events, on_device = perfetto_events(trace)
+    assert on_device and sorted(name for name, _, _ in events) == [
+        "cudnn_generated_fort_native_sdpa_sm90_flash_fprop", "input_reduce_fusion", "loop_add_fusion",
+        "sm90_xmma_gemm_bf16bf16_bf16f32"]
+    summary = summarize(events, steps=5, device="device")
+    assert summary["ms_per_step"] == pytest.approx(575.0 / 1000 / 5)
+    assert {kind: round(value["ms_per_step"] * 5000) for kind, value in summary["kinds"].items()} == {
+        "matmul": 300, "attention": 200, "element-wise": 50, "softmax/reduce": 25}
+    assert [item["name"] for item in summary["top"]][0] == "sm90_xmma_gemm_bf16bf16_bf16f32"
+    # Without a device (XLA:CPU): the host's events, less the Python tracer's nested frames.
+    host = {"traceEvents": [meta(1, "/host:CPU"), kernel(1, 3, "$threading.py:1 run", 90.0),
+                            kernel(1, 3, "transpose_copy_fusion", 10.0)]}
+    assert perfetto_events(host) == ([("transpose_copy_fusion", "", 10.0)], False)
+
+
+@pytest.mark.extended
+def test_the_gpu_profile_runs_ours_and_transformers_and_compares_them(tmp_path):
+    """On a CPU a smoke run: ours on JAX and transformers eager, each in its process, then the side-by-side
+    table (benchmarks/gpu_peers.sh profile runs the same commands on a GPU)."""
+    import os
+
+    common = ["--model", "bert", "--shape", "tiny", "--steps", "2", "--out", str(tmp_path)]
+    for system, backend in (("ours", "jax"), ("torch_eager", "tensorflow")):
+        done = subprocess.run([sys.executable, "-m", "benchmarks.gpu_profile", "--system", system, *common],
+                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+                              env=dict(os.environ, KERAS_BACKEND=backend))
+        assert done.returncode == 0, done.stderr[-3000:]
+        report = json.loads((tmp_path / f"gpu_profile_{system}.json").read_text())
+        assert report["ms_per_step"] > 0 and report["top"] and report["device"] == "host"
+    done = subprocess.run([sys.executable, "-m", "benchmarks.gpu_profile", "--compare", "--out", str(tmp_path)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = (tmp_path / "gpu_profile.md").read_text()
+    assert "| kind | ours | torch_eager |" in table and "## ours: top kernels" in table
