@@ -5,7 +5,7 @@ import math
 import keras
 
 from keras_bertology.layers import GumbelSampler, MaskedLMHead, ReplacedTokenHead, ReplaceTokens
-from keras_bertology.models.pretrainer import WEIGHTED_AVERAGE, Objective, Pretrainer
+from keras_bertology.models.pretrainer import WEIGHTED_AVERAGE, Objective, Pretrainer, scored
 from keras_bertology.models.ranked_precision import RankedPrecision
 
 FULL, DISENTANGLED, NONE = EMBEDDING_SHARING = ("full", "disentangled", "none")
@@ -96,6 +96,10 @@ class GeneratorDiscriminator(Pretrainer):
             discriminator starts from the generator's weights and trains with
             the generator frozen. It needs a generator of the discriminator's
             shape and no shared embeddings.
+        loss_chunk_size: int; > 0 scores the generator's MLM targets that many positions at a time
+            (`mlm` then holds each one's cross-entropy and arg-max hit, as `BertPretrainer`'s does): no
+            [positions, vocabulary] logits are kept for the gradient. The sampler still reads the logits,
+            which no gradient passes through.
     """
 
     backbone_argument = "discriminator"
@@ -103,7 +107,7 @@ class GeneratorDiscriminator(Pretrainer):
 
     def __init__(self, discriminator, generator_config, generator_cls=None, embedding_sharing=FULL,
                  rtd_weight=50.0, rtd_reads_context=False, temperature=1.0, seed=None, two_stage_steps=0,
-                 **kwargs):
+                 loss_chunk_size=0, **kwargs):
         cls = keras.saving.get_registered_object(generator_cls) if generator_cls else type(discriminator)
         if cls is None:
             raise ValueError(f"unknown generator class {generator_cls!r}")
@@ -119,12 +123,14 @@ class GeneratorDiscriminator(Pretrainer):
                       mask_ids=keras.Input((None,), dtype="int32", name="mask_ids"),
                       mask_weights=keras.Input((None,), dtype="float32", name="mask_weights"))
         encoded = generator({name: inputs[name] for name in generator.input})["sequence_output"]
-        mlm = MaskedLMHead(
+        head = MaskedLMHead(
             generator.vocab_size, token_embedding=generator.token_embedding, activation=generator.activation,
             layer_norm_epsilon=generator.layer_norm_epsilon, initializer_range=generator.initializer_range,
-            dtype=discriminator.dtype_policy, name="mlm_head",
-        )(encoded, inputs["mask_positions"])
-        samples = GumbelSampler(temperature, seed=seed, name="sampler")(mlm)
+            dtype=discriminator.dtype_policy, name="mlm_head", loss_chunk_size=loss_chunk_size,
+        )
+        logits = head(encoded, inputs["mask_positions"])
+        mlm = head(encoded, inputs["mask_positions"], inputs["mask_ids"]) if loss_chunk_size else logits
+        samples = GumbelSampler(temperature, seed=seed, name="sampler")(logits)
         corrupted, labels = ReplaceTokens(name="replace")(
             inputs["token_ids"], inputs["mask_positions"], inputs["mask_ids"], inputs["mask_weights"], samples)
         judged = discriminator({name: corrupted if name == "token_ids" else inputs[name]
@@ -134,7 +140,9 @@ class GeneratorDiscriminator(Pretrainer):
                                 dtype=discriminator.dtype_policy, name="rtd_head")(judged)
         outputs = {"mlm": mlm, "rtd": rtd, "rtd_labels": labels}
         super().__init__(discriminator, inputs, outputs,
-                         [GENERATOR_MLM, replaced_token_detection(rtd_weight)], **kwargs)
+                         [scored(GENERATOR_MLM) if loss_chunk_size else GENERATOR_MLM,
+                          replaced_token_detection(rtd_weight)], **kwargs)
+        self.loss_chunk_size = loss_chunk_size
         self.generator = generator
         self.generator_config = dict(generator_config)
         self.generator_cls = generator_cls
@@ -190,7 +198,8 @@ class GeneratorDiscriminator(Pretrainer):
         return {**super().get_config(), "generator_config": self.generator_config,
                 "generator_cls": self.generator_cls, "embedding_sharing": self.embedding_sharing,
                 "rtd_weight": self.rtd_weight, "rtd_reads_context": self.rtd_reads_context,
-                "temperature": self.temperature, "seed": self.seed, "two_stage_steps": self.two_stage_steps}
+                "temperature": self.temperature, "seed": self.seed, "two_stage_steps": self.two_stage_steps,
+                **({"loss_chunk_size": self.loss_chunk_size} if self.loss_chunk_size else {})}
 
     @classmethod
     def from_config(cls, config):

@@ -9,7 +9,8 @@ The family object is imported without TensorFlow; the classes load lazily.
 
 from keras_bertology.lazy_imports import lazy_attributes
 from keras_bertology.models.deberta.presets import DEBERTA_V3_PRESETS
-from keras_bertology.models.family import Conversion, DataRecipe, FamilyOption, ModelFamily, TrainingDefaults
+from keras_bertology.models.family import (LOSS_CHUNK_SIZE, Conversion, DataRecipe, FamilyOption, ModelFamily,
+                                           TrainingDefaults)
 
 RTD = ("objective", "rtd")  # the generator's settings
 
@@ -45,6 +46,7 @@ DEBERTA_V3 = FAMILY = ModelFamily(
         FamilyOption("embedding_sharing", str, "disentangled", "disentangled: the discriminator's tables are "
                      "stop_gradient(the generator's) + deltas of its own; none: separate tables",
                      choices=("disentangled", "none"), used_by=("pretrainer",), applies_when=RTD),
+        LOSS_CHUNK_SIZE,
     ),
 )
 

@@ -17,7 +17,7 @@ def generator_config(discriminator, num_layers=None):
 
 
 def deberta_v3_pretrainer(backbone, objective="rtd", generator_layers=None, rtd_weight=10.0,
-                          embedding_sharing=DISENTANGLED, temperature=1.0):
+                          embedding_sharing=DISENTANGLED, temperature=1.0, loss_chunk_size=0):
     """A `GeneratorDiscriminator` on `backbone` (a `DebertaBackbone`, the discriminator) with DeBERTa-v3's
     settings: loss = MLM + 10 x RTD, samples at temperature 1, the head reading LayerNorm(state + the
     first token's state). `objective="mlm"`: a `DebertaPretrainer` on the last layer instead (the
@@ -35,9 +35,9 @@ def deberta_v3_pretrainer(backbone, objective="rtd", generator_layers=None, rtd_
     if objective == "mlm":
         from keras_bertology.models.deberta.pretrainer import DebertaPretrainer
 
-        return DebertaPretrainer(backbone, enhanced_mask_decoder=False)
+        return DebertaPretrainer(backbone, enhanced_mask_decoder=False, loss_chunk_size=loss_chunk_size)
     if objective != "rtd":
         raise ConfigError(f"--objective must be rtd or mlm (got {objective!r})")
     return GeneratorDiscriminator(backbone, generator_config(backbone, generator_layers), rtd_weight=rtd_weight,
                                   rtd_reads_context=True, temperature=temperature,
-                                  embedding_sharing=embedding_sharing)
+                                  embedding_sharing=embedding_sharing, loss_chunk_size=loss_chunk_size)

@@ -6,7 +6,8 @@ model is the discriminator alone.
 
 from keras_bertology.lazy_imports import lazy_attributes
 from keras_bertology.models.electra.presets import ELECTRA_PRESETS
-from keras_bertology.models.family import Conversion, DataRecipe, FamilyOption, ModelFamily, TrainingDefaults
+from keras_bertology.models.family import (LOSS_CHUNK_SIZE, Conversion, DataRecipe, FamilyOption, ModelFamily,
+                                           TrainingDefaults)
 
 ELECTRA = FAMILY = ModelFamily(
     name="electra",
@@ -40,6 +41,7 @@ ELECTRA = FAMILY = ModelFamily(
         FamilyOption("two_stage_steps", int, 0, "two-stage variant: the generator (as large as the discriminator) "
                      "trains alone this many steps, then the discriminator starts from it with the generator "
                      "frozen (0: joint training)", minimum=0, maximum=10**9, used_by=("pretrainer",)),
+        LOSS_CHUNK_SIZE,
     ),
 )
 

@@ -19,7 +19,7 @@ def generator_config(discriminator, fraction, num_layers=None):
 
 
 def electra_pretrainer(backbone, generator_fraction=0.25, generator_layers=None, rtd_weight=50.0,
-                       temperature=1.0, two_stage_steps=0):
+                       temperature=1.0, two_stage_steps=0, loss_chunk_size=0):
     """A `GeneratorDiscriminator` on `backbone` (the discriminator) with ELECTRA's settings.
 
     With `two_stage_steps` the generator is as large as the discriminator and
@@ -41,4 +41,4 @@ def electra_pretrainer(backbone, generator_fraction=0.25, generator_layers=None,
         config.update(num_heads=backbone.num_heads, intermediate_size=backbone.intermediate_size)
     return GeneratorDiscriminator(backbone, config, rtd_weight=rtd_weight, temperature=temperature,
                                   embedding_sharing="none" if two_stage_steps else "full",
-                                  two_stage_steps=two_stage_steps)
+                                  two_stage_steps=two_stage_steps, loss_chunk_size=loss_chunk_size)

@@ -195,7 +195,7 @@ def test_pretrain_electra_from_the_command_line(tmp_path, capsys):
     assert rtd["chance"]["accuracy"] == pytest.approx(1 - rate) and rtd["chance"]["recall"] == rate
     assert rtd["chance"]["auc"] == 0.5
     assert metrics["family_options"] == {"generator_fraction": 0.5, "generator_layers": None, "rtd_weight": 50.0,
-                                         "two_stage_steps": 0}
+                                         "two_stage_steps": 0, "loss_chunk_size": 0}
     assert metrics["learning_rate"] == 3e-4  # the family's rate
     assert not hasattr(served, "mlm")  # the generator is discarded
     out = served.serve(tf.constant(["To be, or not to be."]))
