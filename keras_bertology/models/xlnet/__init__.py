@@ -8,7 +8,8 @@ stream only.
 """
 
 from keras_bertology.lazy_imports import lazy_attributes
-from keras_bertology.models.family import Conversion, DataRecipe, FamilyOption, InputLayout, ModelFamily
+from keras_bertology.models.family import (LOSS_CHUNK_SIZE, Conversion, DataRecipe, FamilyOption, InputLayout,
+                                           ModelFamily)
 from keras_bertology.models.xlnet.presets import XLNET_PRESETS
 
 XLNET = FAMILY = ModelFamily(
@@ -46,6 +47,7 @@ XLNET = FAMILY = ModelFamily(
                      "order", minimum=1.0, maximum=100.0, used_by=("masker",)),
         FamilyOption("bi_data", int, 1, "1: half of each batch reads its streams backwards (XLNet's bi_data); 0: "
                      "forward only", minimum=0, maximum=1, used_by=("instances", "masker", "pretrainer")),
+        LOSS_CHUNK_SIZE,
     ),
 )
 

@@ -3,8 +3,9 @@
 import keras
 from keras import ops
 
+from keras_bertology.layers.heads import decode_tokens
 from keras_bertology.layers.segment_memory import SegmentMemory
-from keras_bertology.models.pretrainer import Objective, Pretrainer
+from keras_bertology.models.pretrainer import Objective, Pretrainer, scored
 
 # Permutation LM: the original ids of the P target slots, padded slots weighted 0.
 PLM = Objective("plm", label_key="target_ids", weight_key="target_weights", predicts_tokens=True)
@@ -17,30 +18,30 @@ class TiedOutputBias(keras.layers.Layer):
     """Logits = x E^T + b with E the (tied) token embedding: XLNet's LM head, nothing in between.
 
     `tie_decoder=False` puts a decoder kernel of its own in place of E (an imported checkpoint
-    whose decoder differs from its word embeddings, which transformers computes with).
+    whose decoder differs from its word embeddings, which transformers computes with). With a
+    `loss_chunk_size` and `targets` [B, P] it gives each target's (cross-entropy, arg-max hit) instead,
+    that many positions at a time (`layers.heads.decode_tokens`).
     """
 
-    def __init__(self, token_embedding, tie_decoder=True, **kwargs):
+    def __init__(self, token_embedding, tie_decoder=True, loss_chunk_size=0, **kwargs):
         super().__init__(**kwargs)
         self.token_embedding = token_embedding
         self.tie_decoder = tie_decoder
+        self.loss_chunk_size = loss_chunk_size
 
-    def build(self, hidden_shape):
+    def build(self, hidden_shape, targets_shape=None):
         vocab_size = self.token_embedding.input_dim
         if not self.tie_decoder:
             self.decoder_kernel = self.add_weight(shape=(hidden_shape[-1], vocab_size), name="decoder_kernel")
         self.bias = self.add_weight(shape=(vocab_size,), initializer="zeros", name="bias")
         self.built = True
 
-    def call(self, hidden):
-        if self.tie_decoder:
-            logits = self.token_embedding(hidden, reverse=True)
-        else:
-            logits = ops.matmul(hidden, ops.cast(self.decoder_kernel, hidden.dtype))
-        return ops.cast(logits, "float32") + ops.cast(self.bias, "float32")
+    def call(self, hidden, targets=None):
+        decoder_kernel = None if self.tie_decoder else self.decoder_kernel
+        return decode_tokens(hidden, self.token_embedding, decoder_kernel, self.bias, targets, self.loss_chunk_size)
 
-    def compute_output_shape(self, hidden_shape):
-        return (*hidden_shape[:-1], self.token_embedding.input_dim)
+    def compute_output_shape(self, hidden_shape, targets_shape=None):
+        return (*hidden_shape[:-1], self.token_embedding.input_dim if targets_shape is None else 2)
 
 
 class QueryStream(SegmentMemory):
@@ -119,6 +120,8 @@ class XLNetPretrainer(Pretrainer):
         reuse_len: positions of each segment kept as memory (default L / 2).
         bi_data: the second half of each batch holds the backward streams.
         tie_decoder: False gives the head a decoder of its own instead of the word embeddings.
+        loss_chunk_size: int; > 0 scores the targets (then an input, `target_ids`) that many slots at a
+            time instead of keeping [slots, vocabulary] logits for the gradient, as `BertPretrainer` does.
 
     Example:
         >>> from keras_bertology.models.xlnet import XLNetBackbone, XLNetPretrainer
@@ -129,7 +132,7 @@ class XLNetPretrainer(Pretrainer):
     """
 
     def __init__(self, backbone, mem_len=0, batch_size=None, reuse_len=None, bi_data=False, tie_decoder=True,
-                 **kwargs):
+                 loss_chunk_size=0, **kwargs):
         inputs = dict(backbone.input)
         inputs["perm_mask"] = keras.Input((None, None), dtype="float32", name="perm_mask")
         inputs["target_mapping"] = keras.Input((None, None), dtype="float32", name="target_mapping")
@@ -138,9 +141,15 @@ class XLNetPretrainer(Pretrainer):
         query = QueryStream(backbone.encoder, mem_len, batch_size, reuse_len, bi_data, name="query_stream")(
             *(inputs.get(name) for name in ("token_ids", "segment_ids", "padding_mask", *PLM_INPUTS,
                                              "stream_start")))
-        logits = TiedOutputBias(backbone.token_embedding, tie_decoder, dtype=backbone.dtype_policy,
-                                name="plm_head")(query)
-        super().__init__(backbone, inputs, {"plm": logits}, [PLM], **kwargs)
+        head = TiedOutputBias(backbone.token_embedding, tie_decoder, loss_chunk_size, dtype=backbone.dtype_policy,
+                              name="plm_head")
+        if loss_chunk_size:
+            inputs["target_ids"] = keras.Input((None,), dtype="int32", name="target_ids")
+            outputs, objective = {"plm": head(query, inputs["target_ids"])}, scored(PLM)
+        else:
+            outputs, objective = {"plm": head(query)}, PLM
+        super().__init__(backbone, inputs, outputs, [objective], **kwargs)
+        self.loss_chunk_size = loss_chunk_size
         self.mem_len = mem_len
         self.batch_size = batch_size
         self.reuse_len = reuse_len
@@ -164,4 +173,5 @@ class XLNetPretrainer(Pretrainer):
 
     def get_config(self):
         return {**super().get_config(), "mem_len": self.mem_len, "batch_size": self.batch_size,
-                "reuse_len": self.reuse_len, "bi_data": self.bi_data, "tie_decoder": self.tie_decoder}
+                "reuse_len": self.reuse_len, "bi_data": self.bi_data, "tie_decoder": self.tie_decoder,
+                **({"loss_chunk_size": self.loss_chunk_size} if self.loss_chunk_size else {})}
