@@ -193,7 +193,8 @@ def build_parser():
     export.add_argument("--format", choices=EXPORT_FORMATS, default=EXPORT_FORMATS[0],
                         help="saved_model: a TensorFlow SavedModel serving raw strings; hf: a transformers model "
                              "folder (config.json, model.safetensors, tokenizer files); onnx: the encoder on token "
-                             "ids for ONNX Runtime (model.onnx, onnx.json; the onnx extra)")
+                             "ids for ONNX Runtime (model.onnx, onnx.json; the onnx extra), and on raw strings "
+                             "where ONNX Runtime Extensions tokenize as the run does (model.text.onnx)")
     export.add_argument("--out", metavar="DIR",
                         help="default: savedmodels/<run folder name>, or hf/ or onnx/<run folder name> with "
                              "--format hf or onnx")
@@ -543,9 +544,13 @@ def _run_export_other(args):
 
         with claim_output_folder(out, "--out", ONNX_MODEL, replaced=True):
             description = export_task_onnx(run_dir, out, args.quantize) if folder_kind(run_dir) is FINETUNING else \
-                export_onnx(load_run_model(run_dir, with_tokenizer=False), out, args.quantize)
+                export_onnx(load_run_model(run_dir), out, args.quantize)
         print(f"ONNX model written to {out}: inputs {', '.join(spec['name'] for spec in description['inputs'])}; "
               f"outputs {', '.join(description['outputs'])} (opset {description['opset']})")
+        text = description["text_model"]
+        print(f"string model written to {out / text['model']}: input text, raw strings (ONNX Runtime Extensions' "
+              "operators)" if "model" in text else f"no string model: {text['missing']}; feed {description['model']} "
+              "ids")
         if "quantized" in description:
             print(f"int8 model written to {out / description['quantized']['model']} (largest difference from the "
                   f"float model on the check inputs: {description['quantized']['max_difference']:.2g})")

@@ -36,3 +36,8 @@ class DataError(BertologyError):
 class TrainingError(BertologyError):
     """Training diverged (a loss that is not a finite number): pretraining keeps its last good checkpoint,
     fine-tuning writes nothing."""
+
+
+class NotExpressible(BertologyError):
+    """A tokenizer or a text layout has no form in ONNX Runtime's operators; the message says why (an export
+    then writes the model on ids alone)."""

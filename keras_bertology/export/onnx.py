@@ -17,6 +17,7 @@ fine-tuned accuracy.
 import contextlib
 import json
 import logging
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,8 @@ import tensorflow as tf
 
 from keras_bertology import __version__
 from keras_bertology.atomic import atomic_directory
-from keras_bertology.errors import ConfigError
+from keras_bertology.errors import ConfigError, NotExpressible
+from keras_bertology.export import onnx_text
 
 OPSET = 17  # ONNX Runtime 1.14 and later run it (the C#, Java and JavaScript packages of 2023 on)
 MODEL_FILE = "model.onnx"
@@ -41,6 +43,7 @@ def _converter():
     """tf2onnx's converter and the versions it records, or one line naming the extra when it is missing."""
     try:
         import onnx
+        import onnxruntime_extensions  # noqa: F401 (the string model's tokenizers)
         import tf2onnx
         from tf2onnx import convert
     except ImportError:
@@ -143,10 +146,15 @@ def _quantized(float_path, staging):
 
 def export_onnx(run, out_dir, quantize=None):
     """Write `run`'s (a `runs.RunModel`) text encoder as `out_dir`/model.onnx and its description, atomically,
-    with `quantize` (one of QUANTIZATIONS) also its quantized model; returns the description."""
+    with `quantize` (one of QUANTIZATIONS) also its quantized model, and where its tokenizer and layout can
+    be written as ONNX operators the string model (`onnx_text`); returns the description."""
+    from keras_bertology.models.registry import get_family
+
     encoder = run.backbone.text_encoder()  # an encoder-decoder's encoder: what a text alone feeds
+    text = (get_family(run.family), run.tokenizer) if run.tokenizer is not None else \
+        "the run has no tokenizer to write into it"
     return _export(encoder, run.backbone.input_limits(), run.seq_len, out_dir,
-                   {"family": run.family, "preset": run.preset}, f"{run.family}'s encoder", quantize)
+                   {"family": run.family, "preset": run.preset}, f"{run.family}'s encoder", quantize, text)
 
 
 def export_task_onnx(folder, out_dir, quantize=None):
@@ -169,12 +177,14 @@ def export_task_onnx(folder, out_dir, quantize=None):
     details = {"family": results["encoder"]["family"], "task": results["task"], "kind": results["kind"],
                "labels": results["labels"]}
     return _export(model, limits, results["recipe"]["seq_len"], out_dir, details,
-                   f"this {results['kind']} model of {results['encoder']['family']}", quantize)
+                   f"this {results['kind']} model of {results['encoder']['family']}", quantize,
+                   "a fine-tuned model's string model is not built yet")
 
 
-def _export(model, limits, seq_len, out_dir, details, what, quantize=None):
+def _export(model, limits, seq_len, out_dir, details, what, quantize=None, text=None):
     """`model` (Keras, a dict of [B, L, ...] int inputs) converted, checked and written, with `quantize` its
-    quantized model too; `what` names it in errors."""
+    quantized model too, with `text` ((family, tokenizer), or why there is none) its string model where
+    it has one; `what` names it in errors."""
     if quantize is not None and quantize not in QUANTIZATIONS:
         raise ConfigError(f"--quantize takes {', '.join(QUANTIZATIONS)} (got {quantize!r})")
     convert, versions = _converter()
@@ -212,8 +222,12 @@ def _export(model, limits, seq_len, out_dir, details, what, quantize=None):
         raise ConfigError(f"the ONNX model of {what} computes otherwise than the Keras model (outputs {gap:.2g} "
                           f"apart, more than {CHECK_TOLERANCE:g}); export it as a SavedModel")
     description["self_check"] = {"shape": list(CHECK_SHAPE), "max_difference": gap}
+    text_model, description["text_model"] = (None, {"missing": text}) if isinstance(text, str) else \
+        _string_model(converted, text, seq_len, traced, names, what)
     with atomic_directory(out_dir) as staging:
         (staging / MODEL_FILE).write_bytes(converted.SerializeToString())
+        if text_model is not None:
+            (staging / onnx_text.TEXT_MODEL_FILE).write_bytes(text_model)
         if quantize:
             # No bound: int8 weights move the outputs by far more than a converter's error; the accuracy they
             # cost is measured on fine-tuning test sets (benchmarks/onnx_int8_accuracy.py), not here.
@@ -225,3 +239,39 @@ def _export(model, limits, seq_len, out_dir, details, what, quantize=None):
                                         "max_difference": quantized_gap}
         (staging / DESCRIPTION_FILE).write_text(json.dumps(description, indent=2))
     return description
+
+
+def _string_model(ids_model, text, seq_len, traced, names, what):
+    """(the bytes of the string model on `ids_model`, its entry in onnx.json), or (None, the entry saying why
+    there is none): built from the family's tokenizer and layout (`text`), then checked in a process without
+    TensorFlow on `onnx_text.check_texts` against the SavedModel's own front end: the same ids, and outputs
+    within CHECK_TOLERANCE of `traced`'s (the encoder's) on them."""
+    family, tokenizer = text
+    try:
+        model = onnx_text.text_model(ids_model, tokenizer, onnx_text.text_layout(family, tokenizer), seq_len)
+    except NotExpressible as why:
+        return None, {"missing": str(why)}
+    batches = [onnx_text.check_texts(tokenizer, seq_len), [b"", b" "]]  # the second: rows with no text at all
+    with tempfile.TemporaryDirectory() as work:
+        path = Path(work) / onnx_text.TEXT_MODEL_FILE
+        path.write_bytes(model.SerializeToString())
+        results = onnx_text.run_without_tensorflow(path, batches, work)
+    gap = 0.0
+    for texts, got in zip(batches, results):
+        packed = onnx_text.expected_front_end(family, tokenizer, seq_len, texts)
+        differing = [texts[row] for row in range(len(texts))
+                     if any(got[name].shape != value.shape or not np.array_equal(got[name][row], value[row])
+                            for name, value in packed.items())]
+        if differing:
+            return None, {"missing": f"its ONNX tokenizer reads {len(differing)} of {len(texts)} check texts "
+                                     f"otherwise than the SavedModel (first {differing[0][:40]!r})"}
+        expected = traced(*[tf.constant(packed[name]) for name in names])
+        gap = max(gap, *(float(np.abs(got[name] - value.numpy()).max()) for name, value in expected.items()))
+    if not gap <= CHECK_TOLERANCE:
+        raise ConfigError(f"the ONNX string model of {what} computes otherwise than the Keras model (outputs "
+                          f"{gap:.2g} apart, more than {CHECK_TOLERANCE:g}); use the SavedModel")
+    return model.SerializeToString(), {
+        "model": onnx_text.TEXT_MODEL_FILE, "input": onnx_text.TEXT_INPUT, "dtype": "string", "shape": ["batch"],
+        "outputs": sorted([*traced.get_concrete_function().structured_outputs, *onnx_text.LAID_OUT]),
+        "needs": "onnxruntime-extensions (register its library with the session's options)",
+        "self_check": {"texts": sum(map(len, batches)), "max_difference": gap}}

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from keras_bertology.errors import ConfigError, CorpusError
+from keras_bertology.errors import ConfigError, CorpusError, NotExpressible
 from keras_bertology.lazy_imports import import_object
 
 PathLike = str | os.PathLike
@@ -101,6 +101,13 @@ class Tokenizer(tf.Module, metaclass=abc.ABCMeta):
     @abc.abstractmethod
     def _tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
         """The tokenizer-specific graph behind `tokenize`."""
+
+    def onnx_tokenize(self, graph, texts: str) -> tuple[str, str]:
+        """`tokenize` as ONNX nodes added to `graph` (an `export.onnx_graph.OnnxGraph`): the names of the ids
+        (int64 [N]) and row splits (int64 [B + 1]) of the [B] strings named `texts`, equal to `tokenize`'s on
+        every text, with ONNX Runtime Extensions' operators; NotExpressible, saying why, where they cannot."""
+        raise NotExpressible(f"ONNX Runtime Extensions have no operator that tokenizes as the {self.type_name} "
+                             "tokenizer does")
 
     @abc.abstractmethod
     def detokenize(self, ids) -> tf.Tensor:

@@ -13,7 +13,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
 
-from keras_bertology.errors import ConfigError
+from keras_bertology.errors import ConfigError, NotExpressible
 from keras_bertology.tokenizers.base import (DEFAULT_SPECIAL_TOKENS, PathLike, Tokenizer, as_ragged_ids,
                                              check_training_input, read_bytes, register_tokenizer_type)
 
@@ -91,6 +91,45 @@ class SentencePieceTokenizer(Tokenizer):
         same_row = tf.concat([tf.equal(rows[1:], rows[:-1]), [False]], axis=0)
         lone = tf.equal(flat, self._lone_word_start) & same_row & (following >= self.vocab_size - self.sentinels)
         return tf.ragged.boolean_mask(ids, tf.RaggedTensor.from_nested_row_splits(~lone, ids.nested_row_splits))
+
+    def onnx_tokenize(self, graph, texts):
+        """The extensions' SentencepieceTokenizer on the model's bytes; T5's sentinels spaced and the lone "▁"
+        before them dropped as `_tokenize` does. ALBERT's and XLNet's text rewriting (NFKD, lower-casing) has
+        no operator there."""
+        rewriting = [name for name, on in self.preprocessing.items() if on]
+        if rewriting:
+            raise NotExpressible(f"its text rewriting ({', '.join(rewriting)}) has no ONNX Runtime Extensions "
+                                 "operator (no Unicode normalisation; its lower-casing covers fewer characters)")
+        if self.sentinels:
+            for _ in range(2):
+                texts = graph.contrib("StringRegexReplace", texts, graph.const([r"(<extra_id_\d+>)(\S)"]),
+                                      graph.const([r"\1 \2"]))
+        no = graph.const(np.array(False))
+        ids, splits = graph.contrib("SentencepieceTokenizer", texts, graph.const(np.array(0, np.int64)),
+                                    graph.const(np.array(0, np.float32)), no, no, no, no, outputs=2,
+                                    model=self._model_proto)
+        ids = graph.op("Cast", ids, to=7)  # 7: int64
+        return (ids, splits) if self._lone_word_start is None else self._onnx_drop_word_starts(graph, ids, splits)
+
+    def _onnx_drop_word_starts(self, graph, ids, splits):
+        """`_drop_word_starts_before_sentinels` as ONNX nodes."""
+        count = graph.op("Shape", ids)
+        one = graph.const([1], np.int64)
+        following = graph.op("Concat", graph.op("Slice", ids, one, count), graph.const([-1], np.int64), axis=0)
+        # A row's last id is followed by the next row's first: not the same text.
+        row_end = graph.op("Sub", graph.op("Slice", splits, one, graph.const([np.iinfo(np.int64).max], np.int64)),
+                           graph.scalar(1))
+        ends_row = graph.op("ScatterElements", graph.zeros(graph.op("Add", count, one)),
+                            row_end, graph.op("Expand", graph.scalar(1), graph.op("Shape", row_end)),
+                            reduction="max")  # row_end is -1 for an empty first row: written at the end
+        ends_row = graph.op("Cast", graph.op("Slice", ends_row, graph.const([0], np.int64), count), to=9)  # bool
+        lone = graph.op("And", graph.op("And", graph.op("Equal", ids, graph.scalar(self._lone_word_start)),
+                                        graph.op("Not", ends_row)),
+                        graph.op("GreaterOrEqual", following, graph.scalar(self.vocab_size - self.sentinels)))
+        dropped = graph.op("CumSum", graph.op("Cast", lone, to=7), graph.scalar(0))
+        dropped_before = graph.op("Concat", graph.const([0], np.int64), dropped, axis=0)
+        return (graph.op("Compress", ids, graph.op("Not", lone), axis=0),
+                graph.op("Sub", splits, graph.op("Gather", dropped_before, splits)))
 
     def detokenize(self, ids):
         """Decoded text, byte-fallback pieces turned back into characters."""

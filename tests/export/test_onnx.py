@@ -3,14 +3,13 @@ families it refuses, the extra it needs, and the check that stops a converter's 
 against its encoder's, in a process without TensorFlow: tests/models/test_family_harness.py."""
 
 import json
-import re
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from docs_clients import run_serving_docs_client
 from family_harness import native_run, sentences_of_one_play
 from keras_bertology.cli import main
 from keras_bertology.export import onnx as onnx_export
@@ -36,9 +35,11 @@ def test_the_export_writes_the_model_and_what_a_client_needs_to_feed_it(runs, tm
 
     out = tmp_path / "onnx"
     code, printed = _export(capsys, runs["bert"], out)
-    assert code == 0 and printed.out.strip().splitlines()[-1] == (
+    assert code == 0 and printed.out.strip().splitlines()[-2:] == [
         f"ONNX model written to {out}: inputs token_ids, padding_mask, segment_ids; outputs pooled_output, "
-        "sequence_output (opset 17)")
+        "sequence_output (opset 17)",
+        "no string model: ONNX Runtime Extensions have no operator that tokenizes as the wordpiece tokenizer does; "
+        "feed model.onnx ids"]
     assert sorted(path.name for path in out.iterdir()) == ["model.onnx", "onnx.json"]
     description = json.loads((out / "onnx.json").read_text())
     assert description["family"] == "bert" and description["max_length"] == 16 and description["opset"] == 17
@@ -46,6 +47,8 @@ def test_the_export_writes_the_model_and_what_a_client_needs_to_feed_it(runs, tm
         "token_ids": description["inputs"][0]["below"], "padding_mask": 2, "segment_ids": 2}
     assert description["self_check"]["max_difference"] <= onnx_export.CHECK_TOLERANCE
     assert set(description["versions"]) == {"tf2onnx", "onnx", "tensorflow"}
+    assert description["text_model"] == {"missing": "ONNX Runtime Extensions have no operator that tokenizes as the "
+                                                    "wordpiece tokenizer does"}
     # The embeddings' norm and the block's two, each one LayerNormalization; the block's GELU in the form ONNX
     # Runtime runs as one kernel; the block's six dense layers each one MatMul on their [B, L, H] input (the
     # pooler's input, [B, H], was one already); the heads split three times and merged once, each reshape to
@@ -143,13 +146,6 @@ def test_the_check_inputs_stay_within_each_inputs_limits_and_pad_the_second_row(
     np.testing.assert_array_equal(inputs["padding_mask"], [[1] * 6, [1, 1, 1, 0, 0, 0]])
 
 
-def _serving_docs_onnx_client():
-    """The ONNX Runtime client of docs/serving.md's ONNX section."""
-    page = (Path(__file__).parents[2] / "docs" / "serving.md").read_text()
-    section = page[page.index("## ONNX"):page.index("## Endpoints by family")]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
-
-
 def test_the_serving_docs_client_runs_without_tensorflow_and_computes_as_the_encoder(runs, tmp_path, capsys):
     """The documented client, as written, in a new process that never imports TensorFlow: the Hugging Face
     export's tokenizer lays the texts out as the run's own, and the ONNX model computes its encoder's
@@ -160,12 +156,8 @@ def test_the_serving_docs_client_runs_without_tensorflow_and_computes_as_the_enc
         assert main(["export", str(runs["bert"]), "--format", kind, "--out",
                      str(tmp_path / kind / "bert-tiny-shakespeare")]) == 0
     capsys.readouterr()
-    client = _serving_docs_onnx_client() + (
-        "import sys, numpy\n"
-        "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules\n"
-        "numpy.savez('served.npz', output=sequence_output, **feed)\n")
-    done = subprocess.run([sys.executable, "-c", client], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_serving_docs_client("## ONNX", "### Raw strings in",
+                            "import numpy\nnumpy.savez('served.npz', output=sequence_output, **feed)\n", tmp_path)
     served = dict(np.load(tmp_path / "served.npz"))
     run = load_run_model(runs["bert"])
     import tensorflow as tf

@@ -249,6 +249,11 @@ def check_onnx(case, folder):
     assert [spec["name"] for spec in description["inputs"]] == list(encoder.input)
     assert all(spec.get("below") == limits.get(spec["name"]) for spec in description["inputs"])
     assert description["max_length"] == case.run.seq_len == SEQ_LEN
+    # The string model (tests/export/test_onnx_text.py) where the tokenizer and layout have ONNX operators, checked
+    # at export against the SavedModel's front end; else one line saying why not.
+    text = description["text_model"]
+    assert (text["self_check"]["max_difference"] <= ONNX_TOLERANCE and (folder / "onnx" / text["model"]).is_file()) \
+        if "model" in text else (text["missing"].strip() and "\n" not in text["missing"])
     inputs = {name: case.batch[name].astype("int32") for name in encoder.input}
     np.savez(folder / "inputs.npz", **inputs)
     done = subprocess.run([sys.executable, "-c", ONNX_SERVER, str(folder / "onnx" / "model.onnx"),

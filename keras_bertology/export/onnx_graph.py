@@ -1,0 +1,61 @@
+"""A small ONNX graph builder: nodes, constants and unique names, for the graphs the export writes by hand
+(the string front end of `onnx_text`), where tf2onnx has nothing to convert. It imports only `onnx`."""
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+CONTRIB = "ai.onnx.contrib"  # ONNX Runtime Extensions' operators (tokenizers, regular expressions)
+
+
+class OnnxGraph:
+    """Nodes and initializers under construction, every name made here starting with `prefix` (so the graph
+    merges with another without clashes). `op` returns its output's name (a list of names when `outputs` > 1)."""
+
+    def __init__(self, prefix):
+        self.prefix = prefix
+        self.nodes, self.initializers = [], []
+        self._count = 0
+
+    def name(self, hint):
+        self._count += 1
+        return f"{self.prefix}/{hint}_{self._count}"
+
+    def const(self, value, dtype=None):
+        """An initializer holding `value` (a NumPy array, a number or a str/bytes; strings as ONNX strings)."""
+        name = self.name("const")
+        if isinstance(value, (str, bytes)) or (isinstance(value, np.ndarray) and value.dtype.kind in "OSU"):
+            values = np.asarray(value, dtype=object)
+            encoded = [item.encode() if isinstance(item, str) else bytes(item) for item in values.reshape(-1)]
+            self.initializers.append(helper.make_tensor(name, onnx.TensorProto.STRING, values.shape, encoded))
+        else:
+            self.initializers.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
+        return name
+
+    def op(self, op_type, *inputs, outputs=1, domain="", output_names=None, **attributes):
+        names = output_names or [self.name(op_type.lower()) for _ in range(outputs)]
+        self.nodes.append(helper.make_node(op_type, list(inputs), names, name=self.name(op_type), domain=domain,
+                                           **attributes))
+        return names[0] if len(names) == 1 else names
+
+    def contrib(self, op_type, *inputs, outputs=1, **attributes):
+        """An operator of ONNX Runtime Extensions."""
+        return self.op(op_type, *inputs, outputs=outputs, domain=CONTRIB, **attributes)
+
+    # Shorthands for the integer arithmetic a layout is.
+    def scalar(self, value):
+        return self.const(np.array(value, np.int64))
+
+    def rows(self, splits):
+        """[B] lengths of the rows that row splits [B + 1] bound."""
+        starts = self.op("Slice", splits, self.const([0], np.int64), self.const([-1], np.int64))
+        ends = self.op("Slice", splits, self.const([1], np.int64), self.const([np.iinfo(np.int64).max], np.int64))
+        return starts, self.op("Sub", ends, starts)
+
+    def zeros(self, shape):
+        """int64 zeros of the shape that the tensor `shape` holds."""
+        return self.op("ConstantOfShape", shape, value=numpy_helper.from_array(np.array([0], np.int64)))
+
+    def column(self, vector):
+        """[B] -> [B, 1]."""
+        return self.op("Unsqueeze", vector, self.const([1], np.int64))

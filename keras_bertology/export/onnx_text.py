@@ -1,0 +1,235 @@
+"""The string model of the ONNX export (`model.text.onnx`): raw texts in, the encoder's outputs and the ids
+it read out, with the family's tokenizer and text layout inside the graph as ONNX Runtime Extensions'
+operators, so a client sends strings as it does to the SavedModel's `serve`.
+
+The front end is written here as ONNX nodes (tf2onnx cannot convert tensorflow-text's tokenizers, and its
+lowering of ragged tensors fails on a batch of empty texts): each word cut as the SavedModel cuts it
+(`cut_words`), the text split at the literal mask token as `data.packing.tokenize_keeping_mask` splits it,
+the pieces tokenized by the tokenizer's own `onnx_tokenize`, then laid out as the family's layout says and
+padded to the batch's longest. Where a tokenizer or a layout has no such form the export says why in one
+line and writes the ids model alone.
+
+What may differ from the SavedModel, by construction: a NUL byte ends a text here (the extensions' operators
+read strings up to it); a text is not cut to `CHARS_PER_TOKEN` characters a token before tokenizing (that cut
+bounds the SavedModel's cost and never reaches the first `seq_len` tokens of text whose tokens average
+fewer than 16 characters). Everything else, invalid UTF-8 included, is checked at export against the
+SavedModel's own front end, in a process without TensorFlow (`onnx_text_run.py`).
+"""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from keras_bertology.errors import ConfigError, NotExpressible
+from keras_bertology.tokenizers.bert_text import MAX_BYTES_PER_WORD, WORD_DELIMITER
+
+TEXT_MODEL_FILE = "model.text.onnx"
+TEXT_INPUT = "text"
+LAID_OUT = ("token_ids", "segment_ids", "padding_mask")  # what a layout makes, named as the encoders' inputs
+RUNNER = Path(__file__).with_name("onnx_text_run.py")
+RUN_BY_PATH = "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+MAX_WORD_CHARS = MAX_BYTES_PER_WORD + 1  # as export.saved_model's (which imports TensorFlow)
+
+
+def text_layout(family, tokenizer):
+    """The single text's template as [(token id or None for the text, segment id)], or NotExpressible."""
+    layout = family.text_layout(tokenizer)
+    if layout is None:
+        raise NotExpressible(f"{family.name} packs text with code of its own, not a layout of token ids")
+    return [(None if piece == "$A" else tokenizer.vocabulary.index(piece), int(segment))
+            for piece, segment in layout["single"]]
+
+
+def front_end(graph, tokenizer, template, seq_len):
+    """Nodes of `graph` from the [B] strings TEXT_INPUT to LAID_OUT [B, W] int32 (W the batch's longest)."""
+    texts = cut_long_words(graph, TEXT_INPUT)
+    ids, splits = tokenize_keeping_mask(graph, tokenizer, texts)
+    return lay_out(graph, ids, splits, template, seq_len, tokenizer.pad_id)
+
+
+def cut_long_words(graph, texts):
+    """Each run of characters between WORD_DELIMITERs cut to its first MAX_WORD_CHARS, as `cut_words` cuts."""
+    delimiters = WORD_DELIMITER[1:-1]
+    pattern = f"([^{delimiters}\\x00]{{{MAX_WORD_CHARS}}})[^{delimiters}\\x00]+"
+    return graph.contrib("StringRegexReplace", texts, graph.const([pattern]), graph.const([r"\1"]))
+
+
+def tokenize_keeping_mask(graph, tokenizer, texts):
+    """(ids int64 [N], row splits int64 [B + 1]) of [B] strings, each literal mask token its mask id and the
+    text between tokenized apart, as `data.packing.tokenize_keeping_mask` does."""
+    if not tokenizer.has_role("mask"):
+        return tokenizer.onnx_tokenize(graph, texts)
+    mask = tokenizer.vocabulary[tokenizer.mask_id]
+    delimiter = graph.const([f"({re.escape(mask)})"])  # a group: the split keeps the masks as pieces
+    pieces, _, _, piece_splits = graph.contrib("StringRegexSplitWithOffsets", texts, delimiter, delimiter,
+                                               outputs=4)
+    is_mask = graph.contrib("StringEqual", pieces, graph.const([mask]))
+    if getattr(tokenizer, "strips_space_before_mask", False):
+        pieces = _strip_space_before_masks(graph, pieces, is_mask, piece_splits)
+    ids, splits = tokenizer.onnx_tokenize(graph, graph.op("Where", is_mask, graph.const([""]), pieces))
+    starts, lengths = graph.rows(splits)
+    lengths = graph.op("Where", is_mask, graph.scalar(1), lengths)
+    ids = graph.op("Concat", ids, graph.const([tokenizer.mask_id], np.int64), axis=0)  # read at a mask
+    starts = graph.op("Where", is_mask, graph.op("Sub", graph.op("Shape", ids), graph.scalar(1)), starts)
+    return _concatenated(graph, ids, starts, lengths, piece_splits)
+
+
+def _strip_space_before_masks(graph, pieces, is_mask, piece_splits):
+    """The pieces that a mask follows in their text without their trailing whitespace (RoBERTa's <mask>
+    takes the spaces before it)."""
+    from keras_bertology.data.packing import WHITESPACE
+
+    count = graph.op("Shape", pieces)
+    following = graph.op("Concat", graph.op("Slice", is_mask, graph.const([1], np.int64), count),
+                         graph.const([False]), axis=0)
+    row = _row_of_each(graph, piece_splits, count)
+    next_row = graph.op("Concat", graph.op("Slice", row, graph.const([1], np.int64), count),
+                        graph.const([-1], np.int64), axis=0)
+    before_mask = graph.op("And", following, graph.op("Equal", row, next_row))
+    stripped = graph.contrib("StringRegexReplace", pieces, graph.const([f"[{WHITESPACE}]+$"]), graph.const([""]))
+    return graph.op("Where", before_mask, stripped, pieces)
+
+
+def _row_of_each(graph, splits, count):
+    """[count] int64: the row of each of `count` values that row splits bound (rows may be empty)."""
+    marks = graph.zeros(graph.op("Add", count, graph.const([1], np.int64)))
+    inner = graph.op("Slice", splits, graph.const([1], np.int64), graph.const([-1], np.int64))
+    marks = graph.op("ScatterElements", marks, inner, graph.op("Expand", graph.scalar(1), graph.op("Shape", inner)),
+                     reduction="add")
+    return graph.op("Slice", graph.op("CumSum", marks, graph.scalar(0)), graph.const([0], np.int64), count)
+
+
+def _concatenated(graph, ids, starts, lengths, piece_splits):
+    """The ids of each text's pieces end to end: (ids [M], row splits [B + 1]), a piece being `lengths` ids of
+    `ids` from `starts`."""
+    ends = graph.op("CumSum", lengths, graph.scalar(0))
+    out_splits = graph.op("Concat", graph.const([0], np.int64), ends, axis=0)
+    total = graph.op("ReduceSum", lengths, keepdims=1)
+    piece = _row_of_each(graph, out_splits, total)
+    position = graph.op("Range", graph.scalar(0), graph.op("Squeeze", total), graph.scalar(1))
+    within = graph.op("Sub", position, graph.op("Gather", out_splits, piece))
+    values = graph.op("Gather", ids, graph.op("Add", graph.op("Gather", starts, piece), within))
+    return values, graph.op("Gather", out_splits, piece_splits)
+
+
+def lay_out(graph, ids, splits, template, seq_len, pad_id):
+    """LAID_OUT of ids [N] in rows (`splits`), each row cut to what the template's special tokens leave of
+    `seq_len` and placed as `template` says, padded on the right to the batch's longest row."""
+    specials = sum(token is not None for token, _ in template)
+    starts, lengths = graph.rows(splits)
+    kept = graph.op("Min", lengths, graph.scalar(seq_len - specials))
+    total = graph.op("Add", kept, graph.scalar(specials))
+    width = graph.op("ReduceMax", total, keepdims=0)
+    positions = graph.op("Unsqueeze", graph.op("Range", graph.scalar(0), width, graph.scalar(1)),
+                         graph.const([0], np.int64))  # [1, W]
+    shape = graph.op("Concat", graph.op("Shape", kept), graph.op("Unsqueeze", width, graph.const([0], np.int64)),
+                     axis=0)
+    ids = graph.op("Concat", ids, graph.const([pad_id], np.int64), axis=0)  # read where no text is
+    last = graph.op("Sub", graph.op("Shape", ids), graph.scalar(1))
+    token_ids = graph.op("Expand", graph.scalar(pad_id), shape)
+    segment_ids = graph.op("Expand", graph.scalar(0), shape)
+    end = graph.op("Expand", graph.scalar(0), graph.op("Shape", kept))
+    for token, segment in template:
+        offset = graph.op("Sub", positions, graph.column(end))
+        if token is None:
+            inside = graph.op("And", graph.op("GreaterOrEqual", offset, graph.scalar(0)),
+                              graph.op("Less", offset, graph.column(kept)))
+            index = graph.op("Min", graph.op("Max", graph.op("Add", graph.column(starts), offset), graph.scalar(0)),
+                             last)
+            values, length = graph.op("Gather", ids, index), kept
+        else:
+            inside, values, length = graph.op("Equal", offset, graph.scalar(0)), graph.scalar(token), graph.scalar(1)
+        token_ids = graph.op("Where", inside, values, token_ids)
+        segment_ids = graph.op("Where", inside, graph.scalar(segment), segment_ids)
+        end = graph.op("Add", end, length)
+    padding_mask = graph.op("Less", positions, graph.column(total))
+    return {name: graph.op("Cast", value, to=6, output_names=[name])  # 6: int32
+            for name, value in zip(LAID_OUT, (token_ids, segment_ids, padding_mask))}
+
+
+def text_model(ids_model, tokenizer, template, seq_len):
+    """The ONNX model (a ModelProto) taking TEXT_INPUT [B] strings into `ids_model` (the export's model on
+    ids, whose inputs are among LAID_OUT), giving its outputs and LAID_OUT."""
+    import onnx
+    from onnx import helper
+
+    from keras_bertology.export.onnx_graph import CONTRIB, OnnxGraph
+
+    needed = [item.name for item in ids_model.graph.input]
+    beyond = sorted(set(needed) - set(LAID_OUT))
+    if beyond:
+        raise NotExpressible(f"its encoder also takes {', '.join(beyond)}, which a text layout does not make")
+    graph = OnnxGraph("text")
+    laid_out = front_end(graph, tokenizer, template, seq_len)
+    inner = ids_model.graph
+    outputs = list(inner.output) + [helper.make_tensor_value_info(name, onnx.TensorProto.INT32, ["batch", "length"])
+                                    for name in laid_out]
+    merged = helper.make_graph(graph.nodes + list(inner.node), "text_model",
+                               [helper.make_tensor_value_info(TEXT_INPUT, onnx.TensorProto.STRING, ["batch"])],
+                               outputs, graph.initializers + list(inner.initializer))
+    opsets = [opset for opset in ids_model.opset_import if opset.domain != CONTRIB] + [helper.make_opsetid(CONTRIB, 1)]
+    return helper.make_model(merged, opset_imports=opsets, ir_version=ids_model.ir_version,
+                             producer_name="keras-bertology")
+
+
+def check_texts(tokenizer, seq_len):
+    """Texts a user sends, as bytes: empty and blank ones, accents, CJK, emoji, casing traps, a word of 300
+    characters, a text over the length, invalid UTF-8, the literal mask token in several places."""
+    texts = ["", " ", "\t\n ", "Hello, world!", "Café crème brûlée à l'hôtel", "東京は日本の首都です。",
+             "emoji 😀👍🏽 and flags 🇫🇷", "İstanbul ǅemal ß ﬁ ＡＢＣ", "x" * 300 + " after a long word",
+             " ".join(["words", "over", "the", "length,"] * seq_len), "spaces   inside\u00a0and\u3000out  "]
+    texts = [text.encode() for text in texts] + [b"invalid \xff\xfe bytes \xc3", b"\xe2\x82"]
+    if tokenizer.has_role("mask"):
+        mask = tokenizer.vocabulary[tokenizer.mask_id]
+        texts += [text.encode() for text in (f"a {mask} b", f"{mask}", f"x{mask}{mask}y ", f"the {mask}.  {mask}")]
+    literal = _literal_tokens(tokenizer)
+    return texts + [f"a {token}, b{token}c {token}".encode() for token in literal] + ["".join(literal).encode() + b"x"]
+
+
+def _literal_tokens(tokenizer, most=8):
+    """Up to `most` of the vocabulary's special and bracketed tokens ([CLS], </s>, <extra_id_0>,
+    <|endoftext|>), which a user may write in text: the first and last of them."""
+    vocabulary = tokenizer.vocabulary
+    special = set(tokenizer.special_ids)
+    tokens = [token for index, token in enumerate(vocabulary)
+              if index in special or re.fullmatch(r"<[^<>\s]+>|\[[^\[\]\s]+\]", token)]
+    return tokens if len(tokens) <= most else tokens[:most // 2] + tokens[-(most // 2):]
+
+
+def expected_front_end(family, tokenizer, seq_len, texts):
+    """LAID_OUT of `texts` (bytes) as the SavedModel's `serve` packs them (TensorFlow)."""
+    import tensorflow as tf
+
+    from keras_bertology.data.packing import fit_to_batch
+    from keras_bertology.export.saved_model import cut_text
+
+    packed = family.pack_text(tokenizer, seq_len, cut_text(tf.constant(texts), seq_len))
+    return {name: value.numpy() for name, value in fit_to_batch(packed, packed["padding_mask"]).items()}
+
+
+def run_without_tensorflow(model_path, batches, workdir):
+    """[{output: array}] of the string model at `model_path` on each batch of texts (bytes), run by ONNX Runtime
+    in a new process that never imports TensorFlow (whose RE2 the extensions' regular expressions clash with)."""
+    workdir = Path(workdir)
+    np.savez(workdir / "texts.npz", **{f"batch{i}": _as_bytes_array(texts) for i, texts in enumerate(batches)})
+    # Run from a folder of its own, not by path: the runner's folder holds this package's onnx.py, which would
+    # shadow the onnx package.
+    done = subprocess.run([sys.executable, "-c", RUN_BY_PATH, str(RUNNER), str(model_path),
+                           str(workdir / "texts.npz"), str(workdir / "outputs.npz")],
+                          cwd=workdir, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise ConfigError(f"ONNX Runtime cannot run the string model ({last[:300]}); use the ids model")
+    got = np.load(workdir / "outputs.npz")
+    names = json.loads(str(got["names"]))
+    return [{name: got[f"batch{i}/{name}"] for name in names} for i in range(len(batches))]
+
+
+def _as_bytes_array(texts):
+    """Texts as a NumPy bytes array one byte wider than the longest: how ONNX Runtime's Python binding passes
+    bytes that are not UTF-8 into a graph (it reads each up to a NUL)."""
+    return np.array(texts, dtype=f"S{max(map(len, texts), default=0) + 1}")

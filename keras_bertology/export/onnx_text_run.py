@@ -1,0 +1,41 @@
+"""Run an ONNX string model (`model.text.onnx`) on batches of texts, in a process of its own that imports only
+NumPy, ONNX Runtime and ONNX Runtime Extensions: how a client serves it, and how the export checks it (in a
+process that imported TensorFlow first, the extensions' regular expressions match nothing).
+
+    python onnx_text_run.py MODEL TEXTS.npz OUTPUTS.npz
+
+TEXTS.npz holds byte-string arrays batch0, batch1, ...; OUTPUTS.npz gets batchI/OUTPUT for each output, and
+`names`, the outputs' names as JSON. Run by path, from another folder (this one holds the package's onnx.py,
+which would shadow the onnx package): importing the package would import TensorFlow.
+"""
+
+import json
+import sys
+
+import numpy as np
+import onnxruntime
+import onnxruntime_extensions
+
+
+def session(model_path):
+    """An ONNX Runtime session of the string model, with the extensions' operators registered."""
+    options = onnxruntime.SessionOptions()
+    options.register_custom_ops_library(onnxruntime_extensions.get_library_path())
+    return onnxruntime.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
+
+
+def main(model_path, texts_path, outputs_path):
+    model = session(model_path)
+    names = [output.name for output in model.get_outputs()]
+    texts = np.load(texts_path)
+    outputs = {"names": np.array(json.dumps(names))}
+    for batch in texts.files:
+        outputs.update({f"{batch}/{name}": value
+                        for name, value in zip(names, model.run(None, {"text": texts[batch]}))})
+    if "tensorflow" in sys.modules:
+        raise SystemExit("TensorFlow was imported: the extensions' regular expressions would match nothing")
+    np.savez(outputs_path, **outputs)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])

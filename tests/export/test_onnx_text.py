@@ -1,0 +1,164 @@
+"""The ONNX export's string model (keras_bertology/export/onnx_text.py): raw texts through ONNX Runtime, in a
+process that never imports TensorFlow, against the SavedModel's `serve` on the same texts: the same ids, the
+same layout, the encoder's outputs within 1e-4."""
+
+import json
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from docs_clients import run_serving_docs_client
+from family_harness import sentences_of_one_play
+from keras_bertology.export import onnx_text
+from keras_bertology.export.onnx import export_onnx
+from keras_bertology.export.onnx_graph import OnnxGraph
+from keras_bertology.models.registry import get_family
+from keras_bertology.runs import RunModel
+
+SEQ_LEN = 96  # long enough that a word cut at its 101st character shows in the ids, short enough to fill
+TOLERANCE = 1e-4
+# A client as docs/serving.md shows one: ONNX Runtime with the extensions' library, no TensorFlow.
+CLIENT = """
+import sys
+import numpy as np
+import onnxruntime, onnxruntime_extensions
+options = onnxruntime.SessionOptions()
+options.register_custom_ops_library(onnxruntime_extensions.get_library_path())
+session = onnxruntime.InferenceSession(sys.argv[1], options, providers=["CPUExecutionProvider"])
+texts = np.load(sys.argv[2])["texts"]
+names = [output.name for output in session.get_outputs()]
+outputs = dict(zip(names, session.run(None, {"text": texts})))
+# Strings come back as Python str: saved as UTF-8 bytes.
+outputs = {name: np.array([item.encode() for item in value], dtype=object).astype(bytes) if value.dtype == object
+           else value for name, value in outputs.items()}
+assert "tensorflow" not in sys.modules and "keras" not in sys.modules
+np.savez(sys.argv[3], **outputs)
+"""
+
+
+def _run(family_name, tmp_path):
+    """A one-layer run of `family_name` at SEQ_LEN with a vocabulary of 300 learned from one play."""
+    import keras
+
+    family = get_family(family_name)
+    keras.utils.set_random_seed(0)
+    preset = min(family.presets, key=lambda name: family.presets[name]["params"])
+    tokenizer = family.train_tokenizer(sentences_of_one_play(), 300)
+    backbone = family.backbone_cls(**family.backbone_config(preset, vocab_size=tokenizer.vocab_size,
+                                                            **family.sized_config({"num_layers": 1})))
+    return RunModel(family.name, backbone, tokenizer, SEQ_LEN, preset=preset)
+
+
+def _user_texts(tokenizer, seed=1, count=40):
+    """Texts unlike the export's own check texts: random mixed-script ones, and ones a user sends."""
+    rng = random.Random(seed)
+    alphabet = ("abcdefghijklmnopqrstuvwxyz ABCDEFXYZ ,.;:!?'\"-()  éèàçñüößÅØ ǅǈ ΑΒΓαβγ абвгд שלום مرحبا "
+                "नमस्ते 한국어 東京大阪 。、 😀🙈👩‍👩‍👧 \t\n\u00a0\u2003\u200b\ufeff")
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 90))) for _ in range(count)]
+    texts += ["The quick brown fox.", "  leading and trailing spaces  ", "é" * 150 + " then words", "the" * 60 + " a word over the bound",
+              " ".join(["long"] * 200), "日本語のテキストは空白なしで続きます" * 5, "mixed123numbers4567 and_under_scores"]
+    encoded = [text.encode() for text in texts] + [b"\xc0\x80 overlong", b"cut \xf0\x9f\x98", b""]
+    if tokenizer.has_role("mask"):
+        mask = tokenizer.vocabulary[tokenizer.mask_id]
+        encoded += [f"The {mask} sat on the {mask}.".encode(), f"{mask}{mask} {mask},{mask}".encode()]
+    if getattr(tokenizer, "sentinels", 0):
+        encoded += [b"Thank you <extra_id_0> me to your party <extra_id_1>.", b"<extra_id_2>,<extra_id_3>x", b"<extra_id_4><extra_id_5>y"]
+    return encoded
+
+
+def _served_by_onnx(model_path, texts, folder):
+    np.savez(folder / "texts.npz", texts=np.array(texts, dtype=f"S{max(map(len, texts)) + 1}"))
+    done = subprocess.run([sys.executable, "-c", CLIENT, str(model_path), str(folder / "texts.npz"),
+                           str(folder / "served.npz")], cwd=folder, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dict(np.load(folder / "served.npz"))
+
+
+@pytest.mark.parametrize("family_name", ["deberta-v3", "t5", pytest.param("bigbird", marks=pytest.mark.extended)])
+def test_the_string_model_serves_texts_as_the_saved_model_does(family_name, tmp_path):
+    import tensorflow as tf
+
+    from keras_bertology.export.saved_model import export_saved_model
+
+    run = _run(family_name, tmp_path)
+    out = tmp_path / "onnx" / f"{family_name}-tiny-shakespeare"  # where docs/serving.md's client reads it
+    description = export_onnx(run, out)
+    assert description["text_model"]["model"] == onnx_text.TEXT_MODEL_FILE
+    assert description["text_model"]["self_check"]["max_difference"] <= TOLERANCE
+    assert sorted(path.name for path in out.iterdir()) == ["model.onnx", "model.text.onnx", "onnx.json"]
+    texts = _user_texts(run.tokenizer)
+    served = _served_by_onnx(out / onnx_text.TEXT_MODEL_FILE, texts, tmp_path)
+    assert sorted(served) == description["text_model"]["outputs"]
+    export_saved_model(run, tmp_path / "saved")
+    serve = tf.saved_model.load(str(tmp_path / "saved")).signatures["serve"]
+    expected = {name: value.numpy() for name, value in serve(text=tf.constant(texts)).items()}
+    for name in onnx_text.LAID_OUT:
+        assert served[name].shape == expected[name].shape, name
+        differing = [texts[row] for row in range(len(texts)) if not np.array_equal(served[name][row],
+                                                                                   expected[name][row])]
+        assert not differing, (name, differing[:3])
+    assert served["padding_mask"].sum(axis=1).max() == SEQ_LEN  # the long texts filled the length
+    real = served["padding_mask"] == 1
+    for name, value in served.items():
+        if name not in onnx_text.LAID_OUT:
+            np.testing.assert_allclose(value[real] if value.ndim == 3 else value, expected[name][real]
+                                       if value.ndim == 3 else expected[name], atol=TOLERANCE, err_msg=name)
+    if family_name == "deberta-v3":  # the documented client, as written
+        _check_the_docs_client(tmp_path, serve)
+
+
+def _check_the_docs_client(folder, serve):
+    """docs/serving.md's string-model client in a new process without TensorFlow serves its texts as `serve`."""
+    run_serving_docs_client("### Raw strings in", "### int8", "np.savez('docs.npz', texts=np.array(texts), **served)\n",
+                            folder)
+    served = dict(np.load(folder / "docs.npz"))
+    import tensorflow as tf
+
+    expected = serve(text=tf.constant(served.pop("texts").tolist()))
+    assert sorted(served) == sorted(expected)
+    real = served["padding_mask"] == 1
+    np.testing.assert_array_equal(served["token_ids"], expected["token_ids"].numpy())
+    np.testing.assert_allclose(served["sequence_output"][real], expected["sequence_output"].numpy()[real],
+                               atol=TOLERANCE)
+
+
+def test_long_words_are_cut_as_the_saved_model_cuts_them(tmp_path):
+    """`cut_long_words` against `saved_model.cut_words` on words at, under and over the bound, between the
+    delimiters (spaces, punctuation, CJK) that end a word."""
+    import onnx
+    import tensorflow as tf
+    from onnx import helper
+
+    from keras_bertology.export.saved_model import MAX_WORD_CHARS, cut_words
+
+    graph = OnnxGraph("test")
+    cut = graph.op("Identity", onnx_text.cut_long_words(graph, onnx_text.TEXT_INPUT), output_names=["cut"])
+    model = helper.make_model(
+        helper.make_graph(graph.nodes, "cut", [helper.make_tensor_value_info("text", onnx.TensorProto.STRING, [None])],
+                          [helper.make_tensor_value_info(cut, onnx.TensorProto.STRING, [None])], graph.initializers),
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.contrib", 1)], ir_version=8)
+    onnx.save(model, tmp_path / "cut.onnx")
+    rng = random.Random(0)
+    texts = []
+    for _ in range(200):
+        words = ["".join(rng.choice("abéß😀") for _ in range(rng.choice([1, MAX_WORD_CHARS - 1, MAX_WORD_CHARS,
+                                                                       MAX_WORD_CHARS + 1, 250])))
+                 for _ in range(rng.randint(1, 4))]
+        texts.append("".join(word + rng.choice([" ", ",", "、", "\n", "-"]) for word in words).encode())
+    got = _served_by_onnx(tmp_path / "cut.onnx", texts, tmp_path)["cut"]
+    expected = cut_words(tf.constant(texts)).numpy()
+    assert any(len(text) != len(value) for text, value in zip(texts, expected))  # some words were cut
+    assert [bytes(value) for value in got] == list(expected)
+
+
+def test_a_tokenizer_without_operators_gives_the_ids_model_and_says_why(tmp_path):
+    """ALBERT's SentencePiece rewrites text (NFKD, lower-casing) as no ONNX operator can: the export writes the
+    model on ids, and onnx.json says in one line why there is no string model."""
+    description = export_onnx(_run("albert", tmp_path), tmp_path / "onnx")
+    assert sorted(path.name for path in (tmp_path / "onnx").iterdir()) == ["model.onnx", "onnx.json"]
+    why = json.loads((tmp_path / "onnx" / "onnx.json").read_text())["text_model"]["missing"]
+    assert why == description["text_model"]["missing"] and "\n" not in why
+    assert why.startswith("its text rewriting (lower_case, strip_accents, replace_quotes) has no ONNX")
