@@ -274,4 +274,7 @@ def _string_model(ids_model, text, seq_len, traced, names, what):
         "model": onnx_text.TEXT_MODEL_FILE, "input": onnx_text.TEXT_INPUT, "dtype": "string", "shape": ["batch"],
         "outputs": sorted([*traced.get_concrete_function().structured_outputs, *onnx_text.LAID_OUT]),
         "needs": "onnxruntime-extensions (register its library with the session's options)",
+        **({"unreadable": f"{tokenizer.onnx_unreadable_texts} fail the batch in ONNX Runtime (node "
+                          f"{onnx_text.REFUSAL_NODE}), where the SavedModel reads them as their bytes"}
+           if tokenizer.onnx_unreadable_texts else {}),
         "self_check": {"texts": sum(map(len, batches)), "max_difference": gap}}

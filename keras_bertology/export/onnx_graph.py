@@ -32,10 +32,10 @@ class OnnxGraph:
             self.initializers.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
         return name
 
-    def op(self, op_type, *inputs, outputs=1, domain="", output_names=None, **attributes):
+    def op(self, op_type, *inputs, outputs=1, domain="", output_names=None, node_name=None, **attributes):
         names = output_names or [self.name(op_type.lower()) for _ in range(outputs)]
-        self.nodes.append(helper.make_node(op_type, list(inputs), names, name=self.name(op_type), domain=domain,
-                                           **attributes))
+        self.nodes.append(helper.make_node(op_type, list(inputs), names, name=node_name or self.name(op_type),
+                                           domain=domain, **attributes))
         return names[0] if len(names) == 1 else names
 
     def contrib(self, op_type, *inputs, outputs=1, **attributes):

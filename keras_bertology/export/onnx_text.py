@@ -30,6 +30,8 @@ from keras_bertology.tokenizers.bert_text import MAX_BYTES_PER_WORD, WORD_DELIMI
 TEXT_MODEL_FILE = "model.text.onnx"
 TEXT_INPUT = "text"
 LAID_OUT = ("token_ids", "segment_ids", "padding_mask")  # what a layout makes, named as the encoders' inputs
+# The node that fails a batch holding a text the ONNX tokenizer cannot read as the SavedModel does.
+REFUSAL_NODE = "a_text_the_onnx_tokenizer_cannot_read_as_the_saved_model_see_text_model_unreadable_in_onnx_json"
 RUNNER = Path(__file__).with_name("onnx_text_run.py")
 RUN_BY_PATH = "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
 MAX_WORD_CHARS = MAX_BYTES_PER_WORD + 1  # as export.saved_model's (which imports TensorFlow)
@@ -46,9 +48,10 @@ def text_layout(family, tokenizer):
 
 def front_end(graph, tokenizer, template, seq_len):
     """Nodes of `graph` from the [B] strings TEXT_INPUT to LAID_OUT [B, W] int32 (W the batch's longest)."""
+    unreadable = tokenizer.onnx_unreadable(graph, TEXT_INPUT)  # read from the bytes a client sent
     texts = cut_long_words(graph, TEXT_INPUT)
     ids, splits = tokenize_keeping_mask(graph, tokenizer, texts)
-    return lay_out(graph, ids, splits, template, seq_len, tokenizer.pad_id)
+    return lay_out(graph, ids, splits, template, seq_len, tokenizer.pad_id, unreadable)
 
 
 def cut_long_words(graph, texts):
@@ -116,9 +119,10 @@ def _concatenated(graph, ids, starts, lengths, piece_splits):
     return values, graph.op("Gather", out_splits, piece_splits)
 
 
-def lay_out(graph, ids, splits, template, seq_len, pad_id):
+def lay_out(graph, ids, splits, template, seq_len, pad_id, refused=None):
     """LAID_OUT of ids [N] in rows (`splits`), each row cut to what the template's special tokens leave of
-    `seq_len` and placed as `template` says, padded on the right to the batch's longest row."""
+    `seq_len` and placed as `template` says, padded on the right to the batch's longest row; where `refused` (a
+    [B] bool) marks a row, ONNX Runtime fails the batch (`_fail_where`)."""
     specials = sum(token is not None for token, _ in template)
     starts, lengths = graph.rows(splits)
     kept = graph.op("Min", lengths, graph.scalar(seq_len - specials))
@@ -147,8 +151,19 @@ def lay_out(graph, ids, splits, template, seq_len, pad_id):
         segment_ids = graph.op("Where", inside, graph.scalar(segment), segment_ids)
         end = graph.op("Add", end, length)
     padding_mask = graph.op("Less", positions, graph.column(total))
+    if refused is not None:
+        token_ids = _fail_where(graph, refused, token_ids)
     return {name: graph.op("Cast", value, to=6, output_names=[name])  # 6: int32
             for name, value in zip(LAID_OUT, (token_ids, segment_ids, padding_mask))}
+
+
+def _fail_where(graph, refused, tensor):
+    """`tensor`, through a node that fails the run when any of `refused` ([B] bool) is true: a Gather from one
+    value at index 1, which ONNX Runtime refuses as out of bounds, naming the node (ONNX has no assert)."""
+    index = graph.op("ReduceMax", graph.op("Cast", refused, to=7), keepdims=0)  # 7: int64
+    zero = graph.op("Gather", graph.const(np.array([0], np.int64)), index,
+                    node_name=REFUSAL_NODE)
+    return graph.op("Add", tensor, zero)
 
 
 def text_model(ids_model, tokenizer, template, seq_len):
@@ -181,13 +196,15 @@ def check_texts(tokenizer, seq_len):
     characters, a text over the length, invalid UTF-8, the literal mask token in several places."""
     texts = ["", " ", "\t\n ", "Hello, world!", "Café crème brûlée à l'hôtel", "東京は日本の首都です。",
              "emoji 😀👍🏽 and flags 🇫🇷", "İstanbul ǅemal ß ﬁ ＡＢＣ", "x" * 300 + " after a long word",
-             " ".join(["words", "over", "the", "length,"] * seq_len), "spaces   inside\u00a0and\u3000out  "]
+             " ".join(["words", "over", "the", "length,"] * seq_len), "spaces   inside\u00a0and\u3000out  ",
+             "private-use \ue000 \ue000x"]
     texts = [text.encode() for text in texts] + [b"invalid \xff\xfe bytes \xc3", b"\xe2\x82"]
     if tokenizer.has_role("mask"):
         mask = tokenizer.vocabulary[tokenizer.mask_id]
         texts += [text.encode() for text in (f"a {mask} b", f"{mask}", f"x{mask}{mask}y ", f"the {mask}.  {mask}")]
     literal = _literal_tokens(tokenizer)
-    return texts + [f"a {token}, b{token}c {token}".encode() for token in literal] + ["".join(literal).encode() + b"x"]
+    texts += [f"a {token}, b{token}c {token}".encode() for token in literal] + ["".join(literal).encode() + b"x"]
+    return [text for text in texts + [b"\xed\xa0\x80 a surrogate"] if tokenizer.onnx_reads(text)]
 
 
 def _literal_tokens(tokenizer, most=8):

@@ -102,6 +102,19 @@ class Tokenizer(tf.Module, metaclass=abc.ABCMeta):
     def _tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
         """The tokenizer-specific graph behind `tokenize`."""
 
+    # What `onnx_reads` refuses, in words (onnx.json's text_model.unreadable); None where it reads every text.
+    onnx_unreadable_texts: str | None = None
+
+    def onnx_reads(self, text: bytes) -> bool:
+        """Whether `onnx_tokenize` reads `text` as `tokenize` does; a text it cannot read fails in ONNX Runtime
+        instead of being read otherwise (see `onnx_unreadable`)."""
+        return True
+
+    def onnx_unreadable(self, graph, texts: str) -> str | None:
+        """The name of a [B] bool in `graph`: which of the raw strings `texts` `onnx_reads` refuses (their ids
+        are then put past the vocabulary, which the model's embedding lookup refuses); None where it reads all."""
+        return None
+
     def onnx_tokenize(self, graph, texts: str) -> tuple[str, str]:
         """`tokenize` as ONNX nodes added to `graph` (an `export.onnx_graph.OnnxGraph`): the names of the ids
         (int64 [N]) and row splits (int64 [B + 1]) of the [B] strings named `texts`, equal to `tokenize`'s on

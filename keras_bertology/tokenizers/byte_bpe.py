@@ -24,6 +24,7 @@ Hugging Face; only `<mask>` is mapped to its id (see `data.packing`).
 """
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +46,11 @@ from keras_bertology.tokenizers.base import (
 VOCAB_FILE = "vocab.json"
 MERGES_FILE = "merges.txt"
 WORD_START = "\u0120"  # GPT-2's stand-in for the space byte
+GPT2_END_OF_TEXT = "<|endoftext|>"
+# One well-formed UTF-8 sequence (Unicode's table 3-7), as bytes.
+UTF8_SEQUENCE = (r"[\x00-\x7F]|[\xC2-\xDF][\x80-\xBF]|\xE0[\xA0-\xBF][\x80-\xBF]|[\xE1-\xEC\xEE\xEF][\x80-\xBF]{2}"
+                 r"|\xED[\x80-\x9F][\x80-\xBF]|\xF0[\x90-\xBF][\x80-\xBF]{2}|[\xF1-\xF3][\x80-\xBF]{3}"
+                 r"|\xF4[\x80-\x8F][\x80-\xBF]{2}")
 
 _SENTINEL = "\ue000"
 _SPACE, _NON_SPACE = f"[{WHITESPACE}]", f"[^{WHITESPACE}]"
@@ -142,6 +148,43 @@ class ByteLevelBPETokenizer(Tokenizer):
         per_word = tf.gather(per_distinct, word_index)
         per_string = tf.RaggedTensor.from_row_splits(per_word, words.row_splits, validate=False)
         return per_string.merge_dims(1, 2)
+
+    onnx_unreadable_texts = f"texts that are not UTF-8 or hold a literal {GPT2_END_OF_TEXT}"
+
+    def onnx_reads(self, text):
+        """ONNX Runtime Extensions' GPT2Tokenizer reads a literal <|endoftext|> as a special token wherever it
+        is in text (as transformers' GPT-2 tokenizer does), and bytes that are not UTF-8 as U+FFFD, where ours
+        reads both as the text's bytes."""
+        try:
+            text.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        return GPT2_END_OF_TEXT.encode() not in text
+
+    def onnx_unreadable(self, graph, texts):
+        """Texts that are not UTF-8, or that hold a literal <|endoftext|> (see `onnx_reads`), read byte by byte
+        (ECMAScript's regular expressions read bytes; RE2 takes overlong forms and surrogates for characters)."""
+        def holds(pattern):
+            rest = graph.contrib("StringECMARegexReplace", texts, graph.const([pattern]), graph.const([""]))
+            return graph.op("Not", graph.contrib("StringEqual", rest, texts))
+
+        not_utf8 = graph.contrib("StringECMARegexReplace", texts, graph.const([UTF8_SEQUENCE]), graph.const([""]))
+        return graph.op("Or", graph.op("Not", graph.contrib("StringEqual", not_utf8, graph.const([""]))),
+                        holds(re.escape(GPT2_END_OF_TEXT)))
+
+    def onnx_tokenize(self, graph, texts):
+        """The extensions' GPT2Tokenizer on this vocabulary and merges, after dropping U+E000 as `_pretokenize`
+        does."""
+        texts = graph.contrib("StringRegexReplace", texts, graph.const([_SENTINEL]), graph.const([""]))
+        vocab = json.dumps({token: index for index, token in enumerate(self._tokens)}, ensure_ascii=False)
+        merges = "\n".join(["#version: 0.2", *(f"{left} {right}" for left, right in self._merges)]) + "\n"
+        ids, kept = graph.contrib("GPT2Tokenizer", texts, outputs=2, vocab=vocab, merges=merges, padding_length=-1)
+        flat = graph.op("Reshape", ids, graph.const([-1], np.int64))
+        ids = graph.op("Compress", flat, graph.op("Cast", graph.op("Reshape", kept, graph.const([-1], np.int64)),
+                                                 to=9), axis=0)  # 9: bool
+        lengths = graph.op("ReduceSum", kept, graph.const([1], np.int64), keepdims=0)
+        return ids, graph.op("Concat", graph.const([0], np.int64), graph.op("CumSum", lengths, graph.scalar(0)),
+                             axis=0)
 
     def detokenize(self, ids):
         """The text of the ids: token strings joined, stand-in characters turned back into bytes."""

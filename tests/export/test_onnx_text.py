@@ -37,6 +37,17 @@ outputs = {name: np.array([item.encode() for item in value], dtype=object).astyp
 assert "tensorflow" not in sys.modules and "keras" not in sys.modules
 np.savez(sys.argv[3], **outputs)
 """
+# Each text alone, and whether ONNX Runtime refused it (an error, not other ids).
+REFUSALS_CLIENT = CLIENT.split("names =")[0] + """
+refused = []
+for text in texts:
+    try:
+        session.run(None, {"text": np.array([text])})
+        refused.append(False)
+    except Exception as error:  # the node that refuses it, named
+        refused.append(sys.argv[4] in str(error))
+np.savez(sys.argv[3], refused=np.array(refused))
+"""
 
 
 def _run(family_name, tmp_path):
@@ -58,26 +69,34 @@ def _user_texts(tokenizer, seed=1, count=40):
     alphabet = ("abcdefghijklmnopqrstuvwxyz ABCDEFXYZ ,.;:!?'\"-()  éèàçñüößÅØ ǅǈ ΑΒΓαβγ абвгд שלום مرحبا "
                 "नमस्ते 한국어 東京大阪 。、 😀🙈👩‍👩‍👧 \t\n\u00a0\u2003\u200b\ufeff")
     texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 90))) for _ in range(count)]
-    texts += ["The quick brown fox.", "  leading and trailing spaces  ", "é" * 150 + " then words", "the" * 60 + " a word over the bound",
-              " ".join(["long"] * 200), "日本語のテキストは空白なしで続きます" * 5, "mixed123numbers4567 and_under_scores"]
-    encoded = [text.encode() for text in texts] + [b"\xc0\x80 overlong", b"cut \xf0\x9f\x98", b""]
+    texts += ["The quick brown fox.", "  leading and trailing spaces  ", "é" * 150 + " then words",
+              "the" * 60 + " a word over the bound", " ".join(["long"] * 200), "日本語のテキストは空白なしで続きます" * 5, "mixed123numbers4567 and_under_scores"]
+    texts += ["a <|endoftext|> b", "<|endoftext|>", "<s> and </s>, [CLS] or [SEP]", "private \ue000use  \ue000 x"]
+    encoded = [text.encode() for text in texts] + [b"\xc0\x80 overlong", b"cut \xf0\x9f\x98", b"",
+                                                    b"\xed\xa0\x80 surrogate", b"\xff"]
     if tokenizer.has_role("mask"):
         mask = tokenizer.vocabulary[tokenizer.mask_id]
         encoded += [f"The {mask} sat on the {mask}.".encode(), f"{mask}{mask} {mask},{mask}".encode()]
     if getattr(tokenizer, "sentinels", 0):
-        encoded += [b"Thank you <extra_id_0> me to your party <extra_id_1>.", b"<extra_id_2>,<extra_id_3>x", b"<extra_id_4><extra_id_5>y"]
+        encoded += [b"Thank you <extra_id_0> me to your party <extra_id_1>.", b"<extra_id_2>,<extra_id_3>x",
+                    b"<extra_id_4><extra_id_5>y"]
     return encoded
 
 
-def _served_by_onnx(model_path, texts, folder):
+def _served_by_onnx(model_path, texts, folder, client=CLIENT):
     np.savez(folder / "texts.npz", texts=np.array(texts, dtype=f"S{max(map(len, texts)) + 1}"))
-    done = subprocess.run([sys.executable, "-c", CLIENT, str(model_path), str(folder / "texts.npz"),
-                           str(folder / "served.npz")], cwd=folder, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", client, str(model_path), str(folder / "texts.npz"),
+                           str(folder / "served.npz"), onnx_text.REFUSAL_NODE], cwd=folder, capture_output=True,
+                          text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return dict(np.load(folder / "served.npz"))
 
 
-@pytest.mark.parametrize("family_name", ["deberta-v3", "t5", pytest.param("bigbird", marks=pytest.mark.extended)])
+# SentencePiece (DeBERTa-v3, BigBird; T5 with its sentinels) and byte-level BPE (RoBERTa, DeBERTa, Linformer,
+# ModernBERT; GPT, Transformer-XL without a mask token).
+@pytest.mark.parametrize("family_name", ["deberta-v3", "t5", "roberta", "gpt"] + [
+    pytest.param(name, marks=pytest.mark.extended)
+    for name in ("bigbird", "deberta", "linformer", "modernbert", "transformer-xl")])
 def test_the_string_model_serves_texts_as_the_saved_model_does(family_name, tmp_path):
     import tensorflow as tf
 
@@ -90,6 +109,13 @@ def test_the_string_model_serves_texts_as_the_saved_model_does(family_name, tmp_
     assert description["text_model"]["self_check"]["max_difference"] <= TOLERANCE
     assert sorted(path.name for path in out.iterdir()) == ["model.onnx", "model.text.onnx", "onnx.json"]
     texts = _user_texts(run.tokenizer)
+    # What the ONNX tokenizer cannot read as ours does fails there, never gives other ids.
+    unreadable = [text for text in texts if not run.tokenizer.onnx_reads(text)]
+    assert ("unreadable" in description["text_model"]) == bool(unreadable)
+    if unreadable:
+        refused = _served_by_onnx(out / onnx_text.TEXT_MODEL_FILE, unreadable, tmp_path, REFUSALS_CLIENT)["refused"]
+        assert refused.all(), [text for text, no in zip(unreadable, refused) if not no]
+    texts = [text for text in texts if text not in unreadable]
     served = _served_by_onnx(out / onnx_text.TEXT_MODEL_FILE, texts, tmp_path)
     assert sorted(served) == description["text_model"]["outputs"]
     export_saved_model(run, tmp_path / "saved")
