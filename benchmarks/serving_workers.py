@@ -52,12 +52,14 @@ def prepare_ours(spec):
     export_saved_model(run, work / "saved_model")
     if "ours_xla" in spec["systems"]:
         export_saved_model(run, work / "saved_model_xla", length_buckets=XLA_BUCKETS, xla=True)
-    if {"ours_onnx", "ours_onnx_int8"} & set(spec["systems"]):
+    text_model = {"missing": "not asked for"}
+    if {"ours_onnx", "ours_onnx_int8", "ours_onnx_text"} & set(spec["systems"]):
         from keras_bertology.export.onnx import export_onnx
 
-        export_onnx(run, work / "ours_onnx", quantize="int8" if "ours_onnx_int8" in spec["systems"] else None)
+        text_model = export_onnx(run, work / "ours_onnx",
+                                 quantize="int8" if "ours_onnx_int8" in spec["systems"] else None)["text_model"]
     return {"config": config, "tokenizer": type(tokenizer).__name__, "vocab_size": tokenizer.vocab_size,
-            "lower_case": getattr(tokenizer, "lower_case", None)}
+            "lower_case": getattr(tokenizer, "lower_case", None), "text_model": text_model}
 
 
 def _tokenizer(spec, family, sentences):
@@ -271,6 +273,26 @@ def onnx_endpoint(spec, model_file="model.onnx", names_in_tokenizer=None, dtype=
     return call, {"onnxruntime_intra_op_threads": cores()}
 
 
+def onnx_text_endpoint(spec):
+    """ONNX Runtime on our string model: texts in, the tokenizer inside the graph (ONNX Runtime Extensions)."""
+    import numpy as np
+    import onnxruntime
+    import onnxruntime_extensions
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = cores()
+    options.register_custom_ops_library(onnxruntime_extensions.get_library_path())
+    session = onnxruntime.InferenceSession(str(Path(spec["work"]) / "ours_onnx" / "model.text.onnx"), options,
+                                           providers=["CPUExecutionProvider"])
+
+    def call(texts):
+        outputs = dict(zip([item.name for item in session.get_outputs()],
+                           session.run(None, {"text": np.array(texts, dtype=object)})))
+        return int(outputs["token_ids"].shape[1])
+
+    return call, {"onnxruntime_intra_op_threads": cores()}
+
+
 def endpoint(spec):
     system = spec["system"]
     if system in ("ours", "ours_xla"):
@@ -282,6 +304,8 @@ def endpoint(spec):
     if system in ("ours_onnx", "ours_onnx_int8"):
         model_file = "ours_onnx/model.int8.onnx" if system == "ours_onnx_int8" else "ours_onnx/model.onnx"
         return onnx_endpoint(spec, model_file, OUR_ONNX_NAMES, dtype="int32")
+    if system == "ours_onnx_text":
+        return onnx_text_endpoint(spec)
     raise ValueError(f"unknown system {system!r}")
 
 

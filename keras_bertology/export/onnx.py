@@ -150,11 +150,23 @@ def export_onnx(run, out_dir, quantize=None):
     be written as ONNX operators the string model (`onnx_text`); returns the description."""
     from keras_bertology.models.registry import get_family
 
-    encoder = run.backbone.text_encoder()  # an encoder-decoder's encoder: what a text alone feeds
+    encoder = _in_float32(run.backbone).text_encoder()  # an encoder-decoder's encoder: what a text alone feeds
     text = (get_family(run.family), run.tokenizer) if run.tokenizer is not None else \
         "the run has no tokenizer to write into it"
     return _export(encoder, run.backbone.input_limits(), run.seq_len, out_dir,
                    {"family": run.family, "preset": run.preset}, f"{run.family}'s encoder", quantize, text)
+
+
+def _in_float32(backbone):
+    """`backbone` itself, or where any of its layers computes in another precision (a run trained in
+    mixed_bfloat16) a copy computing in float32 with the same weights: tf2onnx writes such a graph's casts
+    with float16 on one side and bfloat16 on the other, which ONNX Runtime refuses, and its CPU kernels have
+    no bfloat16 products to gain from."""
+    if all(layer.dtype_policy.name == "float32" for layer in backbone._flatten_layers()):
+        return backbone
+    copy = type(backbone).from_config({**backbone.get_config(), "dtype": "float32"})
+    copy.set_weights(backbone.get_weights())
+    return copy
 
 
 def export_task_onnx(folder, out_dir, quantize=None):

@@ -188,3 +188,26 @@ def test_a_tokenizer_without_operators_gives_the_ids_model_and_says_why(tmp_path
     why = json.loads((tmp_path / "onnx" / "onnx.json").read_text())["text_model"]["missing"]
     assert why == description["text_model"]["missing"] and "\n" not in why
     assert why.startswith("its text rewriting (lower_case, strip_accents, replace_quotes) has no ONNX")
+
+
+def test_a_run_trained_in_mixed_precision_exports_both_models_in_float32(tmp_path):
+    """A run trained in mixed_bfloat16 (the default on a CPU with bf16 instructions): tf2onnx wrote its casts
+    with float16 on one side and bfloat16 on the other, which ONNX Runtime refused; both models are made from a
+    float32 copy of the same weights."""
+    import keras
+
+    from keras_bertology.export.onnx import _in_float32
+
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        run = _run("roberta", tmp_path)
+    finally:
+        keras.config.set_dtype_policy("float32")
+    assert {layer.dtype_policy.name for layer in run.backbone._flatten_layers()} >= {"mixed_bfloat16"}
+    copy = _in_float32(run.backbone)
+    assert {layer.dtype_policy.name for layer in copy._flatten_layers()} == {"float32"}
+    for mine, theirs in zip(copy.weights, run.backbone.weights):
+        np.testing.assert_array_equal(np.asarray(mine), np.asarray(theirs))
+    description = export_onnx(run, tmp_path / "onnx")
+    assert description["self_check"]["max_difference"] <= TOLERANCE
+    assert description["text_model"]["self_check"]["max_difference"] <= TOLERANCE
