@@ -189,8 +189,32 @@ def export_task_onnx(folder, out_dir, quantize=None):
     details = {"family": results["encoder"]["family"], "task": results["task"], "kind": results["kind"],
                "labels": results["labels"]}
     return _export(model, limits, results["recipe"]["seq_len"], out_dir, details,
-                   f"this {results['kind']} model of {results['encoder']['family']}", quantize,
-                   "a fine-tuned model's string model is not built yet")
+                   f"this {results['kind']} model of {results['encoder']['family']}", quantize, _tuned_text(results))
+
+
+# The task kinds whose model reads one text packed as the family packs it (`finetune.encoding`); a pair's
+# layout, and tagging's words tokenized one by one, are not written as ONNX operators yet.
+STRING_MODEL_KINDS = ("classification",)
+
+
+def _tuned_text(results):
+    """(family, tokenizer) of a fine-tuned model's string model, the tokenizer read from the run it was tuned
+    from, or why it has none."""
+    from keras_bertology.errors import BertologyError
+    from keras_bertology.models.registry import get_family
+    from keras_bertology.runs import load_run_tokenizer
+
+    if results["kind"] not in STRING_MODEL_KINDS or results.get("pairs", True):
+        return (f"a {results['kind']} model{' of text pairs' if results.get('pairs') else ''} has no string model "
+                f"yet (one text's {' and '.join(STRING_MODEL_KINDS)} has)")
+    source = results["encoder"]["from"]
+    try:
+        tokenizer = load_run_tokenizer(source)
+    except (BertologyError, OSError):
+        tokenizer = None
+    if tokenizer is None:
+        return f"the tokenizer of the run it was tuned from ({source}) cannot be read"
+    return get_family(results["encoder"]["family"]), tokenizer
 
 
 def _export(model, limits, seq_len, out_dir, details, what, quantize=None, text=None):
@@ -263,7 +287,8 @@ def _string_model(ids_model, text, seq_len, traced, names, what):
         model = onnx_text.text_model(ids_model, tokenizer, onnx_text.text_layout(family, tokenizer), seq_len)
     except NotExpressible as why:
         return None, {"missing": str(why)}
-    batches = [onnx_text.check_texts(tokenizer, seq_len), [b"", b" "]]  # the second: rows with no text at all
+    # Then batches with no token at all, and with no piece of text at all.
+    batches = [onnx_text.check_texts(tokenizer, seq_len), [b"", b" "], [b"", b""]]
     with tempfile.TemporaryDirectory() as work:
         path = Path(work) / onnx_text.TEXT_MODEL_FILE
         path.write_bytes(model.SerializeToString())

@@ -52,6 +52,11 @@ class OnnxGraph:
         ends = self.op("Slice", splits, self.const([1], np.int64), self.const([np.iinfo(np.int64).max], np.int64))
         return starts, self.op("Sub", ends, starts)
 
+    def equals_text(self, strings, text):
+        """[N] bool: which of `strings` equal the constant `text` (the extensions' StringEqual broadcasts no
+        constant onto zero strings)."""
+        return self.contrib("StringEqual", strings, self.op("Expand", self.const([text]), self.op("Shape", strings)))
+
     def zeros(self, shape):
         """int64 zeros of the shape that the tensor `shape` holds."""
         return self.op("ConstantOfShape", shape, value=numpy_helper.from_array(np.array([0], np.int64)))

@@ -55,10 +55,29 @@ def front_end(graph, tokenizer, template, seq_len):
 
 
 def cut_long_words(graph, texts):
-    """Each run of characters between WORD_DELIMITERs cut to its first MAX_WORD_CHARS, as `cut_words` cuts."""
-    delimiters = WORD_DELIMITER[1:-1]
-    pattern = f"([^{delimiters}\\x00]{{{MAX_WORD_CHARS}}})[^{delimiters}\\x00]+"
-    return graph.contrib("StringRegexReplace", texts, graph.const([pattern]), graph.const([r"\1"]))
+    """Each run of characters between WORD_DELIMITERs cut to its first MAX_WORD_CHARS, as `cut_words` cuts: the
+    text split into words and delimiters, each word cut, the pieces joined back. (One regular expression over
+    the text, a word of MAX_WORD_CHARS non-delimiters, is too large for RE2's DFA, which then logs on every
+    call and runs as an NFA.)"""
+    delimiter = graph.const([f"({WORD_DELIMITER})"])
+    pieces, _, _, splits = graph.contrib("StringRegexSplitWithOffsets", texts, delimiter, delimiter, outputs=4)
+    cut = graph.contrib("StringRegexReplace", pieces, graph.const([f"(?s)^(.{{{MAX_WORD_CHARS}}}).+$"]),
+                        graph.const([r"\1"]))
+    return _joined(graph, cut, splits)
+
+
+def _joined(graph, strings, splits):
+    """[B] strings: the [N] `strings` of each row (row splits [B + 1]) joined end to end."""
+    starts, lengths = graph.rows(splits)
+    width = graph.op("Add", graph.op("ReduceMax", lengths, keepdims=1), graph.const([1], np.int64))  # never 0
+    positions = graph.op("Unsqueeze", graph.op("Range", graph.scalar(0), graph.op("Squeeze", width), graph.scalar(1)),
+                         graph.const([0], np.int64))
+    strings = graph.op("Concat", strings, graph.const([""]), axis=0)  # read where a row has no more
+    last = graph.op("Sub", graph.op("Shape", strings), graph.scalar(1))
+    index = graph.op("Min", graph.op("Add", graph.column(starts), positions), last)
+    inside = graph.op("Less", positions, graph.column(lengths))
+    dense = graph.op("Where", inside, graph.op("Gather", strings, index), graph.const([""]))
+    return graph.contrib("StringJoin", dense, graph.const([""]), graph.const(np.array(1, np.int64)))
 
 
 def tokenize_keeping_mask(graph, tokenizer, texts):
@@ -70,7 +89,7 @@ def tokenize_keeping_mask(graph, tokenizer, texts):
     delimiter = graph.const([f"({re.escape(mask)})"])  # a group: the split keeps the masks as pieces
     pieces, _, _, piece_splits = graph.contrib("StringRegexSplitWithOffsets", texts, delimiter, delimiter,
                                                outputs=4)
-    is_mask = graph.contrib("StringEqual", pieces, graph.const([mask]))
+    is_mask = graph.equals_text(pieces, mask)
     if getattr(tokenizer, "strips_space_before_mask", False):
         pieces = _strip_space_before_masks(graph, pieces, is_mask, piece_splits)
     ids, splits = tokenizer.onnx_tokenize(graph, graph.op("Where", is_mask, graph.const([""]), pieces))

@@ -230,6 +230,7 @@ def _results(options, task, kind, run, seq_len, history, best, test, train_secon
     return {
         "task": task.name,
         "kind": task.kind,
+        "pairs": bool(task.pairs),  # whether each example is two texts
         "data": task.source,
         "examples": {split: len(examples) for split, examples in task.splits.items()},
         "labels": list(task.labels),

@@ -166,10 +166,10 @@ class ByteLevelBPETokenizer(Tokenizer):
         (ECMAScript's regular expressions read bytes; RE2 takes overlong forms and surrogates for characters)."""
         def holds(pattern):
             rest = graph.contrib("StringECMARegexReplace", texts, graph.const([pattern]), graph.const([""]))
-            return graph.op("Not", graph.contrib("StringEqual", rest, texts))
+            return graph.op("Not", graph.contrib("StringEqual", rest, texts))  # same shapes
 
         not_utf8 = graph.contrib("StringECMARegexReplace", texts, graph.const([UTF8_SEQUENCE]), graph.const([""]))
-        return graph.op("Or", graph.op("Not", graph.contrib("StringEqual", not_utf8, graph.const([""]))),
+        return graph.op("Or", graph.op("Not", graph.equals_text(not_utf8, "")),
                         holds(re.escape(GPT2_END_OF_TEXT)))
 
     def onnx_tokenize(self, graph, texts):

@@ -211,3 +211,41 @@ def test_a_run_trained_in_mixed_precision_exports_both_models_in_float32(tmp_pat
     description = export_onnx(run, tmp_path / "onnx")
     assert description["self_check"]["max_difference"] <= TOLERANCE
     assert description["text_model"]["self_check"]["max_difference"] <= TOLERANCE
+
+
+def test_a_fine_tuned_classifier_of_one_text_gets_a_string_model_and_a_pair_classifier_says_why(tmp_path, capsys):
+    """`bertology export FINETUNE_DIR --format onnx` of a RoBERTa classifier: model.text.onnx (the tokenizer read
+    from the run it was tuned from) gives logits whose softmax is the SavedModel's `classify` probabilities,
+    in a process without TensorFlow; a classifier of text pairs gets the ids model and one line saying why."""
+    import tensorflow as tf
+
+    from family_harness import native_run
+    from finetune_material import user_folders, write_file
+    from keras_bertology.cli import main
+
+    native_run(get_family("roberta"), tmp_path / "run", sentences_of_one_play(), perturb_seed=0)
+    folders = user_folders(tmp_path / "data")
+    for split in ("train", "dev", "test"):  # the pairs' label and second text alone
+        rows = [row.split("\t") for row in (folders["pairs"] / f"{split}.tsv").read_text().splitlines()[1:]]
+        write_file(tmp_path / "data" / "single", f"{split}.tsv",
+                   "".join(f"{label}\t{text}\n" for label, _, text, _ in [["label", "", "text", ""], *rows]))
+    printed = {}
+    for name, folder in (("single", tmp_path / "data" / "single"), ("pairs", folders["pairs"])):
+        assert main(["finetune", "--task", str(folder), "--from", str(tmp_path / "run"), "--epochs", "1",
+                     "--batch-size", "16", "--seq-len", "32", "--out", str(tmp_path / f"ft-{name}"),
+                     "--export", str(tmp_path / f"saved-{name}")]) == 0
+        capsys.readouterr()
+        assert main(["export", str(tmp_path / f"ft-{name}"), "--format", "onnx", "--out",
+                     str(tmp_path / f"onnx-{name}")]) == 0
+        printed[name] = capsys.readouterr().out.strip().splitlines()[-1]
+    assert printed == {
+        "single": f"string model written to {tmp_path / 'onnx-single' / 'model.text.onnx'}: input text, raw strings "
+                  "(ONNX Runtime Extensions' operators)",
+        "pairs": "no string model: a classification model of text pairs has no string model yet (one text's "
+                 "classification has); feed model.onnx ids"}
+    texts = [b"the rain art thou", b"the sun falls plain", b"", "Caf\u00e9 \u6771\u4eac \U0001F600".encode()]
+    served = _served_by_onnx(tmp_path / "onnx-single" / onnx_text.TEXT_MODEL_FILE, texts, tmp_path)
+    probabilities = np.exp(served["logits"]) / np.exp(served["logits"]).sum(axis=-1, keepdims=True)
+    saved = tf.saved_model.load(str(tmp_path / "saved-single"))  # kept: its functions read its variables
+    expected = saved.classify(tf.constant(texts))["probabilities"]
+    np.testing.assert_allclose(probabilities, expected.numpy(), atol=TOLERANCE)
