@@ -17,7 +17,9 @@ GENERIC = ("convert", "engine", "pretraining", "export", "finetune", "prepare", 
            "models/pretrainer.py", "models/task_models.py")
 # Strings that spell a family's name and mean something else.
 NOT_A_FAMILY = {("data/corpus.py", "bert"),  # the corpus format of BERT's original data (--corpus-format bert)
-                ("models/registry.py", "bert")}  # the model `bertology pretrain` trains when none is named
+                ("models/registry.py", "bert"),  # the model `bertology pretrain` trains when none is named
+                # ONNX Runtime Extensions' operator of that name, which byte-level BPE's string model runs
+                ("tokenizers/byte_bpe.py", "GPT2Tokenizer")}
 
 
 def module_name(path):
