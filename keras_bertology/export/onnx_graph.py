@@ -61,6 +61,26 @@ class OnnxGraph:
         """int64 zeros of the shape that the tensor `shape` holds."""
         return self.op("ConstantOfShape", shape, value=numpy_helper.from_array(np.array([0], np.int64)))
 
+    def row_of_each(self, splits, count):
+        """[count] int64: the row of each of `count` values (a [1] tensor) that row splits bound (rows may be
+        empty): ones scattered at the rows' starts, summed."""
+        marks = self.zeros(self.op("Add", count, self.const([1], np.int64)))
+        inner = self.op("Slice", splits, self.const([1], np.int64), self.const([-1], np.int64))
+        marks = self.op("ScatterElements", marks, inner, self.op("Expand", self.scalar(1), self.op("Shape", inner)),
+                        reduction="add")
+        return self.op("Slice", self.op("CumSum", marks, self.scalar(0)), self.const([0], np.int64), count)
+
+    def next_in_row(self, values, splits, fill):
+        """(each of the [N] `values`' successor, `fill` after the last; whether that successor is in the same
+        row of `splits`)."""
+        count, one = self.op("Shape", values), self.const([1], np.int64)
+
+        def shifted(tensor, last):
+            return self.op("Concat", self.op("Slice", tensor, one, count), self.const([last]), axis=0)
+
+        row = self.row_of_each(splits, count)
+        return shifted(values, fill), self.op("Equal", row, shifted(row, np.int64(-1)))
+
     def column(self, vector):
         """[B] -> [B, 1]."""
         return self.op("Unsqueeze", vector, self.const([1], np.int64))

@@ -24,8 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
+from keras_bertology.data.packing import WHITESPACE
 from keras_bertology.errors import ConfigError, NotExpressible
-from keras_bertology.tokenizers.bert_text import MAX_BYTES_PER_WORD, WORD_DELIMITER
+from keras_bertology.export.saved_model import MAX_WORD_CHARS
+from keras_bertology.tokenizers.bert_text import WORD_DELIMITER
 
 TEXT_MODEL_FILE = "model.text.onnx"
 TEXT_INPUT = "text"
@@ -34,7 +36,6 @@ LAID_OUT = ("token_ids", "segment_ids", "padding_mask")  # what a layout makes, 
 REFUSAL_NODE = "a_text_the_onnx_tokenizer_cannot_read_as_the_saved_model_see_text_model_unreadable_in_onnx_json"
 RUNNER = Path(__file__).with_name("onnx_text_run.py")
 RUN_BY_PATH = "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
-MAX_WORD_CHARS = MAX_BYTES_PER_WORD + 1  # as export.saved_model's (which imports TensorFlow)
 
 
 def text_layout(family, tokenizer):
@@ -103,26 +104,10 @@ def tokenize_keeping_mask(graph, tokenizer, texts):
 def _strip_space_before_masks(graph, pieces, is_mask, piece_splits):
     """The pieces that a mask follows in their text without their trailing whitespace (RoBERTa's <mask>
     takes the spaces before it)."""
-    from keras_bertology.data.packing import WHITESPACE
-
-    count = graph.op("Shape", pieces)
-    following = graph.op("Concat", graph.op("Slice", is_mask, graph.const([1], np.int64), count),
-                         graph.const([False]), axis=0)
-    row = _row_of_each(graph, piece_splits, count)
-    next_row = graph.op("Concat", graph.op("Slice", row, graph.const([1], np.int64), count),
-                        graph.const([-1], np.int64), axis=0)
-    before_mask = graph.op("And", following, graph.op("Equal", row, next_row))
+    mask_follows, same_row = graph.next_in_row(is_mask, piece_splits, False)
+    before_mask = graph.op("And", mask_follows, same_row)
     stripped = graph.contrib("StringRegexReplace", pieces, graph.const([f"[{WHITESPACE}]+$"]), graph.const([""]))
     return graph.op("Where", before_mask, stripped, pieces)
-
-
-def _row_of_each(graph, splits, count):
-    """[count] int64: the row of each of `count` values that row splits bound (rows may be empty)."""
-    marks = graph.zeros(graph.op("Add", count, graph.const([1], np.int64)))
-    inner = graph.op("Slice", splits, graph.const([1], np.int64), graph.const([-1], np.int64))
-    marks = graph.op("ScatterElements", marks, inner, graph.op("Expand", graph.scalar(1), graph.op("Shape", inner)),
-                     reduction="add")
-    return graph.op("Slice", graph.op("CumSum", marks, graph.scalar(0)), graph.const([0], np.int64), count)
 
 
 def _concatenated(graph, ids, starts, lengths, piece_splits):
@@ -131,7 +116,7 @@ def _concatenated(graph, ids, starts, lengths, piece_splits):
     ends = graph.op("CumSum", lengths, graph.scalar(0))
     out_splits = graph.op("Concat", graph.const([0], np.int64), ends, axis=0)
     total = graph.op("ReduceSum", lengths, keepdims=1)
-    piece = _row_of_each(graph, out_splits, total)
+    piece = graph.row_of_each(out_splits, total)
     position = graph.op("Range", graph.scalar(0), graph.op("Squeeze", total), graph.scalar(1))
     within = graph.op("Sub", position, graph.op("Gather", out_splits, piece))
     values = graph.op("Gather", ids, graph.op("Add", graph.op("Gather", starts, piece), within))

@@ -113,18 +113,8 @@ class SentencePieceTokenizer(Tokenizer):
 
     def _onnx_drop_word_starts(self, graph, ids, splits):
         """`_drop_word_starts_before_sentinels` as ONNX nodes."""
-        count = graph.op("Shape", ids)
-        one = graph.const([1], np.int64)
-        following = graph.op("Concat", graph.op("Slice", ids, one, count), graph.const([-1], np.int64), axis=0)
-        # A row's last id is followed by the next row's first: not the same text.
-        row_end = graph.op("Sub", graph.op("Slice", splits, one, graph.const([np.iinfo(np.int64).max], np.int64)),
-                           graph.scalar(1))
-        ends_row = graph.op("ScatterElements", graph.zeros(graph.op("Add", count, one)),
-                            row_end, graph.op("Expand", graph.scalar(1), graph.op("Shape", row_end)),
-                            reduction="max")  # row_end is -1 for an empty first row: written at the end
-        ends_row = graph.op("Cast", graph.op("Slice", ends_row, graph.const([0], np.int64), count), to=9)  # bool
-        lone = graph.op("And", graph.op("And", graph.op("Equal", ids, graph.scalar(self._lone_word_start)),
-                                        graph.op("Not", ends_row)),
+        following, same_row = graph.next_in_row(ids, splits, np.int64(-1))
+        lone = graph.op("And", graph.op("And", graph.op("Equal", ids, graph.scalar(self._lone_word_start)), same_row),
                         graph.op("GreaterOrEqual", following, graph.scalar(self.vocab_size - self.sentinels)))
         dropped = graph.op("CumSum", graph.op("Cast", lone, to=7), graph.scalar(0))
         dropped_before = graph.op("Concat", graph.const([0], np.int64), dropped, axis=0)
