@@ -14,6 +14,7 @@ import keras
 
 from keras_bertology import probing
 from keras_bertology.study.report import control_key
+from keras_bertology.study.steps import Progress
 
 # The built-in tasks a study probes when none of its own can be: words of proper nouns in lower-cased text,
 # whose capitals are gone, and the topics of whole articles.
@@ -26,13 +27,12 @@ def probe_key(key, task, seed):
 
 
 def probe_jobs(runs, tasks, seed_count, out):
-    """[(key, run folder, seeds, control seed or None)]: every point of every arm, its states read once for
-    all the seeds; each arm's control once a seed (the seed draws its weights too)."""
+    """[(key, run folder, seeds, control)]: every point of every arm, its states read once for all the
+    seeds; each arm's control, whose weights each seed draws anew (one job an arm: the run is loaded once)."""
     reference = runs[0].arm.name
     seeds = tuple(range(seed_count))
-    jobs = [(point.key, point.folder(out), seeds, None) for run in runs for point in run.points]
-    return jobs + [(control_key(run.arm.name, reference), run.points[-1].folder(out), (seed,), seed)
-                   for run in runs for seed in seeds]
+    jobs = [(point.key, point.folder(out), seeds, False) for run in runs for point in run.points]
+    return jobs + [(control_key(run.arm.name, reference), run.points[-1].folder(out), seeds, True) for run in runs]
 
 
 def probe_all(options, scale, runs, state, out, workers, say, loaded):
@@ -41,8 +41,12 @@ def probe_all(options, scale, runs, state, out, workers, say, loaded):
     example), or on the built-in PROBE_TASKS when none is; returns the tasks."""
     tasks = [task for task, data in loaded.items() if probing.readable(data)] or list(PROBE_TASKS)
     state.setdefault("probe", {})
-    todo = [job for job in probe_jobs(runs, tasks, options.seed_count, out)
-            if any(probe_key(job[0], task, seed) not in state["probe"] for task in tasks for seed in job[2])]
+    todo = []
+    for key, folder, seeds, control in probe_jobs(runs, tasks, options.seed_count, out):
+        left = tuple(seed for seed in seeds if any(probe_key(key, task, seed) not in state["probe"] for task in tasks))
+        if left:
+            todo.append((key, folder, seeds if not control else left, control))
+    progress = Progress(len(todo), "probes")
 
     def done(job, results):
         state["probe"].update(results)
@@ -50,33 +54,45 @@ def probe_all(options, scale, runs, state, out, workers, say, loaded):
         by_task = {}
         for key, result in results.items():
             by_task.setdefault(key.split("/")[-2], []).append(result["mix"])
-        say(options, f"[probe {job[1]}" + ("" if job[4] is None else f", seed {job[4]}") + "] "
+        say(options, f"[probe {progress.done + 1}/{len(todo)}] {job[1]}" + (" (its control)" if job[4] else "") + ": "
                      + "; ".join(f"{task} mix {sum(mixes) / len(mixes):.3f}" + (f" (mean of {len(mixes)} seeds)"
                                                                                if len(mixes) > 1 else "")
-                                 for task, mixes in by_task.items()))
+                                 for task, mixes in by_task.items()) + progress.step())
 
     workers.run_all(_probe, [(scale, *job, tasks) for job in todo], done)
     return tasks
 
 
-def _probe(scale, key, run_dir, seeds, control_seed, tasks):
+def _probe(scale, key, run_dir, seeds, control, tasks):
     """One encoder's probes (in a worker): {probe_key: result} of each task and seed. The encoder of
-    `run_dir`, or with `control_seed` its architecture drawn anew by that seed."""
+    `run_dir`, or with `control` its architecture drawn anew by each seed."""
     from keras_bertology.finetune.datasets import load_task
     from keras_bertology.models.registry import get_family
     from keras_bertology.runs import load_run_model
 
     run = load_run_model(run_dir)
-    backbone = run.backbone if control_seed is None else probing.random_control(run.backbone, control_seed)
+    family, loaded = get_family(run.family), {task: load_task(task) for task in tasks}
     results = {}
-    for task in tasks:
-        started = time.perf_counter()
-        by_seed = probing.probe_seeds(backbone, get_family(run.family), run.tokenizer, run.seq_len, load_task(task),
-                                      scale.probe_examples, seeds)
-        seconds = (time.perf_counter() - started) / len(seeds)
-        results.update({probe_key(key, task, seed): dict(result, seconds=seconds) for seed, result in by_seed.items()})
+    for drawn, backbone in _encoders(run.backbone, seeds, control):
+        for task in tasks:
+            started = time.perf_counter()
+            by_seed = probing.probe_seeds(backbone, family, run.tokenizer, run.seq_len, loaded[task],
+                                          scale.probe_examples, drawn)
+            seconds = (time.perf_counter() - started) / len(drawn)
+            results.update({probe_key(key, task, seed): dict(result, seconds=seconds)
+                            for seed, result in by_seed.items()})
     keras.backend.clear_session()
     return results
+
+
+def _encoders(backbone, seeds, control):
+    """(seeds, encoder) to probe: the run's own encoder read once for all `seeds`, or with `control` its
+    architecture drawn anew by each seed (each drawn just before it is read)."""
+    if not control:
+        yield seeds, backbone
+        return
+    for seed in seeds:
+        yield (seed,), probing.random_control(backbone, seed)
 
 
 def probe_results(state, runs, tasks, seed_count):

@@ -90,7 +90,8 @@ def write_report(out, options, scale, points, state, label_counts, compared, fin
                      "steps": point.steps, "pretrain_flops": point.flops,
                      "pretrain_seconds": pretrained["seconds"] * point.steps / point.run.steps,
                      "scores": {Path(task).name: scores(point.key, task, counts["verdict"])
-                                for task, counts in label_counts.items() if task in compared or point is reference}})
+                                for task, counts in label_counts.items()
+                                if point.steps == point.run.steps and (task in compared or point is reference)}})
         if point.steps == point.run.steps:
             rows[-1]["pretrain_losses"] = {name: summary["last"].get("loss")
                                            for name, summary in pretrained["objectives"].items()}
@@ -197,28 +198,39 @@ def _cell(summary):
 
 
 def _glance(results):
-    """The table the README quotes: per arm, each task's score at each share of the budget (mean ± sd
-    over the seeds, at the verdict label count); no pretraining under the full budget."""
+    """The table the README quotes: per arm, each task's fine-tuned score at the full budget and its control's
+    (mean ± sd over the seeds, at the verdict label count), then each probing task's mix at each share of the
+    budget; no pretraining in the last row."""
     tasks, budgets = results["tasks"], sorted({row["budget"] for row in results["rows"]})
-    scores = {(row["arm"], row["budget"]): row["scores"] for row in results["rows"]}
-    lines = ["## At a glance", "", "Test score at each share of the pretraining budget (" + "; ".join(
-                 f"{task}: {results['metrics'][task]}, {results['verdict_labels'][task]} labels" for task in tasks)
-             + "):", "",
-             "| arm | " + " | ".join(f"{task} {budget:g}" for task in tasks for budget in budgets) + " |",
-             "|---|" + "---|" * len(tasks) * len(budgets)]
-    for arm in dict.fromkeys(row["arm"] for row in results["rows"]):
-        lines.append(f"| {arm} | " + " | ".join(_cell(scores[arm, budget][task])
-                                                if task in scores.get((arm, budget), {}) else ""
-                                                for task in tasks for budget in budgets) + " |")
-    random_init = [_cell(results["random_init"][task][str(results["verdict_labels"][task])]) for task in tasks]
-    lines.append("| no pretraining | " + " | ".join(random_init[index] if budget == budgets[-1] else ""
-                                                    for index in range(len(tasks)) for budget in budgets) + " |")
+    probing = results.get("probing", {})
+    full = {row["arm"]: row["scores"] for row in results["rows"] if row["budget"] == budgets[-1]}
+    controls = {name: record["control"] for name, record in results.get("arms", {}).items()}
+    header = [f"{task} ({results['metrics'][task]}, {results['verdict_labels'][task]} labels)" for task in tasks]
+    if controls:
+        header += [f"{task} control" for task in tasks]
+    header += [f"{task} probe {budget:g}" for task in probing for budget in budgets]
+    lines = ["## At a glance", "",
+             "Fine-tuned test score at the full budget" + (", the arm's own control's (its encoder without "
+                                                           "pretraining)" if controls else "")
+             + (", and the linear probes' mix (macro-F1) at each share of the budget" if probing else "") + ":", "",
+             "| arm | " + " | ".join(header) + " |", "|---|" + "---|" * len(header)]
+    for arm, scores in full.items():
+        cells = [_cell(scores[task]) if task in scores else "" for task in tasks]
+        if controls:
+            cells += [_cell(controls[arm][task]["scores"]) if task in controls.get(arm, {}) else "" for task in tasks]
+        cells += [_cell(table[f"{arm}/budget-{budget:g}"]["mix"]) if f"{arm}/budget-{budget:g}" in table else ""
+                  for table in probing.values() for budget in budgets]
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    cells = [_cell(results["random_init"][task][str(results["verdict_labels"][task])]) for task in tasks]
+    cells += [""] * (len(header) - len(cells))
+    lines.append("| no pretraining | " + " | ".join(cells) + " |")
     return lines + [""] + _not_compared(results)
 
 
 def _not_compared(results):
     """The line that says why a table has empty cells: tasks on which only the gate's runs were made."""
-    tasks = [task for task in results["tasks"] if any(task not in row["scores"] for row in results["rows"])]
+    full = [row for row in results["rows"] if row["budget"] == max(r["budget"] for r in results["rows"])]
+    tasks = [task for task in results["tasks"] if any(task not in row["scores"] for row in full)]
     if not tasks:
         return []
     return [f"Empty cells: not fine-tuned on {', '.join(tasks)}, where {results['reference_arm']} did not beat "
@@ -251,9 +263,11 @@ def markdown(results):
     lines.append("| no pretraining | random initialisation | 0 | 0 | 0 | 0 | "
                  + " | ".join(_cell(results["random_init"][task][str(results["verdict_labels"][task])])
                               for task in tasks) + " |")
-    lines += ["", f"Time on this machine: pretraining {results['pretrain_seconds'] / 60:.1f} min (wall-clock of the "
-              f"runs), fine-tuning {results['finetune_seconds'] / 60:.1f} min ({len(results['rows'])} encoders and "
-              f"random init, {results['finetune_runs']} runs; {results['finetune_train_seconds'] / 60:.1f} min of it "
+    lines += ["", "Fine-tuned at the full budget only: the earlier shares of the budget are read by the linear "
+              "probes (below), for a fraction of a fine-tuning run's cost.",
+              "", f"Time on this machine: pretraining {results['pretrain_seconds'] / 60:.1f} min (wall-clock of the "
+              f"runs), fine-tuning {results['finetune_seconds'] / 60:.1f} min ({results['finetune_runs']} runs; "
+              f"{results['finetune_train_seconds'] / 60:.1f} min of it "
               "training).", "", "## Learning curves (the reference arm at the full budget)", ""]
     for task in tasks:
         counts = list(results["random_init"][task])
@@ -346,42 +360,69 @@ def probe_table(results):
     return lines
 
 
+def _compute_curves(results):
+    """[(title, y label, {arm: [(FLOPs, mean, sd)]}, the no-pretraining level)] of the plot's first row: the
+    probes' mix at each share of the budget on each probing task; a study without probes plots the
+    fine-tuned scores of the points it fine-tuned."""
+    rows = results["rows"]
+    if results.get("probing"):
+        return [(f"{task}: linear probe against compute", "probe macro-F1 (scalar mix)",
+                 {row["arm"]: [] for row in rows} | _grouped(
+                     (row["arm"], row["pretrain_flops"], table[f"{row['arm']}/budget-{row['budget']:g}"]["mix"])
+                     for row in rows if f"{row['arm']}/budget-{row['budget']:g}" in table),
+                 table[RANDOM_INIT]["mix"]["mean"] if RANDOM_INIT in table else None)
+                for task, table in results["probing"].items()]
+    return [(f"{task}: score against compute", f"test {results['metrics'][task]}, "
+             f"{results['verdict_labels'][task]} labels",
+             _grouped((row["arm"], row["pretrain_flops"], row["scores"][task]) for row in rows if task in row["scores"]),
+             results["random_init"][task][str(results["verdict_labels"][task])]["mean"])
+            for task in results["tasks"]]
+
+
+def _grouped(points):
+    curves = {}
+    for arm, flops, summary in points:
+        curves.setdefault(arm, []).append((flops, summary["mean"], summary["std"]))
+    return {arm: sorted(curve) for arm, curve in curves.items()}
+
+
 def plot(results, path):
-    """Per task: test score against pretraining FLOPs (one line per arm through its budgets), and the
-    learning curves at the full budget; random initialisation as a dashed line or curve."""
+    """First row: per probing task, each arm's linear probe against pretraining FLOPs (a line through its
+    budgets); second row: per fine-tuning task, the learning curves at the full budget. Random
+    initialisation dashed."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    tasks = results["tasks"]
-    figure, axes = plt.subplots(2, len(tasks), figsize=(5.5 * len(tasks), 8.4), squeeze=False)
+    tasks, curves = results["tasks"], _compute_curves(results)
+    figure, axes = plt.subplots(2, max(len(tasks), len(curves)), figsize=(5.5 * max(len(tasks), len(curves)), 8.4),
+                                squeeze=False)
     arms = list(dict.fromkeys(row["arm"] for row in results["rows"]))
     colors = {arm: plt.get_cmap("tab20")(index % 20) for index, arm in enumerate(arms)}  # more arms than 10 hues
-    for column, task in enumerate(tasks):
-        compute, curve = axes[0][column], axes[1][column]
-        labels = results["verdict_labels"][task]
-        for arm in arms:
-            rows = sorted((row for row in results["rows"] if row["arm"] == arm and task in row["scores"]),
-                          key=lambda r: r["pretrain_flops"])
-            compute.errorbar([row["pretrain_flops"] for row in rows], [row["scores"][task]["mean"] for row in rows],
-                             yerr=[row["scores"][task]["std"] for row in rows], marker="o", capsize=3, label=arm,
-                             color=colors[arm])
+    for axis, (title, label, by_arm, floor) in zip(axes[0], curves):
+        for arm, points in by_arm.items():
+            if points:
+                flops, means, deviations = zip(*points)
+                axis.errorbar(flops, means, yerr=deviations, marker="o", capsize=3, label=arm, color=colors[arm])
+        if floor is not None:
+            axis.axhline(floor, color="grey", linestyle="--", linewidth=1,
+                         label=f"{results['reference_arm']} without pretraining")
+        axis.set(xscale="log", xlabel="pretraining FLOPs", ylabel=label, title=title)
+    for curve, task in zip(axes[1], tasks):
         for name, points in [*results["learning_curves"].items(), ("no pretraining", results["random_init"])]:
             counts = list(points[task])
             style = {"color": "grey", "linestyle": "--"} if name == "no pretraining" else {"color": colors[name]}
             curve.errorbar([int(count) for count in counts], [points[task][c]["mean"] for c in counts],
                            yerr=[points[task][c]["std"] for c in counts], marker="o", capsize=3, label=name, **style)
-        compute.axhline(results["random_init"][task][str(labels)]["mean"], color="grey", linestyle="--",
-                        linewidth=1, label="no pretraining")
-        metric = results["metrics"][task]
-        compute.set(xscale="log", xlabel="pretraining FLOPs", ylabel=f"test {metric}, {labels} labels",
-                    title=f"{task}: score against compute")
-        curve.set(xscale="log", xlabel="labeled training examples", ylabel=f"test {metric}",
+        curve.set(xscale="log", xlabel="labeled training examples", ylabel=f"test {results['metrics'][task]}",
                   title=f"{task}: learning curve at the full budget")
-    axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
-    save_figure(figure, path, f"Downstream score against pretraining compute and labels ({results['scale']} "
-                              f"scale, mean ± sd over {results['seeds']} seeds)")
+    for row, used in zip(axes, (len(curves), len(tasks))):
+        for axis in row[used:]:
+            axis.axis("off")
+    axes[0][len(curves) - 1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    save_figure(figure, path, f"Pretraining compute against what the encoder holds, and labels against the "
+                              f"fine-tuned score ({results['scale']} scale, mean ± sd over {results['seeds']} seeds)")
 
 
 def save_figure(figure, path, title):

@@ -15,10 +15,12 @@
 
 The gate's runs come first: the reference arm (the first) at its full
 budget and random initialisation, on every task at each label count. The
-other arms are fine-tuned only on the tasks where the reference beat random
-initialisation (or on all with --all-tasks): elsewhere the budget is too
-small for a verdict, and their runs would cost time and say nothing. There
-each arm also has a control: its own encoder and vocabulary without
+other arms are fine-tuned, at their full budget, only on the tasks where the
+reference beat random initialisation (or on all with --all-tasks): elsewhere
+the budget is too small for a verdict, and their runs would cost time and
+say nothing. The earlier shares of the budget (the score-against-compute
+curve) are read by the linear probes, which cost seconds. There each arm
+also has a control: its own encoder and vocabulary without
 pretraining, fine-tuned with the same seeds and examples; an arm that does
 not beat its control gets no verdict (study/report.py).
 
@@ -118,8 +120,8 @@ def _study(options, scale, out):
                 say(options, f"{Path(task).name}: {reference.arm.name} does not beat random initialisation "
                              f"({gated[task]['difference']:+.3f}); " + ("its runs go on (--all-tasks)"
                              if options.all_tasks else "no other arm is fine-tuned on it (--all-tasks would)"))
-        finetuned += finetune_all(options, scale, _arm_jobs(points, reference, label_counts, compared, out), state,
-                                  out, workers)
+        finetuned += finetune_all(options, scale, _arm_jobs(runs, label_counts, compared, out), state, out,
+                                  workers)
         finetuned += finetune_all(options, scale, _control_jobs(runs, label_counts, compared, out), state, out,
                                   workers)
 
@@ -178,10 +180,12 @@ def _control_jobs(runs, label_counts, tasks, out):
              label_counts[task]["verdict"]) for task in tasks for run in runs[1:]]
 
 
-def _arm_jobs(points, reference, label_counts, tasks, out):
-    """Every other point (each arm at each share of the budget) on `tasks`, at their verdict count."""
-    return [(point.key, point.folder(out), False, task, label_counts[task]["verdict"])
-            for task in tasks for point in points if point is not reference]
+def _arm_jobs(runs, label_counts, tasks, out):
+    """Every other arm at its full budget on `tasks`, at their verdict count. The earlier shares of the
+    budget are read by the probes alone: the claims are judged at the full budget, and a probe reads a
+    point for a fraction of a fine-tuning run's cost, with less noise."""
+    return [(run.points[-1].key, run.points[-1].folder(out), False, task, label_counts[task]["verdict"])
+            for task in tasks for run in runs[1:]]
 
 
 class ArmRun:
