@@ -27,9 +27,10 @@ import numpy as np
 from keras_bertology.data.packing import WHITESPACE
 from keras_bertology.errors import ConfigError, NotExpressible
 from keras_bertology.export.saved_model import MAX_WORD_CHARS
-from keras_bertology.tokenizers.bert_text import WORD_DELIMITER
+from keras_bertology.tokenizers.bert_text import ONNX_WORD_DELIMITER
 
 TEXT_MODEL_FILE = "model.text.onnx"
+ML_DOMAIN = "ai.onnx.ml"
 TEXT_INPUT = "text"
 LAID_OUT = ("token_ids", "segment_ids", "padding_mask")  # what a layout makes, named as the encoders' inputs
 # The node that fails a batch holding a text the ONNX tokenizer cannot read as the SavedModel does.
@@ -60,7 +61,7 @@ def cut_long_words(graph, texts):
     text split into words and delimiters, each word cut, the pieces joined back. (One regular expression over
     the text, a word of MAX_WORD_CHARS non-delimiters, is too large for RE2's DFA, which then logs on every
     call and runs as an NFA.)"""
-    delimiter = graph.const([f"({WORD_DELIMITER})"])
+    delimiter = graph.const([f"({ONNX_WORD_DELIMITER})"])
     pieces, _, _, splits = graph.contrib("StringRegexSplitWithOffsets", texts, delimiter, delimiter, outputs=4)
     cut = graph.contrib("StringRegexReplace", pieces, graph.const([f"(?s)^(.{{{MAX_WORD_CHARS}}}).+$"]),
                         graph.const([r"\1"]))
@@ -190,7 +191,12 @@ def text_model(ids_model, tokenizer, template, seq_len):
     merged = helper.make_graph(graph.nodes + list(inner.node), "text_model",
                                [helper.make_tensor_value_info(TEXT_INPUT, onnx.TensorProto.STRING, ["batch"])],
                                outputs, graph.initializers + list(inner.initializer))
-    opsets = [opset for opset in ids_model.opset_import if opset.domain != CONTRIB] + [helper.make_opsetid(CONTRIB, 1)]
+    # The front end's domains beside the ids model's own: the extensions', and ai.onnx.ml's LabelEncoder (the
+    # string-to-id look-up of a tokenizer whose operator gives pieces).
+    versions = {opset.domain: opset.version for opset in ids_model.opset_import} | {CONTRIB: 1}
+    if any(node.domain == ML_DOMAIN for node in graph.nodes):
+        versions[ML_DOMAIN] = max(versions.get(ML_DOMAIN, 0), 2)  # LabelEncoder's keys_strings
+    opsets = [helper.make_opsetid(domain, version) for domain, version in versions.items()]
     return helper.make_model(merged, opset_imports=opsets, ir_version=ids_model.ir_version,
                              producer_name="keras-bertology")
 

@@ -49,3 +49,13 @@ def bert_normalize(strings: tf.Tensor, lower_case: bool, strip_accents: bool, cl
         strings = tf.strings.lower(strings, encoding="utf-8")
     return strings
 
+
+# The same rules for ONNX Runtime Extensions' RE2, whose Unicode tables are version 13's where tensorflow-text's
+# are 15's: the format characters and the punctuation that Unicode 14 and 15 added, spelled out (found by
+# comparing both on every code point: tests/tokenizers/test_wordpiece_onnx.py).
+_ADDED_FORMAT = r"\x{890}\x{891}\x{13439}-\x{1343F}"
+_ADDED_PUNCTUATION = (r"\x{61D}\x{1B7D}\x{1B7E}\x{2E53}-\x{2E5D}\x{10F86}-\x{10F89}\x{116B9}\x{11B00}-\x{11B09}"
+                      r"\x{11F43}-\x{11F4F}\x{12FF1}\x{12FF2}")
+ONNX_DELETED_CHARS = rf"[\x{{0}}\x{{FFFD}}{_ADDED_FORMAT}]|[^\P{{C}}\t\n\r]"
+ONNX_PUNCTUATION = f"[{_PUNCTUATION_RANGES}{_ADDED_PUNCTUATION}]"
+ONNX_WORD_DELIMITER = f"[{_WHITESPACE_RANGES}{_PUNCTUATION_RANGES}{_ADDED_PUNCTUATION}{_CJK_RANGES}]"

@@ -1,5 +1,6 @@
 """BERT's WordPiece tokenizer in-graph, and learning its vocabulary from a corpus."""
 
+import json
 import math
 import os
 from collections.abc import Sequence
@@ -12,10 +13,11 @@ import tensorflow_text as tf_text
 from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as wordpiece_learner
 
-from keras_bertology.errors import ConfigError
+from keras_bertology.errors import ConfigError, NotExpressible
 from keras_bertology.tokenizers.base import (PathLike, Tokenizer, as_ragged_ids, check_training_input, read_bytes,
                                              register_tokenizer_type)
-from keras_bertology.tokenizers.bert_text import CJK_CHARS, MAX_BYTES_PER_WORD, PUNCTUATION, WHITESPACE, bert_normalize
+from keras_bertology.tokenizers.bert_text import (CJK_CHARS, MAX_BYTES_PER_WORD, ONNX_DELETED_CHARS, ONNX_PUNCTUATION,
+                                                  PUNCTUATION, WHITESPACE, bert_normalize)
 from keras_bertology.tokenizers.wordpiece_vocab import WordPieceVocabLearner
 
 WORDPIECE_VOCAB_FILE = "vocab.txt"
@@ -82,6 +84,38 @@ class WordPieceTokenizer(Tokenizer):
         words = tf_text.regex_split(normalized, f"{WHITESPACE}|{kept}", kept)
         return self._wordpiece.tokenize(words).merge_dims(-2, -1)
 
+    def onnx_tokenize(self, graph, texts):
+        """Cased WordPiece as ONNX Runtime Extensions' operators: control characters deleted and words split by
+        regular expressions (this module's rules for the extensions' older Unicode tables), a word over
+        MAX_BYTES_PER_WORD bytes made the unknown token (the split's byte offsets measure it: the extensions'
+        `WordpieceTokenizer` counts characters), then `WordpieceTokenizer` and a `LabelEncoder` to the ids.
+        Lower-casing and accent stripping have no such form: NFD is not among the operators, and the
+        extensions' `StringLower` changes other characters than TensorFlow's."""
+        if self.lower_case or self.options["strip_accents"]:
+            raise NotExpressible("its lower-casing and accent stripping (NFD) have no ONNX Runtime Extensions "
+                                 "operator that rewrites text as tensorflow-text does")
+        words, begins, ends, word_splits = self.onnx_words(graph, texts)
+        unknown = self._tokens[self.unk_id]
+        too_long = graph.op("Greater", graph.op("Sub", ends, begins), graph.scalar(MAX_BYTES_PER_WORD))
+        words = graph.op("Where", too_long, graph.const([unknown]), words)
+        vocab = json.dumps({token: index for index, token in enumerate(self._tokens)}, ensure_ascii=False)
+        pieces, piece_splits, _, _ = graph.contrib(
+            "WordpieceTokenizer", words, graph.const(np.zeros(0, np.int64)), outputs=4, vocab=vocab,
+            suffix_indicator=WORDPIECE_SUFFIX, unknown_token=unknown, max_input_chars_per_word=MAX_BYTES_PER_WORD)
+        ids = graph.op("LabelEncoder", pieces, domain="ai.onnx.ml", keys_strings=self._tokens,
+                       values_int64s=list(range(len(self._tokens))), default_int64=self.unk_id)
+        ids, piece_splits = _whole_words_unknown(graph, ids, piece_splits, self.unk_id)
+        return ids, graph.op("Gather", piece_splits, word_splits)
+
+    def onnx_words(self, graph, texts):
+        """(words [N], their byte offsets' begins and ends, row splits [B + 1]) of the [B] strings `texts`, as
+        the extensions' operators split them: `bert_normalize`'s deletions, then `_tokenize`'s word split."""
+        if self.options["clean_text"]:
+            texts = graph.contrib("StringRegexReplace", texts, graph.const([ONNX_DELETED_CHARS]), graph.const([""]))
+        kept = f"{ONNX_PUNCTUATION}|{CJK_CHARS}" if self.options["chinese_chars"] else ONNX_PUNCTUATION
+        return graph.contrib("StringRegexSplitWithOffsets", texts, graph.const([f"({WHITESPACE}|{kept})"]),
+                             graph.const([f"({kept})"]), outputs=4)  # the extensions' split needs groups
+
     def detokenize(self, ids):
         """Words joined by spaces, pieces merged: "hello , world" for "Hello, world"."""
         return self._wordpiece.detokenize(as_ragged_ids(ids))
@@ -99,6 +133,25 @@ class WordPieceTokenizer(Tokenizer):
         defaults = dict(strip_accents=self.lower_case, chinese_chars=True, clean_text=True)
         self._write_config(directory, self.lower_case,
                            **{key: value for key, value in self.options.items() if value != defaults[key]})
+
+
+def _whole_words_unknown(graph, ids, splits, unk_id):
+    """(ids, row splits) with each word (a row of `splits`) that holds an unknown piece made one unknown
+    token: the extensions' `WordpieceTokenizer` keeps the pieces it matched before a character it cannot
+    (`he ##l [UNK]`), where WordPiece makes the whole word unknown."""
+    count = graph.op("Shape", ids)
+    word = graph.row_of_each(splits, count)
+    starts, lengths = graph.rows(splits)
+    unknown = graph.op("Cast", graph.op("Equal", ids, graph.scalar(unk_id)), to=7)  # 7: int64
+    holds = graph.op("ScatterElements", graph.zeros(graph.op("Shape", lengths)), word, unknown, reduction="max")
+    holds = graph.op("Cast", holds, to=9)  # 9: bool, per word
+    first = graph.op("Equal", graph.op("Range", graph.scalar(0), graph.op("Squeeze", count), graph.scalar(1)),
+                     graph.op("Gather", starts, word))
+    kept = graph.op("Or", graph.op("Not", graph.op("Gather", holds, word)), first)
+    ids = graph.op("Where", graph.op("Gather", holds, word), graph.scalar(unk_id), ids)
+    lengths = graph.op("Where", holds, graph.scalar(1), lengths)
+    return (graph.op("Compress", ids, kept, axis=0),
+            graph.op("Concat", graph.const([0], np.int64), graph.op("CumSum", lengths, graph.scalar(0)), axis=0))
 
 
 def train_wordpiece(sentences: Sequence[str], vocab_size: int, lower_case: bool = True) -> WordPieceTokenizer:

@@ -4,14 +4,13 @@ same layout, the encoder's outputs within 1e-4."""
 
 import json
 import random
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from docs_clients import run_serving_docs_client
 from family_harness import sentences_of_one_play
+from onnx_clients import REFUSALS_CLIENT, served_by_onnx
 from keras_bertology.export import onnx_text
 from keras_bertology.export.onnx import export_onnx
 from keras_bertology.export.onnx_graph import OnnxGraph
@@ -20,34 +19,6 @@ from keras_bertology.runs import RunModel
 
 SEQ_LEN = 96  # long enough that a word cut at its 101st character shows in the ids, short enough to fill
 TOLERANCE = 1e-4
-# A client as docs/serving.md shows one: ONNX Runtime with the extensions' library, no TensorFlow.
-CLIENT = """
-import sys
-import numpy as np
-import onnxruntime, onnxruntime_extensions
-options = onnxruntime.SessionOptions()
-options.register_custom_ops_library(onnxruntime_extensions.get_library_path())
-session = onnxruntime.InferenceSession(sys.argv[1], options, providers=["CPUExecutionProvider"])
-texts = np.load(sys.argv[2])["texts"]
-names = [output.name for output in session.get_outputs()]
-outputs = dict(zip(names, session.run(None, {"text": texts})))
-# Strings come back as Python str: saved as UTF-8 bytes.
-outputs = {name: np.array([item.encode() for item in value], dtype=object).astype(bytes) if value.dtype == object
-           else value for name, value in outputs.items()}
-assert "tensorflow" not in sys.modules and "keras" not in sys.modules
-np.savez(sys.argv[3], **outputs)
-"""
-# Each text alone, and whether ONNX Runtime refused it (an error, not other ids).
-REFUSALS_CLIENT = CLIENT.split("names =")[0] + """
-refused = []
-for text in texts:
-    try:
-        session.run(None, {"text": np.array([text])})
-        refused.append(False)
-    except Exception as error:  # the node that refuses it, named
-        refused.append(sys.argv[4] in str(error))
-np.savez(sys.argv[3], refused=np.array(refused))
-"""
 
 
 def _run(family_name, tmp_path):
@@ -83,18 +54,9 @@ def _user_texts(tokenizer, seed=1, count=40):
     return encoded
 
 
-def _served_by_onnx(model_path, texts, folder, client=CLIENT):
-    np.savez(folder / "texts.npz", texts=np.array(texts, dtype=f"S{max(map(len, texts)) + 1}"))
-    done = subprocess.run([sys.executable, "-c", client, str(model_path), str(folder / "texts.npz"),
-                           str(folder / "served.npz"), onnx_text.REFUSAL_NODE], cwd=folder, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return dict(np.load(folder / "served.npz"))
-
-
-# SentencePiece (DeBERTa-v3, BigBird; T5 with its sentinels) and byte-level BPE (RoBERTa, DeBERTa, Linformer,
-# ModernBERT; GPT, Transformer-XL without a mask token).
-@pytest.mark.parametrize("family_name", ["deberta-v3", "t5", "roberta", "gpt"] + [
+# SentencePiece (DeBERTa-v3, BigBird; T5 with its sentinels), byte-level BPE (RoBERTa, DeBERTa, Linformer,
+# ModernBERT; GPT, Transformer-XL without a mask token) and cased WordPiece (SpanBERT).
+@pytest.mark.parametrize("family_name", ["deberta-v3", "t5", "roberta", "gpt", "spanbert"] + [
     pytest.param(name, marks=pytest.mark.extended)
     for name in ("bigbird", "deberta", "linformer", "modernbert", "transformer-xl")])
 def test_the_string_model_serves_texts_as_the_saved_model_does(family_name, tmp_path):
@@ -113,10 +75,10 @@ def test_the_string_model_serves_texts_as_the_saved_model_does(family_name, tmp_
     unreadable = [text for text in texts if not run.tokenizer.onnx_reads(text)]
     assert ("unreadable" in description["text_model"]) == bool(unreadable)
     if unreadable:
-        refused = _served_by_onnx(out / onnx_text.TEXT_MODEL_FILE, unreadable, tmp_path, REFUSALS_CLIENT)["refused"]
+        refused = served_by_onnx(out / onnx_text.TEXT_MODEL_FILE, unreadable, tmp_path, REFUSALS_CLIENT)["refused"]
         assert refused.all(), [text for text, no in zip(unreadable, refused) if not no]
     texts = [text for text in texts if text not in unreadable]
-    served = _served_by_onnx(out / onnx_text.TEXT_MODEL_FILE, texts, tmp_path)
+    served = served_by_onnx(out / onnx_text.TEXT_MODEL_FILE, texts, tmp_path)
     assert sorted(served) == description["text_model"]["outputs"]
     export_saved_model(run, tmp_path / "saved")
     serve = tf.saved_model.load(str(tmp_path / "saved")).signatures["serve"]
@@ -174,7 +136,7 @@ def test_long_words_are_cut_as_the_saved_model_cuts_them(tmp_path):
                                                                        MAX_WORD_CHARS + 1, 250])))
                  for _ in range(rng.randint(1, 4))]
         texts.append("".join(word + rng.choice([" ", ",", "、", "\n", "-"]) for word in words).encode())
-    got = _served_by_onnx(tmp_path / "cut.onnx", texts, tmp_path)["cut"]
+    got = served_by_onnx(tmp_path / "cut.onnx", texts, tmp_path)["cut"]
     expected = cut_words(tf.constant(texts)).numpy()
     assert any(len(text) != len(value) for text, value in zip(texts, expected))  # some words were cut
     assert [bytes(value) for value in got] == list(expected)
@@ -244,7 +206,7 @@ def test_a_fine_tuned_classifier_of_one_text_gets_a_string_model_and_a_pair_clas
         "pairs": "no string model: a classification model of text pairs has no string model yet (one text's "
                  "classification has); feed model.onnx ids"}
     texts = [b"the rain art thou", b"the sun falls plain", b"", "Caf\u00e9 \u6771\u4eac \U0001F600".encode()]
-    served = _served_by_onnx(tmp_path / "onnx-single" / onnx_text.TEXT_MODEL_FILE, texts, tmp_path)
+    served = served_by_onnx(tmp_path / "onnx-single" / onnx_text.TEXT_MODEL_FILE, texts, tmp_path)
     probabilities = np.exp(served["logits"]) / np.exp(served["logits"]).sum(axis=-1, keepdims=True)
     saved = tf.saved_model.load(str(tmp_path / "saved-single"))  # kept: its functions read its variables
     expected = saved.classify(tf.constant(texts))["probabilities"]

@@ -1,0 +1,48 @@
+"""ONNX Runtime clients for tests: a model run on texts in a new process that never imports TensorFlow (in a
+process that did, the extensions' regular expressions silently match nothing), as a user's client runs it."""
+
+import subprocess
+import sys
+
+import numpy as np
+
+from keras_bertology.export.onnx_text import REFUSAL_NODE
+
+# A client as docs/serving.md shows one: ONNX Runtime with the extensions' library, no TensorFlow.
+CLIENT = """
+import sys
+import numpy as np
+import onnxruntime, onnxruntime_extensions
+options = onnxruntime.SessionOptions()
+options.register_custom_ops_library(onnxruntime_extensions.get_library_path())
+session = onnxruntime.InferenceSession(sys.argv[1], options, providers=["CPUExecutionProvider"])
+texts = np.load(sys.argv[2])["texts"]
+names = [output.name for output in session.get_outputs()]
+outputs = dict(zip(names, session.run(None, {"text": texts})))
+# Strings come back as Python str: saved as UTF-8 bytes.
+outputs = {name: np.array([item.encode() for item in value], dtype=object).astype(bytes) if value.dtype == object
+           else value for name, value in outputs.items()}
+assert "tensorflow" not in sys.modules and "keras" not in sys.modules
+np.savez(sys.argv[3], **outputs)
+"""
+# Each text alone, and whether ONNX Runtime refused it (an error, not other ids).
+REFUSALS_CLIENT = CLIENT.split("names =")[0] + """
+refused = []
+for text in texts:
+    try:
+        session.run(None, {"text": np.array([text])})
+        refused.append(False)
+    except Exception as error:  # the node that refuses it, named
+        refused.append(sys.argv[4] in str(error))
+np.savez(sys.argv[3], refused=np.array(refused))
+"""
+
+
+def served_by_onnx(model_path, texts, folder, client=CLIENT):
+    """The outputs of the ONNX model at `model_path` on `texts` (bytes or str), by `client` in a new process."""
+    np.savez(folder / "texts.npz", texts=np.array(texts, dtype=f"S{max(map(len, texts)) + 1}"))
+    done = subprocess.run([sys.executable, "-c", client, str(model_path), str(folder / "texts.npz"),
+                           str(folder / "served.npz"), REFUSAL_NODE], cwd=folder, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dict(np.load(folder / "served.npz"))
