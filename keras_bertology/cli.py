@@ -548,8 +548,9 @@ def _run_export_other(args):
         print(f"ONNX model written to {out}: inputs {', '.join(spec['name'] for spec in description['inputs'])}; "
               f"outputs {', '.join(description['outputs'])} (opset {description['opset']})")
         text = description["text_model"]
-        print(f"string model written to {out / text['model']}: input text, raw strings (ONNX Runtime Extensions' "
-              "operators)" if "model" in text else f"no string model: {text['missing']}; feed {description['model']} "
+        print(f"string model written to {out / text['model']}: input{'s' if len(text.get('inputs', ())) > 1 else ''} "
+              f"{', '.join(text.get('inputs', ()))}, raw strings (ONNX Runtime Extensions' operators)"
+              if "model" in text else f"no string model: {text['missing']}; feed {description['model']} "
               "ids")
         if "quantized" in description:
             print(f"int8 model written to {out / description['quantized']['model']} (largest difference from the "

@@ -151,7 +151,7 @@ def export_onnx(run, out_dir, quantize=None):
     from keras_bertology.models.registry import get_family
 
     encoder = _in_float32(run.backbone).text_encoder()  # an encoder-decoder's encoder: what a text alone feeds
-    text = (get_family(run.family), run.tokenizer) if run.tokenizer is not None else \
+    text = (get_family(run.family), run.tokenizer, False) if run.tokenizer is not None else \
         "the run has no tokenizer to write into it"
     return _export(encoder, run.backbone.input_limits(), run.seq_len, out_dir,
                    {"family": run.family, "preset": run.preset}, f"{run.family}'s encoder", quantize, text)
@@ -192,21 +192,21 @@ def export_task_onnx(folder, out_dir, quantize=None):
                    f"this {results['kind']} model of {results['encoder']['family']}", quantize, _tuned_text(results))
 
 
-# The task kinds whose model reads one text packed as the family packs it (`finetune.encoding`); a pair's
-# layout, and tagging's words tokenized one by one, are not written as ONNX operators yet.
+# The task kinds whose model reads its text (or text pair) packed as the family packs it (`finetune.encoding`);
+# tagging's words tokenized one by one, and a question beside its context's words, are not written as ONNX
+# operators yet.
 STRING_MODEL_KINDS = ("classification",)
 
 
 def _tuned_text(results):
-    """(family, tokenizer) of a fine-tuned model's string model, the tokenizer read from the run it was tuned
-    from, or why it has none."""
+    """(family, tokenizer, whether it reads text pairs) of a fine-tuned model's string model, the tokenizer read
+    from the run it was tuned from, or why it has none."""
     from keras_bertology.errors import BertologyError
     from keras_bertology.models.registry import get_family
     from keras_bertology.runs import load_run_tokenizer
 
-    if results["kind"] not in STRING_MODEL_KINDS or results.get("pairs", True):
-        return (f"a {results['kind']} model{' of text pairs' if results.get('pairs') else ''} has no string model "
-                f"yet (one text's {' and '.join(STRING_MODEL_KINDS)} has)")
+    if results["kind"] not in STRING_MODEL_KINDS:
+        return f"a {results['kind']} model has no string model yet ({' and '.join(STRING_MODEL_KINDS)} has)"
     source = results["encoder"]["from"]
     try:
         tokenizer = load_run_tokenizer(source)
@@ -214,7 +214,7 @@ def _tuned_text(results):
         tokenizer = None
     if tokenizer is None:
         return f"the tokenizer of the run it was tuned from ({source}) cannot be read"
-    return get_family(results["encoder"]["family"]), tokenizer
+    return get_family(results["encoder"]["family"]), tokenizer, bool(results.get("pairs", False))
 
 
 def _export(model, limits, seq_len, out_dir, details, what, quantize=None, text=None):
@@ -279,39 +279,47 @@ def _export(model, limits, seq_len, out_dir, details, what, quantize=None, text=
 
 def _string_model(ids_model, text, seq_len, traced, names, what):
     """(the bytes of the string model on `ids_model`, its entry in onnx.json), or (None, the entry saying why
-    there is none): built from the family's tokenizer and layout (`text`), then checked in a process without
-    TensorFlow on `onnx_text.check_texts` against the SavedModel's own front end: the same ids, and outputs
-    within CHECK_TOLERANCE of `traced`'s (the encoder's) on them."""
-    family, tokenizer = text
+    there is none): built from the family's tokenizer and layout (`text`: family, tokenizer, whether it reads
+    text pairs), then checked in a process without TensorFlow on `onnx_text.check_texts` (or `check_pairs`)
+    against the SavedModel's own front end: the same ids, and outputs within CHECK_TOLERANCE of `traced`'s (the
+    encoder's) on them."""
+    family, tokenizer, pairs = text
+    inputs = onnx_text.text_inputs(pairs)
     try:
-        model = onnx_text.text_model(ids_model, tokenizer, onnx_text.text_layout(family, tokenizer), seq_len)
+        model = onnx_text.text_model(ids_model, tokenizer, onnx_text.text_layout(family, tokenizer, pairs), seq_len,
+                                     inputs)
     except NotExpressible as why:
         return None, {"missing": str(why)}
     # Then batches with no token at all, and with no piece of text at all.
-    batches = [onnx_text.check_texts(tokenizer, seq_len), [b"", b" "], [b"", b""]]
+    checks = onnx_text.check_pairs(tokenizer, seq_len) if pairs else (onnx_text.check_texts(tokenizer, seq_len),)
+    batches = [dict(zip(inputs, columns)) for columns in (checks, ([b"", b" "],) * len(inputs),
+                                                          ([b"", b""],) * len(inputs))]
     with tempfile.TemporaryDirectory() as work:
         path = Path(work) / onnx_text.TEXT_MODEL_FILE
         path.write_bytes(model.SerializeToString())
         results = onnx_text.run_without_tensorflow(path, batches, work)
     gap = 0.0
-    for texts, got in zip(batches, results):
-        packed = onnx_text.expected_front_end(family, tokenizer, seq_len, texts)
+    for batch, got in zip(batches, results):
+        packed = onnx_text.expected_front_end(family, tokenizer, seq_len, *batch.values())
+        texts = list(zip(*batch.values())) if pairs else batch[onnx_text.TEXT_INPUT]
         differing = [texts[row] for row in range(len(texts))
                      if any(got[name].shape != value.shape or not np.array_equal(got[name][row], value[row])
                             for name, value in packed.items())]
         if differing:
+            first = tuple(text[:40] for text in differing[0]) if pairs else differing[0][:40]
             return None, {"missing": f"its ONNX tokenizer reads {len(differing)} of {len(texts)} check texts "
-                                     f"otherwise than the SavedModel (first {differing[0][:40]!r})"}
+                                     f"otherwise than the SavedModel (first {first!r})"}
         expected = traced(*[tf.constant(packed[name]) for name in names])
         gap = max(gap, *(float(np.abs(got[name] - value.numpy()).max()) for name, value in expected.items()))
     if not gap <= CHECK_TOLERANCE:
         raise ConfigError(f"the ONNX string model of {what} computes otherwise than the Keras model (outputs "
                           f"{gap:.2g} apart, more than {CHECK_TOLERANCE:g}); use the SavedModel")
     return model.SerializeToString(), {
-        "model": onnx_text.TEXT_MODEL_FILE, "input": onnx_text.TEXT_INPUT, "dtype": "string", "shape": ["batch"],
+        "model": onnx_text.TEXT_MODEL_FILE, **({"input": inputs[0]} if not pairs else {}), "inputs": list(inputs),
+        "dtype": "string", "shape": ["batch"],
         "outputs": sorted([*traced.get_concrete_function().structured_outputs, *onnx_text.LAID_OUT]),
         "needs": "onnxruntime-extensions (register its library with the session's options)",
         **({"unreadable": f"{tokenizer.onnx_unreadable_texts} fail the batch in ONNX Runtime (node "
                           f"{onnx_text.REFUSAL_NODE}), where the SavedModel reads them as their bytes"}
            if tokenizer.onnx_unreadable_texts else {}),
-        "self_check": {"texts": sum(map(len, batches)), "max_difference": gap}}
+        "self_check": {"texts": sum(len(batch[inputs[0]]) for batch in batches), "max_difference": gap}}

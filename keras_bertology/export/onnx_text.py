@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from keras_bertology.data.packing import WHITESPACE
+from keras_bertology.data.packing import TEXT_PIECES, WHITESPACE
 from keras_bertology.errors import ConfigError, NotExpressible
 from keras_bertology.export.saved_model import MAX_WORD_CHARS
 from keras_bertology.tokenizers.bert_text import ONNX_WORD_DELIMITER
@@ -32,6 +32,7 @@ from keras_bertology.tokenizers.bert_text import ONNX_WORD_DELIMITER
 TEXT_MODEL_FILE = "model.text.onnx"
 ML_DOMAIN = "ai.onnx.ml"
 TEXT_INPUT = "text"
+PAIR_INPUTS = (TEXT_INPUT, "text_b")
 LAID_OUT = ("token_ids", "segment_ids", "padding_mask")  # what a layout makes, named as the encoders' inputs
 # The node that fails a batch holding a text the ONNX tokenizer cannot read as the SavedModel does.
 REFUSAL_NODE = "a_text_the_onnx_tokenizer_cannot_read_as_the_saved_model_see_text_model_unreadable_in_onnx_json"
@@ -39,21 +40,31 @@ RUNNER = Path(__file__).with_name("onnx_text_run.py")
 RUN_BY_PATH = "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
 
 
-def text_layout(family, tokenizer):
-    """The single text's template as [(token id or None for the text, segment id)], or NotExpressible."""
+def text_layout(family, tokenizer, pairs=False):
+    """The template of one text (of two with `pairs`) as [(a special token's id, or the text's place "$A" or
+    "$B"; segment id)], or NotExpressible."""
     layout = family.text_layout(tokenizer)
     if layout is None:
         raise NotExpressible(f"{family.name} packs text with code of its own, not a layout of token ids")
-    return [(None if piece == "$A" else tokenizer.vocabulary.index(piece), int(segment))
-            for piece, segment in layout["single"]]
+    return [(piece if piece in TEXT_PIECES else tokenizer.vocabulary.index(piece), int(segment))
+            for piece, segment in layout["pair" if pairs else "single"]]
 
 
-def front_end(graph, tokenizer, template, seq_len):
-    """Nodes of `graph` from the [B] strings TEXT_INPUT to LAID_OUT [B, W] int32 (W the batch's longest)."""
-    unreadable = tokenizer.onnx_unreadable(graph, TEXT_INPUT)  # read from the bytes a client sent
-    texts = cut_long_words(graph, TEXT_INPUT)
-    ids, splits = tokenize_keeping_mask(graph, tokenizer, texts)
-    return lay_out(graph, ids, splits, template, seq_len, tokenizer.pad_id, unreadable)
+def text_inputs(pairs):
+    """The string model's inputs: one text, or a pair named as the SavedModel's `classify_pairs` names them."""
+    return PAIR_INPUTS if pairs else (TEXT_INPUT,)
+
+
+def front_end(graph, tokenizer, template, seq_len, inputs=(TEXT_INPUT,)):
+    """Nodes of `graph` from the [B] strings of `inputs` (one per text of `template`, in order) to LAID_OUT
+    [B, W] int32 (W the batch's longest)."""
+    segments, refused = {}, None
+    for place, name in zip([piece for piece, _ in template if piece in TEXT_PIECES], inputs):
+        unreadable = tokenizer.onnx_unreadable(graph, name)  # read from the bytes a client sent
+        if unreadable is not None:
+            refused = unreadable if refused is None else graph.op("Or", refused, unreadable)
+        segments[place] = tokenize_keeping_mask(graph, tokenizer, cut_long_words(graph, name))
+    return lay_out(graph, segments, template, seq_len, tokenizer.pad_id, refused)
 
 
 def cut_long_words(graph, texts):
@@ -124,34 +135,37 @@ def _concatenated(graph, ids, starts, lengths, piece_splits):
     return values, graph.op("Gather", out_splits, piece_splits)
 
 
-def lay_out(graph, ids, splits, template, seq_len, pad_id, refused=None):
-    """LAID_OUT of ids [N] in rows (`splits`), each row cut to what the template's special tokens leave of
-    `seq_len` and placed as `template` says, padded on the right to the batch's longest row; where `refused` (a
-    [B] bool) marks a row, ONNX Runtime fails the batch (`_fail_where`)."""
-    specials = sum(token is not None for token, _ in template)
-    starts, lengths = graph.rows(splits)
-    kept = graph.op("Min", lengths, graph.scalar(seq_len - specials))
-    total = graph.op("Add", kept, graph.scalar(specials))
+def lay_out(graph, segments, template, seq_len, pad_id, refused=None):
+    """LAID_OUT of the texts `segments` ({"$A": (ids [N], row splits [B + 1]), "$B": ...}), trimmed together to
+    what the template's special tokens leave of `seq_len` as `data.packing.trimmed_segments` trims them, placed
+    as `template` says and padded on the right to the batch's longest row; where `refused` (a [B] bool) marks a
+    row, ONNX Runtime fails the batch (`_fail_where`)."""
+    specials = sum(piece not in TEXT_PIECES for piece, _ in template)
+    rows = {place: graph.rows(splits) for place, (_, splits) in segments.items()}  # (starts, lengths)
+    kept = dict(zip(rows, _trimmed(graph, [lengths for _, lengths in rows.values()], seq_len - specials)))
+    total = graph.scalar(specials)
+    for length in kept.values():
+        total = graph.op("Add", total, length)
     width = graph.op("ReduceMax", total, keepdims=0)
     positions = graph.op("Unsqueeze", graph.op("Range", graph.scalar(0), width, graph.scalar(1)),
                          graph.const([0], np.int64))  # [1, W]
-    shape = graph.op("Concat", graph.op("Shape", kept), graph.op("Unsqueeze", width, graph.const([0], np.int64)),
+    shape = graph.op("Concat", graph.op("Shape", total), graph.op("Unsqueeze", width, graph.const([0], np.int64)),
                      axis=0)
-    ids = graph.op("Concat", ids, graph.const([pad_id], np.int64), axis=0)  # read where no text is
-    last = graph.op("Sub", graph.op("Shape", ids), graph.scalar(1))
     token_ids = graph.op("Expand", graph.scalar(pad_id), shape)
     segment_ids = graph.op("Expand", graph.scalar(0), shape)
-    end = graph.op("Expand", graph.scalar(0), graph.op("Shape", kept))
-    for token, segment in template:
+    end = graph.op("Expand", graph.scalar(0), graph.op("Shape", total))
+    for piece, segment in template:
         offset = graph.op("Sub", positions, graph.column(end))
-        if token is None:
+        if piece in TEXT_PIECES:
+            ids = graph.op("Concat", segments[piece][0], graph.const([pad_id], np.int64), axis=0)  # read where no text is
+            last = graph.op("Sub", graph.op("Shape", ids), graph.scalar(1))
             inside = graph.op("And", graph.op("GreaterOrEqual", offset, graph.scalar(0)),
-                              graph.op("Less", offset, graph.column(kept)))
-            index = graph.op("Min", graph.op("Max", graph.op("Add", graph.column(starts), offset), graph.scalar(0)),
-                             last)
-            values, length = graph.op("Gather", ids, index), kept
+                              graph.op("Less", offset, graph.column(kept[piece])))
+            index = graph.op("Min", graph.op("Max", graph.op("Add", graph.column(rows[piece][0]), offset),
+                                             graph.scalar(0)), last)
+            values, length = graph.op("Gather", ids, index), kept[piece]
         else:
-            inside, values, length = graph.op("Equal", offset, graph.scalar(0)), graph.scalar(token), graph.scalar(1)
+            inside, values, length = graph.op("Equal", offset, graph.scalar(0)), graph.scalar(piece), graph.scalar(1)
         token_ids = graph.op("Where", inside, values, token_ids)
         segment_ids = graph.op("Where", inside, graph.scalar(segment), segment_ids)
         end = graph.op("Add", end, length)
@@ -160,6 +174,23 @@ def lay_out(graph, ids, splits, template, seq_len, pad_id, refused=None):
         token_ids = _fail_where(graph, refused, token_ids)
     return {name: graph.op("Cast", value, to=6, output_names=[name])  # 6: int32
             for name, value in zip(LAID_OUT, (token_ids, segment_ids, padding_mask))}
+
+
+def _trimmed(graph, lengths, budget):
+    """The kept lengths of one or two texts' [B] `lengths` within `budget` tokens in all: one cut at the budget;
+    two as `data.packing._shrink_longest` (the longer loses tokens until they are equal, then each in turn,
+    the first first)."""
+    if len(lengths) == 1:
+        return [graph.op("Min", lengths[0], graph.scalar(budget))]
+    a, b = lengths
+    over = graph.op("Max", graph.op("Sub", graph.op("Add", a, b), graph.scalar(budget)), graph.scalar(0))
+    first_cut = graph.op("Min", over, graph.op("Abs", graph.op("Sub", a, b)))
+    rest = graph.op("Sub", over, first_cut)
+    a_longer, zero, two = graph.op("Greater", a, b), graph.scalar(0), graph.scalar(2)
+    return [graph.op("Sub", graph.op("Sub", a, graph.op("Where", a_longer, first_cut, zero)),
+                     graph.op("Div", graph.op("Add", rest, graph.scalar(1)), two)),
+            graph.op("Sub", graph.op("Sub", b, graph.op("Where", a_longer, zero, first_cut)),
+                     graph.op("Div", rest, two))]
 
 
 def _fail_where(graph, refused, tensor):
@@ -171,9 +202,9 @@ def _fail_where(graph, refused, tensor):
     return graph.op("Add", tensor, zero)
 
 
-def text_model(ids_model, tokenizer, template, seq_len):
-    """The ONNX model (a ModelProto) taking TEXT_INPUT [B] strings into `ids_model` (the export's model on
-    ids, whose inputs are among LAID_OUT), giving its outputs and LAID_OUT."""
+def text_model(ids_model, tokenizer, template, seq_len, inputs=(TEXT_INPUT,)):
+    """The ONNX model (a ModelProto) taking the [B] strings of `inputs` (one per text of `template`) into
+    `ids_model` (the export's model on ids, whose inputs are among LAID_OUT), giving its outputs and LAID_OUT."""
     import onnx
     from onnx import helper
 
@@ -184,12 +215,13 @@ def text_model(ids_model, tokenizer, template, seq_len):
     if beyond:
         raise NotExpressible(f"its encoder also takes {', '.join(beyond)}, which a text layout does not make")
     graph = OnnxGraph("text")
-    laid_out = front_end(graph, tokenizer, template, seq_len)
+    laid_out = front_end(graph, tokenizer, template, seq_len, inputs)
     inner = ids_model.graph
     outputs = list(inner.output) + [helper.make_tensor_value_info(name, onnx.TensorProto.INT32, ["batch", "length"])
                                     for name in laid_out]
     merged = helper.make_graph(graph.nodes + list(inner.node), "text_model",
-                               [helper.make_tensor_value_info(TEXT_INPUT, onnx.TensorProto.STRING, ["batch"])],
+                               [helper.make_tensor_value_info(name, onnx.TensorProto.STRING, ["batch"])
+                                for name in inputs],
                                outputs, graph.initializers + list(inner.initializer))
     # The front end's domains beside the ids model's own: the extensions', and ai.onnx.ml's LabelEncoder (the
     # string-to-id look-up of a tokenizer whose operator gives pieces).
@@ -227,22 +259,38 @@ def _literal_tokens(tokenizer, most=8):
     return tokens if len(tokens) <= most else tokens[:most // 2] + tokens[-(most // 2):]
 
 
-def expected_front_end(family, tokenizer, seq_len, texts):
-    """LAID_OUT of `texts` (bytes) as the SavedModel's `serve` packs them (TensorFlow)."""
+def check_pairs(tokenizer, seq_len):
+    """(first texts, second texts) of a pair model's check: each check text beside another (the long ones
+    beside short, empty and long ones, so that both trimming branches are taken) and two empty texts."""
+    texts = check_texts(tokenizer, seq_len)
+    long = " ".join(["words", "over", "the", "length,"] * seq_len).encode()
+    firsts = texts + [long, long, b"a b c", b""]
+    seconds = texts[::-1] + [long, b"a b c", long, b""]
+    return firsts, seconds
+
+
+def expected_front_end(family, tokenizer, seq_len, texts, second=None):
+    """LAID_OUT of `texts` (bytes; and of the `second` texts of pairs) as the SavedModel packs them
+    (TensorFlow)."""
     import tensorflow as tf
 
     from keras_bertology.data.packing import fit_to_batch
     from keras_bertology.export.saved_model import cut_text
 
-    packed = family.pack_text(tokenizer, seq_len, cut_text(tf.constant(texts), seq_len))
+    def cut(column):
+        return None if column is None else cut_text(tf.constant(column), seq_len)
+
+    packed = family.pack_text(tokenizer, seq_len, cut(texts), cut(second))
     return {name: value.numpy() for name, value in fit_to_batch(packed, packed["padding_mask"]).items()}
 
 
 def run_without_tensorflow(model_path, batches, workdir):
-    """[{output: array}] of the string model at `model_path` on each batch of texts (bytes), run by ONNX Runtime
-    in a new process that never imports TensorFlow (whose RE2 the extensions' regular expressions clash with)."""
+    """[{output: array}] of the string model at `model_path` on each batch ({input name: texts (bytes)}), run by
+    ONNX Runtime in a new process that never imports TensorFlow (whose RE2 the extensions' regular expressions
+    clash with)."""
     workdir = Path(workdir)
-    np.savez(workdir / "texts.npz", **{f"batch{i}": _as_bytes_array(texts) for i, texts in enumerate(batches)})
+    np.savez(workdir / "texts.npz", **{f"batch{i}/{name}": _as_bytes_array(texts) for i, batch in enumerate(batches)
+                                       for name, texts in batch.items()})
     # Run from a folder of its own, not by path: the runner's folder holds this package's onnx.py, which would
     # shadow the onnx package.
     done = subprocess.run([sys.executable, "-c", RUN_BY_PATH, str(RUNNER), str(model_path),

@@ -4,9 +4,10 @@ process that imported TensorFlow first, the extensions' regular expressions matc
 
     python onnx_text_run.py MODEL TEXTS.npz OUTPUTS.npz
 
-TEXTS.npz holds byte-string arrays batch0, batch1, ...; OUTPUTS.npz gets batchI/OUTPUT for each output, and
-`names`, the outputs' names as JSON. Run by path, from another folder (this one holds the package's onnx.py,
-which would shadow the onnx package): importing the package would import TensorFlow.
+TEXTS.npz holds byte-string arrays batchI/INPUT for each of the model's string inputs; OUTPUTS.npz gets
+batchI/OUTPUT for each output, and `names`, the outputs' names as JSON. Run by path, from another folder (this
+one holds the package's onnx.py, which would shadow the onnx package): importing the package would import
+TensorFlow.
 """
 
 import json
@@ -29,9 +30,9 @@ def main(model_path, texts_path, outputs_path):
     names = [output.name for output in model.get_outputs()]
     texts = np.load(texts_path)
     outputs = {"names": np.array(json.dumps(names))}
-    for batch in texts.files:
-        outputs.update({f"{batch}/{name}": value
-                        for name, value in zip(names, model.run(None, {"text": texts[batch]}))})
+    for batch in sorted({key.split("/")[0] for key in texts.files}):
+        feed = {item.name: texts[f"{batch}/{item.name}"] for item in model.get_inputs()}
+        outputs.update({f"{batch}/{name}": value for name, value in zip(names, model.run(None, feed))})
     if "tensorflow" in sys.modules:
         raise SystemExit("TensorFlow was imported: the extensions' regular expressions would match nothing")
     np.savez(outputs_path, **outputs)

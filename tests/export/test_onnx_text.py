@@ -175,15 +175,17 @@ def test_a_run_trained_in_mixed_precision_exports_both_models_in_float32(tmp_pat
     assert description["text_model"]["self_check"]["max_difference"] <= TOLERANCE
 
 
-def test_a_fine_tuned_classifier_of_one_text_gets_a_string_model_and_a_pair_classifier_says_why(tmp_path, capsys):
-    """`bertology export FINETUNE_DIR --format onnx` of a RoBERTa classifier: model.text.onnx (the tokenizer read
-    from the run it was tuned from) gives logits whose softmax is the SavedModel's `classify` probabilities,
-    in a process without TensorFlow; a classifier of text pairs gets the ids model and one line saying why."""
+def test_fine_tuned_classifiers_of_one_text_and_of_text_pairs_get_string_models(tmp_path, capsys):
+    """`bertology export FINETUNE_DIR --format onnx` of RoBERTa classifiers, of one text and of text pairs:
+    model.text.onnx (the tokenizer read from the run it was tuned from) gives logits whose softmax is the
+    SavedModel's `classify` (`classify_pairs`) probabilities, in a process without TensorFlow, the pairs
+    trimmed together as the SavedModel trims them."""
     import tensorflow as tf
 
     from family_harness import native_run
     from finetune_material import user_folders, write_file
     from keras_bertology.cli import main
+    from onnx_clients import PAIRS_CLIENT
 
     native_run(get_family("roberta"), tmp_path / "run", sentences_of_one_play(), perturb_seed=0)
     folders = user_folders(tmp_path / "data")
@@ -200,14 +202,23 @@ def test_a_fine_tuned_classifier_of_one_text_gets_a_string_model_and_a_pair_clas
         assert main(["export", str(tmp_path / f"ft-{name}"), "--format", "onnx", "--out",
                      str(tmp_path / f"onnx-{name}")]) == 0
         printed[name] = capsys.readouterr().out.strip().splitlines()[-1]
-    assert printed == {
-        "single": f"string model written to {tmp_path / 'onnx-single' / 'model.text.onnx'}: input text, raw strings "
-                  "(ONNX Runtime Extensions' operators)",
-        "pairs": "no string model: a classification model of text pairs has no string model yet (one text's "
-                 "classification has); feed model.onnx ids"}
+    assert printed == {name: f"string model written to {tmp_path / f'onnx-{name}' / 'model.text.onnx'}: {inputs}, "
+                             "raw strings (ONNX Runtime Extensions' operators)"
+                       for name, inputs in (("single", "input text"), ("pairs", "inputs text, text_b"))}
     texts = [b"the rain art thou", b"the sun falls plain", b"", "Caf\u00e9 \u6771\u4eac \U0001F600".encode()]
     served = served_by_onnx(tmp_path / "onnx-single" / onnx_text.TEXT_MODEL_FILE, texts, tmp_path)
     probabilities = np.exp(served["logits"]) / np.exp(served["logits"]).sum(axis=-1, keepdims=True)
     saved = tf.saved_model.load(str(tmp_path / "saved-single"))  # kept: its functions read its variables
     expected = saved.classify(tf.constant(texts))["probabilities"]
     np.testing.assert_allclose(probabilities, expected.numpy(), atol=TOLERANCE)
+    # Pairs: short, empty, and over the length on either side or both (each trimming branch).
+    long = " ".join(["thou art the sun"] * 12).encode()
+    firsts = [b"the rain art thou", b"", long, b"a short one", long, b"the sun"]
+    seconds = [b"falls plain", b"", b"a short one", long, long, "Caf\u00e9 \U0001F600".encode()]
+    served = served_by_onnx(tmp_path / "onnx-pairs" / onnx_text.TEXT_MODEL_FILE, [firsts, seconds], tmp_path,
+                            PAIRS_CLIENT)
+    saved = tf.saved_model.load(str(tmp_path / "saved-pairs"))
+    expected = saved.classify_pairs(tf.constant(firsts), tf.constant(seconds))["probabilities"].numpy()
+    probabilities = np.exp(served["logits"]) / np.exp(served["logits"]).sum(axis=-1, keepdims=True)
+    np.testing.assert_allclose(probabilities, expected, atol=TOLERANCE)
+    assert served["padding_mask"].sum(axis=1).max() == 32 and (served["segment_ids"] == 1).any()

@@ -37,12 +37,24 @@ for text in texts:
 np.savez(sys.argv[3], refused=np.array(refused))
 """
 
+# Text pairs: the arrays first and second, fed as the pair model's two inputs.
+PAIRS_CLIENT = CLIENT.replace('texts = np.load(sys.argv[2])["texts"]', 'columns = np.load(sys.argv[2])').replace(
+    '{"text": texts}', '{"text": columns["first"], "text_b": columns["second"]}')
+
 
 def served_by_onnx(model_path, texts, folder, client=CLIENT):
     """The outputs of the ONNX model at `model_path` on `texts` (bytes or str), by `client` in a new process."""
-    np.savez(folder / "texts.npz", texts=np.array(texts, dtype=f"S{max(map(len, texts)) + 1}"))
+    if client is PAIRS_CLIENT:  # texts: [first texts, second texts]
+        np.savez(folder / "texts.npz", **{name: _bytes(column) for name, column in zip(("first", "second"), texts)})
+    else:
+        np.savez(folder / "texts.npz", texts=_bytes(texts))
     done = subprocess.run([sys.executable, "-c", client, str(model_path), str(folder / "texts.npz"),
                            str(folder / "served.npz"), REFUSAL_NODE], cwd=folder, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return dict(np.load(folder / "served.npz"))
+
+
+def _bytes(texts):
+    """Texts as a NumPy bytes array one byte wider than the longest (how invalid UTF-8 reaches the graph)."""
+    return np.array(texts, dtype=f"S{max(map(len, texts)) + 1}")
