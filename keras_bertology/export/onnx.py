@@ -27,6 +27,7 @@ from keras_bertology import __version__
 from keras_bertology.atomic import atomic_directory
 from keras_bertology.errors import ConfigError, NotExpressible
 from keras_bertology.export import onnx_text
+from keras_bertology.export.saved_model import MAX_WORD_CHARS
 
 OPSET = 17  # ONNX Runtime 1.14 and later run it (the C#, Java and JavaScript packages of 2023 on)
 MODEL_FILE = "model.onnx"
@@ -290,9 +291,11 @@ def _string_model(ids_model, text, seq_len, traced, names, what):
                                      inputs)
     except NotExpressible as why:
         return None, {"missing": str(why)}
-    # Then batches with no token at all, and with no piece of text at all.
+    # Then the texts of no word long enough to be cut (the graph skips the cut there), and batches with no
+    # token at all, and with no piece of text at all.
     checks = onnx_text.check_pairs(tokenizer, seq_len) if pairs else (onnx_text.check_texts(tokenizer, seq_len),)
-    batches = [dict(zip(inputs, columns)) for columns in (checks, ([b"", b" "],) * len(inputs),
+    short = tuple(map(list, zip(*[row for row in zip(*checks) if max(map(len, row)) <= MAX_WORD_CHARS])))
+    batches = [dict(zip(inputs, columns)) for columns in (checks, short, ([b"", b" "],) * len(inputs),
                                                           ([b"", b""],) * len(inputs))]
     with tempfile.TemporaryDirectory() as work:
         path = Path(work) / onnx_text.TEXT_MODEL_FILE

@@ -38,6 +38,12 @@ class OnnxGraph:
                                            domain=domain, **attributes))
         return names[0] if len(names) == 1 else names
 
+    def subgraph(self, outputs, element_type):
+        """This graph's nodes as the body of an If branch giving `outputs` (names of tensors of `element_type`,
+        an onnx.TensorProto type; the nodes may read the enclosing graph's values)."""
+        return helper.make_graph(self.nodes, self.prefix, [], [helper.make_tensor_value_info(name, element_type, None)
+                                                               for name in outputs], self.initializers)
+
     def contrib(self, op_type, *inputs, outputs=1, **attributes):
         """An operator of ONNX Runtime Extensions."""
         return self.op(op_type, *inputs, outputs=outputs, domain=CONTRIB, **attributes)

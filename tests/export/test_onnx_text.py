@@ -78,6 +78,9 @@ def test_the_string_model_serves_texts_as_the_saved_model_does(family_name, tmp_
         refused = served_by_onnx(out / onnx_text.TEXT_MODEL_FILE, unreadable, tmp_path, REFUSALS_CLIENT)["refused"]
         assert refused.all(), [text for text, no in zip(unreadable, refused) if not no]
     texts = [text for text in texts if text not in unreadable]
+    # A batch of short texts takes the graph's branch without the word cut: the same ids as in a long batch.
+    short = [text for text in texts if 0 < len(text) <= 101]
+    alone = served_by_onnx(out / onnx_text.TEXT_MODEL_FILE, short, tmp_path)["token_ids"]
     served = served_by_onnx(out / onnx_text.TEXT_MODEL_FILE, texts, tmp_path)
     assert sorted(served) == description["text_model"]["outputs"]
     export_saved_model(run, tmp_path / "saved")
@@ -89,6 +92,8 @@ def test_the_string_model_serves_texts_as_the_saved_model_does(family_name, tmp_
                                                                                    expected[name][row])]
         assert not differing, (name, differing[:3])
     assert served["padding_mask"].sum(axis=1).max() == SEQ_LEN  # the long texts filled the length
+    rows = [texts.index(text) for text in short]
+    np.testing.assert_array_equal(alone, served["token_ids"][rows, :alone.shape[1]])
     real = served["padding_mask"] == 1
     for name, value in served.items():
         if name not in onnx_text.LAID_OUT:
