@@ -152,7 +152,7 @@ def export_onnx(run, out_dir, quantize=None):
     from keras_bertology.models.registry import get_family
 
     encoder = _in_float32(run.backbone).text_encoder()  # an encoder-decoder's encoder: what a text alone feeds
-    text = (get_family(run.family), run.tokenizer, False) if run.tokenizer is not None else \
+    text = _PackedText(get_family(run.family), run.tokenizer) if run.tokenizer is not None else \
         "the run has no tokenizer to write into it"
     return _export(encoder, run.backbone.input_limits(), run.seq_len, out_dir,
                    {"family": run.family, "preset": run.preset}, f"{run.family}'s encoder", quantize, text)
@@ -193,21 +193,16 @@ def export_task_onnx(folder, out_dir, quantize=None):
                    f"this {results['kind']} model of {results['encoder']['family']}", quantize, _tuned_text(results))
 
 
-# The task kinds whose model reads its text (or text pair) packed as the family packs it (`finetune.encoding`);
-# tagging's words tokenized one by one, and a question beside its context's words, are not written as ONNX
-# operators yet.
-STRING_MODEL_KINDS = ("classification",)
-
-
 def _tuned_text(results):
-    """(family, tokenizer, whether it reads text pairs) of a fine-tuned model's string model, the tokenizer read
-    from the run it was tuned from, or why it has none."""
+    """The string model form (`_PackedText`, `_TaggedWords`) of a fine-tuned model, its tokenizer read from the
+    run it was tuned from, or why it has none."""
     from keras_bertology.errors import BertologyError
     from keras_bertology.models.registry import get_family
     from keras_bertology.runs import load_run_tokenizer
 
-    if results["kind"] not in STRING_MODEL_KINDS:
-        return f"a {results['kind']} model has no string model yet ({' and '.join(STRING_MODEL_KINDS)} has)"
+    form = STRING_MODEL_FORMS.get(results["kind"])
+    if form is None:
+        return f"a {results['kind']} model has no string model yet ({' and '.join(STRING_MODEL_FORMS)} have)"
     source = results["encoder"]["from"]
     try:
         tokenizer = load_run_tokenizer(source)
@@ -215,7 +210,7 @@ def _tuned_text(results):
         tokenizer = None
     if tokenizer is None:
         return f"the tokenizer of the run it was tuned from ({source}) cannot be read"
-    return get_family(results["encoder"]["family"]), tokenizer, bool(results.get("pairs", False))
+    return form(get_family(results["encoder"]["family"]), tokenizer, results)
 
 
 def _export(model, limits, seq_len, out_dir, details, what, quantize=None, text=None):
@@ -280,49 +275,126 @@ def _export(model, limits, seq_len, out_dir, details, what, quantize=None, text=
 
 def _string_model(ids_model, text, seq_len, traced, names, what):
     """(the bytes of the string model on `ids_model`, its entry in onnx.json), or (None, the entry saying why
-    there is none): built from the family's tokenizer and layout (`text`: family, tokenizer, whether it reads
-    text pairs), then checked in a process without TensorFlow on `onnx_text.check_texts` (or `check_pairs`)
-    against the SavedModel's own front end: the same ids, and outputs within CHECK_TOLERANCE of `traced`'s (the
-    encoder's) on them."""
-    family, tokenizer, pairs = text
-    inputs = onnx_text.text_inputs(pairs)
+    there is none): built by the form `text` (`_PackedText`, `_TaggedWords`), then run in a process without
+    TensorFlow on the form's check batches against the SavedModel's own computation (`traced` is the model's):
+    the same ids (and words, tags), and outputs within CHECK_TOLERANCE."""
     try:
-        model = onnx_text.text_model(ids_model, tokenizer, onnx_text.text_layout(family, tokenizer, pairs), seq_len,
-                                     inputs)
+        model = text.build(ids_model, seq_len)
     except NotExpressible as why:
         return None, {"missing": str(why)}
-    # Then the texts of no word long enough to be cut (the graph skips the cut there), and batches with no
-    # token at all, and with no piece of text at all.
-    checks = onnx_text.check_pairs(tokenizer, seq_len) if pairs else (onnx_text.check_texts(tokenizer, seq_len),)
-    short = tuple(map(list, zip(*[row for row in zip(*checks) if max(map(len, row)) <= MAX_WORD_CHARS])))
-    batches = [dict(zip(inputs, columns)) for columns in (checks, short, ([b"", b" "],) * len(inputs),
-                                                          ([b"", b""],) * len(inputs))]
+    batches = text.batches(seq_len)
     with tempfile.TemporaryDirectory() as work:
         path = Path(work) / onnx_text.TEXT_MODEL_FILE
         path.write_bytes(model.SerializeToString())
         results = onnx_text.run_without_tensorflow(path, batches, work)
     gap = 0.0
     for batch, got in zip(batches, results):
-        packed = onnx_text.expected_front_end(family, tokenizer, seq_len, *batch.values())
-        texts = list(zip(*batch.values())) if pairs else batch[onnx_text.TEXT_INPUT]
-        differing = [texts[row] for row in range(len(texts))
-                     if any(got[name].shape != value.shape or not np.array_equal(got[name][row], value[row])
-                            for name, value in packed.items())]
+        expected = text.expected(traced, names, seq_len, batch)
+        rows = list(zip(*batch.values())) if len(batch) > 1 else next(iter(batch.values()))
+        exact = {name: value for name, value in expected.items() if value.dtype.kind not in "f"}
+        differing = [rows[row] for row in range(len(rows))
+                     if any(got[name].shape != value.shape or not np.array_equal(_as_text(got[name][row]),
+                                                                                 _as_text(value[row]))
+                            for name, value in exact.items())]
         if differing:
-            first = tuple(text[:40] for text in differing[0]) if pairs else differing[0][:40]
-            return None, {"missing": f"its ONNX tokenizer reads {len(differing)} of {len(texts)} check texts "
+            first = tuple(text[:40] for text in differing[0]) if len(batch) > 1 else differing[0][:40]
+            return None, {"missing": f"its ONNX tokenizer reads {len(differing)} of {len(rows)} check texts "
                                      f"otherwise than the SavedModel (first {first!r})"}
-        expected = traced(*[tf.constant(packed[name]) for name in names])
-        gap = max(gap, *(float(np.abs(got[name] - value.numpy()).max()) for name, value in expected.items()))
+        gap = max(gap, *(float(np.abs(got[name] - value).max(initial=0.0)) for name, value in expected.items()
+                         if name not in exact))
     if not gap <= CHECK_TOLERANCE:
         raise ConfigError(f"the ONNX string model of {what} computes otherwise than the Keras model (outputs "
                           f"{gap:.2g} apart, more than {CHECK_TOLERANCE:g}); use the SavedModel")
+    inputs = list(batches[0])
     return model.SerializeToString(), {
-        "model": onnx_text.TEXT_MODEL_FILE, **({"input": inputs[0]} if not pairs else {}), "inputs": list(inputs),
-        "dtype": "string", "shape": ["batch"],
-        "outputs": sorted([*traced.get_concrete_function().structured_outputs, *onnx_text.LAID_OUT]),
+        "model": onnx_text.TEXT_MODEL_FILE, **({"input": inputs[0]} if len(inputs) == 1 else {}), "inputs": inputs,
+        "dtype": "string", "shape": ["batch"], "outputs": sorted(output.name for output in model.graph.output),
         "needs": "onnxruntime-extensions (register its library with the session's options)",
-        **({"unreadable": f"{tokenizer.onnx_unreadable_texts} fail the batch in ONNX Runtime (node "
+        **({"unreadable": f"{text.tokenizer.onnx_unreadable_texts} fail the batch in ONNX Runtime (node "
                           f"{onnx_text.REFUSAL_NODE}), where the SavedModel reads them as their bytes"}
-           if tokenizer.onnx_unreadable_texts else {}),
+           if text.tokenizer.onnx_unreadable_texts else {}),
         "self_check": {"texts": sum(len(batch[inputs[0]]) for batch in batches), "max_difference": gap}}
+
+
+def _as_text(value):
+    """`value` with strings as bytes (ONNX Runtime gives str, TensorFlow bytes), to compare."""
+    value = np.asarray(value)
+    return np.vectorize(lambda item: item.encode() if isinstance(item, str) else item, otypes=[object])(value) \
+        if value.dtype.kind in "OUS" else value
+
+
+def _check_batches(columns):
+    """The check batches of a string model of one input per column ({input: texts}): the texts, those with no
+    word long enough to be cut (the graph skips the cut there), then no token at all and no text at all."""
+    short = {name: [] for name in columns}
+    for row in zip(*columns.values()):
+        if max(map(len, row)) <= MAX_WORD_CHARS:
+            for name, text in zip(columns, row):
+                short[name].append(text)
+    return [columns, short, {name: [b"", b" "] for name in columns}, {name: [b"", b""] for name in columns}]
+
+
+class _PackedText:
+    """The string model of an encoder, or of a classifier of one text or of text pairs: the texts packed as the
+    family packs them (`onnx_text.front_end`), the model's outputs and the laid-out ids out."""
+
+    def __init__(self, family, tokenizer, results=None):
+        self.family, self.tokenizer = family, tokenizer
+        self.pairs = bool((results or {}).get("pairs", False))
+        self.inputs = onnx_text.text_inputs(self.pairs)
+
+    def build(self, ids_model, seq_len):
+        template = onnx_text.text_layout(self.family, self.tokenizer, self.pairs)
+        return onnx_text.text_model(ids_model, self.tokenizer, template, seq_len, self.inputs)
+
+    def batches(self, seq_len):
+        checks = onnx_text.check_pairs(self.tokenizer, seq_len) if self.pairs else \
+            (onnx_text.check_texts(self.tokenizer, seq_len),)
+        return _check_batches(dict(zip(self.inputs, checks)))
+
+    def expected(self, traced, names, seq_len, batch):
+        packed = onnx_text.expected_front_end(self.family, self.tokenizer, seq_len, *batch.values())
+        outputs = traced(*[tf.constant(packed[name]) for name in names])
+        return packed | {name: value.numpy() for name, value in outputs.items()}
+
+
+class _TaggedWords:
+    """The string model of a tagger (`onnx_words`): a tag per whitespace word, as the SavedModel's `tag`."""
+
+    def __init__(self, family, tokenizer, results):
+        self.family, self.tokenizer, self.labels = family, tokenizer, list(results["labels"])
+
+    def build(self, ids_model, seq_len):
+        from keras_bertology.export import onnx_words
+
+        return onnx_words.tagger_text_model(ids_model, self.tokenizer, onnx_text.text_layout(self.family,
+                                                                                             self.tokenizer),
+                                            seq_len, self.labels)
+
+    def batches(self, seq_len):
+        return _check_batches({onnx_text.TEXT_INPUT: onnx_text.check_texts(self.tokenizer, seq_len)})
+
+    def expected(self, traced, names, seq_len, batch):
+        from types import SimpleNamespace
+
+        from keras_bertology.export.onnx_words import WORD_MAP
+        from keras_bertology.export.saved_model import cut_text
+        from keras_bertology.finetune import encoding
+        from keras_bertology.finetune.tasks import TASK_KINDS, fit_with_word_map
+
+        texts = cut_text(tf.constant(batch[onnx_text.TEXT_INPUT]), seq_len)
+        packed, word_map = fit_with_word_map(*encoding.encode_words(self.family, self.tokenizer, seq_len,
+                                                                    encoding.split_words(texts)), ())
+        kind = TASK_KINDS["tagging"]
+        tag = kind.endpoints(SimpleNamespace(input=names), SimpleNamespace(labels=self.labels), self.family,
+                             self.tokenizer, seq_len, (), lambda inputs: traced(*[inputs[name] for name in names])
+                             ["logits"])["tag"][0]
+        outputs = {name: value.numpy() for name, value in tag(texts).items()}
+        logits = traced(*[packed[name] for name in names])["logits"].numpy()
+        return {name: packed[name].numpy() for name in onnx_text.LAID_OUT} | {WORD_MAP: word_map.numpy(),
+                                                                             "logits": logits} | outputs
+
+
+# The string model's form of each task kind that has one (`finetune.tasks.TASK_KINDS`); an answer model's
+# question beside its context's words is not written as ONNX operators yet.
+STRING_MODEL_FORMS = {"classification": _PackedText, "tagging": _TaggedWords}

@@ -152,11 +152,14 @@ def _concatenated(graph, ids, starts, lengths, piece_splits):
     return values, graph.op("Gather", out_splits, piece_splits)
 
 
-def lay_out(graph, segments, template, seq_len, pad_id, refused=None):
+def lay_out(graph, segments, template, seq_len, pad_id, refused=None, followers=None):
     """LAID_OUT of the texts `segments` ({"$A": (ids [N], row splits [B + 1]), "$B": ...}), trimmed together to
     what the template's special tokens leave of `seq_len` as `data.packing.trimmed_segments` trims them, placed
     as `template` says and padded on the right to the batch's longest row; where `refused` (a [B] bool) marks a
-    row, ONNX Runtime fails the batch (`_fail_where`)."""
+    row, ONNX Runtime fails the batch (`_fail_where`). `followers` ({name: int64 [N]}, one value per id of the
+    first text) are laid out as their ids are, -1 on the special tokens and padding (as
+    `finetune.encoding.pack_follower` lays them out), and returned beside LAID_OUT."""
+    followers = followers or {}
     specials = sum(piece not in TEXT_PIECES for piece, _ in template)
     rows = {place: graph.rows(splits) for place, (_, splits) in segments.items()}  # (starts, lengths)
     kept = dict(zip(rows, _trimmed(graph, [lengths for _, lengths in rows.values()], seq_len - specials)))
@@ -170,17 +173,22 @@ def lay_out(graph, segments, template, seq_len, pad_id, refused=None):
                      axis=0)
     token_ids = graph.op("Expand", graph.scalar(pad_id), shape)
     segment_ids = graph.op("Expand", graph.scalar(0), shape)
+    following = {name: graph.op("Expand", graph.scalar(-1), shape) for name in followers}
     end = graph.op("Expand", graph.scalar(0), graph.op("Shape", total))
     for piece, segment in template:
         offset = graph.op("Sub", positions, graph.column(end))
         if piece in TEXT_PIECES:
-            ids = graph.op("Concat", segments[piece][0], graph.const([pad_id], np.int64), axis=0)  # read where no text is
+            # the pad id appended: read where the row has no more text
+            ids = graph.op("Concat", segments[piece][0], graph.const([pad_id], np.int64), axis=0)
             last = graph.op("Sub", graph.op("Shape", ids), graph.scalar(1))
             inside = graph.op("And", graph.op("GreaterOrEqual", offset, graph.scalar(0)),
                               graph.op("Less", offset, graph.column(kept[piece])))
             index = graph.op("Min", graph.op("Max", graph.op("Add", graph.column(rows[piece][0]), offset),
                                              graph.scalar(0)), last)
             values, length = graph.op("Gather", ids, index), kept[piece]
+            for name, value in followers.items() if piece == TEXT_PIECES[0] else ():
+                placed = graph.op("Gather", graph.op("Concat", value, graph.const([-1], np.int64), axis=0), index)
+                following[name] = graph.op("Where", inside, placed, following[name])
         else:
             inside, values, length = graph.op("Equal", offset, graph.scalar(0)), graph.scalar(piece), graph.scalar(1)
         token_ids = graph.op("Where", inside, values, token_ids)
@@ -189,8 +197,8 @@ def lay_out(graph, segments, template, seq_len, pad_id, refused=None):
     padding_mask = graph.op("Less", positions, graph.column(total))
     if refused is not None:
         token_ids = _fail_where(graph, refused, token_ids)
-    return {name: graph.op("Cast", value, to=6, output_names=[name])  # 6: int32
-            for name, value in zip(LAID_OUT, (token_ids, segment_ids, padding_mask))}
+    laid_out = dict(zip(LAID_OUT, (token_ids, segment_ids, padding_mask))) | following
+    return {name: graph.op("Cast", value, to=6, output_names=[name]) for name, value in laid_out.items()}  # 6: int32
 
 
 def _trimmed(graph, lengths, budget):
@@ -222,6 +230,14 @@ def _fail_where(graph, refused, tensor):
 def text_model(ids_model, tokenizer, template, seq_len, inputs=(TEXT_INPUT,)):
     """The ONNX model (a ModelProto) taking the [B] strings of `inputs` (one per text of `template`) into
     `ids_model` (the export's model on ids, whose inputs are among LAID_OUT), giving its outputs and LAID_OUT."""
+    return assembled(ids_model, inputs, lambda graph: front_end(graph, tokenizer, template, seq_len, inputs))
+
+
+def assembled(ids_model, inputs, front, back=None):
+    """The ONNX model (a ModelProto) on the [B] strings of `inputs`: `front(graph)` adds the nodes that make
+    {name: int32 [B, W] value} (LAID_OUT, the ids model's inputs, and any others), then `ids_model`'s nodes,
+    then `back(graph, made)`, the nodes of {name: (value, onnx element type, shape)} outputs read from the ids
+    model's (by name) and `made`; the model gives the ids model's outputs, what `front` made and `back`'s."""
     import onnx
     from onnx import helper
 
@@ -232,18 +248,23 @@ def text_model(ids_model, tokenizer, template, seq_len, inputs=(TEXT_INPUT,)):
     if beyond:
         raise NotExpressible(f"its encoder also takes {', '.join(beyond)}, which a text layout does not make")
     graph = OnnxGraph("text")
-    laid_out = front_end(graph, tokenizer, template, seq_len, inputs)
+    made = front(graph)
+    ends = OnnxGraph("tail")
+    extra = back(ends, made) if back is not None else {}
+    for name, (value, _, _) in extra.items():
+        ends.op("Identity", value, output_names=[name])
     inner = ids_model.graph
     outputs = list(inner.output) + [helper.make_tensor_value_info(name, onnx.TensorProto.INT32, ["batch", "length"])
-                                    for name in laid_out]
-    merged = helper.make_graph(graph.nodes + list(inner.node), "text_model",
+                                    for name in made] + [
+        helper.make_tensor_value_info(name, element, shape) for name, (_, element, shape) in extra.items()]
+    merged = helper.make_graph(graph.nodes + list(inner.node) + ends.nodes, "text_model",
                                [helper.make_tensor_value_info(name, onnx.TensorProto.STRING, ["batch"])
                                 for name in inputs],
-                               outputs, graph.initializers + list(inner.initializer))
+                               outputs, graph.initializers + ends.initializers + list(inner.initializer))
     # The front end's domains beside the ids model's own: the extensions', and ai.onnx.ml's LabelEncoder (the
     # string-to-id look-up of a tokenizer whose operator gives pieces).
     versions = {opset.domain: opset.version for opset in ids_model.opset_import} | {CONTRIB: 1}
-    if any(node.domain == ML_DOMAIN for node in graph.nodes):
+    if any(node.domain == ML_DOMAIN for node in graph.nodes + ends.nodes):
         versions[ML_DOMAIN] = max(versions.get(ML_DOMAIN, 0), 2)  # LabelEncoder's keys_strings
     opsets = [helper.make_opsetid(domain, version) for domain, version in versions.items()]
     return helper.make_model(merged, opset_imports=opsets, ir_version=ids_model.ir_version,

@@ -32,10 +32,18 @@ def main(model_path, texts_path, outputs_path):
     outputs = {"names": np.array(json.dumps(names))}
     for batch in sorted({key.split("/")[0] for key in texts.files}):
         feed = {item.name: texts[f"{batch}/{item.name}"] for item in model.get_inputs()}
-        outputs.update({f"{batch}/{name}": value for name, value in zip(names, model.run(None, feed))})
+        outputs.update({f"{batch}/{name}": _saveable(value) for name, value in zip(names, model.run(None, feed))})
     if "tensorflow" in sys.modules:
         raise SystemExit("TensorFlow was imported: the extensions' regular expressions would match nothing")
     np.savez(outputs_path, **outputs)
+
+
+def _saveable(value):
+    """`value`, its strings (which ONNX Runtime gives as str objects) as UTF-8 bytes: NumPy saves no objects."""
+    if value.dtype != object:
+        return value
+    encoded = [item.encode() for item in value.reshape(-1)]
+    return np.array(encoded, dtype=f"S{max(map(len, encoded), default=0) + 1}").reshape(value.shape)
 
 
 if __name__ == "__main__":

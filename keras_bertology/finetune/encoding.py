@@ -11,12 +11,16 @@ and padding (on the right for BERT, the left for XLNet) move them together.
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from keras_bertology.tokenizers.bert_text import WHITESPACE
+
 IGNORED = -1
 
 
 def split_words(texts):
-    """[B] strings -> ragged [B, W] words, split at Unicode whitespace (what served tagging reads)."""
-    return tf_text.WhitespaceTokenizer().tokenize(texts)
+    """[B] strings -> ragged [B, W] words, split at Unicode whitespace (what served tagging and answering
+    read). Not tensorflow-text's WhitespaceTokenizer: it splits at a byte of a multi-byte space (U+00A0,
+    U+2003, U+3000), leaving the other bytes in the words ("inside\\xc2" for "inside\u00a0and")."""
+    return tf_text.regex_split(texts, WHITESPACE, "")
 
 
 def word_pieces(tokenizer, words):

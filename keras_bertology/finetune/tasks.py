@@ -151,7 +151,7 @@ class Tagging(TaskKind):
 
         def tag(text):
             words = encoding.split_words(text)
-            inputs, word_map = _fit_with_word_map(*encoding.encode_words(family, tokenizer, seq_len, words), buckets)
+            inputs, word_map = fit_with_word_map(*encoding.encode_words(family, tokenizer, seq_len, words), buckets)
             probabilities = tf.nn.softmax(tf.cast(run_model(inputs), tf.float32))
             num_words = tf.cast(tf.reduce_max(tf.concat([words.row_lengths(), [0]], 0)), tf.int32)
             best = encoding.word_predictions(tf.argmax(probabilities, -1, output_type=tf.int32), word_map,
@@ -236,7 +236,7 @@ class SpanExtraction(TaskKind):
 
         def answer(question, context):
             inputs, words, word_map = encoding.encode_question_context(family, tokenizer, seq_len, question, context)
-            inputs, word_map = _fit_with_word_map(inputs, word_map, buckets)
+            inputs, word_map = fit_with_word_map(inputs, word_map, buckets)
             logits = run_model(inputs)
             start_word, end_word, score = encoding.best_spans(
                 tf.cast(logits["start"], tf.float32), tf.cast(logits["end"], tf.float32), word_map,
@@ -246,7 +246,7 @@ class SpanExtraction(TaskKind):
         return {"answer": (answer, [_STRINGS, _STRINGS])}
 
 
-def _fit_with_word_map(inputs, word_map, buckets):
+def fit_with_word_map(inputs, word_map, buckets):
     """(inputs, word map) cut together to the batch's longest input (`data.packing.fit_to_batch`)."""
     fitted = fit_to_batch(dict(inputs, word_map=word_map), inputs["padding_mask"], buckets)
     return fitted, fitted.pop("word_map")

@@ -374,7 +374,8 @@ def _compute_curves(results):
                 for task, table in results["probing"].items()]
     return [(f"{task}: score against compute", f"test {results['metrics'][task]}, "
              f"{results['verdict_labels'][task]} labels",
-             _grouped((row["arm"], row["pretrain_flops"], row["scores"][task]) for row in rows if task in row["scores"]),
+             _grouped((row["arm"], row["pretrain_flops"], row["scores"][task])
+                      for row in rows if task in row["scores"]),
              results["random_init"][task][str(results["verdict_labels"][task])]["mean"])
             for task in results["tasks"]]
 

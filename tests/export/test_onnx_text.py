@@ -180,11 +180,12 @@ def test_a_run_trained_in_mixed_precision_exports_both_models_in_float32(tmp_pat
     assert description["text_model"]["self_check"]["max_difference"] <= TOLERANCE
 
 
-def test_fine_tuned_classifiers_of_one_text_and_of_text_pairs_get_string_models(tmp_path, capsys):
-    """`bertology export FINETUNE_DIR --format onnx` of RoBERTa classifiers, of one text and of text pairs:
-    model.text.onnx (the tokenizer read from the run it was tuned from) gives logits whose softmax is the
-    SavedModel's `classify` (`classify_pairs`) probabilities, in a process without TensorFlow, the pairs
-    trimmed together as the SavedModel trims them."""
+def test_fine_tuned_classifiers_and_taggers_get_string_models(tmp_path, capsys):
+    """`bertology export FINETUNE_DIR --format onnx` of RoBERTa task models, in a process without TensorFlow:
+    a classifier's model.text.onnx (the tokenizer read from the run it was tuned from) gives logits whose
+    softmax is the SavedModel's `classify` (`classify_pairs`) probabilities, the pairs trimmed together as the
+    SavedModel trims them; a tagger's gives `tag`'s words, tags and scores; an answer model says why it has
+    none."""
     import tensorflow as tf
 
     from family_harness import native_run
@@ -199,7 +200,8 @@ def test_fine_tuned_classifiers_of_one_text_and_of_text_pairs_get_string_models(
         write_file(tmp_path / "data" / "single", f"{split}.tsv",
                    "".join(f"{label}\t{text}\n" for label, _, text, _ in [["label", "", "text", ""], *rows]))
     printed = {}
-    for name, folder in (("single", tmp_path / "data" / "single"), ("pairs", folders["pairs"])):
+    for name, folder in (("single", tmp_path / "data" / "single"), ("pairs", folders["pairs"]),
+                         ("tags", folders["tags"]), ("spans", folders["spans"])):
         assert main(["finetune", "--task", str(folder), "--from", str(tmp_path / "run"), "--epochs", "1",
                      "--batch-size", "16", "--seq-len", "32", "--out", str(tmp_path / f"ft-{name}"),
                      "--export", str(tmp_path / f"saved-{name}")]) == 0
@@ -209,7 +211,10 @@ def test_fine_tuned_classifiers_of_one_text_and_of_text_pairs_get_string_models(
         printed[name] = capsys.readouterr().out.strip().splitlines()[-1]
     assert printed == {name: f"string model written to {tmp_path / f'onnx-{name}' / 'model.text.onnx'}: {inputs}, "
                              "raw strings (ONNX Runtime Extensions' operators)"
-                       for name, inputs in (("single", "input text"), ("pairs", "inputs text, text_b"))}
+                       for name, inputs in (("single", "input text"), ("pairs", "inputs text, text_b"),
+                                            ("tags", "input text"))} | {
+        "spans": "no string model: a spans model has no string model yet (classification and tagging have); feed "
+                 "model.onnx ids"}
     texts = [b"the rain art thou", b"the sun falls plain", b"", "Caf\u00e9 \u6771\u4eac \U0001F600".encode()]
     served = served_by_onnx(tmp_path / "onnx-single" / onnx_text.TEXT_MODEL_FILE, texts, tmp_path)
     probabilities = np.exp(served["logits"]) / np.exp(served["logits"]).sum(axis=-1, keepdims=True)
@@ -227,3 +232,15 @@ def test_fine_tuned_classifiers_of_one_text_and_of_text_pairs_get_string_models(
     probabilities = np.exp(served["logits"]) / np.exp(served["logits"]).sum(axis=-1, keepdims=True)
     np.testing.assert_allclose(probabilities, expected, atol=TOLERANCE)
     assert served["padding_mask"].sum(axis=1).max() == 32 and (served["segment_ids"] == 1).any()
+    # A tagger: a tag per whitespace word, as the SavedModel's `tag` gives them (words past the length "O").
+    texts = [b"the rain falls on Romeo", b"", "  Juliet\tand\u00a0Romeo  ".encode(),
+             " ".join(["Juliet falls"] * 20).encode(),
+             "Caf\u00e9 Romeo \U0001F600".encode()]
+    served = served_by_onnx(tmp_path / "onnx-tags" / onnx_text.TEXT_MODEL_FILE, texts, tmp_path)
+    saved = tf.saved_model.load(str(tmp_path / "saved-tags"))
+    expected = saved.tag(tf.constant(texts))
+    for name in ("tags", "words"):
+        assert served[name].tolist() == expected[name].numpy().tolist(), name
+    np.testing.assert_allclose(served["scores"], expected["scores"].numpy(), atol=TOLERANCE)
+    assert served["words"].shape == (5, 40) and served["words"][2, :4].tolist() == [b"Juliet", b"and", b"Romeo", b""]
+    assert set(served["tags"][0, :5].tolist()) <= {b"O", b"B-person"} and served["tags"][0, 5] == b""

@@ -423,3 +423,18 @@ def test_a_kind_asked_for_a_format_it_does_not_read_says_which():
         SPANS.tsv_columns(["question", "context"], "train.tsv", None)
     with pytest.raises(TypeError, match="tagging examples are not read one record at a time"):
         TAGGING.example({"text": "a"}, "train.jsonl", 1, False)
+
+
+def test_served_words_split_at_every_unicode_space_and_stay_whole_characters():
+    """`encoding.split_words` (what `tag` and `answer` read) splits at each White_Space character, multi-byte
+    ones too, and leaves no byte of one in a word (tensorflow-text's WhitespaceTokenizer left "inside\\xc2")."""
+    import tensorflow as tf
+
+    from keras_bertology.finetune.encoding import split_words
+
+    spaces = ("\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B)))
+              + "\u2028\u2029\u202f\u205f\u3000")
+    texts = [f"inside{space}and{space}{space}out" for space in spaces] + ["\u200bzero\u200bwidth", "", "  "]
+    words = split_words(tf.constant(texts)).to_list()
+    assert words[:len(spaces)] == [[b"inside", b"and", b"out"]] * len(spaces)
+    assert words[len(spaces):] == [["\u200bzero\u200bwidth".encode()], [], []]  # U+200B is not a space

@@ -20,8 +20,8 @@ texts = np.load(sys.argv[2])["texts"]
 names = [output.name for output in session.get_outputs()]
 outputs = dict(zip(names, session.run(None, {"text": texts})))
 # Strings come back as Python str: saved as UTF-8 bytes.
-outputs = {name: np.array([item.encode() for item in value], dtype=object).astype(bytes) if value.dtype == object
-           else value for name, value in outputs.items()}
+outputs = {name: np.array([item.encode() for item in value.reshape(-1)], dtype=object).astype(bytes).reshape(
+    value.shape) if value.dtype == object else value for name, value in outputs.items()}
 assert "tensorflow" not in sys.modules and "keras" not in sys.modules
 np.savez(sys.argv[3], **outputs)
 """

@@ -17,7 +17,8 @@ def _model(graph, outputs, path):
     """The nodes of `graph` from the strings "text" to `outputs` {name: ONNX element type}, saved at `path`."""
     graph.nodes += [helper.make_node("Identity", [value], [name]) for name, (value, _) in outputs.items()]
     model = helper.make_model(
-        helper.make_graph(graph.nodes, "front", [helper.make_tensor_value_info("text", onnx.TensorProto.STRING, [None])],
+        helper.make_graph(graph.nodes, "front",
+                          [helper.make_tensor_value_info("text", onnx.TensorProto.STRING, [None])],
                           [helper.make_tensor_value_info(name, kind, [None]) for name, (_, kind) in outputs.items()],
                           graph.initializers),
         opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.contrib", 1),
