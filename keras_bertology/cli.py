@@ -538,7 +538,8 @@ def _run_export_other(args):
     run_dir = Path(args.run_dir)
     out = Path(args.out) if args.out else Path(args.format) / run_dir.resolve().name
     if args.format == "onnx":
-        from keras_bertology.export.onnx import export_onnx, export_task_onnx
+        from keras_bertology.export.onnx import export_onnx
+        from keras_bertology.finetune.onnx_export import export_task_onnx
         from keras_bertology.output_paths import FINETUNING, folder_kind
         from keras_bertology.runs import load_run_model
 

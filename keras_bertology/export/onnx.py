@@ -152,9 +152,9 @@ def export_onnx(run, out_dir, quantize=None):
     from keras_bertology.models.registry import get_family
 
     encoder = _in_float32(run.backbone).text_encoder()  # an encoder-decoder's encoder: what a text alone feeds
-    text = _PackedText(get_family(run.family), run.tokenizer) if run.tokenizer is not None else \
+    text = PackedText(get_family(run.family), run.tokenizer) if run.tokenizer is not None else \
         "the run has no tokenizer to write into it"
-    return _export(encoder, run.backbone.input_limits(), run.seq_len, out_dir,
+    return export_model_onnx(encoder, run.backbone.input_limits(), run.seq_len, out_dir,
                    {"family": run.family, "preset": run.preset}, f"{run.family}'s encoder", quantize, text)
 
 
@@ -170,50 +170,7 @@ def _in_float32(backbone):
     return copy
 
 
-def export_task_onnx(folder, out_dir, quantize=None):
-    """Write the task model `bertology finetune` left in `folder` (model.keras, results.json) as
-    `out_dir`/model.onnx, its logits for the labels that onnx.json lists in order (and with `quantize` its
-    quantized model); returns the description."""
-    from keras_bertology.keras_archives import load_keras_archive
-
-    folder = Path(folder)
-    results = json.loads((folder / "results.json").read_text())
-    if not (folder / "model.keras").is_file():
-        raise ConfigError(f"{folder} holds no model.keras (fine-tuned with --results-only): nothing to export")
-    model = load_keras_archive(folder / "model.keras")
-    backbone = getattr(model, "backbone", model)
-    beyond_text = sorted(set(model.input) - set(backbone.text_encoder().input))
-    if beyond_text:  # a decoder's inputs: the model generates text, a loop of calls rather than one forward pass
-        raise ConfigError(f"this {results['kind']} model also takes {', '.join(beyond_text)}: it generates text, "
-                          "which the ONNX export does not cover; serve its SavedModel")
-    limits = backbone.input_limits()
-    details = {"family": results["encoder"]["family"], "task": results["task"], "kind": results["kind"],
-               "labels": results["labels"]}
-    return _export(model, limits, results["recipe"]["seq_len"], out_dir, details,
-                   f"this {results['kind']} model of {results['encoder']['family']}", quantize, _tuned_text(results))
-
-
-def _tuned_text(results):
-    """The string model form (`_PackedText`, `_TaggedWords`) of a fine-tuned model, its tokenizer read from the
-    run it was tuned from, or why it has none."""
-    from keras_bertology.errors import BertologyError
-    from keras_bertology.models.registry import get_family
-    from keras_bertology.runs import load_run_tokenizer
-
-    form = STRING_MODEL_FORMS.get(results["kind"])
-    if form is None:
-        return f"a {results['kind']} model has no string model yet ({' and '.join(STRING_MODEL_FORMS)} have)"
-    source = results["encoder"]["from"]
-    try:
-        tokenizer = load_run_tokenizer(source)
-    except (BertologyError, OSError):
-        tokenizer = None
-    if tokenizer is None:
-        return f"the tokenizer of the run it was tuned from ({source}) cannot be read"
-    return form(get_family(results["encoder"]["family"]), tokenizer, results)
-
-
-def _export(model, limits, seq_len, out_dir, details, what, quantize=None, text=None):
+def export_model_onnx(model, limits, seq_len, out_dir, details, what, quantize=None, text=None):
     """`model` (Keras, a dict of [B, L, ...] int inputs) converted, checked and written, with `quantize` its
     quantized model too, with `text` ((family, tokenizer), or why there is none) its string model where
     it has one; `what` names it in errors."""
@@ -275,7 +232,7 @@ def _export(model, limits, seq_len, out_dir, details, what, quantize=None, text=
 
 def _string_model(ids_model, text, seq_len, traced, names, what):
     """(the bytes of the string model on `ids_model`, its entry in onnx.json), or (None, the entry saying why
-    there is none): built by the form `text` (`_PackedText`, `_TaggedWords`), then run in a process without
+    there is none): built by the form `text` (`PackedText`, `_TaggedWords`), then run in a process without
     TensorFlow on the form's check batches against the SavedModel's own computation (`traced` is the model's):
     the same ids (and words, tags), and outputs within CHECK_TOLERANCE."""
     try:
@@ -323,7 +280,7 @@ def _as_text(value):
         if value.dtype.kind in "OUS" else value
 
 
-def _check_batches(columns):
+def check_batches(columns):
     """The check batches of a string model of one input per column ({input: texts}): the texts, those with no
     word long enough to be cut (the graph skips the cut there), then no token at all and no text at all."""
     short = {name: [] for name in columns}
@@ -334,14 +291,13 @@ def _check_batches(columns):
     return [columns, short, {name: [b"", b" "] for name in columns}, {name: [b"", b""] for name in columns}]
 
 
-class _PackedText:
+class PackedText:
     """The string model of an encoder, or of a classifier of one text or of text pairs: the texts packed as the
     family packs them (`onnx_text.front_end`), the model's outputs and the laid-out ids out."""
 
-    def __init__(self, family, tokenizer, results=None):
-        self.family, self.tokenizer = family, tokenizer
-        self.pairs = bool((results or {}).get("pairs", False))
-        self.inputs = onnx_text.text_inputs(self.pairs)
+    def __init__(self, family, tokenizer, pairs=False):
+        self.family, self.tokenizer, self.pairs = family, tokenizer, pairs
+        self.inputs = onnx_text.text_inputs(pairs)
 
     def build(self, ids_model, seq_len):
         template = onnx_text.text_layout(self.family, self.tokenizer, self.pairs)
@@ -350,51 +306,9 @@ class _PackedText:
     def batches(self, seq_len):
         checks = onnx_text.check_pairs(self.tokenizer, seq_len) if self.pairs else \
             (onnx_text.check_texts(self.tokenizer, seq_len),)
-        return _check_batches(dict(zip(self.inputs, checks)))
+        return check_batches(dict(zip(self.inputs, checks)))
 
     def expected(self, traced, names, seq_len, batch):
         packed = onnx_text.expected_front_end(self.family, self.tokenizer, seq_len, *batch.values())
         outputs = traced(*[tf.constant(packed[name]) for name in names])
         return packed | {name: value.numpy() for name, value in outputs.items()}
-
-
-class _TaggedWords:
-    """The string model of a tagger (`onnx_words`): a tag per whitespace word, as the SavedModel's `tag`."""
-
-    def __init__(self, family, tokenizer, results):
-        self.family, self.tokenizer, self.labels = family, tokenizer, list(results["labels"])
-
-    def build(self, ids_model, seq_len):
-        from keras_bertology.export import onnx_words
-
-        return onnx_words.tagger_text_model(ids_model, self.tokenizer, onnx_text.text_layout(self.family,
-                                                                                             self.tokenizer),
-                                            seq_len, self.labels)
-
-    def batches(self, seq_len):
-        return _check_batches({onnx_text.TEXT_INPUT: onnx_text.check_texts(self.tokenizer, seq_len)})
-
-    def expected(self, traced, names, seq_len, batch):
-        from types import SimpleNamespace
-
-        from keras_bertology.export.onnx_words import WORD_MAP
-        from keras_bertology.export.saved_model import cut_text
-        from keras_bertology.finetune import encoding
-        from keras_bertology.finetune.tasks import TASK_KINDS, fit_with_word_map
-
-        texts = cut_text(tf.constant(batch[onnx_text.TEXT_INPUT]), seq_len)
-        packed, word_map = fit_with_word_map(*encoding.encode_words(self.family, self.tokenizer, seq_len,
-                                                                    encoding.split_words(texts)), ())
-        kind = TASK_KINDS["tagging"]
-        tag = kind.endpoints(SimpleNamespace(input=names), SimpleNamespace(labels=self.labels), self.family,
-                             self.tokenizer, seq_len, (), lambda inputs: traced(*[inputs[name] for name in names])
-                             ["logits"])["tag"][0]
-        outputs = {name: value.numpy() for name, value in tag(texts).items()}
-        logits = traced(*[packed[name] for name in names])["logits"].numpy()
-        return {name: packed[name].numpy() for name in onnx_text.LAID_OUT} | {WORD_MAP: word_map.numpy(),
-                                                                             "logits": logits} | outputs
-
-
-# The string model's form of each task kind that has one (`finetune.tasks.TASK_KINDS`); an answer model's
-# question beside its context's words is not written as ONNX operators yet.
-STRING_MODEL_FORMS = {"classification": _PackedText, "tagging": _TaggedWords}
