@@ -79,7 +79,7 @@ def _median_seconds(model, inputs, rounds):
 
 def measure_task(task_name, run_dir, work, args):
     """{"task", "kind", "metric", "float32", "int8", "difference", "ms"} for one task."""
-    from keras_bertology.export.onnx import export_task_onnx
+    from keras_bertology.finetune.onnx_export import export_task_onnx
     from keras_bertology.finetune.datasets import load_task
     from keras_bertology.finetune.options import FinetuneOptions
     from keras_bertology.finetune.run import finetune
