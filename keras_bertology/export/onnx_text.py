@@ -301,7 +301,7 @@ def check_pairs(tokenizer, seq_len):
     """(first texts, second texts) of a pair model's check: each check text beside another (the long ones
     beside short, empty and long ones, so that both trimming branches are taken) and two empty texts."""
     texts = check_texts(tokenizer, seq_len)
-    long = " ".join(["words", "over", "the", "length,"] * seq_len).encode()
+    long = next(text for text in texts if text.startswith(b"words over"))  # check_texts' text over the length
     firsts = texts + [long, long, b"a b c", b""]
     seconds = texts[::-1] + [long, b"a b c", long, b""]
     return firsts, seconds
