@@ -50,7 +50,9 @@ def test_pretrain_on_jax_exports_the_weights_it_trained(tmp_path):
     np.testing.assert_allclose(got["sequence_output"].numpy(), expected["sequence_output"], atol=1e-5)
 
 
-@pytest.mark.slow
+# `make test-all`: the JAX stage of `make test` trains these windows over packed documents on JAX and resumes
+# them exactly (test_resume.py's long-sequence test), and the BERT test above serves a JAX run's export.
+@pytest.mark.extended
 def test_modernbert_pretrains_on_jax_in_windows_over_packed_documents_and_serves_what_it_trained(tmp_path):
     """Windows of 8 over 48 tokens are computed in blocks, rows hold several documents: JAX trains it under
     the warmup-stable-decay schedule, and TensorFlow's SavedModel serves the same states."""

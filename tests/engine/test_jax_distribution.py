@@ -154,7 +154,9 @@ def test_a_process_killed_mid_run_stops_the_other_which_resumes_to_the_uninterru
     assert (export_dir / "saved_model.pb").is_file() and metrics["fill_mask"]
 
 
-@pytest.mark.slow
+# `make test-all`: each process's share of the shards is `own_dataset`'s, which test_distribute.py's two workers
+# read from the same kind of shards; two JAX processes training as one is the killed-process test's.
+@pytest.mark.extended
 def test_two_processes_each_read_their_own_share_of_prepared_shards(tmp_path):
     """From `bertology prepare` shards each process reads every other shard and feeds those rows; the two
     end with the same weights (process 1 prints their digest, process 0 records it)."""

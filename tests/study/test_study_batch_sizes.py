@@ -149,7 +149,9 @@ def test_the_flow_pretrains_the_grid_then_the_chosen_rates_seeds_then_fine_tunes
     assert runs == [] and finetunes == [] and again["verdict"] == "holds"
 
 
-@pytest.mark.slow
+# `make test-all`: the flow test above checks the plan and the report on faked runs, test_large_batch.py a run
+# that accumulates and evaluates held-out documents, and test_study.py's smoke study the study's runs end to end.
+@pytest.mark.extended
 def test_a_smoke_batch_study_accumulates_and_evaluates_held_out_documents(tmp_path, monkeypatch):
     """The axis with its runs real: each size's runs accumulate and score held-out documents at their end,
     and the report reads them. One rate a size (the grid's logic is the flow test's), two seeds."""
