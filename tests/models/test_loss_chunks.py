@@ -6,7 +6,8 @@ of ELECTRA and DeBERTa-v3; XLNet's permutation LM), two pretrainers from the sam
 batch: one scores its logits with Keras' cross-entropy, the other scores its targets itself a few positions
 at a time (`layers.vocabulary_scores`). Their logged losses and metrics agree to 1e-6 at every step and
 their weights after the steps to 1e-6, with and without XLA; the chunked one keeps its setting through a
-`.keras` archive and serves the plain one's logits. Both backends (JAX_TESTS in the Makefile).
+`.keras` archive and serves the plain one's logits. Both backends: CI runs BERT's and GPT's on JAX (JAX_TESTS in
+the Makefile), `make test-all` every family's (JAX_EXTENDED_TESTS).
 """
 
 import keras
