@@ -154,8 +154,27 @@ def test_a_process_killed_mid_run_stops_the_other_which_resumes_to_the_uninterru
     assert (export_dir / "saved_model.pb").is_file() and metrics["fill_mask"]
 
 
-# `make test-all`: each process's share of the shards is `own_dataset`'s, which test_distribute.py's two workers
-# read from the same kind of shards; two JAX processes training as one is the killed-process test's.
+def test_each_process_reads_its_own_shards_or_feeds_its_own_rows_of_each_global_batch():
+    """Process 1 of 2 asks the shards' reader for input pipeline 1 of 2, or keeps rows 4-7 of each global batch
+    of 8 that every process builds (test_prepare.py checks which shards a pipeline reads)."""
+    import tensorflow as tf
+
+    from keras_bertology.engine.keras_distribution import KerasDistribution
+
+    distribution = object.__new__(KerasDistribution)  # what jax.process_index() and process_count() give
+    distribution.process_index, distribution.process_count = 1, 2
+    contexts = []
+    distribution.process_batches(None, 8, own_dataset=contexts.append)
+    assert [(context.input_pipeline_id, context.num_input_pipelines) for context in contexts] == [(1, 2)]
+    ids = tf.range(16)
+    batches = tf.data.Dataset.from_tensor_slices(({"token_ids": ids}, -ids)).batch(8)  # (inputs, targets)
+    kept = [(x["token_ids"].numpy().tolist(), y.numpy().tolist())
+            for x, y in distribution.process_batches(batches, 8)]
+    assert kept == [([4, 5, 6, 7], [-4, -5, -6, -7]), ([12, 13, 14, 15], [-12, -13, -14, -15])]
+
+
+# `make test-all`: which shards a process reads is the test above's and test_prepare.py's; two JAX processes
+# training as one is the killed-process test's.
 @pytest.mark.extended
 def test_two_processes_each_read_their_own_share_of_prepared_shards(tmp_path):
     """From `bertology prepare` shards each process reads every other shard and feeds those rows; the two

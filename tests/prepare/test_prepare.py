@@ -82,6 +82,23 @@ def test_the_same_corpus_and_seed_give_the_same_shards(bert_data, tmp_path, caps
         in capsys.readouterr().out
 
 
+def test_each_worker_reads_every_countth_shard_from_its_index_on(bert_data):
+    """Input pipeline i of 2 reads shards i, i + 2 (the others' records never): its batches are those of a
+    manifest holding only those shards (static masks: nothing else is drawn per pipeline)."""
+    from keras_bertology.data.shards import shard_dataset
+
+    out, manifest = bert_data
+
+    def first_batches(shard_manifest, pipeline):
+        batches = shard_dataset(str(out), shard_manifest, 16, seed=3, pipeline=pipeline).take(3)
+        return [batch["token_ids"].numpy() for batch in batches]
+
+    for index, shards in ((0, [0, 2]), (1, [1])):
+        own = dict(manifest, shards=[manifest["shards"][i] for i in shards])
+        for got, expected in zip(first_batches(manifest, (index, 2)), first_batches(own, (0, 1)), strict=True):
+            np.testing.assert_array_equal(got, expected)
+
+
 def test_pretrain_from_the_shards_trains_and_exports(bert_data, tmp_path, capsys):
     out, _ = bert_data
     code, stdout, err = run_cli(capsys, "pretrain", "--data", out, "--steps", 4, "--batch-size", 8,
