@@ -194,7 +194,8 @@ def build_parser():
                         help="saved_model: a TensorFlow SavedModel serving raw strings; hf: a transformers model "
                              "folder (config.json, model.safetensors, tokenizer files); onnx: the encoder on token "
                              "ids for ONNX Runtime (model.onnx, onnx.json; the onnx extra), and on raw strings "
-                             "where ONNX Runtime Extensions tokenize as the run does (model.text.onnx)")
+                             "where ONNX Runtime Extensions tokenize as the run does (model.text.onnx; of text pairs "
+                             "too, model.text_pairs.onnx, where the family reads segments)")
     export.add_argument("--out", metavar="DIR",
                         help="default: savedmodels/<run folder name>, or hf/ or onnx/<run folder name> with "
                              "--format hf or onnx")
@@ -548,11 +549,14 @@ def _run_export_other(args):
                 export_onnx(load_run_model(run_dir), out, args.quantize)
         print(f"ONNX model written to {out}: inputs {', '.join(spec['name'] for spec in description['inputs'])}; "
               f"outputs {', '.join(description['outputs'])} (opset {description['opset']})")
-        text = description["text_model"]
-        print(f"string model written to {out / text['model']}: input{'s' if len(text.get('inputs', ())) > 1 else ''} "
-              f"{', '.join(text.get('inputs', ()))}, raw strings (ONNX Runtime Extensions' operators)"
-              if "model" in text else f"no string model: {text['missing']}; feed {description['model']} "
-              "ids")
+        for key, what in (("text_model", "string model"), ("text_pairs_model", "string model of text pairs")):
+            text = description.get(key)
+            if text is None:
+                continue
+            inputs = text.get("inputs", ())
+            print(f"{what} written to {out / text['model']}: input{'s' if len(inputs) > 1 else ''} "
+                  f"{', '.join(inputs)}, raw strings (ONNX Runtime Extensions' operators)"
+                  if "model" in text else f"no {what}: {text['missing']}; feed {description['model']} ids")
         if "quantized" in description:
             print(f"int8 model written to {out / description['quantized']['model']} (largest difference from the "
                   f"float model on the check inputs: {description['quantized']['max_difference']:.2g})")

@@ -152,10 +152,15 @@ def export_onnx(run, out_dir, quantize=None):
     from keras_bertology.models.registry import get_family
 
     encoder = _in_float32(run.backbone).text_encoder()  # an encoder-decoder's encoder: what a text alone feeds
-    text = PackedText(get_family(run.family), run.tokenizer) if run.tokenizer is not None else \
+    family = get_family(run.family)
+    text = PackedText(family, run.tokenizer) if run.tokenizer is not None else \
         "the run has no tokenizer to write into it"
+    # Where the SavedModel has `serve_pairs` (the family reads segments), a string model of text pairs too.
+    pairs = PackedText(family, run.tokenizer, pairs=True) \
+        if run.tokenizer is not None and "segment_ids" in encoder.input else None
     return export_model_onnx(encoder, run.backbone.input_limits(), run.seq_len, out_dir,
-                   {"family": run.family, "preset": run.preset}, f"{run.family}'s encoder", quantize, text)
+                             {"family": run.family, "preset": run.preset}, f"{run.family}'s encoder", quantize, text,
+                             pairs)
 
 
 def _in_float32(backbone):
@@ -170,10 +175,11 @@ def _in_float32(backbone):
     return copy
 
 
-def export_model_onnx(model, limits, seq_len, out_dir, details, what, quantize=None, text=None):
+def export_model_onnx(model, limits, seq_len, out_dir, details, what, quantize=None, text=None, pairs_text=None):
     """`model` (Keras, a dict of [B, L, ...] int inputs) converted, checked and written, with `quantize` its
-    quantized model too, with `text` ((family, tokenizer), or why there is none) its string model where
-    it has one; `what` names it in errors."""
+    quantized model too, with `text` (a string model form, or why there is none) its string model where
+    it has one, and with `pairs_text` (a form of text pairs) the string model of an encoder's pairs beside
+    it; `what` names it in errors."""
     if quantize is not None and quantize not in QUANTIZATIONS:
         raise ConfigError(f"--quantize takes {', '.join(QUANTIZATIONS)} (got {quantize!r})")
     convert, versions = _converter()
@@ -211,12 +217,17 @@ def export_model_onnx(model, limits, seq_len, out_dir, details, what, quantize=N
         raise ConfigError(f"the ONNX model of {what} computes otherwise than the Keras model (outputs {gap:.2g} "
                           f"apart, more than {CHECK_TOLERANCE:g}); export it as a SavedModel")
     description["self_check"] = {"shape": list(CHECK_SHAPE), "max_difference": gap}
-    text_model, description["text_model"] = (None, {"missing": text}) if isinstance(text, str) else \
-        _string_model(converted, text, seq_len, traced, names, what)
+    string_models = {}
+    for key, file, form in (("text_model", onnx_text.TEXT_MODEL_FILE, text),
+                            ("text_pairs_model", onnx_text.TEXT_PAIRS_MODEL_FILE, pairs_text)):
+        if form is not None:
+            string_models[file], description[key] = (None, {"missing": form}) if isinstance(form, str) else \
+                _string_model(converted, form, seq_len, traced, names, what, file)
     with atomic_directory(out_dir) as staging:
         (staging / MODEL_FILE).write_bytes(converted.SerializeToString())
-        if text_model is not None:
-            (staging / onnx_text.TEXT_MODEL_FILE).write_bytes(text_model)
+        for file, string_model in string_models.items():
+            if string_model is not None:
+                (staging / file).write_bytes(string_model)
         if quantize:
             # No bound: int8 weights move the outputs by far more than a converter's error; the accuracy they
             # cost is measured on fine-tuning test sets (benchmarks/onnx_int8_accuracy.py), not here.
@@ -230,9 +241,9 @@ def export_model_onnx(model, limits, seq_len, out_dir, details, what, quantize=N
     return description
 
 
-def _string_model(ids_model, text, seq_len, traced, names, what):
-    """(the bytes of the string model on `ids_model`, its entry in onnx.json), or (None, the entry saying why
-    there is none): built by the form `text` (`PackedText`, `_TaggedWords`), then run in a process without
+def _string_model(ids_model, text, seq_len, traced, names, what, file):
+    """(the bytes of the string model on `ids_model`, its entry in onnx.json as `file`), or (None, the entry
+    saying why there is none): built by the form `text` (`PackedText`, `_TaggedWords`), then run in a process without
     TensorFlow on the form's check batches against the SavedModel's own computation (`traced` is the model's):
     the same ids (and words, tags), and outputs within CHECK_TOLERANCE."""
     try:
@@ -264,7 +275,7 @@ def _string_model(ids_model, text, seq_len, traced, names, what):
                           f"{gap:.2g} apart, more than {CHECK_TOLERANCE:g}); use the SavedModel")
     inputs = list(batches[0])
     return model.SerializeToString(), {
-        "model": onnx_text.TEXT_MODEL_FILE, **({"input": inputs[0]} if len(inputs) == 1 else {}), "inputs": inputs,
+        "model": file, **({"input": inputs[0]} if len(inputs) == 1 else {}), "inputs": inputs,
         "dtype": "string", "shape": ["batch"], "outputs": sorted(output.name for output in model.graph.output),
         "needs": "onnxruntime-extensions (register its library with the session's options)",
         **({"unreadable": f"{text.tokenizer.onnx_unreadable_texts} fail the batch in ONNX Runtime (node "

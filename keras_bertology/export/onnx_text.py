@@ -30,6 +30,7 @@ from keras_bertology.export.saved_model import MAX_WORD_CHARS
 from keras_bertology.tokenizers.bert_text import ONNX_WORD_DELIMITER
 
 TEXT_MODEL_FILE = "model.text.onnx"
+TEXT_PAIRS_MODEL_FILE = "model.text_pairs.onnx"  # an encoder's `serve_pairs`, where the family reads segments
 ML_DOMAIN = "ai.onnx.ml"
 TEXT_INPUT = "text"
 PAIR_INPUTS = (TEXT_INPUT, "text_b")

@@ -35,11 +35,12 @@ def test_the_export_writes_the_model_and_what_a_client_needs_to_feed_it(runs, tm
 
     out = tmp_path / "onnx"
     code, printed = _export(capsys, runs["bert"], out)
-    assert code == 0 and printed.out.strip().splitlines()[-2:] == [
+    assert code == 0 and printed.out.strip().splitlines()[-3:] == [
         f"ONNX model written to {out}: inputs token_ids, padding_mask, segment_ids; outputs pooled_output, "
         "sequence_output (opset 17)",
-        "no string model: its lower-casing and accent stripping (NFD) have no ONNX Runtime Extensions operator that "
-        "rewrites text as tensorflow-text does; feed model.onnx ids"]  # BERT's uncased WordPiece
+        *(f"no string model{pairs}: its lower-casing and accent stripping (NFD) have no ONNX Runtime Extensions "
+          "operator that rewrites text as tensorflow-text does; feed model.onnx ids"
+          for pairs in ("", " of text pairs"))]  # BERT's uncased WordPiece
     assert sorted(path.name for path in out.iterdir()) == ["model.onnx", "onnx.json"]
     description = json.loads((out / "onnx.json").read_text())
     assert description["family"] == "bert" and description["max_length"] == 16 and description["opset"] == 17
@@ -47,9 +48,9 @@ def test_the_export_writes_the_model_and_what_a_client_needs_to_feed_it(runs, tm
         "token_ids": description["inputs"][0]["below"], "padding_mask": 2, "segment_ids": 2}
     assert description["self_check"]["max_difference"] <= onnx_export.CHECK_TOLERANCE
     assert set(description["versions"]) == {"tf2onnx", "onnx", "tensorflow"}
-    assert description["text_model"] == {"missing": "its lower-casing and accent stripping (NFD) have no ONNX "
-                                                    "Runtime Extensions operator that rewrites text as tensorflow-text "
-                                                    "does"}
+    assert description["text_model"] == description["text_pairs_model"] == {
+        "missing": "its lower-casing and accent stripping (NFD) have no ONNX Runtime Extensions operator that "
+                   "rewrites text as tensorflow-text does"}
     # The embeddings' norm and the block's two, each one LayerNormalization; the block's GELU in the form ONNX
     # Runtime runs as one kernel; the block's six dense layers each one MatMul on their [B, L, H] input (the
     # pooler's input, [B, H], was one already); the heads split three times and merged once, each reshape to

@@ -69,7 +69,10 @@ def test_the_string_model_serves_texts_as_the_saved_model_does(family_name, tmp_
     description = export_onnx(run, out)
     assert description["text_model"]["model"] == onnx_text.TEXT_MODEL_FILE
     assert description["text_model"]["self_check"]["max_difference"] <= TOLERANCE
-    assert sorted(path.name for path in out.iterdir()) == ["model.onnx", "model.text.onnx", "onnx.json"]
+    reads_pairs = "segment_ids" in run.backbone.text_encoder().input  # the SavedModel has `serve_pairs`
+    assert sorted(path.name for path in out.iterdir()) == sorted(["model.onnx", "model.text.onnx", "onnx.json"] +
+                                                                 ["model.text_pairs.onnx"] * reads_pairs)
+    assert ("text_pairs_model" in description) == reads_pairs
     texts = _user_texts(run.tokenizer)
     # What the ONNX tokenizer cannot read as ours does fails there, never gives other ids.
     unreadable = [text for text in texts if not run.tokenizer.onnx_reads(text)]
@@ -99,8 +102,39 @@ def test_the_string_model_serves_texts_as_the_saved_model_does(family_name, tmp_
         if name not in onnx_text.LAID_OUT:
             np.testing.assert_allclose(value[real] if value.ndim == 3 else value, expected[name][real]
                                        if value.ndim == 3 else expected[name], atol=TOLERANCE, err_msg=name)
+    if reads_pairs:
+        _check_the_pairs_model(out, description["text_pairs_model"], texts, tmp_path)
     if family_name == "deberta-v3":  # the documented client, as written
         _check_the_docs_client(tmp_path, serve)
+
+
+def _check_the_pairs_model(out, description, texts, folder):
+    """The encoder's model.text_pairs.onnx serves each text beside another (the long ones beside short and
+    empty ones: each trimming branch) as the SavedModel's `serve_pairs` does: the same ids and layout, the
+    outputs within TOLERANCE on the real tokens."""
+    import tensorflow as tf
+
+    from onnx_clients import PAIRS_CLIENT
+
+    assert description["model"] == onnx_text.TEXT_PAIRS_MODEL_FILE and description["inputs"] == ["text", "text_b"]
+    assert description["self_check"]["max_difference"] <= TOLERANCE
+    firsts, seconds = texts + [b"", b""], texts[::-1] + [b"", texts[0]]
+    served = served_by_onnx(out / onnx_text.TEXT_PAIRS_MODEL_FILE, [firsts, seconds], folder, PAIRS_CLIENT)
+    saved = tf.saved_model.load(str(folder / "saved"))  # kept: its functions read its variables
+    expected = {name: value.numpy() for name, value in saved.serve_pairs(tf.constant(firsts),
+                                                                         tf.constant(seconds)).items()}
+    for name in onnx_text.LAID_OUT:
+        assert served[name].shape == expected[name].shape, name
+        differing = [(firsts[row], seconds[row]) for row in range(len(firsts))
+                     if not np.array_equal(served[name][row], expected[name][row])]
+        assert not differing, (name, differing[:3])
+    assert (served["segment_ids"] == 1).any() and served["padding_mask"].sum(axis=1).max() == SEQ_LEN
+    real = served["padding_mask"] == 1
+    for name, value in served.items():
+        if name not in onnx_text.LAID_OUT:
+            np.testing.assert_allclose(value[real] if value.ndim == 3 else value,
+                                       expected[name][real] if value.ndim == 3 else expected[name],
+                                       atol=TOLERANCE, err_msg=name)
 
 
 def _check_the_docs_client(folder, serve):

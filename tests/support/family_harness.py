@@ -251,9 +251,12 @@ def check_onnx(case, folder):
     assert description["max_length"] == case.run.seq_len == SEQ_LEN
     # The string model (tests/export/test_onnx_text.py) where the tokenizer and layout have ONNX operators, checked
     # at export against the SavedModel's front end; else one line saying why not.
-    text = description["text_model"]
-    assert (text["self_check"]["max_difference"] <= ONNX_TOLERANCE and (folder / "onnx" / text["model"]).is_file()) \
-        if "model" in text else (text["missing"].strip() and "\n" not in text["missing"])
+    # An encoder that reads segments has the pairs' string model beside it, as the SavedModel has `serve_pairs`.
+    assert ("text_pairs_model" in description) == ("segment_ids" in encoder.input)
+    for text in (description[key] for key in ("text_model", "text_pairs_model") if key in description):
+        assert (text["self_check"]["max_difference"] <= ONNX_TOLERANCE
+                and (folder / "onnx" / text["model"]).is_file()) \
+            if "model" in text else (text["missing"].strip() and "\n" not in text["missing"])
     inputs = {name: case.batch[name].astype("int32") for name in encoder.input}
     np.savez(folder / "inputs.npz", **inputs)
     done = subprocess.run([sys.executable, "-c", ONNX_SERVER, str(folder / "onnx" / "model.onnx"),
