@@ -89,19 +89,10 @@ def test_the_string_model_serves_texts_as_the_saved_model_does(family_name, tmp_
     export_saved_model(run, tmp_path / "saved")
     serve = tf.saved_model.load(str(tmp_path / "saved")).signatures["serve"]
     expected = {name: value.numpy() for name, value in serve(text=tf.constant(texts)).items()}
-    for name in onnx_text.LAID_OUT:
-        assert served[name].shape == expected[name].shape, name
-        differing = [texts[row] for row in range(len(texts)) if not np.array_equal(served[name][row],
-                                                                                   expected[name][row])]
-        assert not differing, (name, differing[:3])
+    _assert_served_as(served, expected, texts)
     assert served["padding_mask"].sum(axis=1).max() == SEQ_LEN  # the long texts filled the length
     rows = [texts.index(text) for text in short]
     np.testing.assert_array_equal(alone, served["token_ids"][rows, :alone.shape[1]])
-    real = served["padding_mask"] == 1
-    for name, value in served.items():
-        if name not in onnx_text.LAID_OUT:
-            np.testing.assert_allclose(value[real] if value.ndim == 3 else value, expected[name][real]
-                                       if value.ndim == 3 else expected[name], atol=TOLERANCE, err_msg=name)
     if reads_pairs:
         _check_the_pairs_model(out, description["text_pairs_model"], texts, tmp_path)
     if family_name == "deberta-v3":  # the documented client, as written
@@ -123,18 +114,23 @@ def _check_the_pairs_model(out, description, texts, folder):
     saved = tf.saved_model.load(str(folder / "saved"))  # kept: its functions read its variables
     expected = {name: value.numpy() for name, value in saved.serve_pairs(tf.constant(firsts),
                                                                          tf.constant(seconds)).items()}
+    _assert_served_as(served, expected, list(zip(firsts, seconds)))
+    assert (served["segment_ids"] == 1).any() and served["padding_mask"].sum(axis=1).max() == SEQ_LEN
+
+
+def _assert_served_as(served, expected, rows):
+    """The string model's outputs (`served`) against the SavedModel's on the same `rows` (texts or pairs, named
+    in errors): the laid-out ids equal, the other outputs within TOLERANCE on the real tokens."""
     for name in onnx_text.LAID_OUT:
         assert served[name].shape == expected[name].shape, name
-        differing = [(firsts[row], seconds[row]) for row in range(len(firsts))
-                     if not np.array_equal(served[name][row], expected[name][row])]
+        differing = [rows[row] for row in range(len(rows)) if not np.array_equal(served[name][row],
+                                                                                 expected[name][row])]
         assert not differing, (name, differing[:3])
-    assert (served["segment_ids"] == 1).any() and served["padding_mask"].sum(axis=1).max() == SEQ_LEN
     real = served["padding_mask"] == 1
     for name, value in served.items():
         if name not in onnx_text.LAID_OUT:
-            np.testing.assert_allclose(value[real] if value.ndim == 3 else value,
-                                       expected[name][real] if value.ndim == 3 else expected[name],
-                                       atol=TOLERANCE, err_msg=name)
+            np.testing.assert_allclose(value[real] if value.ndim == 3 else value, expected[name][real]
+                                       if value.ndim == 3 else expected[name], atol=TOLERANCE, err_msg=name)
 
 
 def _check_the_docs_client(folder, serve):
