@@ -38,6 +38,10 @@ class OnnxGraph:
                                            domain=domain, **attributes))
         return names[0] if len(names) == 1 else names
 
+    def branch(self, hint):
+        """A graph of its own, its names unique beside this one's: the body of an If branch (`subgraph`)."""
+        return OnnxGraph(self.name(hint))
+
     def subgraph(self, outputs, element_type):
         """This graph's nodes as the body of an If branch giving `outputs` (names of tensors of `element_type`,
         an onnx.TensorProto type; the nodes may read the enclosing graph's values)."""

@@ -52,6 +52,7 @@ UTF8_SEQUENCE = (r"[\x00-\x7F]|[\xC2-\xDF][\x80-\xBF]|\xE0[\xA0-\xBF][\x80-\xBF]
                  r"|\xED[\x80-\x9F][\x80-\xBF]|\xF0[\x90-\xBF][\x80-\xBF]{2}|[\xF1-\xF3][\x80-\xBF]{3}"
                  r"|\xF4[\x80-\x8F][\x80-\xBF]{2}")
 
+BOOL = 9  # onnx.TensorProto.BOOL
 _SENTINEL = "\ue000"
 _SPACE, _NON_SPACE = f"[{WHITESPACE}]", f"[^{WHITESPACE}]"
 _WORDS = (rf"'s|'t|'re|'ve|'m|'ll|'d| ?\p{{L}}+| ?\p{{N}}+| ?[^{WHITESPACE}\p{{L}}\p{{N}}{_SENTINEL}]+"
@@ -163,14 +164,25 @@ class ByteLevelBPETokenizer(Tokenizer):
 
     def onnx_unreadable(self, graph, texts):
         """Texts that are not UTF-8, or that hold a literal <|endoftext|> (see `onnx_reads`), read byte by byte
-        (ECMAScript's regular expressions read bytes; RE2 takes overlong forms and surrogates for characters)."""
-        def holds(pattern):
-            rest = graph.contrib("StringECMARegexReplace", texts, graph.const([pattern]), graph.const([""]))
-            return graph.op("Not", graph.contrib("StringEqual", rest, texts))  # same shapes
+        (ECMAScript's regular expressions read bytes; RE2 takes overlong forms and surrogates for characters).
+        A batch of ASCII texts, UTF-8 by construction, skips the UTF-8 check: its pattern, compiled on every
+        call, was most of the check's time (0.19 of 0.20 ms on a short text; 3.0 ms on 32 of 600 characters,
+        0.6 ms without it)."""
+        def leftover(where, pattern):  # [B] bool: what the pattern's matches leave of each text is not empty
+            rest = where.contrib("StringECMARegexReplace", texts, where.const([pattern]), where.const([""]))
+            return where.op("Not", where.equals_text(rest, ""))
 
-        not_utf8 = graph.contrib("StringECMARegexReplace", texts, graph.const([UTF8_SEQUENCE]), graph.const([""]))
-        return graph.op("Or", graph.op("Not", graph.equals_text(not_utf8, "")),
-                        holds(re.escape(GPT2_END_OF_TEXT)))
+        non_ascii = leftover(graph, r"[\x00-\x7F]+")
+        checked, ascii_only = graph.branch("utf8_check"), graph.branch("ascii_only")
+        any_non_ascii = graph.op("Greater", graph.op("ReduceMax", graph.op("Concat", graph.const([0], np.int64),
+                                                                          graph.op("Cast", non_ascii, to=7), axis=0),
+                                                     keepdims=0), graph.scalar(0))  # 7: int64
+        not_utf8 = graph.op("If", any_non_ascii, then_branch=checked.subgraph([leftover(checked, UTF8_SEQUENCE)], BOOL),
+                            else_branch=ascii_only.subgraph([ascii_only.op("Identity", non_ascii)], BOOL))
+        holds_end_of_text = graph.op("Not", graph.contrib(
+            "StringEqual", graph.contrib("StringECMARegexReplace", texts, graph.const([re.escape(GPT2_END_OF_TEXT)]),
+                                         graph.const([""])), texts))  # same shapes
+        return graph.op("Or", not_utf8, holds_end_of_text)
 
     def onnx_tokenize(self, graph, texts):
         """The extensions' GPT2Tokenizer on this vocabulary and merges, after dropping U+E000 as `_pretokenize`
