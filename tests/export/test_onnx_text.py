@@ -210,18 +210,19 @@ def test_a_run_trained_in_mixed_precision_exports_both_models_in_float32(tmp_pat
     assert description["text_model"]["self_check"]["max_difference"] <= TOLERANCE
 
 
-def test_fine_tuned_classifiers_and_taggers_get_string_models(tmp_path, capsys):
+def test_fine_tuned_classifiers_taggers_and_answer_models_get_string_models(tmp_path, capsys):
     """`bertology export FINETUNE_DIR --format onnx` of RoBERTa task models, in a process without TensorFlow:
     a classifier's model.text.onnx (the tokenizer read from the run it was tuned from) gives logits whose
     softmax is the SavedModel's `classify` (`classify_pairs`) probabilities, the pairs trimmed together as the
-    SavedModel trims them; a tagger's gives `tag`'s words, tags and scores; an answer model says why it has
-    none."""
+    SavedModel trims them; a tagger's gives `tag`'s words, tags and scores; an answer model's gives `answer`'s
+    answers and scores."""
     import tensorflow as tf
 
     from family_harness import native_run
     from finetune_material import user_folders, write_file
     from keras_bertology.cli import main
-    from onnx_clients import PAIRS_CLIENT
+    from onnx_clients import ANSWERS_CLIENT, PAIRS_CLIENT, refusals
+    from keras_bertology.runs import load_run_tokenizer
 
     native_run(get_family("roberta"), tmp_path / "run", sentences_of_one_play(), perturb_seed=0)
     folders = user_folders(tmp_path / "data")
@@ -242,9 +243,7 @@ def test_fine_tuned_classifiers_and_taggers_get_string_models(tmp_path, capsys):
     assert printed == {name: f"string model written to {tmp_path / f'onnx-{name}' / 'model.text.onnx'}: {inputs}, "
                              "raw strings (ONNX Runtime Extensions' operators)"
                        for name, inputs in (("single", "input text"), ("pairs", "inputs text, text_b"),
-                                            ("tags", "input text"))} | {
-        "spans": "no string model: a spans model has no string model yet (classification and tagging have); feed "
-                 "model.onnx ids"}
+                                            ("tags", "input text"), ("spans", "inputs question, context"))}
     texts = [b"the rain art thou", b"the sun falls plain", b"", "Caf\u00e9 \u6771\u4eac \U0001F600".encode()]
     served = served_by_onnx(tmp_path / "onnx-single" / onnx_text.TEXT_MODEL_FILE, texts, tmp_path)
     probabilities = np.exp(served["logits"]) / np.exp(served["logits"]).sum(axis=-1, keepdims=True)
@@ -274,3 +273,29 @@ def test_fine_tuned_classifiers_and_taggers_get_string_models(tmp_path, capsys):
     np.testing.assert_allclose(served["scores"], expected["scores"].numpy(), atol=TOLERANCE)
     assert served["words"].shape == (5, 40) and served["words"][2, :4].tolist() == [b"Juliet", b"and", b"Romeo", b""]
     assert set(served["tags"][0, :5].tolist()) <= {b"O", b"B-person"} and served["tags"][0, 5] == b""
+    # An answer model: the context's words of the best span, as the SavedModel's `answer` gives them (accents,
+    # CJK, emoji in either text, either one empty, a context over the length whose answer lies past it, a word over
+    # 101 characters); a pair with bytes that are not UTF-8, which byte-level BPE's operator would read otherwise,
+    # fails in ONNX Runtime.
+    long = " ".join(["the rain falls on Romeo in spain"] * 12)
+    pairs = [(b"on whom does the rain fall", b"the rain falls on Juliet in spain"),
+             (b"", b"the rain falls on Tybalt in spain"), (b"on whom does the rain fall", b""),
+             ("on whom, Caf\u00e9?".encode(), "the rain falls on Caf\u00e9 cr\u00e8me in spain".encode()),
+             (b"on whom does the rain fall",
+              "the rain  falls\u00a0on \u6771\u4eac\U0001F600 Romeo in spain \U0001F44D\U0001F3FD".encode()),
+             ("\u6771\u4eac \U0001F600 on whom".encode(), b"the rain falls on Romeo"),
+             (b"on whom does the rain fall", (long + " Tybalt").encode()),
+             (long.encode(), ("the rain falls on " + "Romeo" * 30 + " in spain").encode()),
+             (b"on whom \xff\xfe does it fall", b"the rain falls on Juliet"),
+             (b"on whom does the rain fall", b"the rain \xc3 falls on Juliet \xe2\x82")]
+    model = tmp_path / "onnx-spans" / onnx_text.TEXT_MODEL_FILE
+    readable = [pair for pair in pairs if all(map(load_run_tokenizer(tmp_path / "run").onnx_reads, pair))]
+    unreadable = [list(column) for column in zip(*[pair for pair in pairs if pair not in readable])]
+    assert served_by_onnx(model, unreadable, tmp_path, refusals(ANSWERS_CLIENT))["refused"].tolist() == [True] * 2
+    questions, contexts = map(list, zip(*readable))
+    served = served_by_onnx(model, [questions, contexts], tmp_path, ANSWERS_CLIENT)
+    saved = tf.saved_model.load(str(tmp_path / "saved-spans"))
+    expected = saved.answer(tf.constant(questions), tf.constant(contexts))
+    assert served["answer"].tolist() == expected["answer"].numpy().tolist()
+    np.testing.assert_allclose(served["score"], expected["score"].numpy(), atol=TOLERANCE)
+    assert served["padding_mask"].sum(axis=1).max() == 32 and served["answer"][2] == b""

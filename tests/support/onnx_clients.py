@@ -16,35 +16,44 @@ import onnxruntime, onnxruntime_extensions
 options = onnxruntime.SessionOptions()
 options.register_custom_ops_library(onnxruntime_extensions.get_library_path())
 session = onnxruntime.InferenceSession(sys.argv[1], options, providers=["CPUExecutionProvider"])
-texts = np.load(sys.argv[2])["texts"]
+feed = {"text": np.load(sys.argv[2])["texts"]}
 names = [output.name for output in session.get_outputs()]
-outputs = dict(zip(names, session.run(None, {"text": texts})))
+outputs = dict(zip(names, session.run(None, feed)))
 # Strings come back as Python str: saved as UTF-8 bytes.
 outputs = {name: np.array([item.encode() for item in value.reshape(-1)], dtype=object).astype(bytes).reshape(
     value.shape) if value.dtype == object else value for name, value in outputs.items()}
 assert "tensorflow" not in sys.modules and "keras" not in sys.modules
 np.savez(sys.argv[3], **outputs)
 """
-# Each text alone, and whether ONNX Runtime refused it (an error, not other ids).
-REFUSALS_CLIENT = CLIENT.split("names =")[0] + """
+
+# Text pairs: the arrays first and second, fed as the pair model's two inputs.
+PAIRS_CLIENT = CLIENT.replace('feed = {"text": np.load(sys.argv[2])["texts"]}', 'columns = np.load(sys.argv[2])\n'
+                              'feed = {"text": columns["first"], "text_b": columns["second"]}')
+# Questions and contexts: the arrays first and second, fed as the answer model's two inputs.
+ANSWERS_CLIENT = PAIRS_CLIENT.replace('"text": columns["first"], "text_b"', '"question": columns["first"], "context"')
+
+
+def refusals(client):
+    """`client` feeding each row (a text, a pair) alone, saving whether ONNX Runtime refused it (an error naming
+    the refusing node, not other ids)."""
+    return client.split("names =")[0] + """
 refused = []
-for text in texts:
+for row in range(len(next(iter(feed.values())))):
     try:
-        session.run(None, {"text": np.array([text])})
+        session.run(None, {name: column[row:row + 1] for name, column in feed.items()})
         refused.append(False)
     except Exception as error:  # the node that refuses it, named
         refused.append(sys.argv[4] in str(error))
 np.savez(sys.argv[3], refused=np.array(refused))
 """
 
-# Text pairs: the arrays first and second, fed as the pair model's two inputs.
-PAIRS_CLIENT = CLIENT.replace('texts = np.load(sys.argv[2])["texts"]', 'columns = np.load(sys.argv[2])').replace(
-    '{"text": texts}', '{"text": columns["first"], "text_b": columns["second"]}')
+
+REFUSALS_CLIENT = refusals(CLIENT)  # each text alone
 
 
 def served_by_onnx(model_path, texts, folder, client=CLIENT):
     """The outputs of the ONNX model at `model_path` on `texts` (bytes or str), by `client` in a new process."""
-    if client is PAIRS_CLIENT:  # texts: [first texts, second texts]
+    if "columns" in client:  # texts: [first texts, second texts]
         np.savez(folder / "texts.npz", **{name: _bytes(column) for name, column in zip(("first", "second"), texts)})
     else:
         np.savez(folder / "texts.npz", texts=_bytes(texts))
