@@ -299,3 +299,40 @@ def test_fine_tuned_classifiers_taggers_and_answer_models_get_string_models(tmp_
     assert served["answer"].tolist() == expected["answer"].numpy().tolist()
     np.testing.assert_allclose(served["score"], expected["score"].numpy(), atol=TOLERANCE)
     assert served["padding_mask"].sum(axis=1).max() == 32 and served["answer"][2] == b""
+
+
+@pytest.mark.parametrize("max_answer_pieces", [1, 3, 30])
+def test_the_answer_models_span_is_the_one_best_spans_picks(max_answer_pieces):
+    """`onnx_answers.best_spans` in ONNX Runtime against `encoding.best_spans` on logits of few values (ties,
+    the first maximum wins), word maps with -1 inside and around the context, rows with no context, lengths
+    under and over the band."""
+    import onnx
+    import onnxruntime
+    import tensorflow as tf
+    from onnx import helper
+
+    from keras_bertology.export.onnx_answers import best_spans
+    from keras_bertology.finetune import encoding
+
+    graph = OnnxGraph("test")
+    found = best_spans(graph, "start", "end", "word_map", max_answer_pieces)
+    outputs = [graph.op("Identity", value, output_names=[name]) for name, value in
+               zip(("start_word", "end_word", "score"), found)]
+    model = helper.make_model(helper.make_graph(
+        graph.nodes, "spans", [helper.make_tensor_value_info(name, element, [None, None]) for name, element in
+                               (("start", onnx.TensorProto.FLOAT), ("end", onnx.TensorProto.FLOAT),
+                                ("word_map", onnx.TensorProto.INT32))],
+        [helper.make_tensor_value_info(name, element, [None]) for name, element in
+         zip(outputs, (onnx.TensorProto.INT64, onnx.TensorProto.INT64, onnx.TensorProto.FLOAT))], graph.initializers),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(max_answer_pieces)
+    for length in (1, 5, 40):
+        start, end = (rng.integers(-2, 3, (12, length)).astype(np.float32) for _ in range(2))
+        word_map = np.where(rng.random((12, length)) < 0.3, -1, np.arange(length) // 2).astype(np.int32)
+        word_map[0] = -1  # no context
+        word_map[1, : length // 2] = -1  # a question before the context
+        got = session.run(None, {"start": start, "end": end, "word_map": word_map})
+        expected = encoding.best_spans(tf.constant(start), tf.constant(end), tf.constant(word_map), max_answer_pieces)
+        for mine, theirs in zip(got, expected):
+            np.testing.assert_array_equal(mine, theirs.numpy())
