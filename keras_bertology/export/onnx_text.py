@@ -195,9 +195,10 @@ def lay_out(graph, segments, template, seq_len, pad_id, refused=None, followers=
             index = graph.op("Min", graph.op("Max", graph.op("Add", graph.column(rows[piece][0]), offset),
                                              graph.scalar(0)), last)
             values, length = graph.op("Gather", ids, index), kept[piece]
-            for name, value in ((name, value) for name, (place, value) in followers.items() if place == piece):
-                placed = graph.op("Gather", graph.op("Concat", value, graph.const([-1], np.int64), axis=0), index)
-                following[name] = graph.op("Where", inside, placed, following[name])
+            for name, (place, value) in followers.items():
+                if place == piece:
+                    placed = graph.op("Gather", graph.op("Concat", value, graph.const([-1], np.int64), axis=0), index)
+                    following[name] = graph.op("Where", inside, placed, following[name])
         else:
             inside, values, length = graph.op("Equal", offset, graph.scalar(0)), graph.scalar(piece), graph.scalar(1)
         token_ids = graph.op("Where", inside, values, token_ids)

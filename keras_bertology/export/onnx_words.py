@@ -19,7 +19,7 @@ from keras_bertology.export import onnx_text
 from keras_bertology.export.saved_model import CHARS_PER_TOKEN, MAX_WORD_CHARS
 from keras_bertology.tokenizers.bert_text import WHITESPACE
 
-WORD_MAP = "word_map"  # [B, L]: the word of each word's first piece (an answer model's: of each piece), -1 elsewhere
+WORD_MAP = "word_map"  # [B, L]: the word of each word's first piece (an answer model's: every piece), -1 elsewhere
 FLOAT, STRING = 1, 8  # onnx.TensorProto's element types
 
 

@@ -76,9 +76,9 @@ class _WordsForm:
             outputs = traced(*[packed[name] for name in names])
             return outputs if output is None else outputs[output]
 
-        function = TASK_KINDS[self.kind].endpoints(SimpleNamespace(input=names), SimpleNamespace(labels=self.labels),
-                                                   self.family, self.tokenizer, seq_len, (), run_model)[self.endpoint][0]
-        return {name: value.numpy() for name, value in function(*inputs).items()}
+        endpoints = TASK_KINDS[self.kind].endpoints(SimpleNamespace(input=names), SimpleNamespace(labels=self.labels),
+                                                    self.family, self.tokenizer, seq_len, (), run_model)
+        return {name: value.numpy() for name, value in endpoints[self.endpoint][0](*inputs).items()}
 
     @staticmethod
     def laid_out(traced, names, packed, word_map):

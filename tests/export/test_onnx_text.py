@@ -299,6 +299,15 @@ def test_fine_tuned_classifiers_taggers_and_answer_models_get_string_models(tmp_
     assert served["answer"].tolist() == expected["answer"].numpy().tolist()
     np.testing.assert_allclose(served["score"], expected["score"].numpy(), atol=TOLERANCE)
     assert served["padding_mask"].sum(axis=1).max() == 32 and served["answer"][2] == b""
+    # docs/serving.md's answer client, as written, on the model of `--out onnx/squad`.
+    (tmp_path / "onnx").mkdir()
+    (tmp_path / "onnx" / "squad").symlink_to(tmp_path / "onnx-spans")
+    run_serving_docs_client("An answer model's client", "### int8", "np.savez('docs.npz', questions=questions, "
+                            "contexts=contexts, answer=answer.astype(str), score=score)\n", tmp_path)
+    served = np.load(tmp_path / "docs.npz")
+    expected = saved.answer(tf.constant(served["questions"]), tf.constant(served["contexts"]))
+    assert [answer.encode() for answer in served["answer"]] == expected["answer"].numpy().tolist()
+    np.testing.assert_allclose(served["score"], expected["score"].numpy(), atol=TOLERANCE)
 
 
 @pytest.mark.parametrize("max_answer_pieces", [1, 3, 30])
