@@ -288,26 +288,30 @@ def test_fine_tuned_classifiers_taggers_and_answer_models_get_string_models(tmp_
              (long.encode(), ("the rain falls on " + "Romeo" * 30 + " in spain").encode()),
              (b"on whom \xff\xfe does it fall", b"the rain falls on Juliet"),
              (b"on whom does the rain fall", b"the rain \xc3 falls on Juliet \xe2\x82")]
-    model = tmp_path / "onnx-spans" / onnx_text.TEXT_MODEL_FILE
     readable = [pair for pair in pairs if all(map(load_run_tokenizer(tmp_path / "run").onnx_reads, pair))]
     unreadable = [list(column) for column in zip(*[pair for pair in pairs if pair not in readable])]
-    assert served_by_onnx(model, unreadable, tmp_path, refusals(ANSWERS_CLIENT))["refused"].tolist() == [True] * 2
-    questions, contexts = map(list, zip(*readable))
-    served = served_by_onnx(model, [questions, contexts], tmp_path, ANSWERS_CLIENT)
-    saved = tf.saved_model.load(str(tmp_path / "saved-spans"))
-    expected = saved.answer(tf.constant(questions), tf.constant(contexts))
-    assert served["answer"].tolist() == expected["answer"].numpy().tolist()
-    np.testing.assert_allclose(served["score"], expected["score"].numpy(), atol=TOLERANCE)
-    assert served["padding_mask"].sum(axis=1).max() == 32 and served["answer"][2] == b""
-    # docs/serving.md's answer client, as written, on the model of `--out onnx/squad`.
+    refused = served_by_onnx(tmp_path / "onnx-spans" / onnx_text.TEXT_MODEL_FILE, unreadable, tmp_path,
+                             refusals(ANSWERS_CLIENT))["refused"]
+    assert refused.tolist() == [True] * 2
+    # The readable pairs through docs/serving.md's answer client, as written (on the model of `--out onnx/squad`),
+    # then through its session (one process for both: each costs seconds to start).
     (tmp_path / "onnx").mkdir()
     (tmp_path / "onnx" / "squad").symlink_to(tmp_path / "onnx-spans")
-    run_serving_docs_client("An answer model's client", "### int8", "np.savez('docs.npz', questions=questions, "
-                            "contexts=contexts, answer=answer.astype(str), score=score)\n", tmp_path)
+    np.savez(tmp_path / "pairs.npz", **{name: np.array(column, dtype=f"S{max(map(len, column)) + 1}")
+                                        for name, column in zip(("question", "context"), zip(*readable))})
+    run_serving_docs_client("An answer model's client", "### int8", (
+        "pairs = dict(np.load('pairs.npz'))\n"
+        "answers, scores, mask = session.run(['answer', 'score', 'padding_mask'], pairs)\n"
+        "np.savez('docs.npz', questions=questions, contexts=contexts, answer=answer.astype(str), score=score, "
+        "answers=answers.astype(str), scores=scores, lengths=mask.sum(axis=1))\n"), tmp_path)
     served = np.load(tmp_path / "docs.npz")
-    expected = saved.answer(tf.constant(served["questions"]), tf.constant(served["contexts"]))
-    assert [answer.encode() for answer in served["answer"]] == expected["answer"].numpy().tolist()
-    np.testing.assert_allclose(served["score"], expected["score"].numpy(), atol=TOLERANCE)
+    saved = tf.saved_model.load(str(tmp_path / "saved-spans"))
+    for texts, answer, score in ((list(zip(served["questions"], served["contexts"])), "answer", "score"),
+                                 (readable, "answers", "scores")):
+        expected = saved.answer(*map(tf.constant, map(list, zip(*texts))))
+        assert [text.encode() for text in served[answer]] == expected["answer"].numpy().tolist()
+        np.testing.assert_allclose(served[score], expected["score"].numpy(), atol=TOLERANCE)
+    assert served["lengths"].max() == 32 and served["answers"][2] == ""
 
 
 @pytest.mark.parametrize("max_answer_pieces", [1, 3, 30])
