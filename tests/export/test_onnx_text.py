@@ -349,3 +349,24 @@ def test_the_answer_models_span_is_the_one_best_spans_picks(max_answer_pieces):
         expected = encoding.best_spans(tf.constant(start), tf.constant(end), tf.constant(word_map), max_answer_pieces)
         for mine, theirs in zip(got, expected):
             np.testing.assert_array_equal(mine, theirs.numpy())
+
+
+def test_a_word_models_check_sends_words_onnx_runtime_can_return():
+    """A tagger's and an answer model's check texts, for a tokenizer that reads bytes that are not UTF-8 (cased
+    WordPiece): the words come back as strings, which ONNX Runtime's Python binding decodes as UTF-8, so the
+    texts whose words they are (a tagger's, an answer model's contexts) are UTF-8; the questions need not be.
+    (A fine-tuned SpanBERT tagger's export failed on them.)"""
+    from keras_bertology.finetune.onnx_export import AnsweredQuestions, TaggedWords
+
+    family = get_family("spanbert")
+    tokenizer = family.train_tokenizer(sentences_of_one_play(), 300)
+
+    def utf8(text):
+        return text.decode("utf-8", "replace").encode() == text
+
+    texts = [text for batch in TaggedWords(family, tokenizer, {"labels": ["O"]}).batches(SEQ_LEN)
+             for text in batch[onnx_text.TEXT_INPUT]]
+    pairs = [pair for batch in AnsweredQuestions(family, tokenizer, {"labels": []}).batches(SEQ_LEN)
+             for pair in zip(batch["question"], batch["context"])]
+    assert all(map(utf8, texts)) and all(utf8(context) for _, context in pairs)
+    assert not all(utf8(question) for question, _ in pairs) and len(pairs) > 20
