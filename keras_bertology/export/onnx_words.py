@@ -1,13 +1,13 @@
 """The string model of a fine-tuned tagger: raw texts in, a tag per whitespace word out, as the SavedModel's
 `tag` gives them (`finetune.tasks.Tagging.endpoints`), with the tokenizer and the layout inside the graph.
 
-The text's words are cut as every string model cuts them (`onnx_text.cut_long_words`), split at Unicode
-whitespace as tensorflow-text's `WhitespaceTokenizer` splits them, those past the SavedModel's text bound
-left out (`saved_model.cut_text`; where a text is not UTF-8, its characters are counted as ONNX Runtime
-Extensions' `StringLength` counts them), each word tokenized alone after the
-tokenizer's `word_prefix` (`finetune.encoding.word_pieces`), laid out with the word index on each word's
-first piece (`onnx_text.lay_out`'s followers); after the model, each word takes the label its first piece
-scores best, the words without a piece (cut off by the length) the outside label, as `word_predictions` does.
+The text's words (`word_pieces`, which an answer model's context shares: `onnx_answers`) are cut as every
+string model cuts them (`onnx_text.cut_long_words`), split at Unicode whitespace as `encoding.split_words`
+splits them, those past the SavedModel's text bound left out (`saved_model.cut_text`; where a text is not
+UTF-8, its characters are counted as ONNX Runtime Extensions' `StringLength` counts them), each word tokenized
+alone after the tokenizer's `word_prefix` (`finetune.encoding.word_pieces`), laid out with the word index on
+each word's first piece (`onnx_text.lay_out`'s followers); after the model, each word takes the label its
+first piece scores best, the words without a piece (cut off by the length) the outside label, as `word_predictions` does.
 """
 
 from typing import NamedTuple
