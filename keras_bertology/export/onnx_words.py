@@ -7,7 +7,8 @@ splits them, those past the SavedModel's text bound left out (`saved_model.cut_t
 UTF-8, its characters are counted as ONNX Runtime Extensions' `StringLength` counts them), each word tokenized
 alone after the tokenizer's `word_prefix` (`finetune.encoding.word_pieces`), laid out with the word index on
 each word's first piece (`onnx_text.lay_out`'s followers); after the model, each word takes the label its
-first piece scores best, the words without a piece (cut off by the length) the outside label, as `word_predictions` does.
+first piece scores best, the words without a piece (cut off by the length) the outside label, as
+`word_predictions` does.
 """
 
 from typing import NamedTuple
