@@ -221,8 +221,8 @@ def test_fine_tuned_classifiers_taggers_and_answer_models_get_string_models(tmp_
     from family_harness import native_run
     from finetune_material import user_folders, write_file
     from keras_bertology.cli import main
-    from onnx_clients import ANSWERS_CLIENT, PAIRS_CLIENT, refusals
     from keras_bertology.runs import load_run_tokenizer
+    from onnx_clients import ANSWERS_CLIENT, PAIRS_CLIENT, refusals
 
     native_run(get_family("roberta"), tmp_path / "run", sentences_of_one_play(), perturb_seed=0)
     folders = user_folders(tmp_path / "data")
@@ -288,11 +288,12 @@ def test_fine_tuned_classifiers_taggers_and_answer_models_get_string_models(tmp_
              (long.encode(), ("the rain falls on " + "Romeo" * 30 + " in spain").encode()),
              (b"on whom \xff\xfe does it fall", b"the rain falls on Juliet"),
              (b"on whom does the rain fall", b"the rain \xc3 falls on Juliet \xe2\x82")]
-    readable = [pair for pair in pairs if all(map(load_run_tokenizer(tmp_path / "run").onnx_reads, pair))]
-    unreadable = [list(column) for column in zip(*[pair for pair in pairs if pair not in readable])]
-    refused = served_by_onnx(tmp_path / "onnx-spans" / onnx_text.TEXT_MODEL_FILE, unreadable, tmp_path,
+    tokenizer = load_run_tokenizer(tmp_path / "run")
+    readable = [pair for pair in pairs if all(map(tokenizer.onnx_reads, pair))]
+    unreadable = [pair for pair in pairs if pair not in readable]
+    refused = served_by_onnx(tmp_path / "onnx-spans" / onnx_text.TEXT_MODEL_FILE, list(zip(*unreadable)), tmp_path,
                              refusals(ANSWERS_CLIENT))["refused"]
-    assert refused.tolist() == [True] * 2
+    assert refused.tolist() == [True] * len(unreadable) == [True] * 2
     # The readable pairs through docs/serving.md's answer client, as written (on the model of `--out onnx/squad`),
     # then through its session (one process for both: each costs seconds to start).
     (tmp_path / "onnx").mkdir()
