@@ -243,9 +243,10 @@ def export_model_onnx(model, limits, seq_len, out_dir, details, what, quantize=N
 
 def _string_model(ids_model, text, seq_len, traced, names, what, file):
     """(the bytes of the string model on `ids_model`, its entry in onnx.json as `file`), or (None, the entry
-    saying why there is none): built by the form `text` (`PackedText`, `_TaggedWords`), then run in a process without
-    TensorFlow on the form's check batches against the SavedModel's own computation (`traced` is the model's):
-    the same ids (and words, tags), and outputs within CHECK_TOLERANCE."""
+    saying why there is none): built by the form `text` (`PackedText`; `finetune.onnx_export`'s `TaggedWords`,
+    `AnsweredQuestions`), then run in a process without TensorFlow on the form's check batches against the
+    SavedModel's own computation (`traced` is the model's): the same ids (and words, tags, answers), and outputs
+    within CHECK_TOLERANCE."""
     try:
         model = text.build(ids_model, seq_len)
     except NotExpressible as why:

@@ -80,6 +80,13 @@ class OnnxGraph:
                         reduction="add")
         return self.op("Slice", self.op("CumSum", marks, self.scalar(0)), self.const([0], np.int64), count)
 
+    def index_in_row(self, splits, count):
+        """([count] int64 rows, [count] int64 places within their rows) of `count` values (a [1] tensor) that
+        row splits bound."""
+        row = self.row_of_each(splits, count)
+        everywhere = self.op("Range", self.scalar(0), self.op("Squeeze", count), self.scalar(1))
+        return row, self.op("Sub", everywhere, self.op("Gather", splits, row))
+
     def next_in_row(self, values, splits, fill):
         """(each of the [N] `values`' successor, `fill` after the last; whether that successor is in the same
         row of `splits`)."""

@@ -42,10 +42,11 @@ RUNNER = Path(__file__).with_name("onnx_text_run.py")
 RUN_BY_PATH = "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
 
 
-def text_layout(family, tokenizer, pairs=False):
+def text_layout(family, tokenizer, pairs=False, own_layout=False):
     """The template of one text (of two with `pairs`) as [(a special token's id, or the text's place "$A" or
-    "$B"; segment id)], or NotExpressible."""
-    layout = family.text_layout(tokenizer)
+    "$B"; segment id)], or NotExpressible; with `own_layout` the family's packer's even where the tokenizer
+    has a layout of its own (what `family.pack_segments` lays out: the task encodings of words)."""
+    layout = family.text_layout(tokenizer, own_layout)
     if layout is None:
         raise NotExpressible(f"{family.name} packs text with code of its own, not a layout of token ids")
     return [(piece if piece in TEXT_PIECES else tokenizer.vocabulary.index(piece), int(segment))
@@ -60,13 +61,20 @@ def text_inputs(pairs):
 def front_end(graph, tokenizer, template, seq_len, inputs=(TEXT_INPUT,)):
     """Nodes of `graph` from the [B] strings of `inputs` (one per text of `template`, in order) to LAID_OUT
     [B, W] int32 (W the batch's longest)."""
-    segments, refused = {}, None
-    for place, name in zip([piece for piece, _ in template if piece in TEXT_PIECES], inputs):
-        unreadable = tokenizer.onnx_unreadable(graph, name)  # read from the bytes a client sent
-        if unreadable is not None:
-            refused = unreadable if refused is None else graph.op("Or", refused, unreadable)
-        segments[place] = tokenize_keeping_mask(graph, tokenizer, cut_long_words(graph, name))
-    return lay_out(graph, segments, template, seq_len, tokenizer.pad_id, refused)
+    segments = {place: tokenize_keeping_mask(graph, tokenizer, cut_long_words(graph, name))
+                for place, name in zip([piece for piece, _ in template if piece in TEXT_PIECES], inputs)}
+    return lay_out(graph, segments, template, seq_len, tokenizer.pad_id, unreadable(graph, tokenizer, inputs))
+
+
+def unreadable(graph, tokenizer, inputs):
+    """A [B] bool: the rows where any of the [B] strings of `inputs` is one the ONNX tokenizer cannot read as the
+    SavedModel does (`onnx_unreadable`, read from the bytes a client sent); None where it reads every text."""
+    refused = None
+    for name in inputs:
+        one = tokenizer.onnx_unreadable(graph, name)
+        if one is not None:
+            refused = one if refused is None else graph.op("Or", refused, one)
+    return refused
 
 
 def cut_long_words(graph, texts):
@@ -83,7 +91,7 @@ def cut_long_words(graph, texts):
                          cut.const([r"\1"]))
     kept = graph.branch("words_kept")
     long = graph.op("Greater", _longest_bytes(graph, texts), graph.scalar(MAX_WORD_CHARS))
-    return graph.op("If", long, then_branch=cut.subgraph([_joined(cut, pieces, splits)], STRING),
+    return graph.op("If", long, then_branch=cut.subgraph([joined(cut, pieces, splits)], STRING),
                     else_branch=kept.subgraph([kept.op("Identity", texts)], STRING))
 
 
@@ -95,7 +103,7 @@ def _longest_bytes(graph, texts):
     return graph.op("ReduceMax", graph.op("Concat", graph.const([0], np.int64), ends, axis=0), keepdims=0)
 
 
-def _joined(graph, strings, splits):
+def joined(graph, strings, splits):
     """[B] strings: the [N] `strings` of each row (row splits [B + 1]) joined end to end."""
     starts, lengths = graph.rows(splits)
     width = graph.op("Add", graph.op("ReduceMax", lengths, keepdims=1), graph.const([1], np.int64))  # never 0
@@ -155,8 +163,8 @@ def lay_out(graph, segments, template, seq_len, pad_id, refused=None, followers=
     """LAID_OUT of the texts `segments` ({"$A": (ids [N], row splits [B + 1]), "$B": ...}), trimmed together to
     what the template's special tokens leave of `seq_len` as `data.packing.trimmed_segments` trims them, placed
     as `template` says and padded on the right to the batch's longest row; where `refused` (a [B] bool) marks a
-    row, ONNX Runtime fails the batch (`_fail_where`). `followers` ({name: int64 [N]}, one value per id of the
-    first text) are laid out as their ids are, -1 on the special tokens and padding (as
+    row, ONNX Runtime fails the batch (`_fail_where`). `followers` ({name: (a text's place, int64 [N], one
+    value per id of that text)}) are laid out as their ids are, -1 on the special tokens and padding (as
     `finetune.encoding.pack_follower` lays them out), and returned beside LAID_OUT."""
     followers = followers or {}
     specials = sum(piece not in TEXT_PIECES for piece, _ in template)
@@ -185,9 +193,10 @@ def lay_out(graph, segments, template, seq_len, pad_id, refused=None, followers=
             index = graph.op("Min", graph.op("Max", graph.op("Add", graph.column(rows[piece][0]), offset),
                                              graph.scalar(0)), last)
             values, length = graph.op("Gather", ids, index), kept[piece]
-            for name, value in followers.items() if piece == TEXT_PIECES[0] else ():
-                placed = graph.op("Gather", graph.op("Concat", value, graph.const([-1], np.int64), axis=0), index)
-                following[name] = graph.op("Where", inside, placed, following[name])
+            for name, (place, value) in followers.items():
+                if place == piece:
+                    placed = graph.op("Gather", graph.op("Concat", value, graph.const([-1], np.int64), axis=0), index)
+                    following[name] = graph.op("Where", inside, placed, following[name])
         else:
             inside, values, length = graph.op("Equal", offset, graph.scalar(0)), graph.scalar(piece), graph.scalar(1)
         token_ids = graph.op("Where", inside, values, token_ids)

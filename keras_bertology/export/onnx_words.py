@@ -1,14 +1,17 @@
 """The string model of a fine-tuned tagger: raw texts in, a tag per whitespace word out, as the SavedModel's
 `tag` gives them (`finetune.tasks.Tagging.endpoints`), with the tokenizer and the layout inside the graph.
 
-The text's words are cut as every string model cuts them (`onnx_text.cut_long_words`), split at Unicode
-whitespace as tensorflow-text's `WhitespaceTokenizer` splits them, those past the SavedModel's text bound
-left out (`saved_model.cut_text`; where a text is not UTF-8, its characters are counted as ONNX Runtime
-Extensions' `StringLength` counts them), each word tokenized alone after the
-tokenizer's `word_prefix` (`finetune.encoding.word_pieces`), laid out with the word index on each word's
-first piece (`onnx_text.lay_out`'s followers); after the model, each word takes the label its first piece
-scores best, the words without a piece (cut off by the length) the outside label, as `word_predictions` does.
+The text's words (`word_pieces`, which an answer model's context shares: `onnx_answers`) are cut as every
+string model cuts them (`onnx_text.cut_long_words`), split at Unicode whitespace as `encoding.split_words`
+splits them, those past the SavedModel's text bound left out (`saved_model.cut_text`; where a text is not
+UTF-8, its characters are counted as ONNX Runtime Extensions' `StringLength` counts them), each word tokenized
+alone after the tokenizer's `word_prefix` (`finetune.encoding.word_pieces`), laid out with the word index on
+each word's first piece (`onnx_text.lay_out`'s followers); after the model, each word takes the label its
+first piece scores best, the words without a piece (cut off by the length) the outside label, as
+`word_predictions` does.
 """
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -17,7 +20,7 @@ from keras_bertology.export import onnx_text
 from keras_bertology.export.saved_model import CHARS_PER_TOKEN, MAX_WORD_CHARS
 from keras_bertology.tokenizers.bert_text import WHITESPACE
 
-WORD_MAP = "word_map"  # [B, L]: the word of each word's first piece, -1 elsewhere
+WORD_MAP = "word_map"  # [B, L]: the word of each word's first piece (an answer model's: every piece), -1 elsewhere
 FLOAT, STRING = 1, 8  # onnx.TensorProto's element types
 
 
@@ -27,35 +30,43 @@ def tagger_text_model(ids_model, tokenizer, template, seq_len, labels, logits="l
     found = {}
 
     def front(graph):
-        made, found["words"], found["word_splits"] = _word_front_end(graph, tokenizer, template, seq_len)
-        return made
+        found["pieces"] = pieces = word_pieces(graph, tokenizer, onnx_text.TEXT_INPUT, seq_len)
+        word_map = graph.op("Where", pieces.first, pieces.word, graph.scalar(-1))
+        return onnx_text.lay_out(graph, {"$A": (pieces.ids, pieces.splits)}, template, seq_len, tokenizer.pad_id,
+                                 onnx_text.unreadable(graph, tokenizer, (onnx_text.TEXT_INPUT,)),
+                                 followers={WORD_MAP: ("$A", word_map)})
 
     def back(graph, made):
-        return _tags(graph, logits, made[WORD_MAP], found["words"], found["word_splits"], labels)
+        return _tags(graph, logits, made[WORD_MAP], found["pieces"].words, found["pieces"].word_splits, labels)
 
     return onnx_text.assembled(ids_model, (onnx_text.TEXT_INPUT,), front, back)
 
 
-def _word_front_end(graph, tokenizer, template, seq_len):
-    """(LAID_OUT and WORD_MAP, the words [N], their row splits [B + 1]) of TEXT_INPUT."""
+class WordPieces(NamedTuple):
+    """Names of `word_pieces`' tensors: the words and their pieces, over the batch."""
+    words: str  # [N] strings
+    word_splits: str  # [B + 1]: the words of each text
+    ids: str  # [P] int64: each word's pieces, word after word
+    splits: str  # [B + 1]: the pieces of each text
+    word: str  # [P] int64: the word of each piece, counted within its text
+    first: str  # [P] bool: whether a piece is its word's first
+
+
+def word_pieces(graph, tokenizer, texts, seq_len):
+    """The `WordPieces` of the [B] strings named `texts` as `finetune.encoding.word_pieces` makes them from the
+    SavedModel's cut texts: the words cut as every string model cuts them, split at Unicode whitespace, those
+    past the text bound left out (`_words_within`), each tokenized alone after the tokenizer's `word_prefix`."""
     if CHARS_PER_TOKEN * seq_len <= MAX_WORD_CHARS:
         raise NotExpressible(f"at {seq_len} tokens its text bound ({CHARS_PER_TOKEN * seq_len} characters) can cut "
                              "a word, which its graph does not")
-    texts = onnx_text.cut_long_words(graph, onnx_text.TEXT_INPUT)
-    refused = tokenizer.onnx_unreadable(graph, onnx_text.TEXT_INPUT)
-    words, word_splits = _words_within(graph, texts, CHARS_PER_TOKEN * seq_len)
+    words, word_splits = _words_within(graph, onnx_text.cut_long_words(graph, texts), CHARS_PER_TOKEN * seq_len)
     prefixed = words if not tokenizer.word_prefix else graph.contrib(
         "StringConcat", graph.op("Expand", graph.const([tokenizer.word_prefix]), graph.op("Shape", words)), words)
     ids, piece_splits = tokenizer.onnx_tokenize(graph, prefixed)  # a row of pieces a word
-    word = graph.row_of_each(piece_splits, graph.op("Shape", ids))  # of each piece, counted over the batch
-    text_of_word = graph.row_of_each(word_splits, graph.op("Shape", words))
-    in_text = graph.op("Sub", word, graph.op("Gather", graph.op("Gather", word_splits, text_of_word), word))
-    position = graph.op("Range", graph.scalar(0), graph.op("Squeeze", graph.op("Shape", ids)), graph.scalar(1))
-    first = graph.op("Equal", position, graph.op("Gather", piece_splits, word))
-    word_map = graph.op("Where", first, in_text, graph.scalar(-1))
-    made = onnx_text.lay_out(graph, {"$A": (ids, graph.op("Gather", piece_splits, word_splits))}, template, seq_len,
-                             tokenizer.pad_id, refused, followers={WORD_MAP: word_map})
-    return made, words, word_splits
+    word_of_piece, place = graph.index_in_row(piece_splits, graph.op("Shape", ids))  # counted over the batch
+    _, in_text = graph.index_in_row(word_splits, graph.op("Shape", words))
+    return WordPieces(words, word_splits, ids, graph.op("Gather", piece_splits, word_splits),
+                      graph.op("Gather", in_text, word_of_piece), graph.op("Equal", place, graph.scalar(0)))
 
 
 def _words_within(graph, texts, bound):

@@ -1,7 +1,8 @@
 """`bertology export FINETUNE_DIR --format onnx`: a fine-tuned task model as an ONNX model on token ids
-(`export.onnx`), and where its task kind has a string form and its tokenizer ONNX operators, its string model:
-a classifier's texts (or text pairs) packed as the family packs them, a tagger's words (`export.onnx_words`),
-each checked against the SavedModel's own computation of the same texts."""
+(`export.onnx`), and where its tokenizer has ONNX operators, its string model: a classifier's texts (or text
+pairs) packed as the family packs them, a tagger's words (`export.onnx_words`), an answer model's question beside
+its context's words (`export.onnx_answers`), each checked against the SavedModel's own computation of the same
+texts."""
 
 import json
 from pathlib import Path
@@ -10,7 +11,7 @@ from types import SimpleNamespace
 import tensorflow as tf
 
 from keras_bertology.errors import BertologyError, ConfigError
-from keras_bertology.export import onnx_text, onnx_words
+from keras_bertology.export import onnx_answers, onnx_text, onnx_words
 from keras_bertology.export.onnx import PackedText, check_batches, export_model_onnx
 from keras_bertology.export.saved_model import cut_text
 from keras_bertology.finetune import encoding
@@ -43,11 +44,8 @@ def export_task_onnx(folder, out_dir, quantize=None):
 
 
 def _tuned_text(results):
-    """The string model form (`PackedText`, `TaggedWords`) of a fine-tuned model, its tokenizer read from the
-    run it was tuned from, or why it has none."""
-    form = STRING_MODEL_FORMS.get(results["kind"])
-    if form is None:
-        return f"a {results['kind']} model has no string model yet ({' and '.join(STRING_MODEL_FORMS)} have)"
+    """The string model form (`PackedText`, `TaggedWords`, `AnsweredQuestions`) of a fine-tuned model, its
+    tokenizer read from the run it was tuned from, or why it has none."""
     source = results["encoder"]["from"]
     try:
         tokenizer = load_run_tokenizer(source)
@@ -55,39 +53,96 @@ def _tuned_text(results):
         tokenizer = None
     if tokenizer is None:
         return f"the tokenizer of the run it was tuned from ({source}) cannot be read"
-    return form(get_family(results["encoder"]["family"]), tokenizer, results)
+    return STRING_MODEL_FORMS[results["kind"]](get_family(results["encoder"]["family"]), tokenizer, results)
 
 
-class TaggedWords:
-    """The string model of a tagger (`onnx_words`): a tag per whitespace word, as the SavedModel's `tag`."""
+class _WordsForm:
+    """What the string models of a task on words share: the family's own layout (`encoding` packs with
+    `family.pack_segments`, whatever layout the tokenizer records) and the SavedModel's endpoint to check
+    against."""
+
+    kind = endpoint = ""
 
     def __init__(self, family, tokenizer, results):
         self.family, self.tokenizer, self.labels = family, tokenizer, list(results["labels"])
 
+    def layout(self, pairs=False):
+        return onnx_text.text_layout(self.family, self.tokenizer, pairs, own_layout=True)
+
+    def served(self, traced, names, seq_len, inputs, output=None):
+        """The SavedModel's `endpoint` on the cut strings `inputs` (the export's cut: `saved_model.cut_text`), the
+        model being `traced` (its output named `output`, or all of them)."""
+        def run_model(packed):
+            outputs = traced(*[packed[name] for name in names])
+            return outputs if output is None else outputs[output]
+
+        endpoints = TASK_KINDS[self.kind].endpoints(SimpleNamespace(input=names), SimpleNamespace(labels=self.labels),
+                                                    self.family, self.tokenizer, seq_len, (), run_model)
+        return {name: value.numpy() for name, value in endpoints[self.endpoint][0](*inputs).items()}
+
+    @staticmethod
+    def laid_out(traced, names, packed, word_map):
+        """LAID_OUT and WORD_MAP of the SavedModel's packing (cut to the batch's longest), and the model's outputs
+        on it."""
+        packed, word_map = fit_with_word_map(packed, word_map, ())
+        outputs = traced(*[packed[name] for name in names])
+        return {name: packed[name].numpy() for name in onnx_text.LAID_OUT} | {
+            onnx_words.WORD_MAP: word_map.numpy()} | {name: value.numpy() for name, value in outputs.items()}
+
+
+class TaggedWords(_WordsForm):
+    """The string model of a tagger (`onnx_words`): a tag per whitespace word, as the SavedModel's `tag`."""
+
+    kind, endpoint = "tagging", "tag"
+
     def build(self, ids_model, seq_len):
-        return onnx_words.tagger_text_model(ids_model, self.tokenizer, onnx_text.text_layout(self.family,
-                                                                                             self.tokenizer),
-                                            seq_len, self.labels)
+        return onnx_words.tagger_text_model(ids_model, self.tokenizer, self.layout(), seq_len, self.labels)
 
     def batches(self, seq_len):
-        return check_batches({onnx_text.TEXT_INPUT: onnx_text.check_texts(self.tokenizer, seq_len)})
+        texts = [text for text in onnx_text.check_texts(self.tokenizer, seq_len) if _decodable(text)]
+        return check_batches({onnx_text.TEXT_INPUT: texts})
 
     def expected(self, traced, names, seq_len, batch):
         texts = cut_text(tf.constant(batch[onnx_text.TEXT_INPUT]), seq_len)
-        packed, word_map = fit_with_word_map(*encoding.encode_words(self.family, self.tokenizer, seq_len,
-                                                                    encoding.split_words(texts)), ())
-        kind = TASK_KINDS["tagging"]
-        tag = kind.endpoints(SimpleNamespace(input=names), SimpleNamespace(labels=self.labels), self.family,
-                             self.tokenizer, seq_len, (), lambda inputs: traced(*[inputs[name] for name in names])
-                             ["logits"])["tag"][0]
-        outputs = {name: value.numpy() for name, value in tag(texts).items()}
-        logits = traced(*[packed[name] for name in names])["logits"].numpy()
-        laid_out = {name: packed[name].numpy() for name in onnx_text.LAID_OUT}
-        return laid_out | {onnx_words.WORD_MAP: word_map.numpy(), "logits": logits} | outputs
+        packed, word_map = encoding.encode_words(self.family, self.tokenizer, seq_len, encoding.split_words(texts))
+        return self.laid_out(traced, names, packed, word_map) | self.served(traced, names, seq_len, [texts],
+                                                                            "logits")
 
 
-# The string model's form of each task kind that has one (`tasks.TASK_KINDS`); an answer model's
-# question beside its context's words is not written as ONNX operators yet.
+class AnsweredQuestions(_WordsForm):
+    """The string model of an answer model (`onnx_answers`): a question and a context in, the answer (the
+    context's words of the best span) and its score out, as the SavedModel's `answer`."""
+
+    kind, endpoint = "spans", "answer"
+
+    def build(self, ids_model, seq_len):
+        return onnx_answers.answer_text_model(ids_model, self.tokenizer, self.layout(pairs=True), seq_len,
+                                              TASK_KINDS[self.kind].max_answer_pieces)
+
+    def batches(self, seq_len):
+        pairs = [pair for pair in zip(*onnx_text.check_pairs(self.tokenizer, seq_len)) if _decodable(pair[1])]
+        return check_batches(dict(zip(onnx_answers.ANSWER_INPUTS, map(list, zip(*pairs)))))
+
+    def expected(self, traced, names, seq_len, batch):
+        questions, contexts = (cut_text(tf.constant(batch[name]), seq_len) for name in onnx_answers.ANSWER_INPUTS)
+        packed, _, word_map = encoding.encode_question_context(self.family, self.tokenizer, seq_len, questions,
+                                                               contexts)
+        return self.laid_out(traced, names, packed, word_map) | self.served(traced, names, seq_len,
+                                                                            [questions, contexts])
+
+
+def _decodable(text):
+    """Whether the words of `text` (bytes) come back from ONNX Runtime's Python binding, which decodes every
+    string output as UTF-8 (a word of other bytes fails the run there; other clients get its bytes): the texts
+    of a check that returns words."""
+    try:
+        text.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+# The string model's form of each task kind (`tasks.TASK_KINDS`).
 STRING_MODEL_FORMS = {
     "classification": lambda family, tokenizer, results: PackedText(family, tokenizer, bool(results.get("pairs"))),
-    "tagging": TaggedWords}
+    "tagging": TaggedWords, "spans": AnsweredQuestions}

@@ -210,18 +210,19 @@ def test_a_run_trained_in_mixed_precision_exports_both_models_in_float32(tmp_pat
     assert description["text_model"]["self_check"]["max_difference"] <= TOLERANCE
 
 
-def test_fine_tuned_classifiers_and_taggers_get_string_models(tmp_path, capsys):
+def test_fine_tuned_classifiers_taggers_and_answer_models_get_string_models(tmp_path, capsys):
     """`bertology export FINETUNE_DIR --format onnx` of RoBERTa task models, in a process without TensorFlow:
     a classifier's model.text.onnx (the tokenizer read from the run it was tuned from) gives logits whose
     softmax is the SavedModel's `classify` (`classify_pairs`) probabilities, the pairs trimmed together as the
-    SavedModel trims them; a tagger's gives `tag`'s words, tags and scores; an answer model says why it has
-    none."""
+    SavedModel trims them; a tagger's gives `tag`'s words, tags and scores; an answer model's gives `answer`'s
+    answers and scores."""
     import tensorflow as tf
 
     from family_harness import native_run
     from finetune_material import user_folders, write_file
     from keras_bertology.cli import main
-    from onnx_clients import PAIRS_CLIENT
+    from keras_bertology.runs import load_run_tokenizer
+    from onnx_clients import ANSWERS_CLIENT, PAIRS_CLIENT, refusals
 
     native_run(get_family("roberta"), tmp_path / "run", sentences_of_one_play(), perturb_seed=0)
     folders = user_folders(tmp_path / "data")
@@ -242,9 +243,7 @@ def test_fine_tuned_classifiers_and_taggers_get_string_models(tmp_path, capsys):
     assert printed == {name: f"string model written to {tmp_path / f'onnx-{name}' / 'model.text.onnx'}: {inputs}, "
                              "raw strings (ONNX Runtime Extensions' operators)"
                        for name, inputs in (("single", "input text"), ("pairs", "inputs text, text_b"),
-                                            ("tags", "input text"))} | {
-        "spans": "no string model: a spans model has no string model yet (classification and tagging have); feed "
-                 "model.onnx ids"}
+                                            ("tags", "input text"), ("spans", "inputs question, context"))}
     texts = [b"the rain art thou", b"the sun falls plain", b"", "Caf\u00e9 \u6771\u4eac \U0001F600".encode()]
     served = served_by_onnx(tmp_path / "onnx-single" / onnx_text.TEXT_MODEL_FILE, texts, tmp_path)
     probabilities = np.exp(served["logits"]) / np.exp(served["logits"]).sum(axis=-1, keepdims=True)
@@ -274,3 +273,101 @@ def test_fine_tuned_classifiers_and_taggers_get_string_models(tmp_path, capsys):
     np.testing.assert_allclose(served["scores"], expected["scores"].numpy(), atol=TOLERANCE)
     assert served["words"].shape == (5, 40) and served["words"][2, :4].tolist() == [b"Juliet", b"and", b"Romeo", b""]
     assert set(served["tags"][0, :5].tolist()) <= {b"O", b"B-person"} and served["tags"][0, 5] == b""
+    # An answer model: the context's words of the best span, as the SavedModel's `answer` gives them (accents,
+    # CJK, emoji in either text, either one empty, a context over the length whose answer lies past it, a word over
+    # 101 characters); a pair with bytes that are not UTF-8, which byte-level BPE's operator would read otherwise,
+    # fails in ONNX Runtime.
+    long = " ".join(["the rain falls on Romeo in spain"] * 12)
+    pairs = [(b"on whom does the rain fall", b"the rain falls on Juliet in spain"),
+             (b"", b"the rain falls on Tybalt in spain"), (b"on whom does the rain fall", b""),
+             ("on whom, Caf\u00e9?".encode(), "the rain falls on Caf\u00e9 cr\u00e8me in spain".encode()),
+             (b"on whom does the rain fall",
+              "the rain  falls\u00a0on \u6771\u4eac\U0001F600 Romeo in spain \U0001F44D\U0001F3FD".encode()),
+             ("\u6771\u4eac \U0001F600 on whom".encode(), b"the rain falls on Romeo"),
+             (b"on whom does the rain fall", (long + " Tybalt").encode()),
+             (long.encode(), ("the rain falls on " + "Romeo" * 30 + " in spain").encode()),
+             (b"on whom \xff\xfe does it fall", b"the rain falls on Juliet"),
+             (b"on whom does the rain fall", b"the rain \xc3 falls on Juliet \xe2\x82")]
+    tokenizer = load_run_tokenizer(tmp_path / "run")
+    readable = [pair for pair in pairs if all(map(tokenizer.onnx_reads, pair))]
+    unreadable = [pair for pair in pairs if pair not in readable]
+    refused = served_by_onnx(tmp_path / "onnx-spans" / onnx_text.TEXT_MODEL_FILE, list(zip(*unreadable)), tmp_path,
+                             refusals(ANSWERS_CLIENT))["refused"]
+    assert refused.tolist() == [True] * len(unreadable) == [True] * 2
+    # The readable pairs through docs/serving.md's answer client, as written (on the model of `--out onnx/squad`),
+    # then through its session (one process for both: each costs seconds to start).
+    (tmp_path / "onnx").mkdir()
+    (tmp_path / "onnx" / "squad").symlink_to(tmp_path / "onnx-spans")
+    np.savez(tmp_path / "pairs.npz", **{name: np.array(column, dtype=f"S{max(map(len, column)) + 1}")
+                                        for name, column in zip(("question", "context"), zip(*readable))})
+    run_serving_docs_client("An answer model's client", "### int8", (
+        "pairs = dict(np.load('pairs.npz'))\n"
+        "answers, scores, mask = session.run(['answer', 'score', 'padding_mask'], pairs)\n"
+        "np.savez('docs.npz', questions=questions, contexts=contexts, answer=answer.astype(str), score=score, "
+        "answers=answers.astype(str), scores=scores, lengths=mask.sum(axis=1))\n"), tmp_path)
+    served = np.load(tmp_path / "docs.npz")
+    saved = tf.saved_model.load(str(tmp_path / "saved-spans"))
+    for texts, answer, score in ((list(zip(served["questions"], served["contexts"])), "answer", "score"),
+                                 (readable, "answers", "scores")):
+        expected = saved.answer(*map(tf.constant, map(list, zip(*texts))))
+        assert [text.encode() for text in served[answer]] == expected["answer"].numpy().tolist()
+        np.testing.assert_allclose(served[score], expected["score"].numpy(), atol=TOLERANCE)
+    assert served["lengths"].max() == 32 and served["answers"][2] == ""
+
+
+@pytest.mark.parametrize("max_answer_pieces", [1, 3, 30])
+def test_the_answer_models_span_is_the_one_best_spans_picks(max_answer_pieces):
+    """`onnx_answers.best_spans` in ONNX Runtime against `encoding.best_spans` on logits of few values (ties,
+    the first maximum wins), word maps with -1 inside and around the context, rows with no context, lengths
+    under and over the band."""
+    import onnx
+    import onnxruntime
+    import tensorflow as tf
+    from onnx import helper
+
+    from keras_bertology.export.onnx_answers import best_spans
+    from keras_bertology.finetune import encoding
+
+    graph = OnnxGraph("test")
+    found = best_spans(graph, "start", "end", "word_map", max_answer_pieces)
+    outputs = [graph.op("Identity", value, output_names=[name]) for name, value in
+               zip(("start_word", "end_word", "score"), found)]
+    model = helper.make_model(helper.make_graph(
+        graph.nodes, "spans", [helper.make_tensor_value_info(name, element, [None, None]) for name, element in
+                               (("start", onnx.TensorProto.FLOAT), ("end", onnx.TensorProto.FLOAT),
+                                ("word_map", onnx.TensorProto.INT32))],
+        [helper.make_tensor_value_info(name, element, [None]) for name, element in
+         zip(outputs, (onnx.TensorProto.INT64, onnx.TensorProto.INT64, onnx.TensorProto.FLOAT))], graph.initializers),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(max_answer_pieces)
+    for length in (1, 5, 40):
+        start, end = (rng.integers(-2, 3, (12, length)).astype(np.float32) for _ in range(2))
+        word_map = np.where(rng.random((12, length)) < 0.3, -1, np.arange(length) // 2).astype(np.int32)
+        word_map[0] = -1  # no context
+        word_map[1, : length // 2] = -1  # a question before the context
+        got = session.run(None, {"start": start, "end": end, "word_map": word_map})
+        expected = encoding.best_spans(tf.constant(start), tf.constant(end), tf.constant(word_map), max_answer_pieces)
+        for mine, theirs in zip(got, expected):
+            np.testing.assert_array_equal(mine, theirs.numpy())
+
+
+def test_a_word_models_check_sends_words_onnx_runtime_can_return():
+    """A tagger's and an answer model's check texts, for a tokenizer that reads bytes that are not UTF-8 (cased
+    WordPiece): the words come back as strings, which ONNX Runtime's Python binding decodes as UTF-8, so the
+    texts whose words they are (a tagger's, an answer model's contexts) are UTF-8; the questions need not be.
+    (A fine-tuned SpanBERT tagger's export failed on them.)"""
+    from keras_bertology.finetune.onnx_export import AnsweredQuestions, TaggedWords
+
+    family = get_family("spanbert")
+    tokenizer = family.train_tokenizer(sentences_of_one_play(), 300)
+
+    def utf8(text):
+        return text.decode("utf-8", "replace").encode() == text
+
+    texts = [text for batch in TaggedWords(family, tokenizer, {"labels": ["O"]}).batches(SEQ_LEN)
+             for text in batch[onnx_text.TEXT_INPUT]]
+    pairs = [pair for batch in AnsweredQuestions(family, tokenizer, {"labels": []}).batches(SEQ_LEN)
+             for pair in zip(batch["question"], batch["context"])]
+    assert all(map(utf8, texts)) and all(utf8(context) for _, context in pairs)
+    assert not all(utf8(question) for question, _ in pairs) and len(pairs) > 20

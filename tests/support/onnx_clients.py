@@ -16,37 +16,50 @@ import onnxruntime, onnxruntime_extensions
 options = onnxruntime.SessionOptions()
 options.register_custom_ops_library(onnxruntime_extensions.get_library_path())
 session = onnxruntime.InferenceSession(sys.argv[1], options, providers=["CPUExecutionProvider"])
-texts = np.load(sys.argv[2])["texts"]
+feed = {"text": np.load(sys.argv[2])["texts"]}
 names = [output.name for output in session.get_outputs()]
-outputs = dict(zip(names, session.run(None, {"text": texts})))
+outputs = dict(zip(names, session.run(None, feed)))
 # Strings come back as Python str: saved as UTF-8 bytes.
 outputs = {name: np.array([item.encode() for item in value.reshape(-1)], dtype=object).astype(bytes).reshape(
     value.shape) if value.dtype == object else value for name, value in outputs.items()}
 assert "tensorflow" not in sys.modules and "keras" not in sys.modules
 np.savez(sys.argv[3], **outputs)
 """
-# Each text alone, then beside plain ASCII texts (a batch of ASCII skips the UTF-8 check), and whether ONNX
-# Runtime refused it both times (an error, not other ids).
-REFUSALS_CLIENT = CLIENT.split("names =")[0] + """
+
+# Text pairs: the arrays first and second, fed as the pair model's two inputs.
+PAIRS_CLIENT = CLIENT.replace('feed = {"text": np.load(sys.argv[2])["texts"]}', 'columns = np.load(sys.argv[2])\n'
+                              'feed = {"text": columns["first"], "text_b": columns["second"]}')
+# Questions and contexts: the arrays first and second, fed as the answer model's two inputs.
+ANSWERS_CLIENT = PAIRS_CLIENT.replace('"text": columns["first"], "text_b"', '"question": columns["first"], "context"')
+
+
+def refusals(client):
+    """`client` feeding each row (a text, a pair) alone, then beside rows of plain ASCII text (a batch of ASCII
+    skips a byte-level tokenizer's UTF-8 check), saving whether ONNX Runtime refused it both times (an error
+    naming the refusing node, not other ids)."""
+    return client.split("names =")[0] + """
 def refuses(batch):
     try:
-        session.run(None, {"text": np.array(batch)})
+        session.run(None, batch)
         return False
     except Exception as error:  # the node that refuses it, named
         return sys.argv[4] in str(error)
 
-refused = [refuses([text]) and refuses([b"plain words", text, b"more"]) for text in texts]
+plain = lambda text: np.array([text])
+refused = [refuses({name: column[row:row + 1] for name, column in feed.items()})
+           and refuses({name: np.concatenate([plain(b"plain words"), column[row:row + 1], plain(b"more")])
+                        for name, column in feed.items()})
+           for row in range(len(next(iter(feed.values()))))]
 np.savez(sys.argv[3], refused=np.array(refused))
 """
 
-# Text pairs: the arrays first and second, fed as the pair model's two inputs.
-PAIRS_CLIENT = CLIENT.replace('texts = np.load(sys.argv[2])["texts"]', 'columns = np.load(sys.argv[2])').replace(
-    '{"text": texts}', '{"text": columns["first"], "text_b": columns["second"]}')
+
+REFUSALS_CLIENT = refusals(CLIENT)  # each text alone
 
 
 def served_by_onnx(model_path, texts, folder, client=CLIENT):
     """The outputs of the ONNX model at `model_path` on `texts` (bytes or str), by `client` in a new process."""
-    if client is PAIRS_CLIENT:  # texts: [first texts, second texts]
+    if "columns" in client:  # texts: [first texts, second texts]
         np.savez(folder / "texts.npz", **{name: _bytes(column) for name, column in zip(("first", "second"), texts)})
     else:
         np.savez(folder / "texts.npz", texts=_bytes(texts))
