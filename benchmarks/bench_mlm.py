@@ -454,14 +454,31 @@ VECTOR_EXTENSIONS = (("avx2", "AVX2"), ("avx512f", "AVX-512"), ("avx512_vnni", "
                      ("avx512_bf16", "AVX-512-BF16"), ("amx_bf16", "AMX-BF16"))
 
 
+# The settings that hold the kernels below what the processor has (to measure an AVX2-only processor's kernels
+# on one with AVX-512): oneDNN's (TensorFlow's and PyTorch's), PyTorch's own, and XLA's code generation.
+ISA_CAPS = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY")
+XLA_ISA_CAP = "--xla_cpu_max_isa="
+
+
 def describe_processor(machine):
-    """'2 usable CPUs (AMD EPYC ...; AVX2, AVX-512, ...)': the processor as a report's header names it."""
+    """'2 usable CPUs (AMD EPYC ...; AVX2, AVX-512, ...)': the processor as a report's header names it, and the
+    settings that held its kernels to fewer extensions, where a run set them."""
     extensions = ", ".join(machine.get("vector_extensions") or ["no AVX2"])
-    return f"{machine['usable_cpus']} usable CPUs ({machine['cpu_model']}; {extensions})"
+    caps = machine.get("isa_caps")
+    held = f"; kernels held by {', '.join(f'{name}={value}' for name, value in caps.items())}" if caps else ""
+    return f"{machine['usable_cpus']} usable CPUs ({machine['cpu_model']}; {extensions}{held})"
+
+
+def isa_caps(environ=os.environ):
+    """{setting: value} of the ISA_CAPS and XLA's cap (in XLA_FLAGS) that `environ` sets."""
+    caps = {name: environ[name] for name in ISA_CAPS if environ.get(name)}
+    xla = [flag.split("=", 1)[1] for flag in environ.get("XLA_FLAGS", "").split() if flag.startswith(XLA_ISA_CAP)]
+    return caps | ({"xla_cpu_max_isa": xla[-1]} if xla else {})
 
 
 def processor_facts():
-    """{cpu_model, vector_extensions} from /proc/cpuinfo (None and [] where it cannot be read)."""
+    """{cpu_model, vector_extensions} from /proc/cpuinfo (None and [] where it cannot be read), and the settings
+    that hold the kernels to fewer of them (`isa_caps`)."""
     cpu_model, flags = None, set()
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -469,7 +486,8 @@ def processor_facts():
                 cpu_model = line.split(":", 1)[1].strip()
             elif line.startswith("flags") and not flags:
                 flags = set(line.split(":", 1)[1].split())
-    return {"cpu_model": cpu_model, "vector_extensions": [name for flag, name in VECTOR_EXTENSIONS if flag in flags]}
+    return {"cpu_model": cpu_model, "vector_extensions": [name for flag, name in VECTOR_EXTENSIONS if flag in flags],
+            "isa_caps": isa_caps()}
 
 
 def machine_info():

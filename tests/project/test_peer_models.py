@@ -88,3 +88,19 @@ def test_a_row_without_attention_dropout_trains_without_it_in_every_system():
         torch_model, _ = BUILDERS["bert"](our_config(MODELS[name], TINY), TINY)
         assert ours.backbone.get_config()["attention_dropout"] == expected
         assert torch_model.config.attention_probs_dropout_prob == expected
+
+
+def test_a_report_names_the_settings_that_held_the_kernels_below_the_processor():
+    """A run with oneDNN, PyTorch and XLA held to AVX2 (an AVX2-only processor's kernels, measured on one with
+    AVX-512) says so beside the processor's own extensions; a run without says nothing more."""
+    from benchmarks.bench_mlm import describe_processor, isa_caps
+
+    machine = {"usable_cpus": 2, "cpu_model": "AMD EPYC", "vector_extensions": ["AVX2", "AVX-512"]}
+    held = isa_caps({"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
+                     "XLA_FLAGS": "--xla_force_host_platform_device_count=2 --xla_cpu_max_isa=AVX2"})
+    assert held == {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "xla_cpu_max_isa": "AVX2"}
+    assert describe_processor({**machine, "isa_caps": held}) == (
+        "2 usable CPUs (AMD EPYC; AVX2, AVX-512; kernels held by ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2, "
+        "xla_cpu_max_isa=AVX2)")
+    assert isa_caps({"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}) == {}
+    assert describe_processor({**machine, "isa_caps": {}}) == "2 usable CPUs (AMD EPYC; AVX2, AVX-512)"
