@@ -72,15 +72,20 @@ def _quiet_conversion():
     from_function takes no optimizer list, so the table it reads is swapped."""
     from tf2onnx import optimizer
 
-    every, log = optimizer._get_optimizers, logging.getLogger("tf2onnx")
-    level = log.level
+    every = optimizer._get_optimizers
+    # TensorFlow's logger too: serializing the graph for tf2onnx's optimizers warns, in three lines on every
+    # export, that the lookup tables' initializers cannot be kept in a MetaGraph collection (they are not read).
+    logs = [logging.getLogger(name) for name in ("tf2onnx", "tensorflow")]
+    levels = [log.level for log in logs]
     optimizer._get_optimizers = lambda: {name: step for name, step in every().items() if name != "reshape_optimizer"}
-    log.setLevel(logging.CRITICAL)
+    for log in logs:
+        log.setLevel(logging.CRITICAL)
     try:
         yield
     finally:
         optimizer._get_optimizers = every
-        log.setLevel(level)
+        for log, level in zip(logs, levels):
+            log.setLevel(level)
 
 
 def _unconverted(model):

@@ -275,3 +275,15 @@ def test_bigbirds_block_sparse_branch_computes_as_the_encoder_beyond_the_dense_l
         got = dict(zip([output.name for output in session.get_outputs()], session.run(None, inputs)))
         for name, value in encoder(inputs, training=False).items():
             np.testing.assert_allclose(got[name], np.asarray(value), atol=1e-4, err_msg=f"{name} at {length}")
+
+
+def test_the_conversion_prints_neither_tf2onnx_nor_tensorflow_warnings_and_restores_both():
+    """Serializing the graph for tf2onnx's optimizers made TensorFlow warn, in three lines on every export, that
+    the lookup tables' initializers fit no MetaGraph collection; the conversion holds both loggers quiet."""
+    import logging
+
+    loggers = [logging.getLogger(name) for name in ("tf2onnx", "tensorflow")]
+    before = [logger.level for logger in loggers]
+    with onnx_export._quiet_conversion():
+        assert not any(logger.isEnabledFor(logging.WARNING) for logger in loggers)
+    assert [logger.level for logger in loggers] == before
