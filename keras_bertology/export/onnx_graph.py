@@ -38,15 +38,19 @@ class OnnxGraph:
                                            domain=domain, **attributes))
         return names[0] if len(names) == 1 else names
 
-    def branch(self, hint):
-        """A graph of its own, its names unique beside this one's: the body of an If branch (`subgraph`)."""
-        return OnnxGraph(self.name(hint))
+    def only_if(self, condition, hint, compute, otherwise, element_type):
+        """What `compute(branch)` adds to a graph of its own (named after `hint`) where the scalar bool
+        `condition` holds, else the value `otherwise` as it is; both of `element_type` (an onnx.TensorProto
+        type). An If: a costly step runs only in the batches that need it, the others skip it."""
+        taken, skipped = OnnxGraph(self.name(hint)), OnnxGraph(self.name(f"{hint}_skipped"))
+        return self.op("If", condition, then_branch=taken._body(compute(taken), element_type),
+                       else_branch=skipped._body(skipped.op("Identity", otherwise), element_type))
 
-    def subgraph(self, outputs, element_type):
-        """This graph's nodes as the body of an If branch giving `outputs` (names of tensors of `element_type`,
-        an onnx.TensorProto type; the nodes may read the enclosing graph's values)."""
-        return helper.make_graph(self.nodes, self.prefix, [], [helper.make_tensor_value_info(name, element_type, None)
-                                                               for name in outputs], self.initializers)
+    def _body(self, output, element_type):
+        """This graph's nodes as an If branch giving `output` (they may read the enclosing graph's values)."""
+        return helper.make_graph(self.nodes, self.prefix, [], [helper.make_tensor_value_info(output, element_type,
+                                                                                             None)],
+                                 self.initializers)
 
     def contrib(self, op_type, *inputs, outputs=1, **attributes):
         """An operator of ONNX Runtime Extensions."""

@@ -19,6 +19,7 @@ from keras_bertology.finetune.tasks import TASK_KINDS, fit_with_word_map
 from keras_bertology.keras_archives import load_keras_archive
 from keras_bertology.models.registry import get_family
 from keras_bertology.runs import load_run_tokenizer
+from keras_bertology.tokenizers.base import is_utf8
 
 
 def export_task_onnx(folder, out_dir, quantize=None):
@@ -99,7 +100,7 @@ class TaggedWords(_WordsForm):
         return onnx_words.tagger_text_model(ids_model, self.tokenizer, self.layout(), seq_len, self.labels)
 
     def batches(self, seq_len):
-        texts = [text for text in onnx_text.check_texts(self.tokenizer, seq_len) if _decodable(text)]
+        texts = [text for text in onnx_text.check_texts(self.tokenizer, seq_len) if is_utf8(text)]
         return check_batches({onnx_text.TEXT_INPUT: texts})
 
     def expected(self, traced, names, seq_len, batch):
@@ -120,7 +121,7 @@ class AnsweredQuestions(_WordsForm):
                                               TASK_KINDS[self.kind].max_answer_pieces)
 
     def batches(self, seq_len):
-        pairs = [pair for pair in zip(*onnx_text.check_pairs(self.tokenizer, seq_len)) if _decodable(pair[1])]
+        pairs = [pair for pair in zip(*onnx_text.check_pairs(self.tokenizer, seq_len)) if is_utf8(pair[1])]
         return check_batches(dict(zip(onnx_answers.ANSWER_INPUTS, map(list, zip(*pairs)))))
 
     def expected(self, traced, names, seq_len, batch):
@@ -129,17 +130,6 @@ class AnsweredQuestions(_WordsForm):
                                                                contexts)
         return self.laid_out(traced, names, packed, word_map) | self.served(traced, names, seq_len,
                                                                             [questions, contexts])
-
-
-def _decodable(text):
-    """Whether the words of `text` (bytes) come back from ONNX Runtime's Python binding, which decodes every
-    string output as UTF-8 (a word of other bytes fails the run there; other clients get its bytes): the texts
-    of a check that returns words."""
-    try:
-        text.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 # The string model's form of each task kind (`tasks.TASK_KINDS`).

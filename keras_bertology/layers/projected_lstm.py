@@ -21,6 +21,29 @@ def reverse_within_lengths(x, lengths):
     return ops.take_along_axis(x, ops.expand_dims(index, -1), axis=1)
 
 
+class _StepCell(keras.layers.Layer):
+    """`step` as the cell of a `keras.layers.RNN`; its weights are the ProjectedLSTM's."""
+
+    def __init__(self, step, state_size, **kwargs):
+        super().__init__(**kwargs)
+        self.step = step
+        self.state_size = state_size
+        self.output_size = state_size[0]
+
+    def call(self, inputs, states):
+        return self.step(inputs, states)
+
+
+def _recurrence(step, lstm):
+    """The loop over time for `lstm` (a ProjectedLSTM), made per call: it holds no weights.
+
+    `keras.layers.RNN` rather than `ops.scan`: both run `lax.scan` on JAX, but on TensorFlow Keras' scan keeps
+    the carry in a one-element TensorArray, which tf2onnx cannot convert, where the RNN's while loop carries
+    the state as loop variables and exports as an ONNX Loop."""
+    cell = _StepCell(step, [lstm.projection_dim, lstm.units], dtype=lstm.dtype_policy)
+    return keras.layers.RNN(cell, return_sequences=True, return_state=True, dtype=lstm.dtype_policy)
+
+
 @keras.saving.register_keras_serializable(package="keras_bertology")
 class ProjectedLSTM(RecomputableBlock, keras.layers.Layer):
     """Sequences [B, L, D] -> projected hidden states [B, L, projection_dim], one direction.
@@ -97,9 +120,9 @@ class ProjectedLSTM(RecomputableBlock, keras.layers.Layer):
         self.built = True
 
     def _step(self, recurrent_kernel, projection_kernel):
-        """The scan's body: carry (m, c), input [x_t @ kernel_x + bias; mask_t] -> (carry, (output, c))."""
+        """The recurrence's step: input [x_t @ kernel_x + bias; mask_t], state [m, c] -> (output, [m, c])."""
 
-        def step(state, inputs):
+        def step(inputs, state):
             m_prev, c_prev = state
             real = inputs[:, -1:] > 0
             i, j, f, o = ops.split(inputs[:, :-1] + ops.matmul(m_prev, recurrent_kernel), 4, axis=-1)
@@ -109,8 +132,7 @@ class ProjectedLSTM(RecomputableBlock, keras.layers.Layer):
             m = ops.matmul(ops.sigmoid(o) * ops.tanh(c), projection_kernel)
             if self.projection_clip is not None:
                 m = ops.clip(m, -self.projection_clip, self.projection_clip)
-            m, c = ops.where(real, m, m_prev), ops.where(real, c, c_prev)
-            return (m, c), (ops.where(real, m, ops.zeros_like(m)), c)
+            return ops.where(real, m, ops.zeros_like(m)), [ops.where(real, m, m_prev), ops.where(real, c, c_prev)]
 
         return step
 
@@ -134,12 +156,9 @@ class ProjectedLSTM(RecomputableBlock, keras.layers.Layer):
         # The input half of every step's product at once; only m_{t-1} @ kernel_m stays in the loop.
         z = ops.matmul(inputs, kernel[:self.input_dim]) + ops.cast(self.bias, dtype)
         step = self._step(kernel[self.input_dim:], ops.cast(self.projection_kernel, dtype))
-        # Keras' scan on TensorFlow takes one tensor to scan over where the length is unknown (two fail a static
-        # shape check), and stacks outputs shaped like the carry: the mask rides as z's last column, and the
-        # step's outputs are (output, cell), the cells unused.
+        # The mask rides as z's last column: the recurrence steps over one tensor.
         steps = ops.concatenate([z, ops.expand_dims(ops.cast(mask, dtype), -1)], axis=-1)
-        (m, c), (outputs, _) = ops.scan(step, state, ops.moveaxis(steps, 1, 0))
-        outputs = ops.moveaxis(outputs, 0, 1)
+        outputs, m, c = _recurrence(step, self)(steps, initial_state=list(state))
         if self.go_backwards:
             outputs = reverse_within_lengths(outputs, lengths)
         return [outputs, m, c] if self.return_state else outputs

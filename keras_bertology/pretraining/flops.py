@@ -62,10 +62,10 @@ def pretraining_flops(pretrainer, batch, total_steps):
 
 
 def graph_flops(graph):
-    """FLOPs of every matrix product and convolution in `graph` and in the bodies of its loops (shapes
-    must be known)."""
+    """FLOPs of every matrix product and convolution that `graph` runs, in it and in the bodies of its loops
+    (shapes must be known)."""
     total = 0
-    for op in graph.get_operations():
+    for op in _run_operations(graph):
         if op.type in _MATMULS:
             total += _matmul_flops(op)
         elif op.type == "Einsum":
@@ -75,6 +75,19 @@ def graph_flops(graph):
         elif op.type in _LOOPS:
             total += _loop_iterations(op) * graph_flops(graph._get_function(op.get_attr("body").name).graph)
     return total
+
+
+def _run_operations(graph):
+    """The operations of `graph` that its outputs need: TensorFlow prunes the others and never runs them
+    (Keras' recurrence on TensorFlow calls its step once outside the loop only to learn its output's shape)."""
+    needed = [tensor.op for tensor in graph.outputs] + list(graph.control_outputs)
+    seen = set()
+    while needed:
+        op = needed.pop()
+        if op.name not in seen:
+            seen.add(op.name)
+            needed += [tensor.op for tensor in op.inputs] + list(op.control_inputs)
+    return [op for op in graph.get_operations() if op.name in seen]
 
 
 def _convolution_flops(op):

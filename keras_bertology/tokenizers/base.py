@@ -25,6 +25,16 @@ from keras_bertology.lazy_imports import import_object
 
 PathLike = str | os.PathLike
 
+
+def is_utf8(text: bytes) -> bool:
+    """Whether `text` decodes as UTF-8: what ONNX Runtime's string operators read as it is, and what its
+    Python binding can return."""
+    try:
+        text.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
 CONFIG_FILE = "tokenizer.json"
 # The default special tokens of the SentencePiece and byte-level BPE types (RoBERTa's), in id order.
 DEFAULT_SPECIAL_TOKENS = {"cls": "<s>", "pad": "<pad>", "sep": "</s>", "unk": "<unk>", "mask": "<mask>"}

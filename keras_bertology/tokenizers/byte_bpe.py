@@ -38,6 +38,7 @@ from keras_bertology.tokenizers.base import (
     DEFAULT_SPECIAL_TOKENS,
     Tokenizer,
     as_ragged_ids,
+    is_utf8,
     read_json_object,
     register_tokenizer_type,
     tokens_by_id,
@@ -156,11 +157,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         """ONNX Runtime Extensions' GPT2Tokenizer reads a literal <|endoftext|> as a special token wherever it
         is in text (as transformers' GPT-2 tokenizer does), and bytes that are not UTF-8 as U+FFFD, where ours
         reads both as the text's bytes."""
-        try:
-            text.decode("utf-8")
-        except UnicodeDecodeError:
-            return False
-        return GPT2_END_OF_TEXT.encode() not in text
+        return is_utf8(text) and GPT2_END_OF_TEXT.encode() not in text
 
     def onnx_unreadable(self, graph, texts):
         """Texts that are not UTF-8, or that hold a literal <|endoftext|> (see `onnx_reads`), read byte by byte
@@ -173,12 +170,11 @@ class ByteLevelBPETokenizer(Tokenizer):
             return where.op("Not", where.equals_text(rest, ""))
 
         non_ascii = leftover(graph, r"[\x00-\x7F]+")
-        checked, ascii_only = graph.branch("utf8_check"), graph.branch("ascii_only")
         any_non_ascii = graph.op("Greater", graph.op("ReduceMax", graph.op("Concat", graph.const([0], np.int64),
                                                                           graph.op("Cast", non_ascii, to=7), axis=0),
                                                      keepdims=0), graph.scalar(0))  # 7: int64
-        not_utf8 = graph.op("If", any_non_ascii, then_branch=checked.subgraph([leftover(checked, UTF8_SEQUENCE)], BOOL),
-                            else_branch=ascii_only.subgraph([ascii_only.op("Identity", non_ascii)], BOOL))
+        not_utf8 = graph.only_if(any_non_ascii, "utf8_check", lambda checked: leftover(checked, UTF8_SEQUENCE),
+                                 non_ascii, BOOL)
         holds_end_of_text = graph.op("Not", graph.contrib(
             "StringEqual", graph.contrib("StringECMARegexReplace", texts, graph.const([re.escape(GPT2_END_OF_TEXT)]),
                                          graph.const([""])), texts))  # same shapes

@@ -53,15 +53,13 @@ def test_the_transformers_round_trip_computes_alike(cases, name, tmp_path):
     assert check_hf_round_trip(cases[name], tmp_path)
 
 
-# ELMo's LSTMs are a TensorFlow while loop over tensor lists, which tf2onnx cannot convert: its export is refused
-# (tests/export/test_onnx.py). In CI, one family of each way of attending; the others repeat a path.
-ONNX_FAMILIES = [name for name in NAMES if name != "elmo"]
+# In CI, one family of each way of attending (and ELMo's recurrence, an ONNX Loop); the others repeat a path.
 # BigBird at the harness's 16 tokens attends in full (its block-sparse branch starts beyond 7 blocks).
 ONNX_REPEATS = ("albert", "bigbird", "distilbert", "electra", "ernie", "roberta", "spanbert", "deberta-v3")
 
 
 @pytest.mark.parametrize("name", [pytest.param(name, marks=[pytest.mark.extended] * (name in ONNX_REPEATS))
-                                  for name in ONNX_FAMILIES])
+                                  for name in NAMES])
 def test_the_onnx_export_computes_as_the_encoder_without_tensorflow(cases, name, tmp_path):
     check_onnx(cases[name], tmp_path)
 

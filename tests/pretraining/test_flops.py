@@ -124,7 +124,7 @@ def _layer_step_flops(layer, inputs):
     def step(inputs):
         with tf.GradientTape() as tape:
             loss = tf.reduce_sum(layer(inputs))
-        return tape.gradient(loss, layer.trainable_variables)
+        return loss, tape.gradient(loss, layer.trainable_variables)  # a training step reports its loss
 
     return graph_flops(step.get_concrete_function(inputs).graph)
 
@@ -165,7 +165,20 @@ def test_a_two_dimensional_window_counts_its_height_and_width():
         with tf.GradientTape() as tape:
             tape.watch(images)
             loss = tf.reduce_sum(tf.nn.conv2d(images, kernel, strides=1, padding="VALID"))
-        return tape.gradient(loss, [images, kernel])
+        return loss, tape.gradient(loss, [images, kernel])
 
     outputs = 2 * (9 - 3 + 1) * (8 - 2 + 1) * 5
     assert graph_flops(step.get_concrete_function(images).graph) == 3 * 2 * outputs * 3 * 2 * 3
+
+
+def test_a_product_no_output_needs_is_not_counted():
+    """TensorFlow prunes what no output needs, so it costs nothing (Keras' recurrence on TensorFlow runs its
+    step once outside the loop, only for the shape of its output)."""
+    rows = tf.ones((2, 3))
+
+    @tf.function(autograph=False)
+    def step(rows):
+        tf.matmul(rows, rows, transpose_b=True)
+        return tf.matmul(rows, tf.ones((3, 4)))
+
+    assert graph_flops(step.get_concrete_function(rows).graph) == 2 * 3 * 2 * 4

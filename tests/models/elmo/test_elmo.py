@@ -259,6 +259,16 @@ def test_pretraining_on_the_default_corpus_beats_the_unigram_level_resumes_exact
     tuned = keras.saving.load_model(tmp_path / "ft" / "model.keras", compile=False)
     mix = tuned.backbone.get_layer("scalar_mix")
     assert mix.trainable and np.ptp(ops.convert_to_numpy(mix.weights[0])) > 1e-4
+    # The classifier exports to ONNX on character ids, its LSTMs an ONNX Loop, run at export against the Keras
+    # model; no string model (ELMo spells words with code of its own), said in onnx.json.
+    import onnx
+
+    assert main(["export", str(tmp_path / "ft"), "--format", "onnx", "--out", str(tmp_path / "onnx")]) == 0
+    description = json.loads((tmp_path / "onnx" / "onnx.json").read_text())
+    assert [entry["name"] for entry in description["inputs"]] == ["char_ids", "padding_mask"]
+    assert description["self_check"]["max_difference"] <= 1e-4
+    assert "code of its own" in description["text_model"]["missing"]
+    assert "Loop" in {node.op_type for node in onnx.load(tmp_path / "onnx" / "model.onnx").graph.node}
 
 
 MIRRORED_RUN = """
