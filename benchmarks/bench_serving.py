@@ -39,16 +39,19 @@ DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results"
 FAMILIES = ("bert", "roberta", "albert", "electra", "spanbert", "xlnet", "distilbert")
 LENGTHS = {"short": 12, "medium": 128, "long": 512}
 BATCHES = (1, 32)
-SYSTEMS = ("ours", "ours_xla", "ours_onnx", "ours_onnx_int8", "ours_onnx_text", "torch_eager", "torch_compile",
-           "onnxruntime")
+SYSTEMS = ("ours", "ours_xla", "ours_onnx", "ours_onnx_int8", "ours_onnx_ort", "ours_onnx_text", "torch_eager",
+           "torch_compile", "onnxruntime")
 # Our exports by how a server runs them, each held to its goals: the SavedModel (TensorFlow) and `--format
 # onnx` (ONNX Runtime). The int8 file is timed and held to none: its weights' precision differs from every
 # peer's, a second factor (its accuracy cost: results/onnx_int8_accuracy.md).
+# `ours_onnx_ort` is the same float file after ONNX Runtime's transformer optimizer (`onnxruntime.transformers`,
+# model type bert: its fused kernels, beyond standard ONNX), timed to decide whether the export should apply it.
 # `ours_onnx_text` is the string model (model.text.onnx, tokenizer inside the graph) where the family has one.
 EXPORTS = {"SavedModel": ("ours", "ours_xla"), "ONNX": ("ours_onnx", "ours_onnx_text")}
-OURS = SYSTEMS[:5]
+OURS = tuple(system for system in SYSTEMS if system.startswith("ours"))
 LABELS = {"ours": "ours", "ours_xla": "ours (XLA, buckets)", "ours_onnx": "ours (ONNX Runtime)",
-          "ours_onnx_int8": "ours (ONNX int8)", "ours_onnx_text": "ours (ONNX, strings in)", "torch_eager": "HF eager",
+          "ours_onnx_int8": "ours (ONNX int8)", "ours_onnx_ort": "ours (ONNX, ORT-fused)",
+          "ours_onnx_text": "ours (ONNX, strings in)", "torch_eager": "HF eager",
           "torch_compile": "HF torch.compile", "onnxruntime": "ONNX Runtime"}
 SMOKE_SYSTEMS = ("ours", "ours_xla", "ours_onnx", "torch_eager", "onnxruntime")
 # The smoke shape: BERT-Tiny's, on the real vocabulary.
@@ -136,6 +139,7 @@ def measure_model(args, preset, family, work):
                   f"(process {result['process_s']:.0f} s)", flush=True)
     return {"preset": preset, "family": family, "config": prepared["config"], "tokenizer": prepared["tokenizer"],
             "vocab_size": prepared["vocab_size"], "export_seq_len": 512, **peers,
+            **({"ort_fused": prepared["ort_fused"]} if "ort_fused" in prepared else {}),
             "rows": summarize(rounds, args.lengths), "rounds": rounds}
 
 
@@ -234,7 +238,8 @@ def render_markdown(report):
         "in a process with only tensorflow + tensorflow_text; ours (XLA, buckets): the same model exported with "
         "`--serving-xla --length-buckets 16,32,64,128,256,512`; ours (ONNX Runtime) and ours (ONNX int8): the same "
         "model exported with `--format onnx --quantize int8`, its float and int8 files, fed by transformers' fast "
-        "tokenizer (the client docs/serving.md shows). Peers: transformers' twin (same sizes and "
+        "tokenizer (the client docs/serving.md shows); ours (ONNX, ORT-fused): the float file after ONNX Runtime's "
+        "transformer optimizer (`onnxruntime.transformers`, BERT's fusions). Peers: transformers' twin (same sizes and "
         "vocabulary, random weights) with its fast tokenizer, padding to the longest text of the batch, "
         "truncation at 512. Tokenization is timed on every side. Batch 1: latency p50 / p99 over "
         f"{settings['calls']} calls x {settings['rounds']} rounds; batch 32: sequences/s, median of "
@@ -260,6 +265,9 @@ def render_markdown(report):
                   "| length | batch | " + " | ".join(LABELS[s] for s in systems) + " | seq axis | "
                   + " | ".join(f"vs {LABELS[p]}" for p in peers) + " |",
                   "|" + "---|" * (3 + len(systems) + len(peers))]
+        if "ort_fused" in entry:
+            fused = ", ".join(f"{count} {name}" for name, count in entry["ort_fused"].items() if count) or "nothing"
+            lines[-2:-2] = [f"ONNX Runtime's transformer optimizer fused: {fused}.", ""]
         for row in entry["rows"]:
             axis = _axis(sorted({a for s in ours for a in row["systems"][s]["seq_axis"]}))
             if peers:

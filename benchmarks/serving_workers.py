@@ -53,13 +53,26 @@ def prepare_ours(spec):
     if "ours_xla" in spec["systems"]:
         export_saved_model(run, work / "saved_model_xla", length_buckets=XLA_BUCKETS, xla=True)
     text_model = {"missing": "not asked for"}
-    if {"ours_onnx", "ours_onnx_int8", "ours_onnx_text"} & set(spec["systems"]):
+    if {"ours_onnx", "ours_onnx_int8", "ours_onnx_ort", "ours_onnx_text"} & set(spec["systems"]):
         from keras_bertology.export.onnx import export_onnx
 
         text_model = export_onnx(run, work / "ours_onnx",
                                  quantize="int8" if "ours_onnx_int8" in spec["systems"] else None)["text_model"]
+    fused = {"ort_fused": _ort_optimized(work / "ours_onnx", config)} if "ours_onnx_ort" in spec["systems"] else {}
     return {"config": config, "tokenizer": type(tokenizer).__name__, "vocab_size": tokenizer.vocab_size,
-            "lower_case": getattr(tokenizer, "lower_case", None), "text_model": text_model}
+            "lower_case": getattr(tokenizer, "lower_case", None), "text_model": text_model, **fused}
+
+
+def _ort_optimized(folder, config):
+    """`folder`/model.onnx through ONNX Runtime's transformer optimizer (BERT's fusions: attention, skip layer
+    norm, GELU, ...) written as model.ort.onnx; {fused operator: count}."""
+    from onnxruntime.transformers import optimizer
+
+    optimized = optimizer.optimize_model(str(folder / "model.onnx"), model_type="bert",
+                                         num_heads=config["num_heads"], hidden_size=config["hidden_size"],
+                                         opt_level=0)  # its own fusions only; the session's run when it loads
+    optimized.save_model_to_file(str(folder / "model.ort.onnx"))
+    return {name: count for name, count in optimized.get_fused_operator_statistics().items() if count}
 
 
 def _tokenizer(spec, family, sentences):
@@ -251,6 +264,9 @@ def torch_endpoint(spec, compiled):
 
 # Our ONNX model's input names for transformers' tokenizer's outputs.
 OUR_ONNX_NAMES = {"token_ids": "input_ids", "padding_mask": "attention_mask", "segment_ids": "token_type_ids"}
+# Our ONNX files fed ids by transformers' tokenizer, by system.
+OUR_ONNX_FILES = {"ours_onnx": "ours_onnx/model.onnx", "ours_onnx_int8": "ours_onnx/model.int8.onnx",
+                  "ours_onnx_ort": "ours_onnx/model.ort.onnx"}
 
 
 def onnx_endpoint(spec, model_file="model.onnx", names_in_tokenizer=None, dtype="int64"):
@@ -301,9 +317,8 @@ def endpoint(spec):
         return torch_endpoint(spec, compiled=system == "torch_compile")
     if system == "onnxruntime":
         return onnx_endpoint(spec)
-    if system in ("ours_onnx", "ours_onnx_int8"):
-        model_file = "ours_onnx/model.int8.onnx" if system == "ours_onnx_int8" else "ours_onnx/model.onnx"
-        return onnx_endpoint(spec, model_file, OUR_ONNX_NAMES, dtype="int32")
+    if system in OUR_ONNX_FILES:
+        return onnx_endpoint(spec, OUR_ONNX_FILES[system], OUR_ONNX_NAMES, dtype="int32")
     if system == "ours_onnx_text":
         return onnx_text_endpoint(spec)
     raise ValueError(f"unknown system {system!r}")

@@ -72,23 +72,24 @@ class _WordsForm:
 
     def served(self, traced, names, seq_len, inputs, output=None):
         """The SavedModel's `endpoint` on the cut strings `inputs` (the export's cut: `saved_model.cut_text`), the
-        model being `traced` (its output named `output`, or all of them)."""
+        model being `traced` (its output named `output`, or all of them), and beside its outputs the model's own
+        on the ids the endpoint packed (the model runs once)."""
+        outputs = {}
+
         def run_model(packed):
-            outputs = traced(*[packed[name] for name in names])
+            outputs.update(traced(*[packed[name] for name in names]))
             return outputs if output is None else outputs[output]
 
         endpoints = TASK_KINDS[self.kind].endpoints(SimpleNamespace(input=names), SimpleNamespace(labels=self.labels),
                                                     self.family, self.tokenizer, seq_len, (), run_model)
-        return {name: value.numpy() for name, value in endpoints[self.endpoint][0](*inputs).items()}
+        served = endpoints[self.endpoint][0](*inputs)
+        return {name: value.numpy() for name, value in {**outputs, **served}.items()}
 
     @staticmethod
-    def laid_out(traced, names, packed, word_map):
-        """LAID_OUT and WORD_MAP of the SavedModel's packing (cut to the batch's longest), and the model's outputs
-        on it."""
+    def laid_out(packed, word_map):
+        """LAID_OUT and WORD_MAP of the SavedModel's packing, cut to the batch's longest (as its endpoint cuts)."""
         packed, word_map = fit_with_word_map(packed, word_map, ())
-        outputs = traced(*[packed[name] for name in names])
-        return {name: packed[name].numpy() for name in onnx_text.LAID_OUT} | {
-            onnx_words.WORD_MAP: word_map.numpy()} | {name: value.numpy() for name, value in outputs.items()}
+        return {name: packed[name].numpy() for name in onnx_text.LAID_OUT} | {onnx_words.WORD_MAP: word_map.numpy()}
 
 
 class TaggedWords(_WordsForm):
@@ -106,8 +107,7 @@ class TaggedWords(_WordsForm):
     def expected(self, traced, names, seq_len, batch):
         texts = cut_text(tf.constant(batch[onnx_text.TEXT_INPUT]), seq_len)
         packed, word_map = encoding.encode_words(self.family, self.tokenizer, seq_len, encoding.split_words(texts))
-        return self.laid_out(traced, names, packed, word_map) | self.served(traced, names, seq_len, [texts],
-                                                                            "logits")
+        return self.laid_out(packed, word_map) | self.served(traced, names, seq_len, [texts], "logits")
 
 
 class AnsweredQuestions(_WordsForm):
@@ -128,8 +128,7 @@ class AnsweredQuestions(_WordsForm):
         questions, contexts = (cut_text(tf.constant(batch[name]), seq_len) for name in onnx_answers.ANSWER_INPUTS)
         packed, _, word_map = encoding.encode_question_context(self.family, self.tokenizer, seq_len, questions,
                                                                contexts)
-        return self.laid_out(traced, names, packed, word_map) | self.served(traced, names, seq_len,
-                                                                            [questions, contexts])
+        return self.laid_out(packed, word_map) | self.served(traced, names, seq_len, [questions, contexts])
 
 
 # The string model's form of each task kind (`tasks.TASK_KINDS`).
