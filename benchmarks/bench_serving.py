@@ -40,19 +40,20 @@ FAMILIES = ("bert", "roberta", "albert", "electra", "spanbert", "xlnet", "distil
 LENGTHS = {"short": 12, "medium": 128, "long": 512}
 BATCHES = (1, 32)
 SYSTEMS = ("ours", "ours_xla", "ours_onnx", "ours_onnx_int8", "ours_onnx_ort", "ours_onnx_text", "torch_eager",
-           "torch_compile", "onnxruntime")
+           "torch_compile", "onnxruntime", "onnxruntime_ort")
 # Our exports by how a server runs them, each held to its goals: the SavedModel (TensorFlow) and `--format
 # onnx` (ONNX Runtime). The int8 file is timed and held to none: its weights' precision differs from every
 # peer's, a second factor (its accuracy cost: results/onnx_int8_accuracy.md).
 # `ours_onnx_ort` is the same float file after ONNX Runtime's transformer optimizer (`onnxruntime.transformers`,
-# model type bert: its fused kernels, beyond standard ONNX), timed to decide whether the export should apply it.
+# model type bert: its fused kernels, beyond standard ONNX), timed to decide whether the export should apply it;
+# `onnxruntime_ort` the twin's ONNX export after the same optimizer (which was written for transformers' graphs).
 # `ours_onnx_text` is the string model (model.text.onnx, tokenizer inside the graph) where the family has one.
 EXPORTS = {"SavedModel": ("ours", "ours_xla"), "ONNX": ("ours_onnx", "ours_onnx_text")}
 OURS = tuple(system for system in SYSTEMS if system.startswith("ours"))
 LABELS = {"ours": "ours", "ours_xla": "ours (XLA, buckets)", "ours_onnx": "ours (ONNX Runtime)",
           "ours_onnx_int8": "ours (ONNX int8)", "ours_onnx_ort": "ours (ONNX, ORT-fused)",
           "ours_onnx_text": "ours (ONNX, strings in)", "torch_eager": "HF eager",
-          "torch_compile": "HF torch.compile", "onnxruntime": "ONNX Runtime"}
+          "torch_compile": "HF torch.compile", "onnxruntime": "ONNX Runtime", "onnxruntime_ort": "ONNX Runtime, ORT-fused"}
 SMOKE_SYSTEMS = ("ours", "ours_xla", "ours_onnx", "torch_eager", "onnxruntime")
 # The smoke shape: BERT-Tiny's, on the real vocabulary.
 SMOKE_PRESET = "bert-tiny"
@@ -265,9 +266,10 @@ def render_markdown(report):
                   "| length | batch | " + " | ".join(LABELS[s] for s in systems) + " | seq axis | "
                   + " | ".join(f"vs {LABELS[p]}" for p in peers) + " |",
                   "|" + "---|" * (3 + len(systems) + len(peers))]
-        if "ort_fused" in entry:
-            fused = ", ".join(f"{count} {name}" for name, count in entry["ort_fused"].items() if count) or "nothing"
-            lines[-2:-2] = [f"ONNX Runtime's transformer optimizer fused: {fused}.", ""]
+        for key, whose in (("ort_fused", "ours"), ("peer_ort_fused", "the twin's export")):
+            if key in entry:
+                fused = ", ".join(f"{count} {name}" for name, count in entry[key].items()) or "nothing"
+                lines[-2:-2] = [f"ONNX Runtime's transformer optimizer fused in {whose}: {fused}.", ""]
         for row in entry["rows"]:
             axis = _axis(sorted({a for s in ours for a in row["systems"][s]["seq_axis"]}))
             if peers:

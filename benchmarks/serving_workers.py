@@ -119,7 +119,7 @@ def prepare_peers(spec):
     model = seeded_hf_model(spec, tokenizer)
     facts = {"same_ids_share": agreement, "num_params": sum(p.numel() for p in model.parameters()),
              "peer_vocab_size": model.config.vocab_size}
-    if "onnxruntime" not in spec["systems"]:
+    if not {"onnxruntime", "onnxruntime_ort"} & set(spec["systems"]):
         return facts
     texts = ["Now is the winter of our discontent", "made glorious summer"]
     inputs = peer_inputs(spec, tokenizer, texts)
@@ -136,7 +136,8 @@ def prepare_peers(spec):
         exporter = "torchscript"
         torch.onnx.export(model, tuple(inputs[name] for name in names), str(work / "model.onnx"),
                           input_names=names, output_names=["last_hidden_state"], dynamic_axes=axes, dynamo=False)
-    return {**facts, "onnx_exporter": exporter, "onnx_inputs": names}
+    fused = {"peer_ort_fused": _ort_optimized(work, spec["config"])} if "onnxruntime_ort" in spec["systems"] else {}
+    return {**facts, "onnx_exporter": exporter, "onnx_inputs": names, **fused}
 
 
 def same_ids(spec, tokenizer):
@@ -315,8 +316,8 @@ def endpoint(spec):
         return ours_endpoint(spec, xla=system == "ours_xla")
     if system in ("torch_eager", "torch_compile"):
         return torch_endpoint(spec, compiled=system == "torch_compile")
-    if system == "onnxruntime":
-        return onnx_endpoint(spec)
+    if system in ("onnxruntime", "onnxruntime_ort"):
+        return onnx_endpoint(spec, "model.ort.onnx" if system == "onnxruntime_ort" else "model.onnx")
     if system in OUR_ONNX_FILES:
         return onnx_endpoint(spec, OUR_ONNX_FILES[system], OUR_ONNX_NAMES, dtype="int32")
     if system == "ours_onnx_text":
