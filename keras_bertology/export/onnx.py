@@ -15,6 +15,7 @@ fine-tuned accuracy.
 """
 
 import contextlib
+import importlib.util
 import json
 import logging
 import tempfile
@@ -44,11 +45,14 @@ def _converter():
     """tf2onnx's converter and the versions it records, or one line naming the extra when it is missing."""
     try:
         import onnx
-        import onnxruntime_extensions  # noqa: F401 (the string model's tokenizers)
         import tf2onnx
         from tf2onnx import convert
     except ImportError:
         raise ConfigError(NEEDS_EXTRA) from None
+    # Looked up, not imported: the string model's tokenizers run in a process of their own, and the package's
+    # `__init__` imports transformers where that is installed (seconds).
+    if importlib.util.find_spec("onnxruntime_extensions") is None:
+        raise ConfigError(NEEDS_EXTRA)
     return convert, {"tf2onnx": tf2onnx.__version__, "onnx": onnx.__version__, "tensorflow": tf.__version__}
 
 

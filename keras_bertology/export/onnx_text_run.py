@@ -10,18 +10,36 @@ one holds the package's onnx.py, which would shadow the onnx package): importing
 TensorFlow.
 """
 
+import importlib.machinery
+import importlib.util
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import onnxruntime
-import onnxruntime_extensions
+
+
+def extensions_library():
+    """The path of ONNX Runtime Extensions' operator library, found without importing the package: its
+    `__init__` imports transformers where that is installed, 3-4 s of every client's start on 2 cores."""
+    spec = importlib.util.find_spec("onnxruntime_extensions")
+    if spec is None:
+        raise SystemExit("the string model needs onnxruntime-extensions: pip install onnxruntime-extensions")
+    folder = Path(spec.submodule_search_locations[0])
+    found = [folder / f"_extensions_pydll{suffix}" for suffix in importlib.machinery.EXTENSION_SUFFIXES
+             if (folder / f"_extensions_pydll{suffix}").is_file()]
+    if found:
+        return str(found[0])
+    import onnxruntime_extensions  # a layout other than the wheel's: ask the package
+
+    return onnxruntime_extensions.get_library_path()
 
 
 def session(model_path):
     """An ONNX Runtime session of the string model, with the extensions' operators registered."""
     options = onnxruntime.SessionOptions()
-    options.register_custom_ops_library(onnxruntime_extensions.get_library_path())
+    options.register_custom_ops_library(extensions_library())
     return onnxruntime.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
 
 

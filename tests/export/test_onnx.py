@@ -136,8 +136,9 @@ def test_an_encoder_onnx_cannot_express_is_refused_in_one_line(runs, tmp_path, c
     assert not (tmp_path / "onnx").exists()
 
 
-def test_without_the_onnx_extra_the_export_names_it(runs, tmp_path, capsys, monkeypatch):
-    monkeypatch.setitem(sys.modules, "tf2onnx", None)
+@pytest.mark.parametrize("missing", ["tf2onnx", "onnxruntime_extensions"])
+def test_without_the_onnx_extra_the_export_names_it(runs, tmp_path, capsys, monkeypatch, missing):
+    monkeypatch.setitem(sys.modules, missing, None)
     code, printed = _export(capsys, runs["bert"], tmp_path / "onnx")
     assert code != 0 and printed.err.strip().endswith(onnx_export.NEEDS_EXTRA) and printed.err.count("\n") == 1
     assert not (tmp_path / "onnx").exists()

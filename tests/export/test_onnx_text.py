@@ -2,8 +2,11 @@
 process that never imports TensorFlow, against the SavedModel's `serve` on the same texts: the same ids, the
 same layout, the encoder's outputs within 1e-4."""
 
+import importlib.util
 import json
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -371,3 +374,35 @@ def test_a_word_models_check_sends_words_onnx_runtime_can_return():
              for pair in zip(batch["question"], batch["context"])]
     assert all(map(utf8, texts)) and all(utf8(context) for _, context in pairs)
     assert not all(utf8(question) for question, _ in pairs) and len(pairs) > 20
+
+
+def _runner_module():
+    """onnx_text_run.py read by path, as clients read it (importing the package would import TensorFlow)."""
+    spec = importlib.util.spec_from_file_location("onnx_text_run", onnx_text.RUNNER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_runner_finds_the_extensions_library_without_importing_the_package():
+    """The library the package itself names, found in a new process that imports neither onnxruntime_extensions
+    nor the transformers its `__init__` imports."""
+    script = f"""
+import importlib.util, os, sys
+spec = importlib.util.spec_from_file_location("onnx_text_run", {str(onnx_text.RUNNER)!r})
+runner = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(runner)
+found = runner.extensions_library()
+assert "onnxruntime_extensions" not in sys.modules and "transformers" not in sys.modules
+import onnxruntime_extensions
+assert os.path.samefile(found, onnxruntime_extensions.get_library_path()), found
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_runner_without_the_extensions_names_them_in_one_line(monkeypatch):
+    runner = _runner_module()
+    monkeypatch.setitem(sys.modules, "onnxruntime_extensions", None)
+    with pytest.raises(SystemExit, match="^the string model needs onnxruntime-extensions: pip install"):
+        runner.extensions_library()

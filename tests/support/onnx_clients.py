@@ -6,16 +6,18 @@ import sys
 
 import numpy as np
 
-from keras_bertology.export.onnx_text import REFUSAL_NODE
+from keras_bertology.export.onnx_text import REFUSAL_NODE, RUNNER
 
-# A client as docs/serving.md shows one: ONNX Runtime with the extensions' library, no TensorFlow.
+# A client as docs/serving.md shows one: ONNX Runtime with the extensions' library, no TensorFlow. Its session is
+# onnx_text_run.py's, read by path (importing the package would import TensorFlow), which finds the library
+# without importing onnxruntime_extensions (whose import of transformers costs each client seconds).
 CLIENT = """
-import sys
+import importlib.util, sys
 import numpy as np
-import onnxruntime, onnxruntime_extensions
-options = onnxruntime.SessionOptions()
-options.register_custom_ops_library(onnxruntime_extensions.get_library_path())
-session = onnxruntime.InferenceSession(sys.argv[1], options, providers=["CPUExecutionProvider"])
+spec = importlib.util.spec_from_file_location("onnx_text_run", RUNNER_PATH)
+runner = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(runner)
+session = runner.session(sys.argv[1])
 feed = {"text": np.load(sys.argv[2])["texts"]}
 names = [output.name for output in session.get_outputs()]
 outputs = dict(zip(names, session.run(None, feed)))
@@ -24,7 +26,7 @@ outputs = {name: np.array([item.encode() for item in value.reshape(-1)], dtype=o
     value.shape) if value.dtype == object else value for name, value in outputs.items()}
 assert "tensorflow" not in sys.modules and "keras" not in sys.modules
 np.savez(sys.argv[3], **outputs)
-"""
+""".replace("RUNNER_PATH", repr(str(RUNNER)))
 
 # Text pairs: the arrays first and second, fed as the pair model's two inputs.
 PAIRS_CLIENT = CLIENT.replace('feed = {"text": np.load(sys.argv[2])["texts"]}', 'columns = np.load(sys.argv[2])\n'
