@@ -463,10 +463,11 @@ XLA_ISA_CAP = "--xla_cpu_max_isa="
 def describe_processor(machine):
     """'2 usable CPUs (AMD EPYC ...; AVX2, AVX-512, ...)': the processor as a report's header names it, and the
     settings that held its kernels to fewer extensions, where a run set them."""
-    extensions = ", ".join(machine.get("vector_extensions") or ["no AVX2"])
+    recorded = machine.get("vector_extensions")  # absent from reports written before they were recorded
+    extensions = "" if recorded is None else "; " + ", ".join(recorded or ["no AVX2"])
     caps = machine.get("isa_caps")
     held = f"; kernels held by {', '.join(f'{name}={value}' for name, value in caps.items())}" if caps else ""
-    return f"{machine['usable_cpus']} usable CPUs ({machine['cpu_model']}; {extensions}{held})"
+    return f"{machine['usable_cpus']} usable CPUs ({machine['cpu_model']}{extensions}{held})"
 
 
 def isa_caps(environ=os.environ):

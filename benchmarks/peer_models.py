@@ -316,12 +316,15 @@ def _xlnet_flops(shape, slots):
     return content + query + layers * 2 * (2 * length) * hidden * hidden
 
 
-def train_flops(model, shape):
+def train_flops(model, shape, masked_lm_only=False):
     """Matmul FLOPs of one training step (3 x the forward: the backward costs two forwards).
 
     Embedding look-ups, norms, softmaxes and the optimizer are left out, as in
     the usual model-FLOPs utilisation; the masked-LM head counts only the
     predicted positions (every system here computes logits only there).
+    `masked_lm_only` leaves out SpanBERT's boundary head: the step of
+    keras-hub's masked-LM task, which trains MLM alone (a pair head of NSP
+    or SOP, [batch, hidden] products, is left out either way).
     """
     config = our_config(model, shape)
     if model.targets == "bidirectional":
@@ -353,7 +356,7 @@ def train_flops(model, shape):
         forward += 2 * tokens * (hidden * hidden + hidden)
     else:
         forward += 2 * slots * (hidden * width + width * vocab_size)
-    if model.targets == "spans":  # SpanBERT's boundary head: two transforms from [left; right; offset]
+    if model.targets == "spans" and not masked_lm_only:  # SpanBERT's boundary head: two transforms from [left; right; offset]
         forward += 2 * slots * ((2 * hidden + SBO_POSITION_WIDTH) * hidden + hidden * width + width * vocab_size)
     return 3 * forward
 

@@ -45,6 +45,7 @@ LABELS = {"ours": "keras-bertology", "ours_no_xla": "keras-bertology without XLA
           "ours_loss_chunks": f"keras-bertology, loss in chunks of {LOSS_CHUNK_SIZE}", "keras_hub": "keras-hub",
           "torch_eager": "HF torch eager", "torch_compile": "HF torch.compile"}
 GOALS = {"keras_hub": 1.2, "torch_eager": 1.0, "torch_compile": 1.0}
+HUB_WORK_SHOWN = 1.01  # ours' step doing more than 1% more matmul work than keras-hub's gets a per-FLOP ratio
 PRECISIONS = ("float32", "mixed_bfloat16")
 WORKER_TIMEOUT_S = 3600
 
@@ -244,17 +245,36 @@ def render_markdown(report):
     for entry in report["entries"]:
         systems, ratios = entry["systems"], entry["ratios"]
         rates = [f"{systems[s]['samples_per_sec']:.1f}" if s in systems else "-" for s in columns]
-        ratio_text = [f"{ratios[p]:.2f}" if p in ratios else "-" for p in SYSTEMS[1:]]
+        ratio_text = [_ratio_text(entry, p) if p in ratios else "-" for p in SYSTEMS[1:]]
         memory = " / ".join(f"{systems[s]['memory_mib']:.0f}" if s in systems else "-" for s in ("ours", "torch_eager"))
         lines.append(f"| {entry['model']} ({entry['objectives']}) | {entry['shape_text']} | {entry['precision']} | "
                      + " | ".join(rates) + " | " + " | ".join(ratio_text)
                      + f" | {systems['ours']['mfu']:.1%} | {memory} |"
                      + "".join(f" {entry['variants'][v]:.2f} |" if v in entry.get("variants", {}) else " - |"
                                for v in variants))
+    extra_work = {(e["model"], e["shape"]): _hub_extra_work(e) for e in report["entries"]
+                  if "keras_hub" in e["ratios"] and _hub_extra_work(e) > HUB_WORK_SHOWN}
     lines += ["", *_footnotes({entry["model"] for entry in report["entries"]}),
+              *(["ours/hub per FLOP: the ratio times ours' matmul FLOPs a step over keras-hub's, whose task has "
+                 "no second head (" + ", ".join(f"{m} {s}: x{w:.2f}" for (m, s), w in sorted(extra_work.items()))
+                 + ")."] if extra_work else []),
               *(f"{LABELS[system]} failed at {entry['model']} {entry['shape']}: {reason}"
                 for entry in report["entries"] for system, reason in entry.get("failed", {}).items()), ""]
     return "\n".join(lines)
+
+
+def _hub_extra_work(entry):
+    """Ours' matmul FLOPs a step over keras-hub's on the entry's row (its masked-LM task trains MLM alone)."""
+    model = MODELS[entry["model"]]
+    if not (model.hub_task or "").endswith("MaskedLM"):
+        return 1.0
+    return entry["train_flops_per_step"] / train_flops(model, SHAPES[entry["shape"]], masked_lm_only=True)
+
+
+def _ratio_text(entry, peer):
+    """The ratio ours/peer; against keras-hub where ours does more work a step, also the ratio per FLOP."""
+    ratio, extra = entry["ratios"][peer], _hub_extra_work(entry) if peer == "keras_hub" else 1.0
+    return f"{ratio:.2f}" + (f" ({ratio * extra:.2f} per FLOP)" if extra > HUB_WORK_SHOWN else "")
 
 
 def _footnotes(models):
@@ -346,6 +366,8 @@ def parse_args(argv=None):
     parser.add_argument("--smoke", action="store_true", help="tiny shape, float32, one round: a functional check")
     parser.add_argument("--out", default=str(DEFAULT_OUT))
     parser.add_argument("--name", help="output file stem (default peers, peers_smoke with --smoke)")
+    parser.add_argument("--render", metavar="REPORT_JSON",
+                        help="write the .md and .png of a report again from its JSON, measuring nothing")
     parser.add_argument("--max-others-busy", type=float, default=0.10,
                         help="measure again when other processes used more than this share of the CPU")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -363,9 +385,25 @@ def parse_args(argv=None):
     return args
 
 
+def render_main(report_path):
+    """The report's .md and .png rewritten beside its JSON, as the last measurement wrote them."""
+    path = Path(report_path)
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise SystemExit(f"--render: cannot read a report from {path}: {error}") from None
+    if report.get("benchmark") != "peers":
+        raise SystemExit(f"--render: {path} is not a peer-suite report")
+    with atomic_write(path.with_suffix(".md")) as handle:
+        handle.write(render_markdown(report))
+    plot(report, path.with_suffix(".png"))
+
+
 def main(argv=None):
     args = parse_args(argv)
-    if args.worker:
+    if args.render:
+        render_main(args.render)
+    elif args.worker:
         worker_main(args)
     else:
         driver_main(args)

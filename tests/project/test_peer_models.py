@@ -104,3 +104,54 @@ def test_a_report_names_the_settings_that_held_the_kernels_below_the_processor()
         "xla_cpu_max_isa=AVX2)")
     assert isa_caps({"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}) == {}
     assert describe_processor({**machine, "isa_caps": {}}) == "2 usable CPUs (AMD EPYC; AVX2, AVX-512)"
+    assert describe_processor({**machine, "vector_extensions": []}) == "2 usable CPUs (AMD EPYC; no AVX2)"
+    unrecorded = {name: value for name, value in machine.items() if name != "vector_extensions"}
+    assert describe_processor(unrecorded) == "2 usable CPUs (AMD EPYC)"  # a report from before they were recorded
+
+
+def _report(entries):
+    machine = {"usable_cpus": 2, "cpu_model": "AMD EPYC", "date": "2026-12-06", "gpu": None,
+               **dict.fromkeys(("tensorflow", "keras", "keras_hub", "torch", "transformers"), "1")}
+    return {"benchmark": "peers", "name": "peers_test", "rounds": 1, "rooflines": {"float32": 2e11},
+            "backend": "tensorflow", "machine": machine, "entries": entries}
+
+
+def _entry(model, hub_ratio):
+    from benchmarks.peer_models import train_flops
+
+    rate = {"samples_per_sec": 10.0, "memory_mib": 100.0, "mfu": 0.5}
+    return {"model": model, "objectives": MODELS[model].objectives, "shape": "small", "shape_text": "small",
+            "precision": "float32", "train_flops_per_step": train_flops(MODELS[model], SHAPES["small"]),
+            "systems": {"ours": rate, "keras_hub": rate}, "ratios": {"keras_hub": hub_ratio}}
+
+
+def test_a_row_where_ours_does_more_work_than_keras_hub_also_gives_the_ratio_per_flop(tmp_path):
+    """SpanBERT's boundary head is work keras-hub's masked-LM task does not do: its ratio is also given per matmul
+    FLOP; a row whose objectives keras-hub's step matches in matmul work (BERT's NSP head is [batch, hidden]
+    products, left out of the counts) gets the ratio alone. `--render` writes the table again from the JSON."""
+    import json
+
+    from benchmarks.peer_models import train_flops
+    from benchmarks.peer_suite import main
+
+    spanbert, small = MODELS["spanbert"], SHAPES["small"]
+    extra = train_flops(spanbert, small) / train_flops(spanbert, small, masked_lm_only=True)
+    assert 1.2 < extra < 1.3  # the boundary head's vocabulary projection doubles the masked-LM head's
+    assert train_flops(MODELS["bert"], small, masked_lm_only=True) == train_flops(MODELS["bert"], small)
+    report_path = tmp_path / "peers_test.json"
+    report_path.write_text(json.dumps(_report([_entry("spanbert", 0.85), _entry("bert", 0.9)])))
+    main(["--render", str(report_path)])
+    rows = {line.split(" (")[0].strip("| "): line for line in report_path.with_suffix(".md").read_text().splitlines()
+            if line.startswith("| spanbert") or line.startswith("| bert")}
+    assert f"| 0.85 ({0.85 * extra:.2f} per FLOP) |" in rows["spanbert"]
+    assert "| 0.90 |" in rows["bert"] and "per FLOP" not in rows["bert"]
+    assert report_path.with_suffix(".png").is_file()
+
+
+def test_render_of_a_file_that_is_no_report_is_one_line(tmp_path):
+    from benchmarks.peer_suite import main
+
+    (tmp_path / "other.json").write_text('{"benchmark": "serving"}')
+    for path, said in ((tmp_path / "missing.json", "cannot read a report"), (tmp_path / "other.json", "not a peer")):
+        with pytest.raises(SystemExit, match=f"^--render: .*{said}"):
+            main(["--render", str(path)])
