@@ -193,6 +193,7 @@ def measure_entry(args, out_dir, model_name, shape_name, precision, rooflines):
             "peak_mib": statistics.median(r["peak_mib"] for r in results),
             # On a GPU the device's peak (what limits the batch); on a CPU the process's resident peak.
             "memory_mib": statistics.median(r.get("device_peak_mib", r["peak_mib"]) for r in results),
+            **_training_memory(results),
             "num_params": results[0]["num_params"],
             "mfu": flops * rate / shape.batch_size / rooflines[precision],
             "rounds": results,
@@ -209,6 +210,14 @@ def measure_entry(args, out_dir, model_name, shape_name, precision, rooflines):
     }
 
 
+def _training_memory(results):
+    """{"training_mib": the median of each round's peak resident memory beyond what the process held once its
+    model and arrays were built}, on a CPU (a GPU row's memory is the device allocator's already)."""
+    beyond = [r["peak_mib"] - r["resident_before_mib"] for r in results
+              if r.get("resident_before_mib") is not None and "device_peak_mib" not in r]
+    return {"training_mib": statistics.median(beyond)} if beyond else {}
+
+
 def _versions():
     versions = {}
     for package in ("torch", "transformers", "keras-hub"):
@@ -223,6 +232,7 @@ def render_markdown(report):
     machine = report["machine"]
     variants = [v for v in VARIANTS if any(v in entry["systems"] for entry in report["entries"])]
     columns = SYSTEMS[:1] + tuple(variants) + SYSTEMS[1:]
+    training = any("training_mib" in systems for e in report["entries"] for systems in e["systems"].values())
     lines = [
         f"# Peer suite: {report['name']}",
         "",
@@ -239,17 +249,19 @@ def render_markdown(report):
         "",
         "| model | shape | precision | " + " | ".join(f"{LABELS[s]} samples/s" for s in columns)
         + " | ours/hub | ours/eager | ours/compile | ours MFU | memory MiB (ours / eager) |"
+        + (" training's own MiB (ours / eager) |" if training else "")
         + "".join(f" ours / {LABELS[v]} |" for v in variants),
-        "|---|---|---|" + "---|" * (len(columns) + 5 + len(variants)),
+        "|---|---|---|" + "---|" * (len(columns) + 5 + bool(training) + len(variants)),
     ]
     for entry in report["entries"]:
         systems, ratios = entry["systems"], entry["ratios"]
         rates = [f"{systems[s]['samples_per_sec']:.1f}" if s in systems else "-" for s in columns]
         ratio_text = [_ratio_text(entry, p) if p in ratios else "-" for p in SYSTEMS[1:]]
-        memory = " / ".join(f"{systems[s]['memory_mib']:.0f}" if s in systems else "-" for s in ("ours", "torch_eager"))
+        memory, own = (" / ".join(f"{systems[s][key]:.0f}" if key in systems.get(s, {}) else "-"
+                                  for s in ("ours", "torch_eager")) for key in ("memory_mib", "training_mib"))
         lines.append(f"| {entry['model']} ({entry['objectives']}) | {entry['shape_text']} | {entry['precision']} | "
                      + " | ".join(rates) + " | " + " | ".join(ratio_text)
-                     + f" | {systems['ours']['mfu']:.1%} | {memory} |"
+                     + f" | {systems['ours']['mfu']:.1%} | {memory} |" + (f" {own} |" if training else "")
                      + "".join(f" {entry['variants'][v]:.2f} |" if v in entry.get("variants", {}) else " - |"
                                for v in variants))
     extra_work = {(e["model"], e["shape"]): _hub_extra_work(e) for e in report["entries"]

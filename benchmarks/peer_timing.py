@@ -9,7 +9,7 @@ import os
 import resource
 import time
 
-from benchmarks.bench_mlm import _cpu_seconds, _machine_cpu_seconds
+from benchmarks.bench_mlm import _cpu_seconds, _current_rss_mib, _machine_cpu_seconds
 
 
 class StepClock:
@@ -18,6 +18,9 @@ class StepClock:
     def __init__(self, warmup):
         self.warmup = warmup
         self.created = time.perf_counter()
+        # Made once the model and its arrays are built: the peak beyond this is what training itself holds
+        # (activations, gradients, optimizer slots, a traced or compiled step), apart from the runtime's own.
+        self.resident_before = _current_rss_mib()
         self.start = self.end = None
         self.cpu_start = self.cpu_end = None
         self.machine_start = self.machine_end = None
@@ -49,6 +52,7 @@ class StepClock:
             "tokens_per_sec": steps * batch_size * seq_len / seconds,
             "ms_per_step": 1000.0 * seconds / steps,
             "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+            "resident_before_mib": self.resident_before,
             "cpu_busy": own_cpu / (seconds * cores),
             "others_cpu_busy": others,
             "warmup_s": self.start - self.created,

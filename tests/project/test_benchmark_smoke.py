@@ -152,6 +152,8 @@ def test_peer_suite_smoke_trains_the_same_architecture_in_every_system(tmp_path)
         for system, summary in systems.items():
             assert summary["samples_per_sec"] > 0 and math.isfinite(summary["rounds"][0]["final_loss"]), system
             assert 0 < summary["mfu"] < 1, (name, system)
+            # what training added beyond the built model and arrays: some, and less than the process's peak
+            assert 0 < summary["training_mib"] < summary["peak_mib"], (name, system)
         assert entry["ratios"] == pytest.approx(
             {peer: systems["ours"]["samples_per_sec"] / systems[peer]["samples_per_sec"]
              for peer in systems if peer != "ours"})

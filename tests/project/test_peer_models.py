@@ -119,7 +119,7 @@ def _report(entries):
 def _entry(model, hub_ratio):
     from benchmarks.peer_models import train_flops
 
-    rate = {"samples_per_sec": 10.0, "memory_mib": 100.0, "mfu": 0.5}
+    rate = {"samples_per_sec": 10.0, "memory_mib": 100.0, "mfu": 0.5, "training_mib": 60.0}
     return {"model": model, "objectives": MODELS[model].objectives, "shape": "small", "shape_text": "small",
             "precision": "float32", "train_flops_per_step": train_flops(MODELS[model], SHAPES["small"]),
             "systems": {"ours": rate, "keras_hub": rate}, "ratios": {"keras_hub": hub_ratio}}
@@ -146,6 +146,7 @@ def test_a_row_where_ours_does_more_work_than_keras_hub_also_gives_the_ratio_per
     assert f"| 0.85 ({0.85 * extra:.2f} per FLOP) |" in rows["spanbert"]
     assert "| 0.90 |" in rows["bert"] and "per FLOP" not in rows["bert"]
     assert report_path.with_suffix(".png").is_file()
+    assert rows["bert"].endswith("| 100 / - | 60 / - |")  # the process's peak, and what training added to it
 
 
 def test_render_of_a_file_that_is_no_report_is_one_line(tmp_path):
@@ -155,3 +156,16 @@ def test_render_of_a_file_that_is_no_report_is_one_line(tmp_path):
     for path, said in ((tmp_path / "missing.json", "cannot read a report"), (tmp_path / "other.json", "not a peer")):
         with pytest.raises(SystemExit, match=f"^--render: .*{said}"):
             main(["--render", str(path)])
+
+
+def test_the_memory_training_adds_is_the_peak_beyond_the_built_model_median_over_rounds():
+    """A CPU row: each round's peak beyond its resident memory once the model and arrays were built (the
+    runtime's own footprint left out); a GPU row's memory is its device allocator's, and rounds from before the
+    resident memory was recorded give nothing."""
+    from benchmarks.peer_suite import _training_memory
+
+    rounds = [{"peak_mib": 900.0, "resident_before_mib": 500.0}, {"peak_mib": 1000.0, "resident_before_mib": 450.0},
+              {"peak_mib": 950.0, "resident_before_mib": 400.0}]
+    assert _training_memory(rounds) == {"training_mib": 550.0}
+    assert _training_memory([{**r, "device_peak_mib": 10.0} for r in rounds]) == {}
+    assert _training_memory([{"peak_mib": 900.0}]) == {}
