@@ -356,7 +356,8 @@ def train_flops(model, shape, masked_lm_only=False):
         forward += 2 * tokens * (hidden * hidden + hidden)
     else:
         forward += 2 * slots * (hidden * width + width * vocab_size)
-    if model.targets == "spans" and not masked_lm_only:  # SpanBERT's boundary head: two transforms from [left; right; offset]
+    # SpanBERT's boundary head: two transforms from [left; right; offset]
+    if model.targets == "spans" and not masked_lm_only:
         forward += 2 * slots * ((2 * hidden + SBO_POSITION_WIDTH) * hidden + hidden * width + width * vocab_size)
     return 3 * forward
 
