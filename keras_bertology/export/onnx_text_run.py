@@ -27,10 +27,10 @@ def extensions_library():
     if spec is None:
         raise SystemExit("the string model needs onnxruntime-extensions: pip install onnxruntime-extensions")
     folder = Path(spec.submodule_search_locations[0])
-    found = [folder / f"_extensions_pydll{suffix}" for suffix in importlib.machinery.EXTENSION_SUFFIXES
-             if (folder / f"_extensions_pydll{suffix}").is_file()]
+    candidates = (folder / f"_extensions_pydll{suffix}" for suffix in importlib.machinery.EXTENSION_SUFFIXES)
+    found = next((path for path in candidates if path.is_file()), None)
     if found:
-        return str(found[0])
+        return str(found)
     import onnxruntime_extensions  # a layout other than the wheel's: ask the package
 
     return onnxruntime_extensions.get_library_path()
