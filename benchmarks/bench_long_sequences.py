@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.bench_mlm import REPO_ROOT, atomic_write, machine_info
+from benchmarks.bench_mlm import REPO_ROOT, _current_rss_mib, atomic_write, machine_info
 
 SYSTEMS = ("ours_full", "ours_full_remat", "ours_bigbird", "ours_linformer", "torch_bigbird_eager",
            "torch_bigbird_compile", "ours_modernbert", "ours_modernbert_global")
@@ -73,18 +73,13 @@ def _batch(length, seed=1234):
     return ids, positions, targets
 
 
-def _rss_mib():
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
 def _peak_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def _host_memory():
     """(MiB in use now, peak MiB so far) of this process's resident set."""
-    return _rss_mib, _peak_mib
+    return _current_rss_mib, _peak_mib
 
 
 def _device_memory(system):

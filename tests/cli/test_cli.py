@@ -15,6 +15,8 @@ from keras_bertology.cli import main
 from keras_bertology.data.corpus import default_corpus_paths
 from keras_bertology.engine.checkpoints import RunCheckpoints
 
+from forked_python import run_python
+
 BERTOLOGY = [sys.executable, "-m", "keras_bertology.cli"]
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
 
@@ -72,8 +74,7 @@ print(json.dumps(out))
 
 
 def _serve_in_fresh_process(export_dir):
-    result = subprocess.run([sys.executable, "-c", SERVE_SCRIPT, str(export_dir)],
-                            capture_output=True, text=True, env=ENV, timeout=300)
+    result = run_python([sys.executable, "-c", SERVE_SCRIPT, str(export_dir)], env=ENV, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     return {k: np.array(v) for k, v in json.loads(result.stdout.strip().splitlines()[-1]).items()}
 

@@ -18,6 +18,8 @@ import pytest
 from keras_bertology.data.corpus import default_corpus_paths
 from keras_bertology.engine.checkpoints import RunCheckpoints
 
+from forked_python import run_python
+
 # One step sequence trained twice in one process: on the default strategy, then on MirroredStrategy over two
 # logical CPUs with the same global batch. Dropout is 0: each replica draws its own masks. XLNet keeps
 # Transformer-XL memory per replica (bi_data is off: with it, a replica's rows are laid out for its own
@@ -128,8 +130,8 @@ def one_device_runs(tmp_path_factory):
     ("transformer-xl", "transformer-xl-tiny", "resume")])
 def test_mirrored_strategy_on_two_cpus_matches_one_device_with_the_same_global_batch(name, preset, resume,
                                                                                      tmp_path, one_device_runs):
-    result = subprocess.run([sys.executable, "-c", MIRRORED, name, preset, str(tmp_path), resume,
-                             str(one_device_runs / f"{preset}.npz")], capture_output=True, text=True, timeout=600)
+    result = run_python([sys.executable, "-c", MIRRORED, name, preset, str(tmp_path), resume,
+                         str(one_device_runs / f"{preset}.npz")], timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     # The two replicas each sum the gradients of half the batch and all-reduce them: the same numbers
@@ -190,7 +192,7 @@ print(json.dumps({"whole": train("default", 1), "accumulated": train("default", 
 def test_accumulated_updates_average_the_micro_batches_on_one_device_and_across_replicas():
     """Accumulating two micro-batches gives Adam the moments of one update on the whole batch: their
     gradients' mean, not their sum (which would double the first moment and quadruple the second)."""
-    result = subprocess.run([sys.executable, "-c", ACCUMULATED_MOMENTS], capture_output=True, text=True, timeout=600)
+    result = run_python([sys.executable, "-c", ACCUMULATED_MOMENTS], timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     whole = report["whole"]
@@ -231,8 +233,8 @@ print(json.dumps({"train": results["examples"]["train"], "step_losses": len(resu
 def test_fine_tuning_under_mirrored_strategy_on_two_cpus(two_worker_run, tmp_path):
     """Two replicas share each global batch of 8; the last partial batch of an epoch is dropped. The encoder
     is the one two workers pretrained."""
-    result = subprocess.run([sys.executable, "-c", FINETUNE_MIRRORED, str(tmp_path), str(two_worker_run[0] / "run")],
-                            capture_output=True, text=True, timeout=600)
+    result = run_python([sys.executable, "-c", FINETUNE_MIRRORED, str(tmp_path), str(two_worker_run[0] / "run")],
+                        timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["recipe"]["strategy"] == "mirrored"

@@ -2,7 +2,6 @@
 the full sequence length; fill_mask returns the top k per mask; every export carries TF Serving's warm-up file."""
 
 import json
-import subprocess
 import sys
 
 import numpy as np
@@ -22,6 +21,7 @@ from keras_bertology.finetune.task_data import TaskData
 from keras_bertology.finetune.tasks import TASK_KINDS
 from keras_bertology.models.registry import get_family
 from keras_bertology.runs import RunModel
+from forked_python import run_python
 
 SEQ_LEN = 64
 # Every family but SpanBERT, whose export is BERT's (the same encoder, packing and masked-LM endpoints; its
@@ -268,8 +268,7 @@ def test_an_xla_export_serves_the_values_of_the_plain_one_in_a_fresh_process(sen
         "assert not [name for name in sys.modules if name.startswith('keras_bertology')]\n"
         "print(json.dumps(answers))\n")
     paths = [str(plain), str(tmp_path / "xla")]
-    done = subprocess.run([sys.executable, "-c", script, json.dumps(texts), *paths],
-                          capture_output=True, text=True, timeout=300)
+    done = run_python([sys.executable, "-c", script, json.dumps(texts), *paths], timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     answers = json.loads(done.stdout.strip().splitlines()[-1])
     for key in ("serve", "fill", "short"):  # two shapes: one compilation each

@@ -4,7 +4,6 @@ that answer raw strings in a TensorFlow-only process exactly as the Keras model 
 import json
 import os
 import re
-import subprocess
 import sys
 import warnings
 
@@ -21,6 +20,7 @@ from keras_bertology.finetune.datasets import load_task
 from keras_bertology.finetune.tasks import TASK_KINDS
 from keras_bertology.models import FAMILIES
 from keras_bertology.runs import RunModel, load_run_model, save_run_model
+from forked_python import run_python
 
 
 WORDS = ("the rain in spain falls mainly on plain wherefore art thou Romeo , ! unbelievably "
@@ -178,8 +178,7 @@ print(json.dumps(answers))
 
 def _served(requests):
     """What the SavedModels answer in a fresh process that imports only tensorflow and tensorflow_text."""
-    done = subprocess.run([sys.executable, "-c", SERVE_SCRIPT, json.dumps(requests)], capture_output=True,
-                          text=True)
+    done = run_python([sys.executable, "-c", SERVE_SCRIPT, json.dumps(requests)])
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

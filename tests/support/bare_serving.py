@@ -1,8 +1,8 @@
 """Exports as a server runs them: `saved_model_cli` in a process that loads tensorflow-text's ops and
 nothing of this project."""
 
-import subprocess
 import sys
+from forked_python import run_python
 
 # saved_model_cli ships with TensorFlow; the tokenizer's ops come from tensorflow-text, so the tool runs
 # in a Python that imported it first (savedmodels/README.md: "saved_model_cli").
@@ -13,6 +13,6 @@ SAVED_MODEL_CLI = [sys.executable, "-c",
 
 def saved_model_cli(*args):
     """The standard output of `saved_model_cli ARGS`, which must succeed."""
-    result = subprocess.run([*SAVED_MODEL_CLI, *args], capture_output=True, text=True, timeout=300)
+    result = run_python([*SAVED_MODEL_CLI, *args], timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout

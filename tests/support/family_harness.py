@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from counting import shapes_only
 from keras_bertology.runs import RunModel, save_run_model
+from forked_python import run_python
 
 SEQ_LEN = 16
 BATCH_SIZE = 2
@@ -293,8 +294,8 @@ def check_in_a_fresh_process(cases, folder, plugins=(), exported=None):
     # Where each plug-in's module lies, for the new process to find it as this one did.
     paths = sorted({str(Path(sys.modules[plugin.partition(":")[0]].__file__).parent) for plugin in plugins})
     cases_file.write_text(json.dumps({"plugins": list(plugins), "paths": paths, "cases": entries}))
-    done = subprocess.run([sys.executable, str(DRIVER), str(cases_file), str(results_file)], capture_output=True,
-                          text=True, timeout=3000, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    done = run_python([sys.executable, str(DRIVER), str(cases_file), str(results_file)], timeout=3000,
+                      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(results_file.read_text())
     assert sorted(results) == sorted(case.family.name for case in cases)

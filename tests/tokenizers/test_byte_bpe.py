@@ -7,7 +7,6 @@ and loaded into transformers' RobertaTokenizer; no hub access is needed.
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 
@@ -22,6 +21,7 @@ from keras_bertology.data.packing import pack_text
 from keras_bertology.tokenizers.saved import load_tokenizer
 from keras_bertology.errors import ConfigError
 from test_tokenizers import _Exported
+from forked_python import run_python
 
 SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
 HARD_CASES = [
@@ -141,7 +141,7 @@ def test_saved_model_tokenizes_with_only_tensorflow(tokenizer, sentences, tmp_pa
         print(json.dumps(ids))
     """)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    result = run_python([sys.executable, "-c", script], env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout.strip().splitlines()[-1]) == _ours(tokenizer, texts)
 

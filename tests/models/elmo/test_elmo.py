@@ -12,6 +12,7 @@ from counting import shapes_only
 from elmo_reference import torch_elmo
 from keras_bertology.models.elmo.backbone import ElmoBackbone
 from keras_bertology.models.elmo.presets import ELMO_PRESETS
+from forked_python import run_python
 
 TOLERANCE = 1e-5
 # An odd small encoder: three layers (residuals around two), cells unlike the projection, no clipping (torch's
@@ -290,11 +291,9 @@ print(json.dumps([record["loss"] for record in metrics["history"]]))
 def test_pretraining_runs_under_mirrored_strategy_on_two_cpus(tmp_path):
     """Each replica runs its LSTMs' loops on half of every batch of 16 (test_distribute.py checks on BERT that
     the replicas' all-reduced gradients are the one-device step's)."""
-    import subprocess
     import sys
 
-    result = subprocess.run([sys.executable, "-c", MIRRORED_RUN, str(tmp_path / "run")], capture_output=True,
-                            text=True, timeout=600)
+    result = run_python([sys.executable, "-c", MIRRORED_RUN, str(tmp_path / "run")], timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     losses = json.loads(result.stdout.strip().splitlines()[-1])
     assert len(losses) == 6 and all(np.isfinite(losses)) and losses[-1] < losses[0]

@@ -1,7 +1,6 @@
 """GPT: parity with transformers' GPT-2, the causal mask, the next-token data stage, and serving."""
 
 import json
-import subprocess
 import sys
 
 import keras
@@ -20,6 +19,7 @@ from keras_bertology.data.next_token import NextTokenTargets
 from keras_bertology.models.gpt import GPT, GPTBackbone, GPTPretrainer
 from keras_bertology.models.gpt.instances import block_instances
 from keras_bertology.models.task_models import SequenceClassifier
+from forked_python import run_python
 
 EOT = "<|endoftext|>"
 TEXTS = ["Now is the winter of our discontent", "made glorious summer by this sun of York;",
@@ -224,8 +224,7 @@ def test_the_export_scores_and_generates_as_transformers_does(gpt2_folder, gpt2_
         "                  'n': scored['num_tokens'].numpy().tolist(),\n"
         "                  'ids': greedy['generated_ids'].numpy().tolist(),\n"
         "                  'text': [t.decode() for t in greedy['text'].numpy()], 'drawn': drawn}))\n")
-    done = subprocess.run([sys.executable, "-c", script, str(gpt2_export), json.dumps(prompts)],
-                          capture_output=True, text=True, timeout=300)
+    done = run_python([sys.executable, "-c", script, str(gpt2_export), json.dumps(prompts)], timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     served = json.loads(done.stdout.strip().splitlines()[-1])
     for row, prompt in enumerate(prompts):

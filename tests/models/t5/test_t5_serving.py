@@ -7,7 +7,6 @@ import io
 import json
 import re
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -30,6 +29,7 @@ from keras_bertology.models.t5.instances import stream_chunks
 from keras_bertology.models.t5.tokenizer import train_tokenizer
 from keras_bertology.engine.checkpoints import RunCheckpoints
 from keras_bertology.pretraining.pretrain import PretrainOptions, pretrain
+from forked_python import run_python
 
 SEQ_LEN = 24
 PROMPTS = ["The <extra_id_0> of the <extra_id_1> king", "<extra_id_0> good lord",
@@ -148,8 +148,8 @@ def test_saved_model_cli_and_the_warmup_requests_run_generate_in_a_bare_process(
     generation signatures and runs `generate` on raw strings; each warm-up request TensorFlow Serving would
     replay serves, `generate_sampling`'s scalars included."""
     model, path = served
-    done = subprocess.run([sys.executable, "-c", BARE_SERVER, str(path), str(tmp_path / "out"), repr(PROMPTS)],
-                          capture_output=True, text=True, timeout=300)
+    done = run_python([sys.executable, "-c", BARE_SERVER, str(path), str(tmp_path / "out"), repr(PROMPTS)],
+                      timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["modules"] == [], result["modules"]

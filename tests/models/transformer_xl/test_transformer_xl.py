@@ -2,7 +2,6 @@
 the adaptive softmax against torch, the stream instances, and the CLI from pretraining to serving."""
 
 import json
-import subprocess
 import sys
 
 import keras
@@ -18,6 +17,7 @@ from keras_bertology.data.builder_contexts import InstanceContext
 from keras_bertology.layers.adaptive_softmax import AdaptiveEmbedding, AdaptiveSoftmax
 from keras_bertology.models.transformer_xl import TRANSFORMER_XL, TransformerXLBackbone
 from keras_bertology.models.transformer_xl.instances import stream_segments
+from forked_python import run_python
 
 # Odd shapes: 3 heads of 6, feed-forward 40; the switches on and off.
 _BASE = dict(vocab_size=61, d_model=18, d_embed=18, n_head=3, d_head=6, d_inner=40, n_layer=2, mem_len=6,
@@ -235,7 +235,7 @@ def test_pretraining_falls_below_the_unigram_level_and_serves(tmp_path, capsys):
     script = (f"import tensorflow as tf, tensorflow_text; m = tf.saved_model.load({str(export)!r}); "
               "print(m.generate(tf.constant(['the king']))['text'].shape, "
               "m.score(tf.constant(['the king is dead']))['num_tokens'].numpy().tolist())")
-    served = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    served = run_python([sys.executable, "-c", script], check=True).stdout
     assert served.split()[:2] == ["(1,)", "[4]"] or "(1,)" in served, served
 
 

@@ -12,6 +12,7 @@ from keras_bertology.convert.hf_checkpoint import convert_hf_checkpoint
 from keras_bertology.layers import rel_shift, sinusoidal_relative_positions
 from keras_bertology.models.xlnet import XLNetBackbone
 from keras_bertology.models.xlnet.presets import XLNET_PRESETS
+from forked_python import run_python
 
 TOLERANCE = 1e-5
 VOCAB = 89
@@ -371,7 +372,6 @@ def test_pretrain_xlnet_from_the_command_line(tmp_path, capsys):
     memory = keras.ops.convert_to_numpy(model.get_layer("query_stream").memory)
     assert memory.shape == (2, 8, 16, 128) and np.abs(memory).max() > 0  # the memory is saved with the model
     # A fresh process resumes from the checkpoint (its classes registered before loading).
-    import subprocess
     import sys
 
     from keras_bertology.data.corpus import default_corpus_paths
@@ -380,8 +380,8 @@ def test_pretrain_xlnet_from_the_command_line(tmp_path, capsys):
             *[str(path) for path in default_corpus_paths()[:2]], "--steps", "4", "--batch-size", "8",
             "--out", str(tmp_path / "run"), "--no-export", "--seq-len", "48",  # the export above is the run's
             "--vocab-size", "800", "--mem-len", "16", "--precision", "float32", "--xla", "auto", "--resume"]
-    proc = subprocess.run([sys.executable, "-c", "import sys; from keras_bertology.cli import main; "
-                           "sys.exit(main(sys.argv[1:]))", *argv], capture_output=True, text=True, timeout=600)
+    proc = run_python([sys.executable, "-c", "import sys; from keras_bertology.cli import main; "
+                       "sys.exit(main(sys.argv[1:]))", *argv], timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
