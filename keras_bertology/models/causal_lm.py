@@ -10,6 +10,7 @@ import keras
 
 from keras_bertology.models.pretrainer import (
     Objective,
+    OfLossMean,
     accuracy,
     scored,
     scored_accuracy,
@@ -19,16 +20,17 @@ from keras_bertology.models.pretrainer import (
 
 
 @keras.saving.register_keras_serializable(package="keras_bertology")
-class Perplexity(keras.metrics.MeanMetricWrapper):
+class Perplexity(OfLossMean):
     """exp of the weighted mean next-token cross-entropy: the number of equally likely tokens the model is
-    as unsure as. Logged windows report it beside the loss, which it exponentiates."""
+    as unsure as. Logged windows report it beside the loss, which it exponentiates (and, beside the
+    objective's own loss metric, reads from it)."""
 
     def __init__(self, name="perplexity", dtype=None, scored=False):
         super().__init__(scored_loss if scored else _token_cross_entropy, name=name, dtype=dtype)
         self.scored = scored
 
-    def result(self):
-        return keras.ops.exp(super().result())
+    def of_mean(self, mean):
+        return keras.ops.exp(mean)
 
     def get_config(self):
         return {"name": self.name, "dtype": self.dtype, **({"scored": True} if self.scored else {})}

@@ -30,6 +30,33 @@ def accuracy(prefix):
     return [keras.metrics.SparseCategoricalAccuracy(name=f"{prefix}accuracy")]
 
 
+class OfLossMean(keras.metrics.MeanMetricWrapper):
+    """A metric that is a function (`of_mean`) of the weighted mean of the objective's own loss per target.
+
+    Where the pretrainer also reports that mean (`<prefix>loss`, one objective), it reads it from that metric
+    (`read_from`) instead of scoring the logits again (for a causal LM's perplexity, every position against
+    the whole vocabulary), so the two agree exactly.
+    """
+
+    def __init__(self, fn, name, dtype=None):
+        super().__init__(fn, name=name, dtype=dtype)
+        self._loss_mean = None
+
+    def of_mean(self, mean):
+        raise NotImplementedError
+
+    def read_from(self, loss_mean):
+        """Take the mean from `loss_mean`, a metric averaging the same loss with the same weights."""
+        self._loss_mean = loss_mean
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        if self._loss_mean is None:
+            super().update_state(y_true, y_pred, sample_weight)
+
+    def result(self):
+        return self.of_mean(super().result() if self._loss_mean is None else self._loss_mean.result())
+
+
 @dataclasses.dataclass(frozen=True)
 class Objective:
     """One pretraining objective.
@@ -165,7 +192,11 @@ class Pretrainer(keras.Model):
         prefix = f"{objective.name}_"
         # The unreduced loss, averaged by the metric with the same sample weights as the loss.
         loss = keras.metrics.MeanMetricWrapper(objective.loss().call, name=f"{prefix}loss")
-        return {objective.name: [*objective.make_metrics(prefix), loss]}
+        metrics = objective.make_metrics(prefix)
+        for metric in metrics:
+            if isinstance(metric, OfLossMean):
+                metric.read_from(loss)
+        return {objective.name: [*metrics, loss]}
 
     def _labels_from_outputs(self, y, y_pred):
         """Move model-computed labels from the predictions to the targets (no gradient through them)."""

@@ -144,6 +144,26 @@ def test_next_token_targets_shift_by_one_and_weigh_real_pairs_only():
     assert whole["next_token_weights"].numpy().tolist() == [[1, 1, 1, 1, 0]] * 2
 
 
+def test_perplexity_is_read_from_the_loss_metric_and_the_logits_are_scored_once_for_both():
+    from keras_bertology.models.causal_lm import Perplexity
+    from keras_bertology.models.registry import FAMILIES
+    from tiny_steps import tiny_pretrainer
+
+    pretrainer, (x, y, weights) = tiny_pretrainer(FAMILIES["gpt"])
+    pretrainer.compile(optimizer=keras.optimizers.SGD(0.0))
+    logs = pretrainer.test_on_batch(x, y, weights, return_dict=True)
+    # What a Perplexity of its own computes from the same logits and weights.
+    alone = Perplexity()
+    alone.update_state(y["clm"], pretrainer(x)["clm"], weights["clm"])
+    assert logs["clm_perplexity"] == pytest.approx(float(alone.result()), rel=1e-6)
+    assert logs["clm_perplexity"] == pytest.approx(np.exp(logs["clm_loss"]), rel=1e-7)
+    # The training step scores the logits for the loss and for the loss metric, and not a third time.
+    step = tf.function(pretrainer.train_step).get_concrete_function(
+        keras.tree.map_structure(lambda a: tf.TensorSpec(a.shape, a.dtype), (x, y, weights)))
+    scorings = [op for op in step.graph.get_operations() if op.type == "SparseSoftmaxCrossEntropyWithLogits"]
+    assert len(scorings) == 2
+
+
 def test_blocks_hold_the_corpus_as_one_stream_with_end_of_text_between_documents():
     documents = [[np.array([1, 2, 3]), np.array([4])], [np.array([5, 6])], [np.array([], np.int32)],
                  [np.array([7, 8, 9, 10, 11])]]
