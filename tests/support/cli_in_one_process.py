@@ -3,10 +3,9 @@ Keras and JAX for all of them, for checks that need a process other than pytest'
 devices) but not one process each."""
 
 import json
+import subprocess
 import sys
 from pathlib import Path
-
-from forked_python import run_python
 
 # Each case sees the environment of the process plus its own variables, as its own process would; an exception
 # that escapes `main` is printed as the interpreter would print it, so a check for "Traceback" still sees it.
@@ -37,6 +36,8 @@ def run_in_one_process(cases, folder, env, timeout):
     """{name: (exit status, stderr)} of `cases`, each [name, argv, its own environment variables], run in that
     order in one new process with `env`; the process itself must end well."""
     results = Path(folder) / "results.json"
-    done = run_python([sys.executable, "-c", _DRIVER, json.dumps(cases), str(results)], timeout=timeout, env=env)
+    # A new interpreter, not `forked_python`: a case's `--backend` picks Keras' backend before Keras is imported.
+    done = subprocess.run([sys.executable, "-c", _DRIVER, json.dumps(cases), str(results)],
+                          capture_output=True, text=True, timeout=timeout, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     return {name: tuple(result) for name, result in json.loads(results.read_text()).items()}
