@@ -9,9 +9,10 @@ What it shares with its parent is what a new interpreter that imported TensorFlo
 the hash seed (the same in every process forked from one parent; NumPy's global generator is seeded afresh,
 and `random` reseeds itself in a forked child). So a script whose subject is the start-up itself (what
 importing TensorFlow prints, an environment variable it sets before an import, such as the CLI's
-`--backend`, a module that must not be imported) runs through `subprocess.run`, as does a call whose environment differs from the parent's in
-what TensorFlow, Keras or the C libraries read at import (`_IMPORT_TIME_PREFIXES`): each such environment
-gets a parent of its own, and the JAX backend (multithreaded once imported) gets none.
+`--backend`, a module that must not be imported) runs through `subprocess.run`, as does a call whose
+environment differs from the parent's in what TensorFlow, Keras or the C libraries read at import
+(`_IMPORT_TIME_PREFIXES`): each such environment gets a parent of its own, and the JAX backend
+(multithreaded once imported) gets none.
 """
 
 import atexit
