@@ -26,11 +26,9 @@ class Perplexity(OfLossMean):
     objective's own loss metric, reads from it)."""
 
     def __init__(self, name="perplexity", dtype=None, scored=False):
-        super().__init__(scored_loss if scored else _token_cross_entropy, name=name, dtype=dtype)
+        super().__init__(scored_loss if scored else _token_cross_entropy, keras.ops.exp, name=name,
+                         dtype=dtype)
         self.scored = scored
-
-    def of_mean(self, mean):
-        return keras.ops.exp(mean)
 
     def get_config(self):
         return {"name": self.name, "dtype": self.dtype, **({"scored": True} if self.scored else {})}

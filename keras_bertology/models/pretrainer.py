@@ -31,19 +31,17 @@ def accuracy(prefix):
 
 
 class OfLossMean(keras.metrics.MeanMetricWrapper):
-    """A metric that is a function (`of_mean`) of the weighted mean of the objective's own loss per target.
+    """A metric that is `of_mean` of the weighted mean of the objective's own loss `fn` per target.
 
     Where the pretrainer also reports that mean (`<prefix>loss`, one objective), it reads it from that metric
     (`read_from`) instead of scoring the logits again (for a causal LM's perplexity, every position against
     the whole vocabulary), so the two agree exactly.
     """
 
-    def __init__(self, fn, name, dtype=None):
+    def __init__(self, fn, of_mean, name, dtype=None):
         super().__init__(fn, name=name, dtype=dtype)
+        self.of_mean = of_mean
         self._loss_mean = None
-
-    def of_mean(self, mean):
-        raise NotImplementedError
 
     def read_from(self, loss_mean):
         """Take the mean from `loss_mean`, a metric averaging the same loss with the same weights."""
