@@ -7,6 +7,7 @@ so the clock never stops while work is still queued.
 
 import os
 import resource
+import sys
 import time
 
 from benchmarks.bench_mlm import _cpu_seconds, _current_rss_mib, _machine_cpu_seconds
@@ -21,6 +22,7 @@ class StepClock:
         # Made once the model and its arrays are built: the peak beyond this is what training itself holds
         # (activations, gradients, optimizer slots, a traced or compiled step), apart from the runtime's own.
         self.resident_before = _current_rss_mib()
+        self.tensors_before = tensor_allocator_mib(reset_peak=True)
         self.start = self.end = None
         self.cpu_start = self.cpu_end = None
         self.machine_start = self.machine_end = None
@@ -53,11 +55,40 @@ class StepClock:
             "ms_per_step": 1000.0 * seconds / steps,
             "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
             "resident_before_mib": self.resident_before,
+            **self._tensors_peak(),
             "cpu_busy": own_cpu / (seconds * cores),
             "others_cpu_busy": others,
             "warmup_s": self.start - self.created,
             "final_loss": self.last_loss,
         }
+
+
+    def _tensors_peak(self):
+        """{"tensors_peak_mib": the most memory TensorFlow's allocator handed out to tensors beyond what it held
+        when the clock was made}, where it counts (see `tensor_allocator_mib`)."""
+        counted = tensor_allocator_mib()
+        if counted is None or self.tensors_before is None:
+            return {}
+        return {"tensors_peak_mib": counted[1] - self.tensors_before[0]}
+
+
+def tensor_allocator_mib(reset_peak=False):
+    """(in use, peak) MiB of the tensors TensorFlow holds on the CPU, or None where it keeps no count.
+
+    TensorFlow's CPU allocator counts them where it is oneDNN's pooled allocator (its default on x86; not
+    with TF_ENABLE_ONEDNN_OPTS=0, nor in a process without TensorFlow). `reset_peak` starts the peak again
+    from what is in use."""
+    if "tensorflow" not in sys.modules:
+        return None
+    import tensorflow as tf
+
+    try:
+        if reset_peak:
+            tf.config.experimental.reset_memory_stats("CPU:0")
+        info = tf.config.experimental.get_memory_info("CPU:0")
+    except ValueError:  # "Allocator stats not available"
+        return None
+    return info["current"] / 2 ** 20, info["peak"] / 2 ** 20
 
 
 def keras_callback(clock):
