@@ -76,9 +76,10 @@ def tensor_allocator_mib(reset_peak=False):
     """(in use, peak) MiB of the tensors TensorFlow holds on the CPU, or None where it keeps no count.
 
     TensorFlow's CPU allocator counts them where it is oneDNN's pooled allocator (its default on x86; not
-    with TF_ENABLE_ONEDNN_OPTS=0, nor in a process without TensorFlow). `reset_peak` starts the peak again
-    from what is in use."""
-    if "tensorflow" not in sys.modules:
+    with TF_ENABLE_ONEDNN_OPTS=0, nor where Keras trains on another backend or is not loaded: TensorFlow's
+    count would then miss what trains). `reset_peak` starts the peak again from what is in use."""
+    keras = sys.modules.get("keras")
+    if keras is None or keras.config.backend() != "tensorflow":
         return None
     import tensorflow as tf
 

@@ -13,13 +13,16 @@ from benchmarks.memory_breakdown import render_markdown, split
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-# Allocates 64 MiB of float32 in one tensor, then frees it, and prints what the count said before, with it,
-# and after it.
+# Frees a tensor of 128 MiB, then allocates 64 MiB of float32 in one tensor, frees it, and prints what the
+# count said before it, with it, and after it.
 _ALLOCATE = """
 import json
+import keras
 import tensorflow as tf
 from benchmarks.peer_timing import tensor_allocator_mib
 
+earlier = tf.fill([32, 2 ** 20], 1.0)  # a peak before the count starts again
+del earlier
 before = tensor_allocator_mib(reset_peak=True)
 held = tf.fill([16, 2 ** 20], 1.0)
 holding = tensor_allocator_mib()
