@@ -14,6 +14,7 @@ Results go to `<out>/<name>.json` and `<out>/<name>.md` (written atomically).
 """
 
 import argparse
+import importlib.metadata
 import json
 import statistics
 import sys
@@ -120,8 +121,6 @@ def main(argv=None):
     args = parse_args(argv)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    import importlib.metadata
-
     report = {"benchmark": "memory_breakdown", "name": args.name, "rounds": args.rounds,
               "machine": {**machine_info(), **{package: importlib.metadata.version(package)
                                                for package in ("torch", "transformers")}},

@@ -62,7 +62,6 @@ class StepClock:
             "final_loss": self.last_loss,
         }
 
-
     def _tensors_peak(self):
         """{"tensors_peak_mib": the most memory TensorFlow's allocator handed out to tensors beyond what it held
         when the clock was made}, where it counts (see `tensor_allocator_mib`)."""
