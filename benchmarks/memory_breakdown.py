@@ -22,7 +22,7 @@ from pathlib import Path
 
 from benchmarks.bench_mlm import DEFAULT_OUT, atomic_write, describe_processor, machine_info
 from benchmarks.peer_models import MODELS, SHAPES
-from benchmarks.peer_suite import PRECISIONS, run_worker
+from benchmarks.peer_suite import PRECISIONS, run_worker, training_memory
 
 OURS = ("ours", "ours_no_xla", "ours_xla")  # ours as `--xla auto` compiles it, with XLA off, on
 MEMORY_GOAL = 1.2  # issue 80: a base row's peak at most 1.2x torch eager's
@@ -41,19 +41,25 @@ def measure_rows(args, out_dir, model_name, precision):
             rounds[system].append(result)
             print(f"  round {index + 1}/{args.rounds} {system:>11}: peak {result['peak_mib']:6.0f} MiB, before "
                   f"training {result['resident_before_mib']:6.0f} MiB", flush=True)
-    keys = ("peak_mib", "resident_before_mib", "tensors_peak_mib")
-    summary = {system: {key: statistics.median(r[key] for r in results) for key in keys
-                        if all(key in r for r in results)} for system, results in rounds.items()}
+    summary = {system: summarize(results) for system, results in rounds.items()}
     return [{"model": model_name, "precision": precision, "shape": args.shape, "ours": variant,
              "jit_compile": rounds[variant][0]["jit_compile"],
              "systems": {"ours": summary[variant], "torch_eager": summary["torch_eager"]}}
             for variant in args.ours]
 
 
+def summarize(results):
+    """A system's rounds as one: the median of each number, and training's own memory as the median of each
+    round's peak beyond its memory before training (the peer suite's `training_mib`)."""
+    keys = ("peak_mib", "resident_before_mib", "tensors_peak_mib")
+    return {**{key: statistics.median(r[key] for r in results) for key in keys if all(key in r for r in results)},
+            **training_memory(results)}
+
+
 def split(row):
     """The row's numbers as the table shows them (MiB and ratios)."""
     ours, eager = row["systems"]["ours"], row["systems"]["torch_eager"]
-    own = {name: s["peak_mib"] - s["resident_before_mib"] for name, s in (("ours", ours), ("eager", eager))}
+    own = {"ours": ours["training_mib"], "eager": eager["training_mib"]}
     runtime_extra = ours["resident_before_mib"] - eager["resident_before_mib"]
     tensors = ours.get("tensors_peak_mib")
     return {

@@ -193,7 +193,7 @@ def measure_entry(args, out_dir, model_name, shape_name, precision, rooflines):
             "peak_mib": statistics.median(r["peak_mib"] for r in results),
             # On a GPU the device's peak (what limits the batch); on a CPU the process's resident peak.
             "memory_mib": statistics.median(r.get("device_peak_mib", r["peak_mib"]) for r in results),
-            **_training_memory(results),
+            **training_memory(results),
             "num_params": results[0]["num_params"],
             "mfu": flops * rate / shape.batch_size / rooflines[precision],
             "rounds": results,
@@ -210,7 +210,7 @@ def measure_entry(args, out_dir, model_name, shape_name, precision, rooflines):
     }
 
 
-def _training_memory(results):
+def training_memory(results):
     """{"training_mib": the median of each round's peak resident memory beyond what the process held once its
     model and arrays were built}, on a CPU (a GPU row's memory is the device allocator's already)."""
     beyond = [r["peak_mib"] - r["resident_before_mib"] for r in results

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from forked_python import run_python
 
-from benchmarks.memory_breakdown import render_markdown, split
+from benchmarks.memory_breakdown import render_markdown, split, summarize
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,11 +54,19 @@ def test_without_onednns_allocator_or_with_keras_on_jax_there_is_no_count():
 
 
 def _row(ours_peak, ours_before, tensors, eager_peak, eager_before):
-    ours = {"peak_mib": ours_peak, "resident_before_mib": ours_before}
-    if tensors is not None:
-        ours["tensors_peak_mib"] = tensors
+    ours = summarize([{"peak_mib": ours_peak, "resident_before_mib": ours_before,
+                       **({} if tensors is None else {"tensors_peak_mib": tensors})}])
+    eager = summarize([{"peak_mib": eager_peak, "resident_before_mib": eager_before}])
     return {"model": "albert", "precision": "float32", "shape": "base", "ours": "ours", "jit_compile": False,
-            "systems": {"ours": ours, "torch_eager": {"peak_mib": eager_peak, "resident_before_mib": eager_before}}}
+            "systems": {"ours": ours, "torch_eager": eager}}
+
+
+def test_rounds_give_medians_and_training_takes_the_median_of_each_rounds_own():
+    rounds = [{"peak_mib": 100, "resident_before_mib": 10, "tensors_peak_mib": 5},
+              {"peak_mib": 200, "resident_before_mib": 150, "tensors_peak_mib": 7},
+              {"peak_mib": 300, "resident_before_mib": 20}]
+    # 90, 50 and 280 of their own: 90, not the medians' 200 - 20; no tensor count unless every round has one
+    assert summarize(rounds) == {"peak_mib": 200, "resident_before_mib": 20, "training_mib": 90}
 
 
 def test_a_rows_peak_splits_into_the_process_before_training_its_tensors_and_the_rest():
