@@ -21,8 +21,8 @@ class SharedEncoderStack(keras.layers.Layer):
     at a time as the backward pass reaches each layer: read directly, the
     gradient tape holds every layer's partial gradient of a weight until the
     last arrives and sums them in one AddN (12 float32 copies of the block's
-    weights for ALBERT-Base: 1,136 against 981 MiB of tensors at the peak
-    of a base bf16 step, `benchmarks/memory_breakdown.py`). The stack reads
+    weights for ALBERT-Base: about 1,130 against 1,000 MiB of tensors at
+    the peak of a base bf16 step, docs/benchmarks.md). The stack reads
     the weights in their own dtype; each block casts what it reads, as it
     would cast the variables.
 
