@@ -162,10 +162,10 @@ def test_the_memory_training_adds_is_the_peak_beyond_the_built_model_median_over
     """A CPU row: each round's peak beyond its resident memory once the model and arrays were built (the
     runtime's own footprint left out); a GPU row's memory is its device allocator's, and rounds from before the
     resident memory was recorded give nothing."""
-    from benchmarks.peer_suite import _training_memory
+    from benchmarks.peer_suite import training_memory
 
     rounds = [{"peak_mib": 900.0, "resident_before_mib": 500.0}, {"peak_mib": 1000.0, "resident_before_mib": 450.0},
               {"peak_mib": 950.0, "resident_before_mib": 400.0}]
-    assert _training_memory(rounds) == {"training_mib": 550.0}
-    assert _training_memory([{**r, "device_peak_mib": 10.0} for r in rounds]) == {}
-    assert _training_memory([{"peak_mib": 900.0}]) == {}
+    assert training_memory(rounds) == {"training_mib": 550.0}
+    assert training_memory([{**r, "device_peak_mib": 10.0} for r in rounds]) == {}
+    assert training_memory([{"peak_mib": 900.0}]) == {}
