@@ -107,8 +107,8 @@ def test_in_mixed_precision_the_chain_holds_fewer_partial_gradients_of_the_share
     """Twelve layers over one block of 2.25 MiB of float32 weights, in mixed_bfloat16, its step traced: read
     directly, the twelve layers' partial gradients of each weight wait for one sum; chained, each is added as
     it comes. TensorFlow's executor does not always run the additions as early as they could (measured: 9 MiB
-    less at the peak, four blocks' worth; 155 MiB less for ALBERT-Base), so asked here: two blocks' worth.
-    Counted by TensorFlow's CPU allocator (oneDNN's, on here)."""
+    less at the peak, four blocks' worth; about 135 MiB of tensors less for ALBERT-Base), so asked here: two
+    blocks' worth. Counted by TensorFlow's CPU allocator (oneDNN's, on here)."""
     support = str(Path(__file__).parents[2] / "support")
     env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [support, os.environ.get("PYTHONPATH")]))}
