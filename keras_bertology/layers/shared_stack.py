@@ -1,7 +1,5 @@
 """Cross-layer parameter sharing (ALBERT): many layers, few sets of weights."""
 
-import contextlib
-
 import keras
 
 from keras_bertology.layers.transformer_block import TransformerEncoderBlock
@@ -15,16 +13,6 @@ class SharedEncoderStack(keras.layers.Layer):
     turn, ALBERT's rule: with the defaults all layers reuse one block. A
     block's variables exist once however often it runs, so their gradient is
     the sum over the layers that use them.
-
-    In training each layer reads the shared weights as a copy of what the
-    layer before it read (`chained_reads`), so that sum is taken two terms
-    at a time as the backward pass reaches each layer: read directly, the
-    gradient tape holds every layer's partial gradient of a weight until the
-    last arrives and sums them in one AddN (12 float32 copies of the block's
-    weights for ALBERT-Base: about 1,130 against 1,000 MiB of tensors at
-    the peak of a base bf16 step, docs/benchmarks.md). The stack reads
-    the weights in their own dtype; each block casts what it reads, as it
-    would cast the variables.
 
     Args:
         num_layers: int, layers applied.
@@ -47,7 +35,6 @@ class SharedEncoderStack(keras.layers.Layer):
                  activation="gelu", dropout=0.0, attention_dropout=0.0, layer_norm_epsilon=1e-12,
                  initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
-        self.autocast = False  # the chain carries the weights as stored (float32); the blocks cast their reads
         if num_groups < 1 or inner_group_num < 1 or num_layers < num_groups:
             raise ValueError(f"need 1 <= num_groups ({num_groups}) <= num_layers ({num_layers}) "
                              f"and inner_group_num >= 1 (got {inner_group_num})")
@@ -85,14 +72,9 @@ class SharedEncoderStack(keras.layers.Layer):
         self.built = True
 
     def call(self, x, attention_mask=None, training=None):
-        # A recomputed block reads the variables again in the backward pass, outside the chain: read directly.
-        chained = training and not any(block.remat for block in self.blocks)
-        with chained_reads(self.blocks) if chained else contextlib.nullcontext() as next_layer:
-            for layer in range(self.num_layers):
-                if next_layer:
-                    next_layer()
-                for block in self.group_blocks(self.layer_group(layer)):
-                    x = block(x, attention_mask=attention_mask, training=training)
+        for layer in range(self.num_layers):
+            for block in self.group_blocks(self.layer_group(layer)):
+                x = block(x, attention_mask=attention_mask, training=training)
         return x
 
     def compute_output_shape(self, input_shape):
@@ -107,28 +89,3 @@ class SharedEncoderStack(keras.layers.Layer):
             layer_norm_epsilon=self.layer_norm_epsilon, initializer_range=self.initializer_range,
         )
         return config
-
-
-@contextlib.contextmanager
-def chained_reads(layers):
-    """Inside it, `layers`' trainable variables read as the last call of the `next_layer` it yields copied them.
-
-    Each call makes the reads a copy of the previous ones (the first, of the
-    variables), so a gradient reaching the reads of one call adds to those
-    of the next. The layers' other variables (their dropout seeds) move on
-    inside as outside, and are written back when it ends; on JAX, inside
-    Keras' stateless training step, they start from and go back to its values.
-    """
-    weights = [variable for layer in layers for variable in layer.trainable_variables]
-    state = [variable for layer in layers for variable in layer.non_trainable_variables]
-    reads = [variable.value for variable in weights]
-    with keras.StatelessScope(state_mapping=[(variable, variable.value) for variable in state]) as scope:
-        def next_layer():
-            reads[:] = [keras.ops.copy(read) for read in reads]
-            for variable, read in zip(weights, reads):
-                scope.add_update((variable, read))
-
-        yield next_layer
-        moved = [(variable, scope.get_current_value(variable)) for variable in state]
-    for variable, value in moved:
-        variable.assign(value)

@@ -1,11 +1,5 @@
 """ALBERT: exact preset sizes, shared weights really shared, SOP pairs, and parity with transformers."""
 
-import json
-import os
-import sys
-from pathlib import Path
-
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -13,8 +7,6 @@ import torch
 import transformers
 
 from cli_runs import pretrain_two_plays
-from direct_reads import DirectReads, stack_model
-from forked_python import run_python
 from hf_reference import perturbed_hf_model
 from instance_corpus import CLS, PAD, SEP, Corpus, segments
 from keras_bertology.convert.hf_checkpoint import convert_hf_checkpoint
@@ -48,75 +40,6 @@ def test_shared_block_has_one_set_of_weights_and_sums_gradients():
     for index, grad in enumerate(shared_grads):
         total = sum(per_layer[layer * count + index] for layer in range(6))
         np.testing.assert_allclose(grad.numpy(), total.numpy(), rtol=1e-4, atol=1e-5)
-
-
-def test_a_training_step_through_the_chained_reads_is_the_direct_reads_step():
-    """Dropout 0.2: the chain's step drops what the direct one drops, changes every weight as it does (SGD at
-    rate 1, the change is minus the gradient) and moves the blocks' seeds as far (on JAX, inside Keras' stateless
-    step)."""
-    x = np.random.default_rng(3).normal(size=(4, 5, 16)).astype("float32")
-    y = np.random.default_rng(4).normal(size=(4, 5, 3)).astype("float32")
-    steps = {}
-    for stack_class in (SharedEncoderStack, DirectReads):
-        keras.utils.set_random_seed(5)
-        model = stack_model(stack_class, intermediate_size=24)
-        before = [keras.ops.convert_to_numpy(variable) for variable in model.variables]
-        model.compile(optimizer=keras.optimizers.SGD(1.0), loss="mse", jit_compile=keras.config.backend() == "jax")
-        loss = model.train_on_batch(x, y)
-        after = [keras.ops.convert_to_numpy(variable) for variable in model.variables]
-        steps[stack_class] = loss, before, after
-    (loss, before, after), (direct_loss, direct_before, direct_after) = steps.values()
-    assert loss == pytest.approx(direct_loss, rel=1e-6)
-    assert len(after) == len(direct_after)
-    for index, (start, direct_start) in enumerate(zip(before, direct_before)):
-        np.testing.assert_array_equal(start, direct_start, err_msg=f"variable {index} before the step")
-    moved = 0
-    for index, (end, direct_end, start) in enumerate(zip(after, direct_after, before)):
-        if end.dtype.kind in "iu":  # a seed: moved as far as the direct call moves it
-            np.testing.assert_array_equal(end, direct_end, err_msg=f"seed {index}")
-            moved += int(np.any(end != start))
-        else:
-            np.testing.assert_allclose(end - start, direct_end - start, rtol=1e-5, atol=1e-7,
-                                       err_msg=f"weight {index}")
-    assert moved >= 4  # each of the four blocks' seeds, at least
-
-
-_PEAK = """
-import json, keras, numpy as np, tensorflow as tf
-from direct_reads import DirectReads
-from keras_bertology.layers import SharedEncoderStack
-keras.mixed_precision.set_global_policy("mixed_bfloat16")
-x = np.random.default_rng(3).normal(size=(8, 16, 128)).astype("float32")
-y = np.zeros((8, 16, 128), "float32")
-peaks = {}
-for stack_class in (SharedEncoderStack, DirectReads):
-    stack = stack_class(num_layers=12, num_heads=2, intermediate_size=2048, dropout=0.1, attention_dropout=0.1)
-    inputs = keras.Input((16, 128))
-    model = keras.Model(inputs, stack(inputs))
-    model.compile(optimizer=keras.optimizers.SGD(0.0), loss="mse", jit_compile=False)
-    model.train_on_batch(x, y)
-    tf.config.experimental.reset_memory_stats("CPU:0")
-    before = tf.config.experimental.get_memory_info("CPU:0")["current"]
-    model.train_on_batch(x, y)
-    peaks[stack_class.__name__] = (tf.config.experimental.get_memory_info("CPU:0")["peak"] - before) / 2**20
-print(json.dumps(peaks))
-"""
-
-
-def test_in_mixed_precision_the_chain_holds_fewer_partial_gradients_of_the_shared_weights():
-    """Twelve layers over one block of 2.25 MiB of float32 weights, in mixed_bfloat16, its step traced: read
-    directly, the twelve layers' partial gradients of each weight wait for one sum; chained, each is added as
-    it comes. TensorFlow's executor does not always run the additions as early as they could (measured: 9 MiB
-    less at the peak, four blocks' worth; about 135 MiB of tensors less for ALBERT-Base), so asked here: two
-    blocks' worth. Counted by TensorFlow's CPU allocator (oneDNN's, on here)."""
-    support = str(Path(__file__).parents[2] / "support")
-    env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [support, os.environ.get("PYTHONPATH")]))}
-    proc = run_python([sys.executable, "-c", _PEAK], env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    peaks = json.loads(proc.stdout.splitlines()[-1])
-    block_mib = (4 * 128 * 128 + 2 * 128 * 2048) * 4 / 2**20  # its kernels; the biases and norms are small
-    assert peaks["DirectReads"] - peaks["SharedEncoderStack"] >= 2 * block_mib, peaks
 
 
 def test_groups_assign_layers_as_albert_does():
