@@ -67,6 +67,9 @@ def test_rounds_give_medians_and_training_takes_the_median_of_each_rounds_own():
               {"peak_mib": 300, "resident_before_mib": 20}]
     # 90, 50 and 280 of their own: 90, not the medians' 200 - 20; no tensor count unless every round has one
     assert summarize(rounds) == {"peak_mib": 200, "resident_before_mib": 20, "training_mib": 90}
+    row = _row(2300, 900, None, 1400, 400)
+    row["systems"]["ours"] = summarize(rounds)
+    assert split(row)["own"]["ours"] == 90  # what the table's training column shows
 
 
 def test_a_rows_peak_splits_into_the_process_before_training_its_tensors_and_the_rest():
