@@ -13,6 +13,7 @@ breakdowns, and take throughput from `bench_mlm.py`.
     .venv/bin/python -m benchmarks.profile_mlm --system keras_hub --config small_float32
     .venv/bin/python -m benchmarks.profile_mlm --peer roberta --shape small   # a peer-suite model of ours
     .venv/bin/python -m benchmarks.profile_mlm --peer bert --precision mixed_bfloat16
+    .venv/bin/python -m benchmarks.profile_mlm --peer roberta --peer-system keras_hub --precision mixed_bfloat16
 """
 
 import argparse
@@ -78,6 +79,8 @@ def main():
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--jit-compile", action="store_true")
     parser.add_argument("--peer", help="profile ours on this peer-suite model (benchmarks/peer_models.py) instead")
+    parser.add_argument("--peer-system", choices=("ours", "keras_hub"), default="ours",
+                        help="whose --peer model: ours, or keras-hub's task of the same shape")
     parser.add_argument("--shape", default="small", help="the peer-suite shape of --peer")
     parser.add_argument("--precision", choices=("float32", "mixed_bfloat16"), default="float32",
                         help="the dtype policy of --peer")
@@ -90,12 +93,15 @@ def main():
 
     keras.utils.set_random_seed(0)
     if args.peer:
-        from benchmarks.peer_keras import build_ours
+        from benchmarks.peer_keras import build_keras_hub, build_ours
         from benchmarks.peer_models import MODELS, SHAPES
 
-        model, dataset = build_ours(MODELS[args.peer], SHAPES[args.shape], args.precision,
-                                    xla="on" if args.jit_compile else "off")
-        args.system, args.config = "ours", f"{args.peer} {args.shape} {args.precision}"
+        if args.peer_system == "keras_hub":
+            model, dataset = build_keras_hub(MODELS[args.peer], SHAPES[args.shape], args.precision)
+        else:
+            model, dataset = build_ours(MODELS[args.peer], SHAPES[args.shape], args.precision,
+                                        xla="on" if args.jit_compile else "off")
+        args.system, args.config = args.peer_system, f"{args.peer} {args.shape} {args.precision}"
     else:
         config = bench_mlm.CONFIGS[args.config]
         model = bench_mlm.build_model(config, args.system, jit_compile=args.jit_compile)

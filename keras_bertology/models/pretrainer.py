@@ -55,6 +55,29 @@ class OfLossMean(keras.metrics.MeanMetricWrapper):
         return self.of_mean(super().result() if self._loss_mean is None else self._loss_mean.result())
 
 
+class _ReportedLoss(keras.losses.Loss):
+    """`loss` that also feeds the values it computed per target, with their weights, to `tracker`: a pretrainer
+    with one objective reports `<name>_loss` from the loss it trains on (Keras tracks each loss itself only where
+    there are several), instead of a metric scoring the logits against the vocabulary a second time each step."""
+
+    def __init__(self, loss, tracker):
+        super().__init__(name=loss.name, reduction=loss.reduction, dtype=loss.dtype)
+        self.loss, self.tracker = loss, tracker
+        self._weights = None
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        self._weights = sample_weight  # for `call`, which Keras' reduction calls without them
+        try:
+            return super().__call__(y_true, y_pred, sample_weight)
+        finally:
+            self._weights = None
+
+    def call(self, y_true, y_pred):
+        values = self.loss.call(y_true, y_pred)
+        self.tracker.update_state(values, sample_weight=self._weights)
+        return values
+
+
 @dataclasses.dataclass(frozen=True)
 class Objective:
     """One pretraining objective.
@@ -172,9 +195,16 @@ class Pretrainer(keras.Model):
         return [objective.name for objective in self.declared_objectives]
 
     def compile(self, optimizer="adamw", loss=None, loss_weights=None, weighted_metrics=None, **kwargs):
-        """Compile with each objective's loss, loss weight and accuracy unless given."""
+        """Compile with each objective's loss, loss weight and accuracy unless given. Keras reports each
+        objective's own loss (`<name>_loss`) where there are several; with one, the pretrainer reports it
+        from the loss it builds (not from a `loss` passed here, which Keras reports as `loss`)."""
+        self._loss_report = None
         if loss is None:
             loss = {o.name: o.loss() for o in self.declared_objectives}
+            if len(loss) == 1:
+                ((name, only),) = loss.items()
+                self._loss_report = _ReportedLoss(only, keras.metrics.Mean(name=f"{name}_loss"))
+                loss = {name: self._loss_report}
         if loss_weights is None:
             loss_weights = {o.name: o.loss_weight for o in self.declared_objectives}
         if weighted_metrics is None:
@@ -182,19 +212,22 @@ class Pretrainer(keras.Model):
         super().compile(optimizer=optimizer, loss=loss, loss_weights=loss_weights,
                         weighted_metrics=weighted_metrics, **kwargs)
 
+    @property
+    def metrics(self):
+        report = getattr(self, "_loss_report", None)
+        return super().metrics if report is None else [*super().metrics, report.tracker]
+
     def _default_metrics(self):
         """Each objective's metrics; Keras prefixes the output name only when there are several."""
         if len(self.objectives) > 1:
             return {o.name: o.make_metrics("") for o in self.declared_objectives}
         (objective,) = self.declared_objectives
-        prefix = f"{objective.name}_"
-        # The unreduced loss, averaged by the metric with the same sample weights as the loss.
-        loss = keras.metrics.MeanMetricWrapper(objective.loss().call, name=f"{prefix}loss")
-        metrics = objective.make_metrics(prefix)
-        for metric in metrics:
-            if isinstance(metric, OfLossMean):
-                metric.read_from(loss)
-        return {objective.name: [*metrics, loss]}
+        metrics = objective.make_metrics(f"{objective.name}_")
+        if self._loss_report is not None:
+            for metric in metrics:
+                if isinstance(metric, OfLossMean):
+                    metric.read_from(self._loss_report.tracker)
+        return {objective.name: metrics}
 
     def _labels_from_outputs(self, y, y_pred):
         """Move model-computed labels from the predictions to the targets (no gradient through them)."""

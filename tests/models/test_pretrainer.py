@@ -119,6 +119,32 @@ def test_an_objective_brings_its_own_loss_and_metrics():
     assert history["detect_recall"][-1] > 0.95 and history["detect_precision"][-1] > 0.95
 
 
+def test_one_objective_reports_its_loss_from_the_loss_it_trains_on_and_scores_the_logits_once():
+    """Keras reports each loss itself only where there are several; a pretrainer with one reports `<name>_loss`
+    from the values its loss computed: each target's loss averaged with its weight over the batches."""
+    keras.utils.set_random_seed(0)
+    model = OrderPretrainer(_backbone())
+    model.compile(optimizer=keras.optimizers.SGD(0.0))
+    model.compile(optimizer=keras.optimizers.SGD(0.0))  # compiled again: still one report
+    assert [metric.name for metric in model.metrics].count("order_loss") == 1
+    x, y, weights = keras.tree.map_structure(keras.ops.convert_to_numpy, model.split_features(_features(rows=16)))
+    weights["order"][:6] = 0.0  # the two batches of 8 weigh 2 and 8 rows: a mean of batch means would differ
+    logs = model.evaluate(x, y, sample_weight=weights, batch_size=8, verbose=0, return_dict=True)
+    per_row = keras.ops.convert_to_numpy(keras.losses.sparse_categorical_crossentropy(
+        y["order"], model.predict(x, verbose=0)["order"], from_logits=True))
+    expected = np.sum(weights["order"] * per_row) / np.sum(weights["order"])
+    assert logs["order_loss"] == pytest.approx(expected, rel=1e-6)
+    assert logs["order_accuracy"] == pytest.approx(
+        np.sum(weights["order"] * (model.predict(x, verbose=0)["order"].argmax(-1) == y["order"])) / 10, rel=1e-6)
+    if keras.config.backend() == "tensorflow":  # the traced step: the loss' scoring is the only one
+        import tensorflow as tf
+
+        step = tf.function(model.train_step).get_concrete_function(
+            keras.tree.map_structure(lambda a: tf.TensorSpec(a.shape, a.dtype), (x, y, weights)))
+        scorings = [op for op in step.graph.get_operations() if op.type == "SparseSoftmaxCrossEntropyWithLogits"]
+        assert len(scorings) == 1
+
+
 @pytest.mark.skipif(keras.config.backend() != "tensorflow", reason="tf.function's tracing")
 def test_one_device_traces_the_pretraining_step_once(monkeypatch):
     """The variables exist before the first step, so tf.function traces it once, not again after a first
