@@ -87,6 +87,12 @@ def main():
     parser.add_argument("--top", type=int, default=20)
     parser.add_argument("--logdir", help="keep the trace here (default: a temporary folder)")
     args = parser.parse_args()
+    if args.peer_system != "ours" and (not args.peer or args.jit_compile):
+        parser.error("--peer-system keras_hub needs --peer and profiles keras-hub's task as it compiles it "
+                     "(no --jit-compile)")
+    for name in ("warmup_steps", "steps", "top"):
+        if not 1 <= getattr(args, name) <= 1000:
+            parser.error(f"--{name.replace('_', '-')} must be 1 to 1000")
 
     import keras
     import tensorflow as tf

@@ -214,6 +214,7 @@ class Pretrainer(keras.Model):
 
     @property
     def metrics(self):
+        """Keras' metrics, and the one objective's `<name>_loss` where the pretrainer reports it."""
         report = getattr(self, "_loss_report", None)
         return super().metrics if report is None else [*super().metrics, report.tracker]
 
