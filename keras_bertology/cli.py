@@ -672,7 +672,6 @@ def main(argv=None):
     import signal
     import threading
 
-    from keras_bertology.collector import fewer_collections
     from keras_bertology.errors import BertologyError
     from keras_bertology.native_logs import quiet_native_logs
 
@@ -687,7 +686,7 @@ def main(argv=None):
     main_thread = threading.current_thread() is threading.main_thread()  # the only one that may set handlers
     previous = signal.signal(signal.SIGTERM, on_sigterm) if main_thread else None
     try:
-        with quiet_native_logs(), fewer_collections():
+        with quiet_native_logs():
             COMMANDS[args.command](args)
     except BertologyError as error:
         return _fail(error)

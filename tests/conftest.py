@@ -1,6 +1,5 @@
 """Shared test set-up: quiet TensorFlow, CPU only, Keras on the TensorFlow backend."""
 
-import gc
 import os
 import shutil
 import sys
@@ -47,14 +46,6 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 import stage_budget  # noqa: E402
 import tensorflow as tf  # noqa: E402  (after the environment above, which TensorFlow reads on import)
-
-from keras_bertology.collector import THRESHOLDS  # noqa: E402
-
-# The tests trace and build models outside the commands too: the collector runs as rarely as in a command
-# (keras_bertology/collector.py) for the whole process. Measured on 2 cores, one process running
-# test_task_models, test_hf_convert and test_serving_lengths: 256 s at Python's default (23 s of it in
-# collections), 222 s at these thresholds (14 s), the same resident size at the end (2.1 GB).
-gc.set_threshold(*THRESHOLDS)
 
 # Grappler rewrites every tf.function graph the first time it runs: for the suite's tiny models that costs
 # more than the run (a SavedModel's endpoints, each a tokenizer graph of thousands of ops, executed by its

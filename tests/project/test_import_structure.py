@@ -192,7 +192,7 @@ def test_generic_code_names_no_family_and_no_transformers_tokenizer_class():
 # docs/architecture.md's layers, bottom up: a module imports from its own layer and those below.
 LAYERS = (
     ("errors", "flag_ranges", "atomic", "folder_lock", "output_paths", "lazy_imports", "extras", "runtime",
-     "native_logs", "collector", "supervise", "keras_archives", "paired_seeds"),
+     "native_logs", "supervise", "keras_archives", "paired_seeds"),
     ("layers",), ("engine",), ("data",), ("tokenizers",), ("models",), ("runs",), ("convert",), ("preset_loading",),
     ("outputs",), ("export",), ("pretraining",), ("finetune", "prepare", "probing", "probe_encoder"), ("study",), ("cli",), ("cli_reference",),
 )
