@@ -32,6 +32,10 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from benchmarks import bench_mlm  # noqa: E402
+from benchmarks.peer_models import MODELS, SHAPES  # noqa: E402
+from keras_bertology.flag_ranges import Range  # noqa: E402
+
+STEPS = Range(int, 1, 1000)  # --warmup-steps, --steps and --top
 
 
 def phase_of(name):
@@ -75,24 +79,22 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--system", choices=bench_mlm.SYSTEMS, default="ours")
     parser.add_argument("--config", choices=sorted(bench_mlm.CONFIGS), default="small_float32")
-    parser.add_argument("--warmup-steps", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--warmup-steps", type=STEPS.parse, default=3)
+    parser.add_argument("--steps", type=STEPS.parse, default=5)
     parser.add_argument("--jit-compile", action="store_true")
-    parser.add_argument("--peer", help="profile ours on this peer-suite model (benchmarks/peer_models.py) instead")
+    parser.add_argument("--peer", choices=sorted(MODELS),
+                        help="profile ours on this peer-suite model (benchmarks/peer_models.py) instead")
     parser.add_argument("--peer-system", choices=("ours", "keras_hub"), default="ours",
                         help="whose --peer model: ours, or keras-hub's task of the same shape")
-    parser.add_argument("--shape", default="small", help="the peer-suite shape of --peer")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="small", help="the peer-suite shape of --peer")
     parser.add_argument("--precision", choices=("float32", "mixed_bfloat16"), default="float32",
                         help="the dtype policy of --peer")
-    parser.add_argument("--top", type=int, default=20)
+    parser.add_argument("--top", type=STEPS.parse, default=20, help="rows of each table")
     parser.add_argument("--logdir", help="keep the trace here (default: a temporary folder)")
     args = parser.parse_args()
     if args.peer_system != "ours" and (not args.peer or args.jit_compile):
         parser.error("--peer-system keras_hub needs --peer and profiles keras-hub's task as it compiles it "
                      "(no --jit-compile)")
-    for name in ("warmup_steps", "steps", "top"):
-        if not 1 <= getattr(args, name) <= 1000:
-            parser.error(f"--{name.replace('_', '-')} must be 1 to 1000")
 
     import keras
     import tensorflow as tf
@@ -100,7 +102,6 @@ def main():
     keras.utils.set_random_seed(0)
     if args.peer:
         from benchmarks.peer_keras import build_keras_hub, build_ours
-        from benchmarks.peer_models import MODELS, SHAPES
 
         if args.peer_system == "keras_hub":
             model, dataset = build_keras_hub(MODELS[args.peer], SHAPES[args.shape], args.precision)

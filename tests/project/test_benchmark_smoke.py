@@ -402,3 +402,23 @@ def test_the_gpu_profile_runs_ours_and_transformers_and_compares_them(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     table = (tmp_path / "gpu_profile.md").read_text()
     assert "| kind | ours | torch_eager |" in table and "## ours: top kernels" in table
+
+
+@pytest.mark.parametrize("argv, reason", [
+    (["--steps", "0"], "argument --steps: '0' is not a whole number from 1 to 1000"),
+    (["--warmup-steps", "1001"], "argument --warmup-steps: '1001' is not a whole number from 1 to 1000"),
+    (["--top", "0"], "argument --top: '0' is not a whole number from 1 to 1000"),
+    (["--peer", "bart"], "argument --peer: invalid choice: 'bart'"),
+    (["--peer", "bert", "--shape", "huge"], "argument --shape: invalid choice: 'huge'"),
+    (["--peer-system", "keras_hub"], "--peer-system keras_hub needs --peer"),
+    (["--peer", "bert", "--peer-system", "keras_hub", "--jit-compile"], "--peer-system keras_hub needs --peer"),
+])
+def test_the_op_profile_refuses_bad_flags_in_one_line(monkeypatch, capsys, argv, reason):
+    from benchmarks import profile_mlm
+
+    monkeypatch.setattr(sys, "argv", ["profile_mlm.py", *argv])
+    with pytest.raises(SystemExit) as stopped:
+        profile_mlm.main()
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert reason in err.strip().splitlines()[-1] and "Traceback" not in err
