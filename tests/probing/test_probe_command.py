@@ -4,6 +4,7 @@ every depth on a user's folder of tagged words, and the one-line refusals of wha
 import contextlib
 import json
 
+import keras
 import numpy as np
 import pytest
 
@@ -21,10 +22,15 @@ NAMES = {"king", "queen", "crown"}
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    """An untrained two-layer BERT run folder: a probe reads any encoder, trained or not."""
+    """An untrained two-layer BERT run folder: a probe reads any encoder, trained or not.
+
+    Its weights are drawn by a fixed seed, and its width is 32: at width 16 the random position vectors are
+    as large as the word vectors, and over 60 draws a seed's probe fell to 0.886 macro-F1 (a CI run's encoder
+    to 0.872 over two seeds); at 32 the lowest of 60 draws was 0.94, a margin over the 0.9 asserted below."""
     folder = tmp_path_factory.mktemp("run")
     tokenizer = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS], lower_case=True)
-    backbone = BertBackbone(vocab_size=15, num_layers=2, num_heads=2, hidden_size=16, intermediate_size=32,
+    keras.utils.set_random_seed(7)
+    backbone = BertBackbone(vocab_size=15, num_layers=2, num_heads=2, hidden_size=32, intermediate_size=64,
                             max_positions=16)
     save_run_model(folder, RunModel("bert", backbone, tokenizer, 16))
     return folder
