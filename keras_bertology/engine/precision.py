@@ -60,8 +60,9 @@ def resolve_precision(precision, strategy, flags=None, gpus=None):
 def dtype_policy_scope(policy):
     """Build and load models under `policy` as the global dtype policy, then restore the previous one.
 
-    A Functional model ignores its `dtype` argument and takes the global policy, which its `get_config`
-    records: a backbone built or loaded under another global policy saves, reloads and reports that one."""
+    Keras' Functional model ignores its `dtype` argument and takes the global policy, which its `get_config`
+    records (a backbone keeps a `dtype` it is given, and its pretrainer takes it: models/backbone.py); so a
+    model built or loaded without one takes this scope's policy for its own and its heads'."""
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy(policy)
     try:

@@ -63,6 +63,8 @@ class Backbone(keras.Model):
             raise ConfigError(f"{type(self).__name__} takes no argument {', '.join(unknown)}; its configuration is "
                               f"{', '.join(config)}")
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+        if dtype is not None:  # Keras' Functional drops it for the global policy, which heads and the config read
+            self.dtype_policy = dtype
         self._config = dict(config)
         for name, value in self._config.items():
             setattr(self, name, value)

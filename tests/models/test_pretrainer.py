@@ -185,3 +185,26 @@ def test_the_base_saves_and_rebuilds_a_pretrainer_and_its_backbone(tmp_path):
     assert restored.name == "configless"
     inputs = {name: value for name, value in _features(rows=2).items() if name != "order_labels"}
     np.testing.assert_allclose(np.asarray(restored(inputs)["order"]), np.asarray(model(inputs)["order"]), rtol=1e-6)
+
+
+def test_a_backbone_keeps_the_policy_it_is_built_in_and_its_pretrainer_and_heads_take_it(tmp_path):
+    """`dtype=` on a backbone, under another global policy: Keras' Functional alone would record the global
+    float32, so the heads built on `backbone.dtype_policy` computed in float32 and a reload lost the policy."""
+    from keras_bertology.models import BertPretrainer
+
+    assert keras.config.dtype_policy().name == "float32"
+    backbone = BertBackbone(vocab_size=50, num_layers=1, num_heads=2, hidden_size=16, intermediate_size=32,
+                            max_positions=16, dtype="mixed_bfloat16")
+    model = BertPretrainer(backbone)
+    assert backbone.dtype_policy.name == model.dtype_policy.name == "mixed_bfloat16"
+    assert {model.get_layer(name).dtype_policy.name for name in ("mlm_head", "nsp_head")} == {"mixed_bfloat16"}
+    inputs = {name: value for name, value in _features(rows=2).items() if name != "order_labels"}
+    inputs["mask_positions"] = np.array([[1, 2], [3, 4]], "int32")
+    head = model.get_layer("mlm_head")
+    assert keras.ops.convert_to_numpy(head.transform(np.ones((1, 16), "float32"))).dtype.name == "bfloat16"
+    model.save(tmp_path / "model.keras")
+    restored = keras.saving.load_model(tmp_path / "model.keras")
+    assert restored.backbone.dtype_policy.name == restored.get_layer("mlm_head").dtype_policy.name == "mixed_bfloat16"
+    assert BertBackbone.from_config(backbone.get_config()).get_layer("encoder_block_0").dtype_policy.name == \
+        "mixed_bfloat16"
+    np.testing.assert_array_equal(np.asarray(restored(inputs)["mlm"]), np.asarray(model(inputs)["mlm"]))
