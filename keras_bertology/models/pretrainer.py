@@ -156,8 +156,8 @@ class Pretrainer(keras.Model):
 
     def __init__(self, backbone, inputs, outputs, objectives, **kwargs):
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
-        if "dtype" not in kwargs:  # the backbone's policy, as its heads have, not the global one Functional takes
-            self.dtype_policy = backbone.dtype_policy
+        # A `dtype` given, else the backbone's policy (its heads'), not the global one Keras' Functional takes.
+        self.dtype_policy = kwargs.get("dtype") or backbone.dtype_policy
         self.backbone = backbone
         self.declared_objectives = tuple(objectives)
         missing = {o.name for o in self.declared_objectives} - set(outputs)

@@ -26,6 +26,8 @@ class TaskModel(keras.Model):
 
     def __init__(self, backbone, inputs, outputs, head_config, **kwargs):
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        # A `dtype` given, else the backbone's policy (its head's), not the global one Keras' Functional takes.
+        self.dtype_policy = kwargs.get("dtype") or backbone.dtype_policy
         self.backbone = backbone
         self._head_config = dict(head_config)
 

@@ -8,6 +8,7 @@ from keras_bertology.layers import MaskedLMHead, PooledClassificationHead
 from keras_bertology.models import BertBackbone
 from keras_bertology.models.bert.pretrainer import MLM
 from keras_bertology.models.pretrainer import Objective, Pretrainer
+from keras_bertology.models.task_models import SequenceClassifier
 
 ORDER = Objective("order", label_key="order_labels", loss_weight=2.0)
 
@@ -208,3 +209,7 @@ def test_a_backbone_keeps_the_policy_it_is_built_in_and_its_pretrainer_and_heads
     assert BertBackbone.from_config(backbone.get_config()).get_layer("encoder_block_0").dtype_policy.name == \
         "mixed_bfloat16"
     np.testing.assert_array_equal(np.asarray(restored(inputs)["mlm"]), np.asarray(model(inputs)["mlm"]))
+    # A fine-tuning head takes the backbone's policy too; a `dtype` given to either model is kept.
+    assert SequenceClassifier(backbone, num_classes=2).dtype_policy.name == "mixed_bfloat16"
+    assert SequenceClassifier(backbone, num_classes=2, dtype="float32").dtype_policy.name == "float32"
+    assert BertPretrainer(backbone, dtype="float32").dtype_policy.name == "float32"
