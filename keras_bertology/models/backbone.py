@@ -42,6 +42,13 @@ def check_heads(hidden_size, num_heads):
         raise ConfigError(f"hidden_size {hidden_size} is not divisible by num_heads {num_heads}")
 
 
+def keep_policy(model, dtype):
+    """Give the Functional `model` the dtype policy `dtype` (None: leave it). Keras' Functional drops its `dtype`
+    argument for the global policy, which heads built on `model.dtype_policy` and its config would then read."""
+    if dtype is not None:
+        model.dtype_policy = dtype
+
+
 class Backbone(keras.Model):
     """A functional encoder whose constructor arguments are its configuration.
 
@@ -63,8 +70,7 @@ class Backbone(keras.Model):
             raise ConfigError(f"{type(self).__name__} takes no argument {', '.join(unknown)}; its configuration is "
                               f"{', '.join(config)}")
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
-        if dtype is not None:  # Keras' Functional drops it for the global policy, which heads and the config read
-            self.dtype_policy = dtype
+        keep_policy(self, dtype)
         self._config = dict(config)
         for name, value in self._config.items():
             setattr(self, name, value)

@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 import keras
 
+from keras_bertology.models.backbone import keep_policy
+
 
 # Objectives average their losses over the targets that carry weight: sum(w * loss) / sum(w) over the
 # global batch. `split_features` divides the weights by their mean over the batch it splits (the global
@@ -156,8 +158,7 @@ class Pretrainer(keras.Model):
 
     def __init__(self, backbone, inputs, outputs, objectives, **kwargs):
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
-        # A `dtype` given, else the backbone's policy (its heads'), not the global one Keras' Functional takes.
-        self.dtype_policy = kwargs.get("dtype") or backbone.dtype_policy
+        keep_policy(self, kwargs.get("dtype") or backbone.dtype_policy)  # its heads' policy
         self.backbone = backbone
         self.declared_objectives = tuple(objectives)
         missing = {o.name for o in self.declared_objectives} - set(outputs)

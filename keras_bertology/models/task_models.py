@@ -12,6 +12,7 @@ import keras
 
 from keras_bertology.errors import ConfigError
 from keras_bertology.layers.dropout import HashedDropout
+from keras_bertology.models.backbone import keep_policy
 
 SUMMARY_POSITIONS = ("first", "last", "last_text", "mean")  # finetune.options keeps a copy free of Keras
 
@@ -26,8 +27,7 @@ class TaskModel(keras.Model):
 
     def __init__(self, backbone, inputs, outputs, head_config, **kwargs):
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
-        # A `dtype` given, else the backbone's policy (its head's), not the global one Keras' Functional takes.
-        self.dtype_policy = kwargs.get("dtype") or backbone.dtype_policy
+        keep_policy(self, kwargs.get("dtype") or backbone.dtype_policy)  # its head's policy
         self.backbone = backbone
         self._head_config = dict(head_config)
 
