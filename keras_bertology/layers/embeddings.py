@@ -6,6 +6,18 @@ from keras import ops
 from keras_bertology.layers.dropout import HashedDropout
 
 
+def token_table(vocab_size, width, initializer, dtype, name):
+    """The token table a tied head projects states back onto: a `keras.layers.ReversibleEmbedding` whose
+    reverse product computes in its compute dtype (bfloat16 under mixed precision, what torch's autocast
+    computes for a tied head), wherever it is called. Keras' own choice follows the caller's autocast scope:
+    the table (autocast off) is read in float32 inside a mixed-precision model's scope and in bfloat16
+    outside one, so one head multiplied in float32 when training and in bfloat16 when serving."""
+    table = keras.layers.ReversibleEmbedding(vocab_size, width, embeddings_initializer=initializer, dtype=dtype,
+                                             name=name)
+    table.reverse_dtype = table.compute_dtype
+    return table
+
+
 @keras.saving.register_keras_serializable(package="keras_bertology")
 class TokenPositionSegmentEmbedding(keras.layers.Layer):
     """Sum of token, learned absolute position and segment embeddings.
@@ -60,10 +72,7 @@ class TokenPositionSegmentEmbedding(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
         init = keras.initializers.TruncatedNormal(stddev=initializer_range)
-        self.token_embedding = keras.layers.ReversibleEmbedding(
-            vocab_size, embedding_dim, embeddings_initializer=init,
-            dtype=self.dtype_policy, name="token_embedding",
-        )
+        self.token_embedding = token_table(vocab_size, embedding_dim, init, self.dtype_policy, "token_embedding")
         self.position_embedding = keras.layers.Embedding(
             max_positions, embedding_dim, embeddings_initializer=init,
             dtype=self.dtype_policy, name="position_embedding",

@@ -213,3 +213,42 @@ def test_a_backbone_keeps_the_policy_it_is_built_in_and_its_pretrainer_and_heads
     assert SequenceClassifier(backbone, num_classes=2).dtype_policy.name == "mixed_bfloat16"
     assert SequenceClassifier(backbone, num_classes=2, dtype="float32").dtype_policy.name == "float32"
     assert BertPretrainer(backbone, dtype="float32").dtype_policy.name == "float32"
+
+
+def _tied_head_case(family):
+    """(a pretrainer of `family` built in mixed_bfloat16 under the float32 global policy, its vocabulary logits'
+    output name, inputs for it)."""
+    from keras_bertology.models import BertPretrainer
+    from keras_bertology.models.gpt import GPTBackbone, GPTPretrainer
+    from keras_bertology.models.t5 import T5Backbone, T5Pretrainer
+
+    sizes = dict(vocab_size=50, num_layers=1, num_heads=2, hidden_size=16, intermediate_size=32,
+                 dtype="mixed_bfloat16")
+    rng = np.random.default_rng(3)
+    ids = rng.integers(5, 50, (2, 8)).astype("int32")
+    inputs = {"token_ids": ids, "padding_mask": np.ones_like(ids)}
+    if family == "bert":
+        model = BertPretrainer(BertBackbone(max_positions=16, **sizes))
+        return model, "mlm", {**inputs, "segment_ids": np.zeros_like(ids),
+                              "mask_positions": np.array([[1, 2], [3, 6]], "int32")}
+    if family == "gpt":
+        return GPTPretrainer(GPTBackbone(max_positions=16, **sizes)), "clm", inputs
+    model = T5Pretrainer(T5Backbone(**sizes))
+    return model, "spans", {**inputs, "decoder_token_ids": ids[:, ::-1].copy(), "decoder_padding_mask": inputs[
+        "padding_mask"]}
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt", "t5"])
+def test_a_tied_vocabulary_projection_computes_in_bfloat16_under_mixed_precision_as_it_is_served(family):
+    """The product of the states and the tied token table in the compute dtype (what torch's autocast computes),
+    in training as in serving: Keras' reversed `ReversibleEmbedding` read its table in float32 inside a
+    mixed-precision pretrainer's autocast scope (GPT's step 1.3x slower) and in bfloat16 outside one. The
+    head's bias starts at zero, so its logits are bfloat16 values exactly; a float32 product's are not."""
+    model, output, inputs = _tied_head_case(family)
+    assert set(inputs) == set(model.input)
+    logits = keras.ops.convert_to_numpy(model(inputs, training=False)[output])
+    assert logits.dtype == np.float32 and np.ptp(logits) > 0.1
+    as_bfloat16 = keras.ops.convert_to_numpy(keras.ops.cast(keras.ops.cast(logits, "bfloat16"), "float32"))
+    np.testing.assert_array_equal(logits, as_bfloat16)
+    if family == "gpt":  # serving's model of the same layers, outside the pretrainer's scope
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(model.causal_lm_model()(inputs)), logits)

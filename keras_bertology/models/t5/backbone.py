@@ -9,6 +9,7 @@ from keras_bertology.layers import (
     merge_attention_masks,
 )
 from keras_bertology.layers.dropout import HashedDropout
+from keras_bertology.layers.embeddings import token_table
 from keras_bertology.models.backbone import Backbone, encoder_inputs
 
 DECODER_INPUTS = ("decoder_token_ids", "decoder_padding_mask")
@@ -69,9 +70,8 @@ class T5Backbone(Backbone):
                  **kwargs):
         num_decoder_layers = num_layers if num_decoder_layers is None else num_decoder_layers
         head_dim = head_dim or hidden_size // num_heads
-        embeddings = keras.layers.ReversibleEmbedding(
-            vocab_size, hidden_size, embeddings_initializer=keras.initializers.RandomNormal(
-                stddev=initializer_factor), dtype=dtype, name="embeddings")
+        embeddings = token_table(vocab_size, hidden_size, keras.initializers.RandomNormal(stddev=initializer_factor),
+                                 dtype, "embeddings")
         block_options = dict(
             activation=activation, dropout=dropout, attention_dropout=dropout, activation_dropout=dropout,
             layer_norm_epsilon=layer_norm_epsilon, norm_first=True, attention_bias=False, norm="rms_norm",

@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_bertology.layers import TwoStreamBlock, different_segments, sinusoidal_relative_positions
 from keras_bertology.layers.dropout import HashedDropout
+from keras_bertology.layers.embeddings import token_table
 
 
 def stream_masks(perm_mask, padding_mask, memory_length):
@@ -83,8 +84,7 @@ class XLNetEncoder(keras.layers.Layer):
         self.untie_r = untie_r
         self.clamp_len = clamp_len
         init = keras.initializers.TruncatedNormal(stddev=initializer_range)
-        self.word_embedding = keras.layers.ReversibleEmbedding(
-            vocab_size, hidden_size, embeddings_initializer=init, dtype=self.dtype_policy, name="word_embedding")
+        self.word_embedding = token_table(vocab_size, hidden_size, init, self.dtype_policy, "word_embedding")
         self.blocks = [
             TwoStreamBlock(num_heads, intermediate_size, activation=activation, dropout=dropout,
                            layer_norm_epsilon=layer_norm_epsilon, initializer_range=initializer_range,
