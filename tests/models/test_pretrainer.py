@@ -233,12 +233,19 @@ def _tied_head_case(family):
                               "mask_positions": np.array([[1, 2], [3, 6]], "int32")}
     if family == "gpt":
         return GPTPretrainer(GPTBackbone(max_positions=16, **sizes)), "clm", inputs
+    if family == "xlnet":
+        from keras_bertology.models.xlnet import XLNetBackbone, XLNetPretrainer
+
+        targets = np.eye(8, dtype="float32")[[[1, 2], [3, 6]]]  # [B, P, L]: the positions each row predicts
+        return XLNetPretrainer(XLNetBackbone(**sizes)), "plm", {
+            **inputs, "segment_ids": np.zeros_like(ids), "perm_mask": np.zeros((2, 8, 8), "float32"),
+            "target_mapping": targets}
     model = T5Pretrainer(T5Backbone(**sizes))
     return model, "spans", {**inputs, "decoder_token_ids": ids[:, ::-1].copy(), "decoder_padding_mask": inputs[
         "padding_mask"]}
 
 
-@pytest.mark.parametrize("family", ["bert", "gpt", "t5"])
+@pytest.mark.parametrize("family", ["bert", "gpt", "t5", "xlnet"])
 def test_a_tied_vocabulary_projection_computes_in_bfloat16_under_mixed_precision_as_it_is_served(family):
     """The product of the states and the tied token table in the compute dtype (what torch's autocast computes),
     in training as in serving: Keras' reversed `ReversibleEmbedding` read its table in float32 inside a
