@@ -1,5 +1,6 @@
 """Shared test set-up: quiet TensorFlow, CPU only, Keras on the TensorFlow backend."""
 
+import gc
 import os
 import shutil
 import sys
@@ -61,6 +62,28 @@ def graph_rewrites_as_in_commands():
     tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
     yield
     tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+
+
+# A worker's Keras models sit in reference cycles, which Python frees only on its rare full collections:
+# between two of them a worker held 14 GB, and the two workers and the processes they start share the CI
+# machine's 24 GiB; a worker the kernel kills for memory fails its test and slows the rest of the stage.
+# After each test file, a worker holding more than this collects (about a second, so only when it has grown).
+COLLECT_ABOVE_MIB = 6144
+
+
+def _resident_mib():
+    try:
+        with open("/proc/self/status") as status:  # Linux, as CI
+            return next(int(line.split()[1]) // 1024 for line in status if line.startswith("VmRSS:"))
+    except OSError:
+        return 0
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _collect_when_grown():
+    yield
+    if _resident_mib() > COLLECT_ABOVE_MIB:
+        gc.collect()
 
 
 # The two workers take whole files (`--dist loadfile --no-loadscope-reorder`, see the Makefile) in collection
