@@ -46,6 +46,7 @@ if MADE_JAX_CACHE:
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 import stage_budget  # noqa: E402
+from benchmarks.bench_mlm import _current_rss_mib  # noqa: E402  (the benchmarks' reading: standard library only)
 import tensorflow as tf  # noqa: E402  (after the environment above, which TensorFlow reads on import)
 
 # Grappler rewrites every tf.function graph the first time it runs: for the suite's tiny models that costs
@@ -71,18 +72,10 @@ def graph_rewrites_as_in_commands():
 COLLECT_ABOVE_MIB = 6144
 
 
-def _resident_mib():
-    try:
-        with open("/proc/self/status") as status:  # Linux, as CI
-            return next(int(line.split()[1]) // 1024 for line in status if line.startswith("VmRSS:"))
-    except OSError:
-        return 0
-
-
 @pytest.fixture(autouse=True, scope="module")
 def _collect_when_grown():
     yield
-    if _resident_mib() > COLLECT_ABOVE_MIB:
+    if (_current_rss_mib() or 0) > COLLECT_ABOVE_MIB:  # None where the system does not say (not Linux)
         gc.collect()
 
 
