@@ -82,9 +82,10 @@ def _collect_when_grown():
 # After collection a worker holds some 600,000 objects that live as long as it does (TensorFlow, torch,
 # transformers, the test modules), and every full collection walked them all again: 7-8% of a worker's time,
 # since building graphs allocates fast enough to start one every few seconds. Frozen, the collector skips
-# them; a larger first threshold starts the collections less often (a cycle is freed some 10,000
-# allocations later; a worker over COLLECT_ABOVE_MIB still collects after each file). Measured on 2 cores, test_hf_export.py
-# and test_task_models.py in one process: 89.5 s of CPU (twice) -> 81.8 s, peak memory 1.80 -> 1.94 GB.
+# them; a larger first threshold starts the collections less often (a cycle is freed some 10,000 allocations
+# later; a worker over COLLECT_ABOVE_MIB still collects after each file). Measured on 2 cores,
+# test_hf_export.py and test_task_models.py in one process: 89.5 s of CPU (twice) -> 81.8-85.1 s, peak memory
+# 1.80 -> 1.94 GB (docs/numerics-and-tests.md).
 GC_FIRST_THRESHOLD = 10_000
 
 
