@@ -142,6 +142,7 @@ def test_detection_loss_never_reaches_the_generator():
 def test_pretrainer_trains():
     model = _tiny_electra()
     model.compile(optimizer=keras.optimizers.Adam(2e-3))
+    model.optimizer.build(model.trainable_variables)  # not inside fit's first trace, which then runs twice
     data = tf.data.Dataset.from_tensors(_masked_batch()).repeat().map(model.split_features)
     before = model.evaluate(data.take(1), return_dict=True, verbose=0)
     history = model.fit(data, epochs=1, steps_per_epoch=60, verbose=0).history
@@ -263,6 +264,7 @@ def test_discriminator_learns_to_spot_a_fixed_generators_replacements():
     model = _tiny_electra()
     model.set_stage(2)  # only the discriminator trains
     model.compile(optimizer=keras.optimizers.Adam(1e-3))
+    model.optimizer.build(model.trainable_variables)  # the discriminator's slots; fit then traces once
     data = tf.data.Dataset.from_tensors(_masked_batch()).repeat().map(model.split_features)
     before = model.evaluate(data.take(4), return_dict=True, verbose=0)
     model.fit(data, epochs=1, steps_per_epoch=300, verbose=0)
