@@ -196,10 +196,11 @@ def test_the_stream_is_cut_into_rows_that_span_corruption_fits_into_the_sequence
 
 @pytest.fixture(scope="module")
 def t5_run(tmp_path_factory):
-    """(run folder, export, metrics, printed summary) of a short t5-tiny pretraining."""
+    """(run folder, export, metrics, printed summary) of a short t5-tiny pretraining: 60 steps take the spans'
+    loss from ~6.6 to ~4.3 (last window), under the unigram level's 5.36 (seeds 0 and 1; 150 steps: 4.16)."""
     out = tmp_path_factory.mktemp("t5-run")
     plays = [str(path) for path in default_corpus_paths()[:6]]
-    argv = ["pretrain", "--model", "t5", "--preset", "t5-tiny", "--steps", "150", "--batch-size", "16",
+    argv = ["pretrain", "--model", "t5", "--preset", "t5-tiny", "--steps", "60", "--batch-size", "16",
             "--seq-len", "32", "--vocab-size", "600", "--corpus", *plays, "--out", str(out / "run"),
             "--export", str(out / "export")]
     captured = io.StringIO()
