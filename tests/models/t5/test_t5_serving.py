@@ -279,7 +279,7 @@ def test_t5_learns_a_seq2seq_folder_scored_by_exact_match(t5_run, tmp_path):
 def test_a_resumed_t5_run_ends_with_the_weights_of_an_uninterrupted_one(tmp_path):
     """The newest checkpoint of a finished run deleted, the run resumed: the same weights, bit for bit (the
     pretrainer, its head and the optimizer reload from the checkpoint, and the span draws go on as before)."""
-    settings = dict(model="t5", preset="t5-tiny", corpus=[str(default_corpus_paths()[0])], steps=4, log_every=2,
+    settings = dict(model="t5", preset="t5-tiny", corpus=[str(default_corpus_paths()[0])], steps=2, log_every=2,
                     batch_size=4, seq_len=24, vocab_size=400, no_export=True, verbose=0, precision="float32")
     finished = pretrain(PretrainOptions(**settings, out=str(tmp_path / "a")))
     shutil.copytree(tmp_path / "a", tmp_path / "b")
