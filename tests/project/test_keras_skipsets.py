@@ -3,6 +3,7 @@ loads (it reads them under another key than it stores them)."""
 
 import sys
 
+import keras
 from keras.src.backend.common import global_state
 from keras.src.saving import saving_lib
 
@@ -12,7 +13,7 @@ def test_the_workers_build_each_skipset_once_and_keras_still_would_not():
     first = saving_lib.get_attr_skipset("Layer")
     assert saving_lib.get_attr_skipset("Layer") is first is kept["Layer"]
     assert "name" in first and "call" in first  # what a bare Layer has: the walk skips it
-    global_state.clear_session()  # the tests' clear_session wipes Keras' own store, not this one
+    keras.backend.clear_session()  # as the tests call it: it wipes Keras' own store, not this one
     assert saving_lib.get_attr_skipset("Layer") is first
     keras_own = saving_lib.get_attr_skipset.__defaults__[0]
     for obj_type in ("Layer", "Functional", "Operation", "Optimizer", "Metric", "Loss"):
