@@ -109,6 +109,18 @@ def test_nsp_dupe_factor_segments_the_corpus_again(nsp_corpus):
     assert 1.8 < len(twice["token_ids"]) / len(once["token_ids"]) < 2.2
 
 
+def test_a_chunk_and_a_random_next_segment_end_at_the_first_sentence_that_reaches_their_length():
+    """Sentences of 3 tokens and a target of 6 (seq_len 9, no short targets): a chunk is two sentences, one
+    for A and one for B, and a random next B needs 6 - 3 tokens, one sentence. A chunk or a B that took one
+    sentence more would be cut to fit, so every pair is two whole sentences and nothing is cut."""
+    corpus = Corpus(np.random.default_rng(11), num_docs=40, sentences_per_doc=(2, 30), sentence_len=(3, 3))
+    instances = build_nsp_instances(corpus.documents, 9, CLS, SEP, PAD, np.random.default_rng(12), short_seq_prob=0.0)
+    assert len(instances["token_ids"]) > 300 and 0.3 < instances["nsp_labels"].mean() < 0.7
+    for row in instances["token_ids"]:
+        for tokens in segments(row):
+            assert len(tokens) == 3 and corpus.sentence_start(tokens[0]) and is_contiguous(tokens), row
+
+
 def test_cut_counts_match_bert_truncation_loop():
     """The closed form equals truncate_seq_pair's loop: trim the longer segment, B on ties."""
 
