@@ -62,7 +62,7 @@ def build_nsp_instances(
         for index in range(len(docs)):
             pairs.extend(_document_pairs(docs, index, max_num_tokens, short_seq_prob, rng))
     order = rng.permutation(len(pairs))
-    return _pair_arrays(pairs, order, seq_len, cls_id, sep_id, pad_id)
+    return _pair_arrays([pairs[i] for i in order], seq_len, cls_id, sep_id, pad_id)
 
 
 def build_sop_instances(
@@ -103,7 +103,7 @@ def build_sop_instances(
                 swapped = rng.random() < 0.5
                 pairs.append((tokens_b, tokens_a, True) if swapped else (tokens_a, tokens_b, False))
     order = rng.permutation(len(pairs))
-    return _pair_arrays(pairs, order, seq_len, cls_id, sep_id, pad_id, label_key="sop_labels")
+    return _pair_arrays([pairs[i] for i in order], seq_len, cls_id, sep_id, pad_id, label_key="sop_labels")
 
 
 class _Document:
@@ -235,7 +235,7 @@ def _clean_documents(documents: Documents) -> Documents:
     return docs
 
 
-def _document_pairs(docs: list, index: int, max_num_tokens: int, short_seq_prob: float, rng):
+def _document_pairs(docs: list["_Document"], index: int, max_num_tokens: int, short_seq_prob: float, rng):
     """One pass of BERT's create_instances_from_document: (A, B, is_random_next) triples."""
     doc = docs[index]
     target = max_num_tokens
@@ -257,7 +257,7 @@ def _document_pairs(docs: list, index: int, max_num_tokens: int, short_seq_prob:
     return pairs
 
 
-def _random_sentences(docs: list, exclude: int, target_len: int, rng) -> np.ndarray:
+def _random_sentences(docs: list["_Document"], exclude: int, target_len: int, rng) -> np.ndarray:
     """Sentences from a random start in another document until `target_len` tokens (or its end)."""
     for _ in range(_RANDOM_DOCUMENT_TRIES):
         other = int(rng.integers(len(docs)))
@@ -301,28 +301,29 @@ def _cut_random_ends(tokens: np.ndarray, cuts: int, rng) -> np.ndarray:
     return tokens[front : len(tokens) - (cuts - front)]
 
 
-def _pair_arrays(pairs, order, seq_len: int, cls_id: int, sep_id: int, pad_id: int,
+def _pair_arrays(pairs, seq_len: int, cls_id: int, sep_id: int, pad_id: int,
                  label_key: str = "nsp_labels") -> dict[str, np.ndarray]:
-    """Lays out `[CLS] A [SEP] B [SEP]` rows, row r from pairs[order[r]], with segment 1 on B and its [SEP];
-    labels under `label_key`."""
+    """Lays out `[CLS] A [SEP] B [SEP]` rows with segment 1 on B and its [SEP]; labels under `label_key`.
+    All rows at once: each segment fills the columns it spans, whose row-major order is the pairs' order."""
     count = len(pairs)
     len_a = np.fromiter((len(pair[0]) for pair in pairs), np.int64, count)
     len_b = np.fromiter((len(pair[1]) for pair in pairs), np.int64, count)
+    columns = np.arange(seq_len)
+
+    def spanned(start, stop):
+        return (columns >= start[:, None]) & (columns < stop[:, None])
+
+    b_start, b_end = len_a + 2, len_a + 2 + len_b
     token_ids = np.full((count, seq_len), pad_id, np.int32)
     token_ids[:, 0] = cls_id
+    for segment, start, stop in ((0, np.ones_like(len_a), len_a + 1), (1, b_start, b_end)):
+        token_ids[spanned(start, stop)] = np.concatenate([np.zeros(0, np.int32), *(pair[segment] for pair in pairs)])
     rows = np.arange(count)
-    for segment, lengths, offset in ((0, len_a, 1), (1, len_b, len_a + 2)):
-        if lengths.sum():
-            row_of_token = np.repeat(rows, lengths)
-            place = np.arange(len(row_of_token)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-            token_ids[row_of_token, place + np.repeat(np.broadcast_to(offset, count), lengths)] = np.concatenate(
-                [pair[segment] for pair in pairs])
     token_ids[rows, len_a + 1] = sep_id
-    token_ids[rows, len_a + len_b + 2] = sep_id
-    columns = np.arange(seq_len)
-    segment_ids = ((columns >= (len_a + 2)[:, None]) & (columns <= (len_a + len_b + 2)[:, None])).astype(np.int32)
-    nsp_labels = np.fromiter((pair[2] for pair in pairs), np.int32, count)
-    return {"token_ids": token_ids[order], "segment_ids": segment_ids[order], label_key: nsp_labels[order]}
+    token_ids[rows, b_end] = sep_id
+    segment_ids = spanned(b_start, b_end + 1).astype(np.int32)
+    return {"token_ids": token_ids, "segment_ids": segment_ids,
+            label_key: np.fromiter((pair[2] for pair in pairs), np.int32, count)}
 
 
 def _chunks(sentence: np.ndarray, size: int) -> list[np.ndarray]:
