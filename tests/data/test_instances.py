@@ -5,7 +5,6 @@ in the corpus), so any token of an instance can be traced back to its exact
 document and sentence.
 """
 
-import time
 
 import numpy as np
 import pytest
@@ -219,13 +218,3 @@ def test_long_sentences_are_cut_into_full_chunks(cross_documents):
     assert list(lengths) == [3 + 2] + [64] * 16 + [(1000 - 16 * 62) + 3 + 2]
     expected = np.concatenate([np.concatenate(doc) for doc in documents])
     np.testing.assert_array_equal(token_ids[token_ids >= FIRST_ID], expected)
-
-
-def test_building_is_fast():
-    """About 1.3M tokens become instances in well under the few seconds the pipeline allows."""
-    corpus = Corpus(np.random.default_rng(7), num_docs=2000, sentences_per_doc=(1, 60), sentence_len=(5, 40))
-    assert corpus.num_tokens > 1_000_000
-    start = time.perf_counter()
-    build_nsp_instances(corpus.documents, 128, CLS, SEP, PAD, np.random.default_rng(8))
-    pack_sentences(corpus.documents, 128, CLS, SEP, PAD)
-    assert time.perf_counter() - start < 5.0

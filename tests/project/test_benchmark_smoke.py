@@ -404,6 +404,29 @@ def test_the_gpu_profile_runs_ours_and_transformers_and_compares_them(tmp_path):
     assert "| kind | ours | torch_eager |" in table and "## ours: top kernels" in table
 
 
+def test_the_instance_benchmark_times_each_builder_on_the_instances_it_builds(tmp_path, capsys):
+    """In this process (the builders are NumPy): the report counts what the builders give for its corpus."""
+    from benchmarks import bench_instances
+    from keras_bertology.data.instances import build_nsp_instances
+
+    assert bench_instances.main(["--smoke", "--seq-len", "64", "--out", str(tmp_path), "--name", "b"]) == 0
+    report = json.loads((tmp_path / "b.json").read_text())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.json", "b.md"]
+    documents = bench_instances.synthetic_corpus(50)
+    assert report["tokens"] == sum(map(len, sum(documents, []))) and report["rounds"] == 1
+    nsp = build_nsp_instances(documents, 64, bench_instances.CLS, bench_instances.SEP, bench_instances.PAD,
+                              np.random.default_rng(8))
+    assert report["builders"]["nsp_pairs"]["instances"] == len(nsp["token_ids"]) > 0
+    assert set(report["builders"]) == set(bench_instances.BUILDERS)
+    for row in report["builders"].values():
+        assert len(row["cpu_s"]) == 1 and row["tokens_per_cpu_s"] > 0 and row["instances"] > 0
+    assert "| nsp_pairs |" in (tmp_path / "b.md").read_text() and MACHINE_KEYS <= set(report["machine"])
+    with pytest.raises(SystemExit) as stopped:
+        bench_instances.main(["--seq-len", "4097", "--out", str(tmp_path / "bad")])
+    assert stopped.value.code == 2 and not (tmp_path / "bad").exists()
+    assert "argument --seq-len: '4097' is not a whole number from 8 to 4096" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv, reason", [
     (["--steps", "0"], "argument --steps: '0' is not a whole number from 1 to 1000"),
     (["--warmup-steps", "1001"], "argument --warmup-steps: '1001' is not a whole number from 1 to 1000"),

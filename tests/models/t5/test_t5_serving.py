@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -307,6 +308,25 @@ def test_text_to_text_teaches_each_answer_shifted_right_after_the_start_token(se
         assert encoded["inputs"]["decoder_padding_mask"][row].tolist() == ([1] * (len(answer) + 1) + [0] * rest)[
             :targets.shape[1]]
     assert sorted(encoded["inputs"]) == sorted(names)
+
+
+def test_classify_names_the_label_a_written_answer_is_and_minus_one_for_any_other_text(monkeypatch):
+    """What `classify` adds to `generate`: the index of the label the answer spells (spaces around it stripped,
+    case kept), -1 where it spells none. The end-to-end test above trains too briefly to write many labels."""
+    from keras_bertology.finetune import text_to_text
+    from keras_bertology.finetune.task_data import TaskData
+
+    written = tf.constant([" king", "good lord ", "King", "", "good  lord", "lord"])
+    monkeypatch.setattr(text_to_text, "seq2seq_endpoints",
+                        lambda *args: {"generate": (lambda text: {"text": written}, [])})
+    monkeypatch.setattr(text_to_text, "compiled", lambda *args: None)
+    kind = text_to_text.TextToText("classification", "spans", None)
+    model = types.SimpleNamespace(backbone=types.SimpleNamespace(text_encoder=lambda: None))
+    task = TaskData("t", "classification", ("lord", "good lord", "king"), False, {}, "test")
+    classify = kind.endpoints(model, task, T5, None, 16, None, None)["classify"][0]
+    served = classify(tf.constant(["any text"] * 6))
+    assert served["label"].numpy().tolist() == written.numpy().tolist()
+    assert served["label_id"].numpy().tolist() == [2, 1, -1, -1, -1, 0]
 
 
 def test_text_to_text_predictions_are_the_greedy_answers_of_the_whole_decoder(sentences):
