@@ -44,6 +44,12 @@ MADE_JAX_CACHE = "JAX_COMPILATION_CACHE_DIR" not in os.environ
 if MADE_JAX_CACHE:
     os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="bertology-jax-cache-")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+# XLA's back end at -O0, in TensorFlow's XLA and JAX's alike (tests/support/simulated_devices.py says why and
+# what it saves); added to flags the environment already sets.
+from simulated_devices import FAST_COMPILE  # noqa: E402
+
+if FAST_COMPILE not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{FAST_COMPILE} {os.environ.get('XLA_FLAGS', '')}".strip()
 
 import stage_budget  # noqa: E402
 from benchmarks.bench_mlm import _current_rss_mib  # noqa: E402  (the benchmarks' reading: standard library only)

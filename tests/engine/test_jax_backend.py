@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from cli_in_one_process import run_in_one_process
+from simulated_devices import FAST_COMPILE
 from keras_bertology.data.corpus import default_corpus_paths
 from keras_bertology.runs import load_run_model
 from keras_bertology.engine.checkpoints import weights_digest
@@ -107,7 +108,7 @@ def cannot_work(tmp_path_factory):
     order = sorted(CANNOT_WORK, key=lambda name: "--strategy multiworker" not in " ".join(CANNOT_WORK[name][0]))
     cases = [[name, ["pretrain", "--backend", "jax", "--corpus", *PLAYS, "--out", str(outs[name]),
                      *CANNOT_WORK[name][0]], CANNOT_WORK[name][1]] for name in order]
-    results = run_in_one_process(cases, root, {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"},
+    results = run_in_one_process(cases, root, {**os.environ, "XLA_FLAGS": f"{FAST_COMPILE} --xla_force_host_platform_device_count=4"},
                                  timeout=300)
     return {name: (*results[name], outs[name]) for name in CANNOT_WORK}
 
