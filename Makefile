@@ -117,7 +117,13 @@ JAX_STAGE := -n 2 --dist loadfile --no-loadscope-reorder --durations=15 -m "not 
 # find them cost 18 s of CPU on 2 cores, the one file 6.5 s.
 ALONE_FILES := $(shell grep -rl --include='test_*.py' 'pytest\.mark\.alone' tests)
 ALONE_STAGE := -p no:xdist --durations=5 -m "alone and not extended" $(ALONE_FILES)
+# The checkout's own modules as bytecode too: where PYTHONDONTWRITEBYTECODE is set, every process the tests start
+# (a command, a forked script, the fresh-process driver that imports the package anew for each of its paths)
+# would compile the ~160 modules it imports from source again.
+SOURCE_BYTECODE := $(BIN)/python -m compileall -q keras_bertology benchmarks tests/support
+
 test: $(TESTING)
+	$(SOURCE_BYTECODE)
 	BERTOLOGY_TEST_STAGE=main $(BIN)/python -m pytest -q $(MAIN_STAGE)
 	BERTOLOGY_TEST_STAGE=jax KERAS_BACKEND=jax $(BIN)/python -m pytest -q $(JAX_STAGE)
 	BERTOLOGY_TEST_STAGE=alone $(BIN)/python -m pytest -q $(ALONE_STAGE)
