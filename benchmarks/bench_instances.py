@@ -15,7 +15,6 @@ Writes `<out>/<name>.json` and `.md` (default benchmarks/results/instance_buildi
 """
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -26,7 +25,7 @@ import numpy as np
 if __package__ in (None, ""):  # `python benchmarks/bench_instances.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.bench_mlm import DEFAULT_OUT, atomic_write, describe_processor, machine_info  # noqa: E402
+from benchmarks.bench_mlm import DEFAULT_OUT, describe_processor, machine_info, write_and_print_report  # noqa: E402
 from keras_bertology.data.instances import build_nsp_instances, build_sop_instances, pack_sentences  # noqa: E402
 from keras_bertology.flag_ranges import Range  # noqa: E402
 
@@ -91,11 +90,7 @@ def main(argv=None):
     machine = machine_info()
     report = {"processor": describe_processor(machine), "machine": machine, "documents": args.docs,
               "tokens": tokens, "seq_len": args.seq_len, "rounds": args.rounds, "builders": builders}
-    with atomic_write(args.out / f"{args.name}.json") as handle:
-        json.dump(report, handle, indent=2)
-    with atomic_write(args.out / f"{args.name}.md") as handle:
-        handle.write(markdown(report))
-    print(markdown(report))
+    write_and_print_report(args.out, args.name, report, markdown(report))
     return 0
 
 

@@ -17,13 +17,12 @@ Writes `<out>/<name>.json` and `.md` (default benchmarks/results/loss_chunks).
 
 import argparse
 import dataclasses
-import json
 import os
 from pathlib import Path
 
 os.environ["KERAS_BACKEND"] = "jax"  # the compiler's memory plan is JAX's (XLA); before keras is imported
 
-from benchmarks.bench_mlm import REPO_ROOT, atomic_write, describe_processor, machine_info  # noqa: E402
+from benchmarks.bench_mlm import REPO_ROOT, describe_processor, machine_info, write_and_print_report  # noqa: E402
 from benchmarks.peer_models import MODELS, SHAPES  # noqa: E402
 
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results"
@@ -102,12 +101,7 @@ def main(argv=None):
                             "rows": rows})
     report = {"benchmark": "loss_chunks", "name": args.name, "machine": {**machine_info(), "jax": jax.__version__},
               "entries": entries}
-    args.out.mkdir(parents=True, exist_ok=True)
-    with atomic_write(args.out / f"{args.name}.json") as handle:
-        json.dump(report, handle, indent=1)
-    with atomic_write(args.out / f"{args.name}.md") as handle:
-        handle.write(render_markdown(report))
-    print(render_markdown(report))
+    write_and_print_report(args.out, args.name, report, render_markdown(report))
 
 
 def _chunk_size(text):

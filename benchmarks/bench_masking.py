@@ -23,7 +23,6 @@ Results go to `<out>/<name>.json` and `.md` (written atomically).
 """
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -32,7 +31,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python benchmarks/bench_masking.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.bench_mlm import DEFAULT_OUT, atomic_write, machine_info  # noqa: E402
+from benchmarks.bench_mlm import DEFAULT_OUT, machine_info, write_and_print_report  # noqa: E402
 
 VOCAB, CLS, SEP, MASK, PAD = 30522, 101, 102, 103, 0
 FIRST_CONTINUATION = 20000  # ids from here on continue a word
@@ -240,11 +239,7 @@ def main(argv=None):
     report = {"smoke": args.smoke, "machine": machine_info(), "consumer": consumer,
               "settings": {"rounds": args.rounds, "batches": args.batches, "warmup": args.warmup},
               "shapes": results}
-    with atomic_write(args.out / f"{name}.json") as handle:
-        json.dump(report, handle, indent=2)
-    with atomic_write(args.out / f"{name}.md") as handle:
-        handle.write(render_markdown(report))
-    print(render_markdown(report))
+    write_and_print_report(args.out, name, report, render_markdown(report))
     return 0
 
 

@@ -364,6 +364,17 @@ def atomic_write(path):
             os.remove(staging)
 
 
+def write_and_print_report(out_dir, name, report, markdown):
+    """`<name>.json` (the report) and `<name>.md` (its markdown) in `out_dir`, each replaced whole, then the
+    markdown printed: how the benchmarks that write one report end."""
+    out_dir = Path(out_dir)
+    with atomic_write(out_dir / f"{name}.json") as handle:
+        json.dump(report, handle, indent=2)
+    with atomic_write(out_dir / f"{name}.md") as handle:
+        handle.write(markdown)
+    print(markdown)
+
+
 def _worker_env():
     env = dict(os.environ)
     env["KERAS_BACKEND"] = "tensorflow"

@@ -27,7 +27,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python benchmarks/bench_packing.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.bench_mlm import DEFAULT_OUT, REPO_ROOT, atomic_write, describe_processor, machine_info  # noqa: E402
+from benchmarks.bench_mlm import DEFAULT_OUT, REPO_ROOT, describe_processor, machine_info, write_and_print_report  # noqa: E402
 
 PACKINGS = ("doc-sentences", "unpadded")
 CORPORA = ("plays", "bbc-news")
@@ -105,12 +105,7 @@ def main(argv=None):
                              "real_tokens_per_second": samples * args.seq_len * share})
     report = {"machine": machine_info(), "steps": args.steps, "seq_len": args.seq_len, "batch_size": args.batch_size,
               "rounds": args.rounds, "rows": rows}
-    out = Path(args.out)
-    with atomic_write(out / f"{name}.json") as handle:
-        json.dump(report, handle, indent=2)
-    with atomic_write(out / f"{name}.md") as handle:
-        handle.write(render(report))
-    print(render(report))
+    write_and_print_report(args.out, name, report, render(report))
 
 
 def render(report):

@@ -32,7 +32,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python benchmarks/bench_prepare.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.bench_mlm import DEFAULT_OUT, atomic_write, machine_info  # noqa: E402
+from benchmarks.bench_mlm import DEFAULT_OUT, machine_info, write_and_print_report  # noqa: E402
 
 BERTOLOGY = Path(sys.executable).parent / "bertology"
 # Shards per copy of the default corpus: about 2 MB of text each, the same at every size.
@@ -126,12 +126,7 @@ def main(argv=None):
               "command": " ".join(["python -m benchmarks.bench_prepare", *(argv or sys.argv[1:])]),
               "rows": rows}
     name = "prepare_scaling_smoke" if args.smoke else "prepare_scaling"
-    out = Path(args.out)
-    with atomic_write(out / f"{name}.json") as handle:
-        json.dump(report, handle, indent=2)
-    with atomic_write(out / f"{name}.md") as handle:
-        handle.write(markdown(report))
-    print(markdown(report))
+    write_and_print_report(args.out, name, report, markdown(report))
 
 
 def markdown(report):

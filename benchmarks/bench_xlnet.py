@@ -19,7 +19,6 @@ with --smoke), written atomically.
 """
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -28,7 +27,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python benchmarks/bench_xlnet.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.bench_mlm import DEFAULT_OUT, atomic_write, machine_info  # noqa: E402
+from benchmarks.bench_mlm import DEFAULT_OUT, machine_info, write_and_print_report  # noqa: E402
 
 VOCAB = 32000
 SHAPES = {
@@ -165,11 +164,7 @@ def step_time_main(argv, doc, run, render, name):
     report = {"machine": machine_info(), "smoke": args.smoke, "rounds": rounds, "warmup_steps": warmup,
               "steps": steps, "results": run(shapes, rounds, warmup, steps)}
     name = f"{name}_smoke" if args.smoke else name
-    with atomic_write(args.out / f"{name}.json") as handle:
-        json.dump(report, handle, indent=2)
-    with atomic_write(args.out / f"{name}.md") as handle:
-        handle.write(render(report))
-    print(render(report))
+    write_and_print_report(args.out, name, report, render(report))
     return 0
 
 
