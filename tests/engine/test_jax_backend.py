@@ -108,8 +108,8 @@ def cannot_work(tmp_path_factory):
     order = sorted(CANNOT_WORK, key=lambda name: "--strategy multiworker" not in " ".join(CANNOT_WORK[name][0]))
     cases = [[name, ["pretrain", "--backend", "jax", "--corpus", *PLAYS, "--out", str(outs[name]),
                      *CANNOT_WORK[name][0]], CANNOT_WORK[name][1]] for name in order]
-    results = run_in_one_process(cases, root, {**os.environ, "XLA_FLAGS": f"{FAST_COMPILE} --xla_force_host_platform_device_count=4"},
-                                 timeout=300)
+    devices = f"{FAST_COMPILE} --xla_force_host_platform_device_count=4"
+    results = run_in_one_process(cases, root, {**os.environ, "XLA_FLAGS": devices}, timeout=300)
     return {name: (*results[name], outs[name]) for name in CANNOT_WORK}
 
 
