@@ -245,13 +245,14 @@ def test_pretraining_on_the_default_corpus_beats_the_unigram_level_resumes_exact
         np.testing.assert_array_equal(np.asarray(variable), expected, err_msg=variable.path)
     # `bertology finetune` on the run, at ELMo's default rate: the scalar mix and a head learn a pair task whose
     # label is one word of the first sentence (test_finetune's rule; chance is 0.5). Its rows are 12 words with
-    # the marks, so --seq-len 12 cuts none.
+    # the marks, so --seq-len 12 cuts none. Dev accuracy stays at chance for the first 5 epochs, then climbs: with
+    # 10 epochs fine-tuning seed 2 ended at 0.825 (its rate decays over fewer steps), with 14 seeds 2 and 3 at 1.0.
     from finetune_material import user_folders
 
     from keras_bertology.cli import main
 
     folder = user_folders(tmp_path / "data")["pairs"]
-    assert main(["finetune", "--task", str(folder), "--from", str(tmp_path / "run"), "--epochs", "10",
+    assert main(["finetune", "--task", str(folder), "--from", str(tmp_path / "run"), "--epochs", "14",
                  "--batch-size", "16", "--seq-len", "12", "--out", str(tmp_path / "ft"), "--no-export"]) == 0
     results = json.loads((tmp_path / "ft" / "results.json").read_text())
     assert results["recipe"]["learning_rate"] == 1e-3 and results["test"]["accuracy"] >= 0.8, results["history"]
