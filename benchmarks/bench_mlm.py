@@ -364,14 +364,20 @@ def atomic_write(path):
             os.remove(staging)
 
 
-def write_and_print_report(out_dir, name, report, markdown):
-    """`<name>.json` (the report) and `<name>.md` (its markdown) in `out_dir`, each replaced whole, then the
-    markdown printed: how the benchmarks that write one report end."""
-    out_dir = Path(out_dir)
-    with atomic_write(out_dir / f"{name}.json") as handle:
+def write_report_files(out_dir, name, report, markdown):
+    """(`<name>.json`, `<name>.md`) in `out_dir`: the report and its markdown, each replaced whole."""
+    json_path, md_path = Path(out_dir) / f"{name}.json", Path(out_dir) / f"{name}.md"
+    with atomic_write(json_path) as handle:
         json.dump(report, handle, indent=2)
-    with atomic_write(out_dir / f"{name}.md") as handle:
+        handle.write("\n")
+    with atomic_write(md_path) as handle:
         handle.write(markdown)
+    return json_path, md_path
+
+
+def write_and_print_report(out_dir, name, report, markdown):
+    """`write_report_files`, then the markdown printed: how the benchmarks that write one report end."""
+    write_report_files(out_dir, name, report, markdown)
     print(markdown)
 
 
@@ -596,14 +602,7 @@ def render_markdown(report):
 
 
 def write_report(report, out_dir):
-    out_dir = Path(out_dir)
-    json_path, md_path = out_dir / f"{report['name']}.json", out_dir / f"{report['name']}.md"
-    with atomic_write(json_path) as handle:
-        json.dump(report, handle, indent=2)
-        handle.write("\n")
-    with atomic_write(md_path) as handle:
-        handle.write(render_markdown(report))
-    return json_path, md_path
+    return write_report_files(out_dir, report["name"], report, render_markdown(report))
 
 
 def driver_main(args):
