@@ -6,7 +6,6 @@ export`, `export --format hf`, `Backbone`/`Pretrainer`/`Tokenizer`/`TextPreproce
 import json
 import os
 import shutil
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 import transformers
 
 from family_harness import native_run, sentences_of_one_play
+from forked_python import run_python
 from keras_bertology.cli import main
 from keras_bertology.convert.hf_checkpoint import convert_hf_checkpoint
 from keras_bertology.models import FAMILIES
@@ -104,8 +104,9 @@ def _run_in_a_new_process(root, groups, name):
                           "paths": [path for path in paths if not skipped.get(path)]})
     cases_file, results_file = root / f"{name}-cases.json", root / f"{name}-results.json"
     cases_file.write_text(json.dumps(cases))
-    done = subprocess.run([sys.executable, str(DRIVER), str(cases_file), str(results_file)], capture_output=True,
-                          text=True, timeout=3000, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    # Forked from a process that imported TensorFlow only (forked_python): the driver imports the rest itself.
+    done = run_python([sys.executable, str(DRIVER), str(cases_file), str(results_file)], timeout=3000,
+                      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert done.returncode == 0, done.stderr[-3000:]
     results = {(_name(root, r["run"]), r["path"]): r
                for r in json.loads(results_file.read_text())}

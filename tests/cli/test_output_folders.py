@@ -29,6 +29,7 @@ from keras_bertology.folder_lock import LOCK_FILE, FolderLock
 from keras_bertology.output_paths import (CONVERTED_RUN, PRETRAINING_RUN, SAVED_MODEL, STUDY,
                                           check_output_folder, claim_output_folder)
 from keras_bertology.runs import load_run_model
+from forked_python import start_python
 
 # Each command with the flag of its output folder; "{folder}" is the folder under test, "{new}" a fresh
 # folder for the command's other output. The other inputs are never read: the folder is refused first.
@@ -210,9 +211,9 @@ def test_a_file_system_without_locks_is_written_with_a_warning(tmp_path, monkeyp
 # (convert), --out with its --export (claim_outputs: pretrain and finetune) and a folder replaced whole
 # (prepare, and export). Every command's refusal of a held folder: the holder tests above.
 def _start_stopped(argv, folder):
-    """A `bertology` process started with `argv`, stopped (SIGSTOP) as soon as it holds `folder`."""
-    process = subprocess.Popen([sys.executable, "-m", "keras_bertology.cli", *argv], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
+    """A `bertology` process started with `argv` (forked, forked_python), stopped (SIGSTOP) as soon as it holds
+    `folder`."""
+    process = start_python([sys.executable, "-m", "keras_bertology.cli", *argv])
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and process.poll() is None:
         lock = folder / LOCK_FILE

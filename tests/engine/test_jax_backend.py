@@ -26,7 +26,9 @@ def _bertology(*argv):
                           text=True, timeout=900, env={**os.environ, "BERTOLOGY_XLA": "auto"})
 
 
-@pytest.mark.slow
+# `make test-all`: test_jax_distribution.py checks each part of it in CI on runs it makes anyway (a one-device run
+# saved with the weights JAX trained; a JAX run's export, made by TensorFlow, serving its Keras model's states).
+@pytest.mark.extended
 def test_pretrain_on_jax_exports_the_weights_it_trained(tmp_path):
     run_dir, export_dir = tmp_path / "run", tmp_path / "export"
     done = _bertology("pretrain", "--backend", "jax", "--model", "bert", "--preset", "bert-tiny", "--corpus", *PLAYS,
@@ -52,7 +54,7 @@ def test_pretrain_on_jax_exports_the_weights_it_trained(tmp_path):
 
 
 # `make test-all`: the JAX stage of `make test` trains these windows over packed documents on JAX and resumes
-# them exactly (test_resume.py's long-sequence test), and the BERT test above serves a JAX run's export.
+# them exactly (test_resume.py's long-sequence test), and test_jax_distribution.py serves a JAX run's export.
 @pytest.mark.extended
 def test_modernbert_pretrains_on_jax_in_windows_over_packed_documents_and_serves_what_it_trained(tmp_path):
     """Windows of 8 over 48 tokens are computed in blocks, rows hold several documents: JAX trains it under

@@ -9,9 +9,11 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from cli_in_one_process import run_in_one_process
 from keras_bertology.data.corpus import default_corpus_paths
+from keras_bertology.engine.checkpoints import weights_digest
 from keras_bertology.runs import load_run_model
 from simulated_devices import xla_flags
 
@@ -68,6 +70,14 @@ def one_process_runs(tmp_path_factory):
 def one_device(one_process_runs):
     run_dir = one_process_runs["one-device"]
     return json.loads((run_dir / "metrics.json").read_text()), _weights(run_dir)
+
+
+def test_a_run_trained_on_jax_is_saved_with_the_very_weights_it_trained(one_process_runs, one_device):
+    """The one-device run (`--strategy default`), read here on TensorFlow: the run folder is backend-neutral."""
+    metrics, _ = one_device
+    assert metrics["backend"] == "jax" and metrics["steps"] == STEPS
+    assert all(np.isfinite(record["loss"]) for record in metrics["history"])
+    assert weights_digest(load_run_model(one_process_runs["one-device"]).pretrainer) == metrics["weights_sha256"]
 
 
 # The devices each sum the gradients of their rows, then all-reduce them: the same numbers added in
@@ -151,14 +161,23 @@ def test_a_process_killed_mid_run_stops_the_other_which_resumes_to_the_uninterru
     assert [r["step"] for r in metrics["history"]] == list(range(2, STEPS + 1, 2))
     assert _gap(run_dir, reference) < TOLERANCE
     assert f"weights sha256 {metrics['weights_sha256']}" in outputs[1][0]
-    assert (export_dir / "saved_model.pb").is_file() and metrics["fill_mask"]
+    assert (export_dir / "saved_model.pb").is_file() and metrics["fill_mask"]  # ranked by the export's `mlm`
+    # TensorFlow's SavedModel of the JAX-trained run serves the states its Keras model computes.
+    run = load_run_model(run_dir)
+    rng = np.random.default_rng(0)
+    inputs = {"token_ids": rng.integers(5, run.tokenizer.vocab_size, (3, 32)).astype("int32"),
+              "segment_ids": np.repeat([[0] * 16 + [1] * 16], 3, axis=0).astype("int32"),
+              "padding_mask": np.ones((3, 32), "int32")}
+    inputs["padding_mask"][1, 20:] = 0
+    served = tf.saved_model.load(str(export_dir)).signatures["serve_ids"](
+        **{name: tf.constant(value) for name, value in inputs.items()})
+    np.testing.assert_allclose(served["sequence_output"].numpy(),
+                               run.backbone.predict(inputs, verbose=0)["sequence_output"], atol=1e-5)
 
 
 def test_each_process_reads_its_own_shards_or_feeds_its_own_rows_of_each_global_batch():
     """Process 1 of 2 asks the shards' reader for input pipeline 1 of 2, or keeps rows 4-7 of each global batch
     of 8 that every process builds (test_prepare.py checks which shards a pipeline reads)."""
-    import tensorflow as tf
-
     from keras_bertology.engine.keras_distribution import KerasDistribution
 
     distribution = object.__new__(KerasDistribution)  # what jax.process_index() and process_count() give

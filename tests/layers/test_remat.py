@@ -60,9 +60,12 @@ def _assert_same_step(name, jit_compile=False):
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=2e-6, err_msg=f"weight {index}")
 
 
-# RoBERTa's, ERNIE's and SpanBERT's blocks are BERT's (BertBackbone's TransformerEncoderBlock, another
-# activation or head around them): their recomputed steps run in `make test-all`.
-BERT_BLOCK_REPEATS = ("ernie", "roberta", "spanbert")
+# Their recomputed steps run in `make test-all`: RoBERTa's, ERNIE's and SpanBERT's blocks are BERT's
+# (BertBackbone's TransformerEncoderBlock, another activation or head around them); so are DistilBERT's
+# student's (its teacher runs without training, where no block recomputes) and BigBird's at these 32 tokens
+# (block-sparse only beyond 144: below, BERT's dense attention); ELECTRA's pair is BERT's blocks in the
+# generator-discriminator wrapper that [deberta-v3] recomputes on DeBERTa's blocks.
+BERT_BLOCK_REPEATS = ("bigbird", "distilbert", "electra", "ernie", "roberta", "spanbert")
 
 
 @pytest.mark.parametrize("name", [pytest.param(name, marks=[pytest.mark.extended] * (name in BERT_BLOCK_REPEATS))

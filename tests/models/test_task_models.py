@@ -44,7 +44,14 @@ def _heads(backbone, family):
     }
 
 
-@pytest.mark.parametrize("family_name", sorted(FAMILIES))
+# Their backbone is another's of the same class, pooler and summary, whose heads CI round-trips: ERNIE's and
+# BigBird's BERT's, SpanBERT's ELECTRA's, DistilBERT's and Linformer's RoBERTa's, DeBERTa's DeBERTa-v3's (each
+# backbone's own `.keras` round trip, bare and in its pretrainer, is the family harness's). `make test-all`'s.
+SAME_BACKBONE_AS_ANOTHER = {"bigbird", "deberta", "distilbert", "ernie", "linformer", "spanbert"}
+
+
+@pytest.mark.parametrize("family_name", [
+    pytest.param(name, marks=[pytest.mark.extended] * (name in SAME_BACKBONE_AS_ANOTHER)) for name in sorted(FAMILIES)])
 def test_every_head_builds_on_every_backbone_and_survives_a_keras_round_trip(family_name, tmp_path):
     family = FAMILIES[family_name]
     keras.utils.set_random_seed(0)
@@ -62,11 +69,14 @@ def test_every_head_builds_on_every_backbone_and_survives_a_keras_round_trip(fam
 
 @pytest.mark.slow
 def test_every_head_learns_with_compile_and_fit():
-    """On XLNet (its summary is its last real token); BERT's heads learn their rules through `bertology
-    finetune` in tests/finetune/test_finetune.py's user-folders test, which fits them with compile and fit too."""
+    """The tagger and the span head on XLNet; BERT's heads learn their rules through `bertology finetune` in
+    tests/finetune/test_finetune.py's user-folders test, which fits them with compile and fit too, and XLNet's
+    classifier (its summary its last real token) in that file's test of every family."""
     family = FAMILIES["xlnet"]
     keras.utils.set_random_seed(0)
     for head, (model, targets) in _heads(small_backbone(family), family).items():
+        if head == "classifier":
+            continue
         inputs = _inputs(model.backbone)
         model.compile(optimizer=keras.optimizers.Adam(1e-2),
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))

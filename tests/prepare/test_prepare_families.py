@@ -26,7 +26,9 @@ PLAYS = [str(path) for path in default_corpus_paths()[:2]]  # a document per sha
     # The attentions' options are the encoder's, given when it trains: block-sparse at 32 tokens (above
     # 4 x (5 + 2)), projected to 8 rows.
     ("bigbird", "bigbird-tiny", {}, {"block_size": 4, "random_blocks": 1}),
-    ("linformer", "linformer-tiny", {}, {"projected_length": 8}),
+    # RoBERTa's tokenizer, pretrainer and instances, with BigBird's path for options given at training:
+    # `make test-all`'s (the RoBERTa data path from shards is test_prepare.py's).
+    pytest.param("linformer", "linformer-tiny", {}, {"projected_length": 8}, marks=pytest.mark.extended),
     ("elmo", "elmo-tiny", {}, None),  # word vocabulary, sentence stream; characters spelled per batch
     # Unpadded packing: the shards keep each row's document numbers, which the model reads as its mask.
     ("modernbert", "modernbert-tiny", {"packing": "unpadded"}, None),

@@ -38,6 +38,7 @@ def test_a_second_phase_starts_from_the_first_runs_weights_and_vocabulary(tmp_pa
     assert max(moved) < 1e-6  # four steps at 1e-9 from the first run's weights
     metrics = json.loads((tmp_path / "long" / "metrics.json").read_text())
     assert metrics["init_from"] == str((tmp_path / "short").resolve()) and metrics["schedule"] == "wsd"
+    assert metrics["instances"] == "packed_instances (unpadded)" and np.isfinite(metrics["history"][-1]["loss"])
 
 
 def test_what_a_run_cannot_start_from_is_refused_in_one_line(tmp_path, capsys):

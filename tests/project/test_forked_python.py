@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from forked_python import run_python
+from forked_python import ForkedProcess, run_python, start_python
 
 SCRIPT = textwrap.dedent("""
     import os, sys
@@ -75,3 +75,24 @@ def test_a_call_whose_import_time_variables_differ_gets_what_an_import_with_them
                           ({"KERAS_BACKEND": "jax"}, "float32 jax")):
         done = run_python([sys.executable, "-c", script], env=dict(os.environ, **env), timeout=300)
         assert done.stdout.strip() == expected, done.stderr[-2000:]
+
+
+def test_a_started_script_runs_beside_the_caller_which_can_stop_and_continue_it(tmp_path):
+    """`start_python`: the caller sees it running (poll), signals it by its pid, and reads its streams at the end."""
+    import signal
+
+    script = ("import os, sys, time\nprint(os.getpid(), flush=True)\nopen(sys.argv[1], 'w').close()\n"
+              "while os.path.exists(sys.argv[1]): time.sleep(0.01)\nprint('to stderr', file=sys.stderr); sys.exit(4)")
+    flag = tmp_path / "running"
+    process = start_python([sys.executable, "-c", script, str(flag)])
+    assert isinstance(process, ForkedProcess) and process.pid != os.getpid()
+    deadline = time.monotonic() + 120
+    while not flag.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGSTOP)
+    flag.unlink()
+    time.sleep(0.3)
+    assert process.poll() is None  # stopped: it has not seen the flag go
+    process.send_signal(signal.SIGCONT)
+    assert process.communicate(timeout=120) == (f"{process.pid}\n", "to stderr\n") and process.returncode == 4
+    assert process.poll() == 4 and run_python([sys.executable, "-c", "print(1)"], timeout=300).stdout == "1\n"

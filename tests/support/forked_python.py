@@ -117,28 +117,76 @@ def run_python(args, env=None, cwd=None, timeout=None, check=False):
     that imported TensorFlow with `env`'s import-time variables; through `subprocess.run` itself where no
     such parent can serve it (see the module's docstring)."""
     env = dict(os.environ if env is None else env)
-    parent = _parent_for(env) if args[0] == sys.executable and len(args) > 2 else None
+    parent = _forking_parent(args, env)
     if parent is None:
         return subprocess.run(args, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout,
                               check=check)
-    with tempfile.TemporaryDirectory(prefix="forked-python-") as folder:
-        streams = {name: os.path.join(folder, name) for name in ("stdout", "stderr")}
-        for path in streams.values():
-            open(path, "wb").close()
-        request = {"argv": list(map(str, args[1:])), "env": env, "cwd": os.fspath(cwd or os.getcwd()), **streams}
-        parent.stdin.write(json.dumps(request) + "\n")
-        parent.stdin.flush()
-        pid = _reply(parent, None)["pid"]
-        try:
-            code = _reply(parent, timeout)["status"]
-        except subprocess.TimeoutExpired:
-            os.killpg(pid, signal.SIGKILL)
-            _reply(parent, None)
-            raise subprocess.TimeoutExpired(args, timeout, *(_read(streams[name]) for name in streams)) from None
-        done = subprocess.CompletedProcess(args, code, _read(streams["stdout"]), _read(streams["stderr"]))
+    process = ForkedProcess(parent, args, env, cwd)
+    stdout, stderr = process.communicate(timeout)
+    done = subprocess.CompletedProcess(args, process.returncode, stdout, stderr)
     if check:
         done.check_returncode()
     return done
+
+
+def start_python(args, env=None, cwd=None):
+    """`subprocess.Popen(args, stdout=PIPE, stderr=PIPE, text=True, env=env, cwd=cwd)`, forked as `run_python`
+    forks: a process with `pid`, `returncode`, `poll()`, `send_signal()` and `communicate(timeout)`. Its parent
+    forks nothing else until it has ended."""
+    env = dict(os.environ if env is None else env)
+    parent = _forking_parent(args, env)
+    if parent is None:
+        return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
+    return ForkedProcess(parent, args, env, cwd)
+
+
+class ForkedProcess:
+    """A process the parent forked, its standard streams written to files that are read once it has ended."""
+
+    def __init__(self, parent, args, env, cwd):
+        self.args, self.returncode, self._parent, self._output = args, None, parent, None
+        self._folder = tempfile.TemporaryDirectory(prefix="forked-python-")
+        self._streams = [os.path.join(self._folder.name, name) for name in ("stdout", "stderr")]
+        for path in self._streams:
+            open(path, "wb").close()
+        request = {"argv": list(map(str, args[1:])), "env": env, "cwd": os.fspath(cwd or os.getcwd()),
+                   "stdout": self._streams[0], "stderr": self._streams[1]}
+        parent.stdin.write(json.dumps(request) + "\n")
+        parent.stdin.flush()
+        self.pid = _reply(parent, None)["pid"]
+
+    def poll(self):
+        if self.returncode is None:
+            try:
+                self._ended(_reply(self._parent, 0)["status"])
+            except subprocess.TimeoutExpired:
+                pass
+        return self.returncode
+
+    def send_signal(self, signum):
+        if self.returncode is None:
+            os.kill(self.pid, signum)
+
+    def communicate(self, timeout=None):
+        """(stdout, stderr) once the process has ended; after `timeout` seconds its process group is killed and
+        TimeoutExpired raised, with what it wrote."""
+        if self.returncode is None:
+            try:
+                self._ended(_reply(self._parent, timeout)["status"])
+            except subprocess.TimeoutExpired:
+                os.killpg(self.pid, signal.SIGKILL)
+                self._ended(_reply(self._parent, None)["status"])
+                raise subprocess.TimeoutExpired(self.args, timeout, *self._output) from None
+        return self._output
+
+    def _ended(self, status):
+        self.returncode, self._output = status, tuple(_read(path) for path in self._streams)
+        self._folder.cleanup()
+
+
+def _forking_parent(args, env):
+    """The parent that forks `args` with `env`, or None where `subprocess` must start it (see the docstring)."""
+    return _parent_for(env) if args[0] == sys.executable and len(args) > 2 else None
 
 
 def _import_time_values(env):

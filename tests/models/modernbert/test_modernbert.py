@@ -192,7 +192,9 @@ def test_pretraining_modernbert_runs_serves_and_exports_to_transformers_and_back
     assert results["recipe"]["seq_len"] == 2048 and np.isfinite(results["step_losses"]).all()
 
 
-@pytest.mark.slow
+# `make test-all`: test_init_from.py's second phase pretrains with --packing unpadded from the corpus and checks
+# the same (test_resume.py's long-sequence test trains such a run on both backends and resumes it exactly).
+@pytest.mark.extended
 def test_pretraining_with_unpadded_packing_packs_documents_and_trains(tmp_path, capsys):
     from cli_runs import pretrain_two_plays
 
