@@ -2,9 +2,13 @@
 encoders it refuses, the extra it needs, and the check that stops a converter's mistake. Every family's outputs
 against its encoder's, in a process without TensorFlow: tests/models/test_family_harness.py."""
 
+import contextlib
+import io
 import json
+import shutil
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -27,17 +31,26 @@ def runs(tmp_path_factory):
     return {name: root / name for name in ("bert", "elmo")}
 
 
+@pytest.fixture(scope="module")
+def bert_onnx(runs, tmp_path_factory):
+    """(folder, what the command printed) of `bertology export RUN --format onnx` of the BERT run, exported once
+    for the tests that read it; a test that writes into it copies it first."""
+    out, printed = tmp_path_factory.mktemp("bert-onnx") / "onnx", io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["export", str(runs["bert"]), "--format", "onnx", "--out", str(out)]) == 0
+    return out, printed.getvalue()
+
+
 def _export(capsys, run_dir, out):
     code = main(["export", str(run_dir), "--format", "onnx", "--out", str(out)])
     return code, capsys.readouterr()
 
 
-def test_the_export_writes_the_model_and_what_a_client_needs_to_feed_it(runs, tmp_path, capsys):
+def test_the_export_writes_the_model_and_what_a_client_needs_to_feed_it(bert_onnx):
     import onnxruntime
 
-    out = tmp_path / "onnx"
-    code, printed = _export(capsys, runs["bert"], out)
-    assert code == 0 and printed.out.strip().splitlines()[-3:] == [
+    out, printed = bert_onnx
+    assert printed.strip().splitlines()[-3:] == [
         f"ONNX model written to {out}: inputs token_ids, padding_mask, segment_ids; outputs pooled_output, "
         "sequence_output (opset 17)",
         *(f"no string model{pairs}: its lower-casing and accent stripping (NFD) have no ONNX Runtime Extensions "
@@ -68,23 +81,25 @@ def test_the_export_writes_the_model_and_what_a_client_needs_to_feed_it(runs, tm
     assert [(item.name, item.type) for item in session.get_inputs()] == [
         (spec["name"], "tensor(int32)") for spec in description["inputs"]]
     assert all(isinstance(axis, str) for item in session.get_inputs() for axis in item.shape)  # both axes dynamic
-    # Exported again into its own folder: replaced whole.
-    (out / "model.onnx").write_bytes(b"stale")
-    assert _export(capsys, runs["bert"], out)[0] == 0 and (out / "model.onnx").stat().st_size > 1000
+    # Exported again into its own folder, replaced whole: the quantize test below exports into a copy of it.
 
 
-def test_quantize_int8_adds_a_model_whose_matrix_products_run_on_int8_weights(runs, tmp_path, capsys):
+def test_quantize_int8_adds_a_model_whose_matrix_products_run_on_int8_weights(runs, bert_onnx, tmp_path, capsys):
     """Beside the float model (still checked to 1e-4), model.int8.onnx: its products of the inputs with weight
     matrices in int8 (ONNX Runtime's MatMulInteger on dynamically quantized activations), near the float
-    model's outputs; what it costs in fine-tuned accuracy is measured in benchmarks/onnx_int8_accuracy.py."""
+    model's outputs; what it costs in fine-tuned accuracy is measured in benchmarks/onnx_int8_accuracy.py.
+    Exported into a folder an export of the run wrote, its model.onnx gone stale: the folder is replaced whole."""
     import onnx
     import onnxruntime
 
     out = tmp_path / "onnx"
+    shutil.copytree(bert_onnx[0], out)
+    (out / "model.onnx").write_bytes(b"stale")
     code = main(["export", str(runs["bert"]), "--format", "onnx", "--quantize", "int8", "--out", str(out)])
     printed = capsys.readouterr()
     assert code == 0, printed.err
     assert sorted(path.name for path in out.iterdir()) == ["model.int8.onnx", "model.onnx", "onnx.json"]
+    assert (out / "model.onnx").stat().st_size > 1000
     description = json.loads((out / "onnx.json").read_text())
     assert description["self_check"]["max_difference"] <= onnx_export.CHECK_TOLERANCE
     quantized = description["quantized"]
@@ -166,15 +181,17 @@ def test_the_check_inputs_stay_within_each_inputs_limits_and_pad_the_second_row(
     np.testing.assert_array_equal(inputs["padding_mask"], [[1] * 6, [1, 1, 1, 0, 0, 0]])
 
 
-def test_the_serving_docs_client_runs_without_tensorflow_and_computes_as_the_encoder(runs, tmp_path, capsys):
+def test_the_serving_docs_client_runs_without_tensorflow_and_computes_as_the_encoder(runs, bert_onnx, tmp_path,
+                                                                                     capsys):
     """The documented client, as written, in a new process that never imports TensorFlow: the Hugging Face
     export's tokenizer lays the texts out as the run's own, and the ONNX model computes its encoder's
     sequence output from them."""
     from keras_bertology.runs import load_run_model
 
-    for kind in ("onnx", "hf"):
-        assert main(["export", str(runs["bert"]), "--format", kind, "--out",
-                     str(tmp_path / kind / "bert-tiny-shakespeare")]) == 0
+    (tmp_path / "onnx").mkdir()
+    (tmp_path / "onnx" / "bert-tiny-shakespeare").symlink_to(bert_onnx[0])  # the client only reads it
+    assert main(["export", str(runs["bert"]), "--format", "hf", "--out",
+                 str(tmp_path / "hf" / "bert-tiny-shakespeare")]) == 0
     capsys.readouterr()
     run_serving_docs_client("## ONNX", "### Raw strings in",
                             "import numpy\nnumpy.savez('served.npz', output=sequence_output, **feed)\n", tmp_path)
@@ -195,8 +212,12 @@ def test_the_serving_docs_client_runs_without_tensorflow_and_computes_as_the_enc
     np.testing.assert_allclose(served["output"][real], expected[real], atol=1e-4)
 
 
-@pytest.mark.parametrize("kind", [pytest.param("classify", marks=pytest.mark.extended), "classify_pairs", "tag",
-                                  "answer"])
+# Extended: in CI, tests/export/test_onnx_text.py::test_fine_tuned_classifiers_taggers_and_answer_models_get_string_
+# models runs these checks (the logits through ONNX Runtime against the Keras model, onnx.json's kind, labels and
+# length) on RoBERTa's classifier, pair classifier, tagger and answer model, which export by the same
+# export_task_onnx.
+@pytest.mark.extended
+@pytest.mark.parametrize("kind", ["classify", "classify_pairs", "tag", "answer"])
 def test_a_fine_tuned_task_model_exports_its_logits_and_labels(runs, tmp_path, capsys, kind):
     """`bertology export FINETUNE_DIR --format onnx`: the task model's logits (a span model's start and end),
     in a process without TensorFlow, equal to the Keras model's within 1e-4 on the whole batch and a shorter
@@ -254,6 +275,9 @@ def test_a_fine_tuning_kept_without_its_model_is_refused_in_one_line(runs, tmp_p
     assert not (tmp_path / "onnx").exists()
 
 
+# Extended: in CI, tests/models/t5/test_t5_serving.py::test_t5_learns_a_seq2seq_folder_scored_by_exact_match makes
+# the same refusal of the seq2seq folder it fine-tunes (without a run and a fine-tuning of its own).
+@pytest.mark.extended
 def test_a_text_to_text_model_is_refused_in_one_line(tmp_path, capsys):
     """A seq2seq model generates text (a decoder called again per token): not one forward pass to export."""
     from finetune_material import write_file
@@ -279,7 +303,8 @@ def test_bigbirds_block_sparse_branch_computes_as_the_encoder_beyond_the_dense_l
     from keras_bertology.layers.block_sparse_attention import dense_length_limit
 
     run = native_run(get_family("bigbird"), tmp_path / "run", sentences_of_one_play(), perturb_seed=0)
-    onnx_export.export_onnx(run, tmp_path / "onnx")
+    # The encoder alone: its string models are tests/export/test_onnx_text.py's (BigBird's SentencePiece there).
+    onnx_export.export_onnx(replace(run, tokenizer=None), tmp_path / "onnx")
     encoder = run.backbone.text_encoder()
     attention = next(layer for layer in encoder._flatten_layers() if hasattr(layer, "random_blocks"))
     limit = dense_length_limit(attention.block_size, attention.random_blocks)

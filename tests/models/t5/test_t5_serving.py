@@ -266,12 +266,20 @@ def test_t5_fine_tunes_text_to_text_and_serves_what_it_scored(t5_run, tmp_path):
     assert json.loads((tmp_path / "enc" / "results.json").read_text())["recipe"]["head"] == "encoder"
 
 
-def test_t5_learns_a_seq2seq_folder_scored_by_exact_match(t5_run, tmp_path):
+def test_t5_learns_a_seq2seq_folder_scored_by_exact_match(t5_run, tmp_path, capsys):
+    """A seq2seq folder (JSONL input and target) fine-tunes T5's decoder, scored by exact match; `--head encoder`
+    is refused for it, and so is `export --format onnx` of its model, which generates text (a decoder called
+    again per token, not one forward pass): in one line, nothing written."""
     _write_folder(tmp_path / "task", "seq2seq")
     assert main(["finetune", "--task", str(tmp_path / "task"), "--from", str(t5_run[0]), "--epochs", "1",
                  "--batch-size", "16", "--out", str(tmp_path / "ft"), "--no-export"]) == 0
     results = json.loads((tmp_path / "ft" / "results.json").read_text())
     assert results["kind"] == "seq2seq" and set(results["test"]) == {"exact_match"}
+    capsys.readouterr()
+    code = main(["export", str(tmp_path / "ft"), "--format", "onnx", "--out", str(tmp_path / "onnx")])
+    err = capsys.readouterr().err
+    assert code != 0 and err.count("\n") == 1 and "it generates text" in err
+    assert not (tmp_path / "onnx").exists()
     assert main(["finetune", "--task", str(tmp_path / "task"), "--from", str(t5_run[0]), "--head", "encoder",
                  "--out", str(tmp_path / "never")]) == 2
     assert not (tmp_path / "never").exists()
