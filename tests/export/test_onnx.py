@@ -222,11 +222,9 @@ def test_a_fine_tuned_task_model_exports_its_logits_and_labels(runs, tmp_path, c
     """`bertology export FINETUNE_DIR --format onnx`: the task model's logits (a span model's start and end),
     in a process without TensorFlow, equal to the Keras model's within 1e-4 on the whole batch and a shorter
     one; onnx.json lists the labels in the order of the logits. (`classify` shares `classify_pairs`' head.)"""
-    import keras
-
-    from family_harness import ONNX_SERVER, ONNX_TOLERANCE
+    from family_harness import ONNX_TOLERANCE
     from finetune_material import user_folders, write_file
-    from keras_bertology.keras_archives import load_keras_archive
+    from onnx_clients import check_task_models_onnx
 
     folders = user_folders(tmp_path / "data")
     if kind == "classify":  # the pairs' label and second text alone
@@ -241,27 +239,7 @@ def test_a_fine_tuned_task_model_exports_its_logits_and_labels(runs, tmp_path, c
                  "16", "--seq-len", "32", "--out", str(tuned), "--no-export"]) == 0
     code, printed = _export(capsys, tuned, out)
     assert code == 0, printed.err
-    description = json.loads((out / "onnx.json").read_text())
-    results = json.loads((tuned / "results.json").read_text())
-    assert (description["kind"], description["labels"], description["max_length"]) == (
-        results["kind"], results["labels"], 32)
-    model = load_keras_archive(tuned / "model.keras")
-    rng = np.random.default_rng(0)
-    inputs = {name: rng.integers(0, model.backbone.input_limits().get(name, 2), (3, 12)).astype("int32")
-              for name in model.input}
-    inputs["padding_mask"][:] = 1
-    inputs["padding_mask"][2, 7:] = 0
-    np.savez(tmp_path / "inputs.npz", **inputs)
-    done = subprocess.run([sys.executable, "-c", ONNX_SERVER, str(out / "model.onnx"), str(tmp_path / "inputs.npz"),
-                           str(tmp_path / "outputs.npz")], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    got = dict(np.load(tmp_path / "outputs.npz"))
-    for rows, batch in ((None, inputs), (1, {name: value[:1, :5] for name, value in inputs.items()})):
-        expected = model(batch, training=False)
-        expected = expected if isinstance(expected, dict) else {"logits": expected}
-        assert sorted(expected) == description["outputs"]
-        for name, value in expected.items():
-            np.testing.assert_allclose(got[f"{rows}/{name}"], keras.ops.convert_to_numpy(value), atol=ONNX_TOLERANCE)
+    check_task_models_onnx({kind: (tuned, out)}, tmp_path, ONNX_TOLERANCE)
 
 
 def test_a_fine_tuning_kept_without_its_model_is_refused_in_one_line(runs, tmp_path, capsys):

@@ -13,7 +13,7 @@ import pytest
 
 from docs_clients import run_serving_docs_client
 from family_harness import sentences_of_one_play
-from onnx_clients import REFUSALS_CLIENT, served_by_onnx
+from onnx_clients import REFUSALS_CLIENT, check_task_models_onnx, served_by_onnx
 from keras_bertology.export import onnx_text
 from keras_bertology.export.onnx import export_onnx
 from keras_bertology.export.onnx_graph import OnnxGraph
@@ -243,7 +243,8 @@ def test_fine_tuned_classifiers_taggers_and_answer_models_get_string_models(tmp_
         assert main(["export", str(tmp_path / f"ft-{name}"), "--format", "onnx", "--out",
                      str(tmp_path / f"onnx-{name}")]) == 0
         printed[name] = capsys.readouterr().out.strip().splitlines()[-1]
-    _check_the_ids_models(tmp_path, ("single", "pairs", "tags", "spans"))
+    check_task_models_onnx({name: (tmp_path / f"ft-{name}", tmp_path / f"onnx-{name}")
+                            for name in ("single", "pairs", "tags", "spans")}, tmp_path, TOLERANCE)
     assert printed == {name: f"string model written to {tmp_path / f'onnx-{name}' / 'model.text.onnx'}: {inputs}, "
                              "raw strings (ONNX Runtime Extensions' operators)"
                        for name, inputs in (("single", "input text"), ("pairs", "inputs text, text_b"),
@@ -317,47 +318,6 @@ def test_fine_tuned_classifiers_taggers_and_answer_models_get_string_models(tmp_
         assert [text.encode() for text in served[answer]] == expected["answer"].numpy().tolist()
         np.testing.assert_allclose(served[score], expected["score"].numpy(), atol=TOLERANCE)
     assert served["lengths"].max() == 32 and served["answers"][2] == ""
-
-
-def _check_the_ids_models(folder, names):
-    """Each task model's model.onnx (`folder`/onnx-NAME, of the fine-tuning `folder`/ft-NAME), in a process without
-    TensorFlow, gives the Keras model's logits (an answer model's start and end logits) within TOLERANCE on a batch
-    and on a shorter one; its onnx.json gives the task's kind, its labels in the order of the logits (those of
-    results.json) and the fine-tuning's length. (tests/export/test_onnx.py checks BERT's task models so, extended.)"""
-    import keras
-
-    from family_harness import ONNX_SERVER
-    from keras_bertology.keras_archives import load_keras_archive
-
-    models, jobs = {}, []
-    for name in names:
-        tuned, out = folder / f"ft-{name}", folder / f"onnx-{name}"
-        description = json.loads((out / "onnx.json").read_text())
-        results = json.loads((tuned / "results.json").read_text())
-        assert (description["kind"], description["labels"], description["max_length"]) == (
-            results["kind"], results["labels"], 32), name
-        model = load_keras_archive(tuned / "model.keras")
-        rng = np.random.default_rng(0)
-        inputs = {key: rng.integers(0, model.backbone.input_limits().get(key, 2), (3, 12)).astype("int32")
-                  for key in model.input}
-        inputs["padding_mask"][:] = 1
-        inputs["padding_mask"][2, 7:] = 0
-        np.savez(folder / f"ids-{name}.npz", **inputs)
-        models[name] = model, inputs, description
-        jobs.append([str(out / "model.onnx"), str(folder / f"ids-{name}.npz"), str(folder / f"logits-{name}.npz")])
-    # family_harness's server once per model, in one process (each new one costs seconds to start).
-    script = f"import sys\nfor sys.argv[1:] in {jobs!r}:\n    exec({ONNX_SERVER!r}, {{}})\n"
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    for name, (model, inputs, description) in models.items():
-        got = dict(np.load(folder / f"logits-{name}.npz"))
-        for rows, batch in ((None, inputs), (1, {key: value[:1, :5] for key, value in inputs.items()})):
-            expected = model(batch, training=False)
-            expected = expected if isinstance(expected, dict) else {"logits": expected}
-            assert sorted(expected) == description["outputs"], name
-            for output, value in expected.items():
-                np.testing.assert_allclose(got[f"{rows}/{output}"], keras.ops.convert_to_numpy(value), atol=TOLERANCE,
-                                           err_msg=f"{name} {output} {rows}")
 
 
 @pytest.mark.parametrize("max_answer_pieces", [1, 3, 30])

@@ -75,3 +75,45 @@ def served_by_onnx(model_path, texts, folder, client=CLIENT):
 def _bytes(texts):
     """Texts as a NumPy bytes array one byte wider than the longest (how invalid UTF-8 reaches the graph)."""
     return np.array(texts, dtype=f"S{max(map(len, texts)) + 1}")
+
+
+def check_task_models_onnx(exports, folder, tolerance=1e-4):
+    """Each fine-tuned task model's model.onnx ({name: (its fine-tuning folder, its ONNX folder)}), in a process
+    without TensorFlow, gives the Keras model's logits (an answer model's start and end logits) within `tolerance`
+    on a batch and on a shorter one; its onnx.json gives the task's kind, its labels in the order of the logits
+    (those of results.json) and the fine-tuning's length (32). `folder` holds the inputs and outputs."""
+    import json
+
+    import keras
+
+    from family_harness import ONNX_SERVER
+    from keras_bertology.keras_archives import load_keras_archive
+
+    models, jobs = {}, []
+    for name, (tuned, out) in exports.items():
+        description = json.loads((out / "onnx.json").read_text())
+        results = json.loads((tuned / "results.json").read_text())
+        assert (description["kind"], description["labels"], description["max_length"]) == (
+            results["kind"], results["labels"], 32), name
+        model = load_keras_archive(tuned / "model.keras")
+        rng = np.random.default_rng(0)
+        inputs = {key: rng.integers(0, model.backbone.input_limits().get(key, 2), (3, 12)).astype("int32")
+                  for key in model.input}
+        inputs["padding_mask"][:] = 1
+        inputs["padding_mask"][2, 7:] = 0
+        np.savez(folder / f"ids-{name}.npz", **inputs)
+        models[name] = model, inputs, description
+        jobs.append([str(out / "model.onnx"), str(folder / f"ids-{name}.npz"), str(folder / f"logits-{name}.npz")])
+    # family_harness's server once per model, in one process (each new one costs seconds to start).
+    script = f"import sys\nfor sys.argv[1:] in {jobs!r}:\n    exec({ONNX_SERVER!r}, {{}})\n"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name, (model, inputs, description) in models.items():
+        got = dict(np.load(folder / f"logits-{name}.npz"))
+        for rows, batch in ((None, inputs), (1, {key: value[:1, :5] for key, value in inputs.items()})):
+            expected = model(batch, training=False)
+            expected = expected if isinstance(expected, dict) else {"logits": expected}
+            assert sorted(expected) == description["outputs"], name
+            for output, value in expected.items():
+                np.testing.assert_allclose(got[f"{rows}/{output}"], keras.ops.convert_to_numpy(value), atol=tolerance,
+                                           err_msg=f"{name} {output} {rows}")
