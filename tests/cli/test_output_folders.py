@@ -225,11 +225,17 @@ def _start_stopped(argv, folder):
 
 
 def _second_writer_refused(capsys, first, folder, argv):
-    """While `first` is stopped mid-write, `argv` is refused and changes nothing; then `first` goes on."""
-    before = _snapshot(folder)
-    line = _refused(capsys, argv)
-    assert f"{folder} is being written by another bertology process (pid {first.pid})" in line
-    assert _snapshot(folder) == before
+    """While `first` is stopped mid-write, `argv` is refused and changes nothing; then `first` goes on (and is
+    killed if a check fails first: a stopped process left behind holds its forking parent)."""
+    try:
+        before = _snapshot(folder)
+        line = _refused(capsys, argv)
+        assert f"{folder} is being written by another bertology process (pid {first.pid})" in line
+        assert _snapshot(folder) == before
+    except BaseException:
+        first.send_signal(signal.SIGKILL)
+        first.communicate(timeout=60)
+        raise
     first.send_signal(signal.SIGCONT)
     _, err = first.communicate(timeout=300)
     assert first.returncode == 0, err[-3000:]

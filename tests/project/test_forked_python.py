@@ -93,6 +93,8 @@ def test_a_started_script_runs_beside_the_caller_which_can_stop_and_continue_it(
     flag.unlink()
     time.sleep(0.3)
     assert process.poll() is None  # stopped: it has not seen the flag go
+    # Its parent waits on it: a call meanwhile starts a new interpreter instead of waiting behind it.
+    assert run_python([sys.executable, "-c", "print(2)"], timeout=300).stdout == "2\n"
     process.send_signal(signal.SIGCONT)
     assert process.communicate(timeout=120) == (f"{process.pid}\n", "to stderr\n") and process.returncode == 4
     assert process.poll() == 4 and run_python([sys.executable, "-c", "print(1)"], timeout=300).stdout == "1\n"

@@ -131,8 +131,8 @@ def run_python(args, env=None, cwd=None, timeout=None, check=False):
 
 def start_python(args, env=None, cwd=None):
     """`subprocess.Popen(args, stdout=PIPE, stderr=PIPE, text=True, env=env, cwd=cwd)`, forked as `run_python`
-    forks: a process with `pid`, `returncode`, `poll()`, `send_signal()` and `communicate(timeout)`. Its parent
-    forks nothing else until it has ended."""
+    forks: a process with `pid`, `returncode`, `poll()`, `send_signal()` and `communicate(timeout)`. Until it
+    has ended (and its end been read), the calls that would fork from its parent start a new interpreter."""
     env = dict(os.environ if env is None else env)
     parent = _forking_parent(args, env)
     if parent is None:
@@ -154,6 +154,7 @@ class ForkedProcess:
         parent.stdin.write(json.dumps(request) + "\n")
         parent.stdin.flush()
         self.pid = _reply(parent, None)["pid"]
+        parent.running = self
 
     def poll(self):
         if self.returncode is None:
@@ -181,12 +182,15 @@ class ForkedProcess:
 
     def _ended(self, status):
         self.returncode, self._output = status, tuple(_read(path) for path in self._streams)
+        self._parent.running = None
         self._folder.cleanup()
 
 
 def _forking_parent(args, env):
-    """The parent that forks `args` with `env`, or None where `subprocess` must start it (see the docstring)."""
-    return _parent_for(env) if args[0] == sys.executable and len(args) > 2 else None
+    """The parent that forks `args` with `env`, or None where `subprocess` must start it (see the docstring) or
+    the parent waits for a process `start_python` forked (a stopped one would block it)."""
+    parent = _parent_for(env) if args[0] == sys.executable and len(args) > 2 else None
+    return None if parent is None or parent.running else parent
 
 
 def _import_time_values(env):
@@ -203,7 +207,7 @@ def _parent_for(env):
         parent = _parents[key] = subprocess.Popen([sys.executable, "-c", _PARENT], stdin=subprocess.PIPE,
                                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                                   env=env, cwd=tempfile.gettempdir())
-        parent.unread = b""
+        parent.unread, parent.running = b"", None
     return parent
 
 
@@ -231,5 +235,7 @@ def _read(path):
 @atexit.register
 def _stop_parents():
     for parent in _parents.values():
+        if parent.running is not None:  # a started process never waited for (a test failed): the parent waits on it
+            os.killpg(parent.running.pid, signal.SIGKILL)
         parent.stdin.close()
         parent.wait()
